@@ -1,0 +1,401 @@
+//! The `host` backend: ranks are threads of one process that move data through each other's
+//! buffers directly (like CUDA IPC peers). Always available; also the correctness oracle.
+
+use super::{AlignedBuf, BackendError, Communicator, PointSpec};
+use crate::coll::{Collective, Placement};
+use crate::data::RankBuffers;
+use crate::dtype::{accumulate_bytes, combine_bytes, scale_avg_bytes, RedOp};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A sense-reversing barrier that spins briefly then yields (ranks may outnumber cores), and
+/// counts each rank's arrivals so a watchdog can name the ranks that never came.
+pub struct ArrivalBarrier {
+    nranks: usize,
+    waiting: AtomicUsize,
+    generation: AtomicUsize,
+    arrivals: Vec<AtomicU64>,
+}
+
+impl ArrivalBarrier {
+    pub fn new(nranks: usize) -> Self {
+        ArrivalBarrier {
+            nranks,
+            waiting: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+            arrivals: (0..nranks).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub fn wait(&self, rank: usize) {
+        let generation = self.generation.load(Ordering::Acquire);
+        self.arrivals[rank].fetch_add(1, Ordering::Relaxed);
+        if self.waiting.fetch_add(1, Ordering::AcqRel) + 1 == self.nranks {
+            self.waiting.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < 200 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Ranks that have arrived fewer times than the furthest rank: the ones being waited for.
+    pub fn missing(&self) -> Vec<usize> {
+        let counts: Vec<u64> = self.arrivals.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let furthest = counts.iter().copied().max().unwrap_or(0);
+        (0..self.nranks).filter(|&r| counts[r] < furthest).collect()
+    }
+}
+
+/// Addresses a rank publishes for its peers during one `run`.
+#[derive(Default)]
+struct Slot {
+    send: AtomicUsize,
+    recv: AtomicUsize,
+    scratch: AtomicUsize,
+}
+
+struct Shared {
+    barrier: ArrivalBarrier,
+    slots: Vec<Slot>,
+    exchange: Mutex<Vec<Vec<u8>>>,
+}
+
+/// Create the communicators of an `nranks`-thread world; hand one to each thread.
+pub fn world(nranks: usize) -> Vec<HostComm> {
+    let shared = Arc::new(Shared {
+        barrier: ArrivalBarrier::new(nranks),
+        slots: (0..nranks).map(|_| Slot::default()).collect(),
+        exchange: Mutex::new(vec![Vec::new(); nranks]),
+    });
+    (0..nranks)
+        .map(|rank| HostComm {
+            rank,
+            shared: Arc::clone(&shared),
+            send: AlignedBuf::default(),
+            recv: AlignedBuf::default(),
+            scratch: AlignedBuf::default(),
+            spec: None,
+        })
+        .collect()
+}
+
+pub struct HostComm {
+    rank: usize,
+    shared: Arc<Shared>,
+    send: AlignedBuf,
+    recv: AlignedBuf,
+    scratch: AlignedBuf,
+    spec: Option<PointSpec>,
+}
+
+/// Byte range of chunk `k` when `count` elements are split over `n` ranks.
+fn chunk(count: usize, n: usize, k: usize, elem: usize) -> (usize, usize) {
+    let lo = count * k / n;
+    let hi = count * (k + 1) / n;
+    (lo * elem, (hi - lo) * elem)
+}
+
+/// A peer's bytes. Safety: the caller guarantees, through the barriers of the collective's
+/// schedule, that nobody writes `[ptr+off, ptr+off+len)` while this slice is alive.
+unsafe fn peer<'a>(ptr: usize, off: usize, len: usize) -> &'a [u8] {
+    std::slice::from_raw_parts((ptr + off) as *const u8, len)
+}
+
+/// Our own bytes, possibly read by peers elsewhere. Safety: as for `peer`, and no other slice
+/// to this range is alive.
+unsafe fn own<'a>(ptr: usize, off: usize, len: usize) -> &'a mut [u8] {
+    std::slice::from_raw_parts_mut((ptr + off) as *mut u8, len)
+}
+
+impl HostComm {
+    fn slot(&self, rank: usize) -> (usize, usize, usize) {
+        let s = &self.shared.slots[rank];
+        (
+            s.send.load(Ordering::Acquire),
+            s.recv.load(Ordering::Acquire),
+            s.scratch.load(Ordering::Acquire),
+        )
+    }
+
+    fn barrier(&self) {
+        self.shared.barrier.wait(self.rank);
+    }
+
+    /// Reduce chunk `[off, off+len)` of every rank's send buffer into `dst`. When `dst_is_input`,
+    /// `dst` already holds rank `skip`'s contribution (in place) and that rank is skipped.
+    ///
+    /// Safety: see `peer`/`own`.
+    unsafe fn reduce_chunk(
+        &self,
+        spec: &PointSpec,
+        sends: &[usize],
+        dst: &mut [u8],
+        off: usize,
+        skip: Option<usize>,
+    ) {
+        let len = dst.len();
+        let mut sources = (0..sends.len()).filter(|&s| Some(s) != skip);
+        if skip.is_none() {
+            let (Some(a), Some(b)) = (sources.next(), sources.next()) else {
+                // A one-rank world: the reduction is a copy.
+                dst.copy_from_slice(peer(sends[0], off, len));
+                return;
+            };
+            combine_bytes(spec.dtype, dst, peer(sends[a], off, len), peer(sends[b], off, len), spec.op);
+        }
+        for s in sources {
+            accumulate_bytes(spec.dtype, dst, peer(sends[s], off, len), spec.op);
+        }
+        if spec.op == RedOp::Avg {
+            scale_avg_bytes(spec.dtype, dst, sends.len());
+        }
+    }
+
+    /// One call of the collective. Every rank has published its addresses; ranks read peers'
+    /// buffers directly, and the barriers order each phase's writes before the next reads.
+    unsafe fn execute(&self, spec: &PointSpec, placement: Placement) {
+        let n = self.shared.slots.len();
+        let me = self.rank;
+        let elem = spec.dtype.size_bytes();
+        let layout = spec.layout(n, me);
+        let in_place = placement == Placement::InPlace;
+        let slots: Vec<(usize, usize, usize)> = (0..n).map(|r| self.slot(r)).collect();
+        let sends: Vec<usize> = slots.iter().map(|s| s.0).collect();
+        let (_, my_recv, my_scratch) = slots[me];
+        let per_bytes = layout.param_count * elem;
+        match spec.coll {
+            Collective::AllReduce => {
+                // Reduce-scatter into our own chunk, then gather the other chunks from peers.
+                let (off, len) = chunk(layout.param_count, n, me, elem);
+                let dst = own(my_recv, off, len);
+                self.reduce_chunk(spec, &sends, dst, off, in_place.then_some(me));
+                self.barrier();
+                for s in (0..n).filter(|&s| s != me) {
+                    let (off, len) = chunk(layout.param_count, n, s, elem);
+                    own(my_recv, off, len).copy_from_slice(peer(slots[s].1, off, len));
+                }
+            }
+            Collective::ReduceScatter => {
+                let off = me * per_bytes;
+                let dst = own(my_recv, 0, per_bytes);
+                self.reduce_chunk(spec, &sends, dst, off, in_place.then_some(me));
+            }
+            Collective::AllGather => {
+                for s in 0..n {
+                    if in_place && s == me {
+                        continue;
+                    }
+                    own(my_recv, s * per_bytes, per_bytes).copy_from_slice(peer(sends[s], 0, per_bytes));
+                }
+            }
+            Collective::Broadcast => {
+                let len = layout.param_count * elem;
+                if !(in_place && me == spec.root) {
+                    own(my_recv, 0, len).copy_from_slice(peer(sends[spec.root], 0, len));
+                }
+            }
+            Collective::Reduce => {
+                // Every rank reduces one chunk straight into the root's output.
+                let (off, len) = chunk(layout.param_count, n, me, elem);
+                let root_recv = slots[spec.root].1;
+                let dst = own(root_recv, off, len);
+                self.reduce_chunk(spec, &sends, dst, off, in_place.then_some(spec.root));
+            }
+            Collective::Alltoall | Collective::Sendrecv => {
+                // In place, inputs and outputs share one buffer: stage the input first.
+                let sources: Vec<usize> = if in_place {
+                    let bytes = layout.send_count * elem;
+                    own(my_scratch, 0, bytes).copy_from_slice(peer(sends[me], 0, bytes));
+                    self.barrier();
+                    slots.iter().map(|s| s.2).collect()
+                } else {
+                    sends
+                };
+                if spec.coll == Collective::Alltoall {
+                    for s in 0..n {
+                        own(my_recv, s * per_bytes, per_bytes)
+                            .copy_from_slice(peer(sources[s], me * per_bytes, per_bytes));
+                    }
+                } else {
+                    let from = (me + n - 1) % n;
+                    own(my_recv, 0, per_bytes).copy_from_slice(peer(sources[from], 0, per_bytes));
+                }
+            }
+        }
+        // Nobody may overwrite its buffers for the next call while peers still read them.
+        self.barrier();
+    }
+}
+
+impl Communicator for HostComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn nranks(&self) -> usize {
+        self.shared.slots.len()
+    }
+
+    fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
+        let layout = spec.layout(self.nranks(), self.rank);
+        let bytes = layout.buffer_count() * spec.dtype.size_bytes();
+        self.send.ensure(bytes)?;
+        self.recv.ensure(bytes)?;
+        if matches!(spec.coll, Collective::Alltoall | Collective::Sendrecv) {
+            self.scratch.ensure(bytes)?;
+        }
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> RankBuffers<'_> {
+        RankBuffers { send: self.send.bytes_mut(), recv: self.recv.bytes_mut() }
+    }
+
+    fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("run() before prepare()".to_string()))?;
+        let elem = spec.dtype.size_bytes();
+        let layout = spec.layout(self.nranks(), self.rank);
+        let recv = self.recv.as_mut_ptr() as usize;
+        let (send_addr, recv_addr) = match placement {
+            Placement::OutOfPlace => (self.send.as_mut_ptr() as usize, recv),
+            Placement::InPlace => (
+                recv + layout.send_inplace_offset * elem,
+                recv + layout.recv_inplace_offset * elem,
+            ),
+        };
+        let slot = &self.shared.slots[self.rank];
+        slot.send.store(send_addr, Ordering::Release);
+        slot.recv.store(recv_addr, Ordering::Release);
+        slot.scratch.store(self.scratch.as_mut_ptr() as usize, Ordering::Release);
+        // Everyone's addresses are visible before anyone reads a peer.
+        self.barrier();
+        let start = Instant::now();
+        for _ in 0..iters {
+            // SAFETY: the buffers behind the published addresses live in `self` (and the peers'
+            // `HostComm`s), which stay alive and unresized for the whole `run`: every rank is
+            // inside this call until the final barrier. `execute` orders conflicting accesses
+            // with barriers; each phase writes disjoint ranges (see the comments there).
+            unsafe { self.execute(&spec, placement) };
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+        let poisoned = || BackendError::Failed("a host rank panicked during an exchange".into());
+        self.shared.exchange.lock().map_err(|_| poisoned())?[self.rank] = data.to_vec();
+        self.barrier();
+        let all = self.shared.exchange.lock().map_err(|_| poisoned())?.clone();
+        self.barrier();
+        Ok(all)
+    }
+
+    fn missing_ranks_probe(&self) -> Option<Box<dyn Fn() -> Vec<usize> + Send + Sync>> {
+        let shared = Arc::clone(&self.shared);
+        Some(Box::new(move || shared.barrier.missing()))
+    }
+}
+
+/// Single-thread memcpy bandwidth (bytes copied per second, best of several): the physical
+/// ceiling the host backend is judged against.
+pub fn memcpy_bandwidth(size_bytes: usize) -> Result<f64, BackendError> {
+    let mut src = AlignedBuf::default();
+    let mut dst = AlignedBuf::default();
+    src.ensure(size_bytes)?;
+    dst.ensure(size_bytes)?;
+    src.bytes_mut().fill(1);
+    dst.bytes_mut().fill(0);
+    let mut best = f64::INFINITY;
+    for _ in 0..5 {
+        let start = Instant::now();
+        dst.bytes_mut().copy_from_slice(src.bytes());
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    std::hint::black_box(dst.bytes());
+    Ok(size_bytes as f64 / best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{count_wrong, fill_inputs, Generator};
+    use crate::dtype::Dtype;
+
+    /// Runs one checked call on every rank of a thread world; returns wrong counts per rank.
+    fn check(coll: Collective, dtype: Dtype, op: RedOp, n: usize, count: usize, placement: Placement) -> Vec<u64> {
+        let root = n - 1;
+        let spec = PointSpec { coll, dtype, op, root, count };
+        let gen = Generator { coll, op, dtype, nranks: n, root };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = world(n)
+                .into_iter()
+                .map(|mut comm| {
+                    scope.spawn(move || {
+                        comm.prepare(&spec).unwrap();
+                        let r = comm.rank();
+                        let layout = spec.layout(n, r);
+                        fill_inputs(&gen, r, &layout, placement, comm.buffers());
+                        comm.run(placement, 1).unwrap();
+                        count_wrong(&gen, r, &layout, placement, comm.buffers().recv)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn every_collective_type_op_and_placement_is_exact() {
+        for coll in Collective::ALL {
+            let ops: &[RedOp] = if coll.has_op() { &RedOp::ALL } else { &[RedOp::Sum] };
+            for &op in ops {
+                for dtype in [Dtype::Int8, Dtype::Uint8, Dtype::Int32, Dtype::Int64, Dtype::Half, Dtype::Bfloat16, Dtype::Float, Dtype::Double] {
+                    for n in [1usize, 2, 3, 4] {
+                        for placement in Placement::BOTH {
+                            let wrong = check(coll, dtype, op, n, 1000, placement);
+                            assert!(wrong.iter().all(|&w| w == 0), "{coll} {dtype} {op} n={n} {placement:?}: {wrong:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn uneven_counts_and_empty_calls_work() {
+        for coll in Collective::ALL {
+            for count in [0usize, 1, 7, 1001] {
+                let wrong = check(coll, Dtype::Float, RedOp::Sum, 3, count, Placement::OutOfPlace);
+                assert!(wrong.iter().all(|&w| w == 0), "{coll} count={count}: {wrong:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn barrier_reports_ranks_that_never_arrive() {
+        let barrier = Arc::new(ArrivalBarrier::new(3));
+        let b = Arc::clone(&barrier);
+        let h = std::thread::spawn(move || b.wait(0));
+        let b = Arc::clone(&barrier);
+        let h2 = std::thread::spawn(move || b.wait(2));
+        while barrier.arrivals[0].load(Ordering::Relaxed) == 0 || barrier.arrivals[2].load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(barrier.missing(), vec![1]);
+        barrier.wait(1);
+        h.join().unwrap();
+        h2.join().unwrap();
+        assert!(barrier.missing().is_empty());
+    }
+}

@@ -1,0 +1,111 @@
+//! The seam between the harness and the thing that moves bytes: one `Communicator` per rank.
+//!
+//! The harness runs the same code on every rank (threads for `host`, processes for `mpi`),
+//! talking to its rank's communicator; only rank 0 writes results.
+
+pub mod host;
+pub mod mpi;
+
+use crate::coll::{Collective, Layout, Placement};
+use crate::data::RankBuffers;
+use crate::dtype::{Dtype, RedOp};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum BackendError {
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("cannot allocate {bytes} bytes of buffers: {reason}")]
+    Alloc { bytes: u64, reason: String },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What to run at one size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointSpec {
+    pub coll: Collective,
+    pub dtype: Dtype,
+    pub op: RedOp,
+    pub root: usize,
+    /// Requested size divided by the element size (nccl-tests' `count`).
+    pub count: usize,
+}
+
+impl PointSpec {
+    pub fn layout(&self, nranks: usize, rank: usize) -> Layout {
+        Layout::new(self.coll, self.count, nranks, rank)
+    }
+}
+
+/// One rank's view of a backend.
+pub trait Communicator {
+    fn rank(&self) -> usize;
+    fn nranks(&self) -> usize;
+    /// Allocate (or reuse) buffers large enough for `spec` in both placements.
+    fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError>;
+    /// Host-visible send and receive buffers of the prepared point.
+    fn buffers(&mut self) -> RankBuffers<'_>;
+    /// Issue `iters` back-to-back calls of the prepared collective and wait for the last; the
+    /// wall time in seconds.
+    fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError>;
+    /// Every rank's `data`, in rank order (control plane: results, decisions, host names).
+    fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError>;
+
+    fn allgather_f64(&mut self, value: f64) -> Result<Vec<f64>, BackendError> {
+        Ok(self
+            .allgather_bytes(&value.to_le_bytes())?
+            .into_iter()
+            .map(|b| b.try_into().map(f64::from_le_bytes).unwrap_or(f64::NAN))
+            .collect())
+    }
+
+    fn allreduce_sum_u64(&mut self, value: u64) -> Result<u64, BackendError> {
+        Ok(self
+            .allgather_bytes(&value.to_le_bytes())?
+            .into_iter()
+            .map(|b| b.try_into().map(u64::from_le_bytes).unwrap_or(0))
+            .fold(0u64, u64::saturating_add))
+    }
+
+    /// Ranks that have not arrived at the collective the caller is waiting in, where the
+    /// backend can tell (the watchdog names them).
+    fn missing_ranks_probe(&self) -> Option<Box<dyn Fn() -> Vec<usize> + Send + Sync>> {
+        None
+    }
+}
+
+/// Zeroed 8-byte-aligned storage, so every element type can be viewed in place.
+#[derive(Default)]
+pub struct AlignedBuf {
+    words: Vec<u64>,
+    len_bytes: usize,
+}
+
+impl AlignedBuf {
+    /// Grow to at least `len_bytes`; reports allocation failure instead of aborting.
+    pub fn ensure(&mut self, len_bytes: usize) -> Result<(), BackendError> {
+        let words = len_bytes.div_ceil(8);
+        if self.words.len() < words {
+            let extra = words - self.words.len();
+            self.words.try_reserve_exact(extra).map_err(|e| BackendError::Alloc {
+                bytes: len_bytes as u64,
+                reason: e.to_string(),
+            })?;
+            self.words.resize(words, 0);
+        }
+        self.len_bytes = len_bytes;
+        Ok(())
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.words)[..self.len_bytes]
+    }
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len_bytes]
+    }
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.words.as_mut_ptr() as *mut u8
+    }
+}

@@ -1,0 +1,286 @@
+//! MPI backend implementation over rsmpi (control plane) and MPI's C API (data collectives).
+
+use crate::backend::{AlignedBuf, BackendError, Communicator, PointSpec};
+use crate::coll::{Collective, Placement};
+use crate::data::RankBuffers;
+use crate::dtype::{accumulate_bytes, scale_avg_bytes, Dtype, RedOp};
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator as _, SimpleCommunicator};
+use mpi::traits::*;
+use std::os::raw::{c_int, c_void};
+use std::time::Instant;
+
+extern "C" {
+    fn ncclprobe_mpi_in_place() -> *mut c_void;
+}
+
+/// An initialised MPI world; finalises MPI when dropped.
+pub struct MpiSession {
+    _universe: mpi::environment::Universe,
+    pub comm: MpiComm,
+}
+
+pub fn start() -> Result<MpiSession, BackendError> {
+    let universe = mpi::initialize().ok_or_else(|| {
+        BackendError::Unavailable("--backend mpi: MPI was already initialised".into())
+    })?;
+    let world = universe.world();
+    let version = mpi::environment::library_version().unwrap_or_else(|_| "unknown MPI".into());
+    let (major, minor) = mpi::environment::version();
+    let half_types = HalfTypes::create();
+    Ok(MpiSession {
+        comm: MpiComm {
+            rank: world.rank() as usize,
+            nranks: world.size() as usize,
+            world,
+            send: AlignedBuf::default(),
+            recv: AlignedBuf::default(),
+            spec: None,
+            half_types,
+            library: format!("{} (MPI {major}.{minor})", version.lines().next().unwrap_or("").trim()),
+        },
+        _universe: universe,
+    })
+}
+
+/// MPI has no 16-bit floating types: a 2-byte contiguous type and user-defined ops for them.
+struct HalfTypes {
+    two_bytes: ffi::MPI_Datatype,
+    ops: [[ffi::MPI_Op; 4]; 2],
+}
+
+macro_rules! half_op {
+    ($name:ident, $dtype:expr, $op:expr) => {
+        unsafe extern "C" fn $name(
+            invec: *mut c_void,
+            inoutvec: *mut c_void,
+            len: *mut c_int,
+            _dt: *mut ffi::MPI_Datatype,
+        ) {
+            let n = (*len).max(0) as usize * 2;
+            let src = std::slice::from_raw_parts(invec as *const u8, n);
+            let dst = std::slice::from_raw_parts_mut(inoutvec as *mut u8, n);
+            accumulate_bytes($dtype, dst, src, $op);
+        }
+    };
+}
+half_op!(f16_sum, Dtype::Half, RedOp::Sum);
+half_op!(f16_prod, Dtype::Half, RedOp::Prod);
+half_op!(f16_min, Dtype::Half, RedOp::Min);
+half_op!(f16_max, Dtype::Half, RedOp::Max);
+half_op!(bf16_sum, Dtype::Bfloat16, RedOp::Sum);
+half_op!(bf16_prod, Dtype::Bfloat16, RedOp::Prod);
+half_op!(bf16_min, Dtype::Bfloat16, RedOp::Min);
+half_op!(bf16_max, Dtype::Bfloat16, RedOp::Max);
+
+type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut ffi::MPI_Datatype);
+
+impl HalfTypes {
+    fn create() -> HalfTypes {
+        let fns: [[UserFn; 4]; 2] = [
+            [f16_sum, f16_prod, f16_min, f16_max],
+            [bf16_sum, bf16_prod, bf16_min, bf16_max],
+        ];
+        // SAFETY: plain MPI calls on freshly initialised MPI with valid out-pointers.
+        unsafe {
+            let mut two_bytes: ffi::MPI_Datatype = std::mem::zeroed();
+            ffi::MPI_Type_contiguous(2, ffi::RSMPI_UINT8_T, &mut two_bytes);
+            ffi::MPI_Type_commit(&mut two_bytes);
+            let mut ops: [[ffi::MPI_Op; 4]; 2] = std::mem::zeroed();
+            for (t, row) in fns.iter().enumerate() {
+                for (o, f) in row.iter().enumerate() {
+                    ffi::MPI_Op_create(Some(*f), 1, &mut ops[t][o]);
+                }
+            }
+            HalfTypes { two_bytes, ops }
+        }
+    }
+}
+
+pub struct MpiComm {
+    rank: usize,
+    nranks: usize,
+    world: SimpleCommunicator,
+    send: AlignedBuf,
+    recv: AlignedBuf,
+    spec: Option<PointSpec>,
+    half_types: HalfTypes,
+    pub library: String,
+}
+
+impl MpiComm {
+    fn datatype(&self, dtype: Dtype) -> ffi::MPI_Datatype {
+        // SAFETY: reading MPI's predefined handles after initialisation.
+        unsafe {
+            match dtype {
+                Dtype::Int8 => ffi::RSMPI_INT8_T,
+                Dtype::Uint8 => ffi::RSMPI_UINT8_T,
+                Dtype::Int32 => ffi::RSMPI_INT32_T,
+                Dtype::Uint32 => ffi::RSMPI_UINT32_T,
+                Dtype::Int64 => ffi::RSMPI_INT64_T,
+                Dtype::Uint64 => ffi::RSMPI_UINT64_T,
+                Dtype::Float => ffi::RSMPI_FLOAT,
+                Dtype::Double => ffi::RSMPI_DOUBLE,
+                Dtype::Half | Dtype::Bfloat16 => self.half_types.two_bytes,
+            }
+        }
+    }
+
+    /// MPI's op for `op` on `dtype`; `avg` is summed and scaled afterwards (sum-then-scale).
+    fn op(&self, dtype: Dtype, op: RedOp) -> ffi::MPI_Op {
+        let idx = match op.combine_op() {
+            RedOp::Sum | RedOp::Avg => 0,
+            RedOp::Prod => 1,
+            RedOp::Min => 2,
+            RedOp::Max => 3,
+        };
+        // SAFETY: predefined op handles, read after initialisation.
+        unsafe {
+            match dtype {
+                Dtype::Half => self.half_types.ops[0][idx],
+                Dtype::Bfloat16 => self.half_types.ops[1][idx],
+                _ => [ffi::RSMPI_SUM, ffi::RSMPI_PROD, ffi::RSMPI_MIN, ffi::RSMPI_MAX][idx],
+            }
+        }
+    }
+
+    /// One call. Returns MPI's error code (non-zero is a failure).
+    unsafe fn execute(&mut self, spec: &PointSpec, placement: Placement) -> c_int {
+        let n = self.nranks;
+        let me = self.rank;
+        let layout = spec.layout(n, me);
+        let elem = spec.dtype.size_bytes();
+        let dt = self.datatype(spec.dtype);
+        let op = self.op(spec.dtype, spec.op);
+        let comm = self.world.as_raw();
+        let in_place_ptr = ncclprobe_mpi_in_place();
+        let send = self.send.as_mut_ptr() as *mut c_void;
+        let recv = self.recv.as_mut_ptr() as *mut c_void;
+        let in_place = placement == Placement::InPlace;
+        let count = layout.param_count as c_int;
+        let rc = match spec.coll {
+            Collective::AllReduce => {
+                let s = if in_place { in_place_ptr } else { send };
+                ffi::MPI_Allreduce(s, recv, count, dt, op, comm)
+            }
+            Collective::AllGather => {
+                let s = if in_place { in_place_ptr } else { send };
+                ffi::MPI_Allgather(s, count, dt, recv, count, dt, comm)
+            }
+            Collective::ReduceScatter => {
+                if in_place {
+                    // MPI's in-place reduce-scatter leaves the result at the buffer's start;
+                    // move it to where NCCL's in-place layout puts it (rank * count).
+                    let rc = ffi::MPI_Reduce_scatter_block(in_place_ptr, recv, count, dt, op, comm);
+                    let bytes = layout.param_count * elem;
+                    let base = recv as *mut u8;
+                    std::ptr::copy(base, base.add(layout.recv_inplace_offset * elem), bytes);
+                    rc
+                } else {
+                    ffi::MPI_Reduce_scatter_block(send, recv, count, dt, op, comm)
+                }
+            }
+            Collective::Broadcast => {
+                if !in_place && me == spec.root {
+                    std::ptr::copy_nonoverlapping(send as *const u8, recv as *mut u8, layout.param_count * elem);
+                }
+                ffi::MPI_Bcast(recv, count, dt, spec.root as c_int, comm)
+            }
+            Collective::Reduce => {
+                let s = if in_place && me == spec.root { in_place_ptr } else if in_place { recv } else { send };
+                ffi::MPI_Reduce(s, recv, count, dt, op, spec.root as c_int, comm)
+            }
+            Collective::Alltoall => {
+                let s = if in_place { in_place_ptr } else { send };
+                ffi::MPI_Alltoall(s, count, dt, recv, count, dt, comm)
+            }
+            Collective::Sendrecv => {
+                let next = ((me + 1) % n) as c_int;
+                let prev = ((me + n - 1) % n) as c_int;
+                let status = ffi::RSMPI_STATUS_IGNORE;
+                if in_place {
+                    ffi::MPI_Sendrecv_replace(recv, count, dt, next, 0, prev, 0, comm, status)
+                } else {
+                    ffi::MPI_Sendrecv(send, count, dt, next, 0, recv, count, dt, prev, 0, comm, status)
+                }
+            }
+        };
+        if spec.op == RedOp::Avg && spec.coll.has_op() {
+            let out_here = spec.coll != Collective::Reduce || me == spec.root;
+            if out_here {
+                let off = if in_place { layout.recv_inplace_offset * elem } else { 0 };
+                let bytes = layout.recv_count * elem;
+                let out = std::slice::from_raw_parts_mut((recv as *mut u8).add(off), bytes);
+                scale_avg_bytes(spec.dtype, out, n);
+            }
+        }
+        rc
+    }
+}
+
+impl Communicator for MpiComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
+        let layout = spec.layout(self.nranks, self.rank);
+        if layout.buffer_count() > c_int::MAX as usize {
+            return Err(BackendError::Unsupported(format!(
+                "--backend mpi: {} elements exceed MPI's int count limit; use a smaller -e/--maxbytes or a wider -d/--datatype",
+                layout.buffer_count()
+            )));
+        }
+        let bytes = layout.buffer_count() * spec.dtype.size_bytes();
+        self.send.ensure(bytes)?;
+        self.recv.ensure(bytes)?;
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> RankBuffers<'_> {
+        RankBuffers { send: self.send.bytes_mut(), recv: self.recv.bytes_mut() }
+    }
+
+    fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
+        let spec = self.spec.ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
+        let start = Instant::now();
+        for _ in 0..iters {
+            // SAFETY: buffers were sized by `prepare` for this spec's layout in both placements;
+            // MPI's collectives are blocking, so nothing outlives the call.
+            let rc = unsafe { self.execute(&spec, placement) };
+            if rc != 0 {
+                return Err(BackendError::Failed(format!("MPI call for {} failed with error code {rc}", spec.coll)));
+            }
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+        let len = data.len() as i32;
+        let mut lens = vec![0i32; self.nranks];
+        self.world.all_gather_into(&len, &mut lens[..]);
+        let total: i32 = lens.iter().sum();
+        let mut displs = Vec::with_capacity(self.nranks);
+        let mut acc = 0;
+        for l in &lens {
+            displs.push(acc);
+            acc += l;
+        }
+        let mut flat = vec![0u8; total as usize];
+        {
+            let mut partition = mpi::datatype::PartitionMut::new(&mut flat[..], &lens[..], &displs[..]);
+            self.world.all_gather_varcount_into(data, &mut partition);
+        }
+        Ok(lens
+            .iter()
+            .zip(&displs)
+            .map(|(&l, &d)| flat[d as usize..(d + l) as usize].to_vec())
+            .collect())
+    }
+}

@@ -1,0 +1,155 @@
+//! Command-line arguments as typed (clap derive). Validation into a plan happens in `plan`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ncclprobe",
+    version = crate::buildinfo::VERSION_LINE,
+    about = "Benchmark and diagnose collective communication (NCCL, MPI, host) and the interconnect beneath it",
+    after_help = "Exit codes: 0 ok, 1 internal error, 2 usage or bad input, 3 check failed, 4 timeout, 5 backend unavailable."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure collectives over a range of message sizes (nccl-tests compatible table).
+    Sweep(SweepArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// nccl when a GPU and NCCL are found, mpi under an MPI launcher, else host.
+    Auto,
+    /// Threads in this process as ranks, data through shared memory.
+    Host,
+    /// MPI collectives on host memory (build with the `mpi` feature; launch with mpirun/srun).
+    Mpi,
+    /// NCCL on GPUs.
+    Nccl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+    #[command(flatten)]
+    pub what: WhatArgs,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Testing hook: inject a fault (`stall:RANK[:SIZE]`, `corrupt:RANK[:SIZE]`, `die:RANK[:SIZE]`).
+    #[arg(long, hide = true)]
+    pub inject_fault: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Sizes (nccl-tests flags; K/M/G are binary)")]
+pub struct SizeArgs {
+    /// Smallest message size.
+    #[arg(short = 'b', long = "minbytes", default_value = "8")]
+    pub minbytes: String,
+    /// Largest message size.
+    #[arg(short = 'e', long = "maxbytes", default_value = "256M")]
+    pub maxbytes: String,
+    /// Multiply the size by this factor between points.
+    #[arg(short = 'f', long = "stepfactor")]
+    pub stepfactor: Option<String>,
+    /// Add this many bytes between points (instead of a factor).
+    #[arg(short = 'i', long = "stepbytes", conflicts_with = "stepfactor")]
+    pub stepbytes: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "What to run")]
+pub struct WhatArgs {
+    /// Collectives, comma-separated, or `all`: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
+    #[arg(long, default_value = "all_reduce")]
+    pub collective: String,
+    /// Data types, comma-separated, or `all`: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double.
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub datatype: String,
+    /// Reduction ops, comma-separated, or `all`: sum prod min max avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Root rank of broadcast/reduce, or `all`.
+    #[arg(short = 'r', long = "root", default_value = "0")]
+    pub root: String,
+    /// Correctness-check passes after timing each point (0 = off).
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: usize,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Timing and statistics")]
+pub struct TimingArgs {
+    /// Iterations per timed sample (default: calibrated so a sample lasts --sample-time).
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<usize>,
+    /// Warm-up iterations per point.
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
+    pub warmup_iters: usize,
+    /// Keep warming up until this many seconds have passed.
+    #[arg(long, default_value_t = 0.01)]
+    pub warmup_time: f64,
+    /// Target duration of one sample, seconds (when -n is not given).
+    #[arg(long, default_value_t = 0.002)]
+    pub sample_time: f64,
+    /// Stop sampling a point once the 95% interval of its median is within this fraction of it.
+    #[arg(long, default_value_t = 0.03, conflicts_with = "samples")]
+    pub target_ci: f64,
+    /// Take exactly this many samples per point (turns adaptive sampling off).
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Fewest samples per point (6 is the least that gives a 95% interval for the median).
+    #[arg(long, default_value_t = 6)]
+    pub min_samples: usize,
+    /// Most samples per point.
+    #[arg(long, default_value_t = 200)]
+    pub max_samples: usize,
+    /// Measured seconds one point may spend before sampling stops, converged or not.
+    #[arg(long, default_value_t = 0.5)]
+    pub point_budget: f64,
+    /// Seconds a collective may make no progress before the run ends with exit code 4.
+    #[arg(long, default_value_t = 300.0)]
+    pub timeout: f64,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Backend")]
+pub struct BackendArgs {
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// Ranks (threads) for the host backend [default: 2, or the CPU count if larger].
+    #[arg(long)]
+    pub ranks: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Write the JSON run record here as points complete (`-` = stdout at the end).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the CSV here as points complete (`-` = stdout at the end).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// What stdout carries.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}

@@ -1,0 +1,220 @@
+//! The collectives: names, buffer layouts and bandwidth formulas, exactly as nccl-tests has them
+//! (`getCollByteCount` and `*GetBw` in nccl-tests' src/<coll>.cu).
+
+use crate::dtype::Dtype;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    Alltoall,
+    Sendrecv,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 7] = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Alltoall,
+        Collective::Sendrecv,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::Alltoall => "alltoall",
+            Collective::Sendrecv => "sendrecv",
+        }
+    }
+
+    /// Accepts our names, nccl-tests binary names (`all_reduce_perf`) and hyphen/camel variants.
+    pub fn parse(text: &str) -> Option<Collective> {
+        let norm: String = text
+            .trim()
+            .trim_end_matches("_perf")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        Collective::ALL.into_iter().find(|c| c.name().replace('_', "") == norm)
+    }
+
+    pub fn has_op(self) -> bool {
+        matches!(self, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
+    }
+
+    pub fn is_rooted(self) -> bool {
+        matches!(self, Collective::Broadcast | Collective::Reduce)
+    }
+
+    /// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md and src/<coll>.cu).
+    pub fn busbw_factor(self, nranks: usize) -> f64 {
+        let n = nranks as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => (n - 1.0) / n,
+            Collective::Broadcast | Collective::Reduce | Collective::Sendrecv => 1.0,
+        }
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    OutOfPlace,
+    InPlace,
+}
+
+impl Placement {
+    pub const BOTH: [Placement; 2] = [Placement::OutOfPlace, Placement::InPlace];
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::OutOfPlace => "out-of-place",
+            Placement::InPlace => "in-place",
+        }
+    }
+}
+
+/// Element counts and in-place offsets of one collective call on one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Elements each rank sends.
+    pub send_count: usize,
+    /// Elements each rank receives.
+    pub recv_count: usize,
+    /// The `count` argument of the NCCL call (per-rank count for gather/scatter style calls).
+    pub param_count: usize,
+    /// In-place: where the send data starts inside the single buffer, in elements.
+    pub send_inplace_offset: usize,
+    /// In-place: where the result starts inside the single buffer, in elements.
+    pub recv_inplace_offset: usize,
+}
+
+impl Layout {
+    /// nccl-tests' `getCollByteCount`: `count` is the requested size divided by the type size.
+    pub fn new(coll: Collective, count: usize, nranks: usize, rank: usize) -> Layout {
+        let n = nranks.max(1);
+        let (send_count, recv_count, param_count, send_off, recv_off) = match coll {
+            Collective::AllReduce
+            | Collective::Broadcast
+            | Collective::Reduce
+            | Collective::Sendrecv => (count, count, count, 0, 0),
+            Collective::AllGather => {
+                let per = count / n;
+                (per, per * n, per, rank * per, 0)
+            }
+            Collective::ReduceScatter => {
+                let per = count / n;
+                (per * n, per, per, 0, rank * per)
+            }
+            Collective::Alltoall => {
+                let per = count / n;
+                (per * n, per * n, per, 0, 0)
+            }
+        };
+        Layout {
+            send_count,
+            recv_count,
+            param_count,
+            send_inplace_offset: send_off,
+            recv_inplace_offset: recv_off,
+        }
+    }
+
+    /// Elements in the larger of the two buffers: the single in-place buffer's length.
+    pub fn buffer_count(&self) -> usize {
+        self.send_count.max(self.recv_count)
+    }
+}
+
+/// The message size a point is reported under: nccl-tests prints `max(sendBytes, recvBytes)`.
+pub fn reported_size_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> u64 {
+    (Layout::new(coll, count, nranks, 0).buffer_count() * dtype.size_bytes()) as u64
+}
+
+/// Bytes nccl-tests divides by the time to get algbw (`baseBw` in each `*GetBw`).
+pub fn algbw_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> f64 {
+    let layout = Layout::new(coll, count, nranks, 0);
+    let ts = dtype.size_bytes() as f64;
+    let param = layout.param_count as f64;
+    match coll {
+        Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => {
+            param * ts * nranks as f64
+        }
+        _ => param * ts,
+    }
+}
+
+/// (algbw, busbw) in bytes per second for one call taking `time_s`.
+pub fn bandwidths(
+    coll: Collective,
+    count: usize,
+    dtype: Dtype,
+    nranks: usize,
+    time_s: f64,
+) -> (f64, f64) {
+    if time_s <= 0.0 || !time_s.is_finite() {
+        return (0.0, 0.0);
+    }
+    let algbw = algbw_bytes(coll, count, dtype, nranks) / time_s;
+    (algbw, algbw * coll.busbw_factor(nranks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for c in Collective::ALL {
+            assert_eq!(Collective::parse(c.name()), Some(c));
+        }
+        assert_eq!(Collective::parse("all_reduce_perf"), Some(Collective::AllReduce));
+        assert_eq!(Collective::parse("AllReduce"), Some(Collective::AllReduce));
+        assert_eq!(Collective::parse("all-to-all"), None);
+        assert_eq!(Collective::parse("alltoall"), Some(Collective::Alltoall));
+    }
+
+    #[test]
+    fn busbw_matches_nccl_tests_rows() {
+        // 07-2080ti-x2-pcie-no-p2p-allreduce.txt: 1073741824 B in 268588 us, algbw 4.00, busbw 4.00 (n=2).
+        let (alg, bus) = bandwidths(Collective::AllReduce, 268435456, Dtype::Float, 2, 268588e-6);
+        assert!((alg / 1e9 - 3.9977).abs() < 1e-3);
+        assert!((bus - alg).abs() < 1e-6);
+        // 8 ranks: factor 2*7/8 = 1.75.
+        assert!((Collective::AllReduce.busbw_factor(8) - 1.75).abs() < 1e-12);
+        assert!((Collective::AllGather.busbw_factor(8) - 0.875).abs() < 1e-12);
+        assert_eq!(Collective::Sendrecv.busbw_factor(8), 1.0);
+    }
+
+    #[test]
+    fn layouts_follow_nccl_tests() {
+        let ag = Layout::new(Collective::AllGather, 10, 4, 3);
+        assert_eq!((ag.send_count, ag.recv_count, ag.param_count), (2, 8, 2));
+        assert_eq!(ag.send_inplace_offset, 6);
+        let rs = Layout::new(Collective::ReduceScatter, 10, 4, 1);
+        assert_eq!((rs.send_count, rs.recv_count, rs.recv_inplace_offset), (8, 2, 2));
+        // Too few elements for the ranks: zero-size rows, as in nccl-tests' output.
+        assert_eq!(reported_size_bytes(Collective::AllGather, 2, Dtype::Float, 4), 0);
+        assert_eq!(algbw_bytes(Collective::Alltoall, 1024, Dtype::Float, 4), 4096.0);
+    }
+}

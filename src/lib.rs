@@ -1,0 +1,47 @@
+//! ncclprobe: measure, explain and predict collective communication performance.
+//!
+//! Pipeline: `cli` (arguments) → `plan` (validated) → `measure` (harness, `stats`) over a
+//! `backend` (host / mpi) → `model` (the JSON record) → `render` (table, CSV, JSON).
+
+pub mod backend;
+pub mod buildinfo;
+pub mod cli;
+pub mod coll;
+pub mod data;
+pub mod dtype;
+pub mod exit;
+pub mod measure;
+pub mod model;
+pub mod plan;
+pub mod render;
+pub mod stats;
+pub mod sweep;
+pub mod units;
+pub mod watchdog;
+
+use clap::Parser;
+use exit::ExitCode;
+
+/// Parse the command line, run, and return the process exit code.
+pub fn run_cli() -> i32 {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => ExitCode::Usage.code(),
+            };
+        }
+    };
+    let result = match &cli.command {
+        cli::Command::Sweep(args) => sweep::run(args),
+    };
+    match result {
+        Ok(code) => code.code(),
+        Err(failure) => {
+            eprintln!("ncclprobe: {}", failure.message);
+            failure.code.code()
+        }
+    }
+}

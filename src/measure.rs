@@ -1,0 +1,176 @@
+//! The harness every rank runs: warm-up, calibration, adaptive sampling, the correctness check,
+//! and statistics. Decisions that must agree across ranks are made from all-gathered numbers,
+//! so every rank reaches them without another message.
+
+use crate::backend::{BackendError, Communicator, PointSpec};
+use crate::coll::{bandwidths, reported_size_bytes, Placement};
+use crate::data::{count_wrong, fill_inputs, Generator};
+use crate::exit::Failure;
+use crate::model::Point;
+use crate::plan::{FaultKind, Plan};
+use crate::stats::{summarize, StopRule};
+use crate::units::format_size;
+use crate::watchdog::Watchdog;
+
+fn backend_failure(what: &str, e: BackendError) -> Failure {
+    match e {
+        BackendError::Unavailable(m) => Failure::unavailable(m),
+        BackendError::Unsupported(m) => Failure::usage(m),
+        other => Failure::internal(format!("{what}: {other}")),
+    }
+}
+
+fn max_of(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Measures one point on this rank; every rank returns the same `Point`.
+pub struct PointRunner<'a> {
+    pub comm: &'a mut dyn Communicator,
+    pub plan: &'a Plan,
+    pub watchdog: Option<&'a Watchdog>,
+}
+
+impl PointRunner<'_> {
+    fn arm(&self, what: &str) {
+        if let Some(w) = self.watchdog {
+            w.arm(what);
+        }
+    }
+
+    fn timed(&mut self, placement: Placement, iters: usize, what: &str) -> Result<f64, Failure> {
+        self.arm(what);
+        let t = self.comm.run(placement, iters).map_err(|e| backend_failure(what, e))?;
+        let all = self.comm.allgather_f64(t).map_err(|e| backend_failure(what, e))?;
+        Ok(max_of(&all))
+    }
+
+    fn inject(&self, kind: FaultKind, size_bytes: u64) -> bool {
+        self.plan
+            .fault
+            .is_some_and(|f| f.kind == kind && f.applies(self.comm.rank(), size_bytes))
+    }
+
+    pub fn measure(&mut self, spec: &PointSpec, placement: Placement) -> Result<Point, Failure> {
+        let n = self.comm.nranks();
+        let rank = self.comm.rank();
+        let s = &self.plan.settings;
+        let size_bytes = reported_size_bytes(spec.coll, spec.count, spec.dtype, n);
+        let what = format!(
+            "{} {} {} ({} bytes) {}",
+            spec.coll,
+            spec.dtype,
+            format_size(size_bytes),
+            size_bytes,
+            placement.name()
+        );
+        let gen = Generator { coll: spec.coll, op: spec.op, dtype: spec.dtype, nranks: n, root: spec.root };
+        let layout = spec.layout(n, rank);
+        fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
+
+        if self.inject(FaultKind::Die, size_bytes) {
+            eprintln!("ncclprobe: rank {rank}: injected fault: exiting during {what}");
+            std::process::exit(9);
+        }
+        if self.inject(FaultKind::Stall, size_bytes) {
+            eprintln!("ncclprobe: rank {rank}: injected fault: stalling in {what}");
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+
+        // Warm-up: the asked-for count, then more until the asked-for time has passed.
+        let first = s.warmup_iters.max(1);
+        let mut warm_s = self.timed(placement, first, &what)?;
+        let mut per_iter_s = warm_s / first as f64;
+        while warm_s < s.warmup_min_s {
+            let k = ((s.warmup_min_s - warm_s) / per_iter_s.max(1e-9)).ceil().clamp(1.0, 1e6) as usize;
+            let t = self.timed(placement, k, &what)?;
+            warm_s += t;
+            per_iter_s = t / k as f64;
+        }
+        let iters = s
+            .iters_per_sample
+            .unwrap_or_else(|| (s.sample_target_s / per_iter_s.max(1e-9)).ceil().clamp(1.0, 1e6) as usize);
+
+        // Samples until the interval is tight, the budget is spent or the cap is reached.
+        let rule = StopRule {
+            min_samples: s.min_samples,
+            max_samples: s.max_samples,
+            target_rel_ci: s.target_rel_ci,
+            budget_s: s.point_budget_s,
+        };
+        let mut samples = Vec::new();
+        let mut per_rank: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut measured_s = 0.0;
+        let stop_reason = loop {
+            self.arm(&what);
+            let t = self.comm.run(placement, iters).map_err(|e| backend_failure(&what, e))?;
+            let all = self.comm.allgather_f64(t / iters as f64).map_err(|e| backend_failure(&what, e))?;
+            for (r, v) in all.iter().enumerate().take(n) {
+                per_rank[r].push(*v);
+            }
+            let slowest = max_of(&all);
+            samples.push(slowest);
+            measured_s += slowest * iters as f64;
+            if let Some(reason) = rule.decide(&samples, measured_s) {
+                break reason;
+            }
+        };
+
+        // Check after timing, on fresh inputs, untimed (as nccl-tests does).
+        let mut wrong = None;
+        for _ in 0..s.check_iters {
+            fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
+            self.arm(&format!("{what} (check)"));
+            self.comm.run(placement, 1).map_err(|e| backend_failure(&what, e))?;
+            if self.inject(FaultKind::Corrupt, size_bytes) {
+                corrupt_one_element(self.comm.buffers().recv, &layout, placement, spec.dtype.size_bytes());
+            }
+            let local = count_wrong(&gen, rank, &layout, placement, self.comm.buffers().recv);
+            let total = self.comm.allreduce_sum_u64(local).map_err(|e| backend_failure(&what, e))?;
+            wrong = Some(total);
+            if total > 0 {
+                break;
+            }
+        }
+
+        let stats = summarize(&samples);
+        let time_s = stats.median_s;
+        let (algbw, busbw) = bandwidths(spec.coll, spec.count, spec.dtype, n, time_s);
+        Ok(Point {
+            collective: spec.coll,
+            nranks: n,
+            dtype: spec.dtype,
+            redop: spec.coll.has_op().then_some(spec.op),
+            root: if spec.coll.is_rooted() { spec.root as i64 } else { -1 },
+            placement,
+            size_bytes,
+            // nccl-tests prints the requested count (size / type size), not the rounded one.
+            count: spec.count as u64,
+            time_s,
+            algbw_bytes_per_s: algbw,
+            busbw_bytes_per_s: busbw,
+            wrong,
+            iters_per_sample: iters,
+            samples_s: samples,
+            stats,
+            stop_reason,
+            per_rank_time_s: per_rank.iter().map(|v| summarize(v).median_s).collect(),
+        })
+    }
+}
+
+/// The injected `corrupt` fault: flip every bit of the first output element.
+fn corrupt_one_element(recv: &mut [u8], layout: &crate::coll::Layout, placement: Placement, elem: usize) {
+    if layout.recv_count == 0 {
+        return;
+    }
+    let off = match placement {
+        Placement::OutOfPlace => 0,
+        Placement::InPlace => layout.recv_inplace_offset * elem,
+    };
+    for b in &mut recv[off..off + elem] {
+        *b = !*b;
+    }
+}

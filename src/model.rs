@@ -1,0 +1,214 @@
+//! The run record: one versioned JSON document per run, SI units with the unit in the name.
+//! Measurements and imports produce the same record; readers reject unknown fields.
+
+use crate::coll::{Collective, Placement};
+use crate::dtype::{Dtype, RedOp};
+use crate::stats::{StopReason, Summary};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub source: Source,
+    pub status: RunStatus,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub command_line: Vec<String>,
+    pub backend: BackendInfo,
+    /// `NCCL_*` and `CUDA_*` variables only; never the rest of the environment.
+    pub env: BTreeMap<String, String>,
+    pub settings: Settings,
+    /// Reference measurements taken in the same run (e.g. single-thread memcpy bandwidth).
+    pub calibration: Calibration,
+    pub topology: Option<serde_json::Value>,
+    pub notes: Vec<String>,
+    pub points: Vec<Point>,
+    pub headlines: Vec<Headline>,
+    /// Set when the run ended early: the reason, for readers of a partial record.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+    pub git_commit: String,
+    pub features: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Measured,
+    Imported,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Running,
+    Complete,
+    CheckFailed,
+    TimedOut,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackendInfo {
+    pub name: String,
+    /// Why this backend was chosen (auto-selection explains itself).
+    pub reason: String,
+    pub nranks: usize,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<RankInfo>,
+    /// Library name → version string (MPI, NCCL, CUDA driver).
+    pub library_versions: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RankInfo {
+    pub rank: usize,
+    pub host: String,
+    pub pid: u32,
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step_factor: Option<u64>,
+    pub step_bytes: Option<u64>,
+    /// Iterations per sample; `None` = calibrated per point to `sample_target_s`.
+    pub iters_per_sample: Option<usize>,
+    pub sample_target_s: f64,
+    pub warmup_iters: usize,
+    pub warmup_min_s: f64,
+    pub check_iters: usize,
+    pub min_samples: usize,
+    pub max_samples: usize,
+    pub target_rel_ci: Option<f64>,
+    pub point_budget_s: f64,
+    pub timeout_s: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    pub memcpy_bytes_per_s: Option<f64>,
+    pub memcpy_size_bytes: Option<u64>,
+}
+
+/// One (collective, dtype, op, root, size, placement) measurement.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Point {
+    pub collective: Collective,
+    pub nranks: usize,
+    pub dtype: Dtype,
+    /// `None` for collectives without a reduction.
+    pub redop: Option<RedOp>,
+    /// -1 for collectives without a root, as nccl-tests prints.
+    pub root: i64,
+    pub placement: Placement,
+    pub size_bytes: u64,
+    pub count: u64,
+    /// The headline time per call: the median over samples of the slowest rank's time.
+    pub time_s: f64,
+    pub algbw_bytes_per_s: f64,
+    pub busbw_bytes_per_s: f64,
+    /// Elements that differed from the exact expected result, summed over ranks; `None` = not checked.
+    pub wrong: Option<u64>,
+    pub iters_per_sample: usize,
+    /// Every sample: seconds per call, max over ranks.
+    pub samples_s: Vec<f64>,
+    pub stats: Summary,
+    pub stop_reason: StopReason,
+    /// Median seconds per call on each rank (skew, stragglers).
+    pub per_rank_time_s: Vec<f64>,
+}
+
+/// The numbers to quote for one collective: large-message plateau and small-message latency.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Headline {
+    pub collective: Collective,
+    pub dtype: Dtype,
+    pub redop: Option<RedOp>,
+    /// Median busbw over the largest sizes (out-of-place).
+    pub plateau_busbw_bytes_per_s: f64,
+    pub plateau_sizes_bytes: Vec<u64>,
+    /// Median time of the smallest non-empty size (out-of-place).
+    pub small_latency_s: f64,
+    pub small_size_bytes: u64,
+    /// nccl-tests' "Avg bus bandwidth" for comparison (mean busbw over every row and placement).
+    pub avg_busbw_bytes_per_s: f64,
+}
+
+impl RunRecord {
+    pub fn total_wrong(&self) -> u64 {
+        self.points.iter().filter_map(|p| p.wrong).sum()
+    }
+}
+
+/// Plateau busbw and latency per (collective, dtype, op) group, in first-seen order.
+pub fn headlines(points: &[Point]) -> Vec<Headline> {
+    let mut groups: Vec<(Collective, Dtype, Option<RedOp>)> = Vec::new();
+    for p in points {
+        let key = (p.collective, p.dtype, p.redop);
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(coll, dtype, redop)| {
+            let all: Vec<&Point> = points
+                .iter()
+                .filter(|p| p.collective == coll && p.dtype == dtype && p.redop == redop)
+                .collect();
+            let mut oop: Vec<&Point> = all
+                .iter()
+                .copied()
+                .filter(|p| p.placement == Placement::OutOfPlace && p.size_bytes > 0)
+                .collect();
+            if oop.is_empty() {
+                return None;
+            }
+            oop.sort_by_key(|p| p.size_bytes);
+            let largest = oop.last().map(|p| p.size_bytes).unwrap_or(0);
+            // The plateau: sizes within 8x of the largest (the top four of a factor-2 sweep).
+            let plateau: Vec<&Point> = oop.iter().copied().filter(|p| p.size_bytes * 8 > largest).collect();
+            let mut busbw: Vec<f64> = plateau.iter().map(|p| p.busbw_bytes_per_s).collect();
+            busbw.sort_by(f64::total_cmp);
+            let avg = all.iter().map(|p| p.busbw_bytes_per_s).sum::<f64>() / all.len() as f64;
+            Some(Headline {
+                collective: coll,
+                dtype,
+                redop,
+                plateau_busbw_bytes_per_s: crate::stats::quantile_sorted(&busbw, 0.5),
+                plateau_sizes_bytes: plateau.iter().map(|p| p.size_bytes).collect(),
+                small_latency_s: oop[0].time_s,
+                small_size_bytes: oop[0].size_bytes,
+                avg_busbw_bytes_per_s: avg,
+            })
+        })
+        .collect()
+}
+
+/// The environment variables a record may hold: `NCCL_*` and `CUDA_*`, nothing else.
+pub fn relevant_env() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("CUDA_"))
+        .collect()
+}

@@ -1,0 +1,449 @@
+//! `ncclprobe sweep`: choose the backend, run the harness on every rank, and have rank 0 print
+//! the table and keep the record on disk as points complete.
+
+use crate::backend::host::{self, memcpy_bandwidth};
+use crate::backend::{mpi as mpi_backend, Communicator, PointSpec};
+use crate::cli::{BackendChoice, OutputFormat, SweepArgs};
+use crate::coll::{Collective, Placement};
+use crate::exit::{ExitCode, Failure};
+use crate::measure::PointRunner;
+use crate::model::{self, BackendInfo, Calibration, Point, RankInfo, RunRecord, RunStatus, Source};
+use crate::plan::{memory_limit, Plan};
+use crate::render::{record::RecordSink, table};
+use crate::units::format_size;
+use crate::watchdog::Watchdog;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The backend that will run, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub backend: BackendChoice,
+    pub reason: String,
+}
+
+/// What the machine offers, for `--backend auto` (kept apart so the rule is testable).
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    pub gpu_device_nodes: bool,
+    pub mpi_world_size: Option<usize>,
+    pub mpi_built: bool,
+}
+
+impl Environment {
+    pub fn detect() -> Environment {
+        Environment {
+            gpu_device_nodes: std::path::Path::new("/dev/nvidiactl").exists() || std::path::Path::new("/dev/dxg").exists(),
+            mpi_world_size: mpi_backend::launcher_world_size(),
+            mpi_built: cfg!(feature = "mpi"),
+        }
+    }
+}
+
+pub fn select_backend(choice: BackendChoice, env: &Environment) -> Result<Selection, Failure> {
+    let nccl_missing = "the nccl backend is not available in this build (no NCCL support compiled in)";
+    match choice {
+        BackendChoice::Host => Ok(Selection { backend: BackendChoice::Host, reason: "asked for with --backend host".into() }),
+        BackendChoice::Mpi => Ok(Selection { backend: BackendChoice::Mpi, reason: "asked for with --backend mpi".into() }),
+        BackendChoice::Nccl => Err(Failure::unavailable(format!("--backend nccl: {nccl_missing}; use --backend host or --backend mpi"))),
+        BackendChoice::Auto => {
+            let gpu_note = if env.gpu_device_nodes { format!("GPU device nodes found, but {nccl_missing}") } else { "no GPU found".into() };
+            match env.mpi_world_size {
+                Some(n) if env.mpi_built => Ok(Selection {
+                    backend: BackendChoice::Mpi,
+                    reason: format!("auto: {gpu_note}; launched by an MPI launcher with {n} ranks"),
+                }),
+                Some(n) if n > 1 => Err(Failure::unavailable(format!(
+                    "--backend auto: launched by an MPI launcher with {n} ranks, but this build has no MPI support; rebuild with --features mpi (or run without mpirun for the host backend)"
+                ))),
+                _ => Ok(Selection {
+                    backend: BackendChoice::Host,
+                    reason: format!("auto: {gpu_note}; not launched under MPI"),
+                }),
+            }
+        }
+    }
+}
+
+/// What rank 0 owns: the record on disk, stdout, the progress bar.
+pub struct Rank0 {
+    sink: Arc<Mutex<RecordSink>>,
+    print_table: bool,
+    progress: ProgressBar,
+}
+
+impl Rank0 {
+    fn with_sink<R>(&self, f: impl FnOnce(&mut RecordSink) -> R) -> Result<R, Failure> {
+        let mut sink = self.sink.lock().map_err(|_| Failure::internal("record lock poisoned"))?;
+        Ok(f(&mut sink))
+    }
+
+    fn push(&self, points: &[Point]) -> Result<(), Failure> {
+        self.with_sink(|sink| {
+            sink.record.points.extend_from_slice(points);
+            sink.flush()
+        })?
+        .map_err(|e| Failure::internal(format!("{e:#}")))
+    }
+
+    fn println(&self, line: &str) {
+        if self.print_table {
+            self.progress.suspend(|| println!("{line}"));
+        }
+    }
+}
+
+fn total_points(plan: &Plan, nranks: usize) -> u64 {
+    plan.collectives
+        .iter()
+        .map(|&c| {
+            let roots = plan.roots(c, nranks).map(|r| r.len()).unwrap_or(1);
+            (plan.dtypes.len() * plan.ops_for(c).len() * roots * plan.sizes_bytes.len()) as u64
+        })
+        .sum()
+}
+
+/// The whole sweep as seen by one rank.
+pub fn run_rank(
+    comm: &mut dyn Communicator,
+    plan: &Plan,
+    watchdog: Option<&Watchdog>,
+    out: Option<&Rank0>,
+) -> Result<(), Failure> {
+    let nranks = comm.nranks();
+    let me = format!(
+        "{}\t{}",
+        hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into()),
+        std::process::id()
+    );
+    let everyone = comm
+        .allgather_bytes(me.as_bytes())
+        .map_err(|e| Failure::internal(format!("exchanging rank information: {e}")))?;
+    if let Some(out) = out {
+        let ranks: Vec<RankInfo> = everyone
+            .iter()
+            .enumerate()
+            .map(|(rank, b)| {
+                let text = String::from_utf8_lossy(b);
+                let (host, pid) = text.split_once('\t').unwrap_or((&text, "0"));
+                RankInfo { rank, host: host.to_string(), pid: pid.parse().unwrap_or(0), device: None }
+            })
+            .collect();
+        out.with_sink(|sink| {
+            let mut hosts: Vec<String> = ranks.iter().map(|r| r.host.clone()).collect();
+            hosts.dedup();
+            hosts.sort();
+            hosts.dedup();
+            sink.record.backend.hosts = hosts;
+            sink.record.backend.ranks = ranks.clone();
+            sink.record.backend.nranks = nranks;
+        })?;
+        out.println("#\n# Using devices");
+        for r in &ranks {
+            out.println(&format!("#  Rank {:2} Group  0 Pid {:6} on {:>10} device  host memory", r.rank, r.pid, r.host));
+        }
+        out.progress.set_length(total_points(plan, nranks));
+    }
+
+    for &coll in &plan.collectives {
+        let roots = plan.roots(coll, nranks)?;
+        if let Some(out) = out {
+            out.println(&format!("#\n# Collective test starting: {}_perf", coll.name()));
+            out.println(&table::header());
+        }
+        let mut coll_points: Vec<Point> = Vec::new();
+        for &dtype in &plan.dtypes {
+            for op in plan.ops_for(coll) {
+                for &root in &roots {
+                    for &size in &plan.sizes_bytes {
+                        let spec = PointSpec {
+                            coll,
+                            dtype,
+                            op: op.unwrap_or(crate::dtype::RedOp::Sum),
+                            root: root.max(0) as usize,
+                            count: (size / dtype.size_bytes() as u64) as usize,
+                        };
+                        comm.prepare(&spec).map_err(|e| match e {
+                            crate::backend::BackendError::Unsupported(m) => Failure::usage(m),
+                            other => Failure::internal(format!("{coll} at {}: {other}", format_size(size))),
+                        })?;
+                        let mut runner = PointRunner { comm: &mut *comm, plan, watchdog };
+                        let oop = runner.measure(&spec, Placement::OutOfPlace)?;
+                        let inp = runner.measure(&spec, Placement::InPlace)?;
+                        if let Some(out) = out {
+                            out.println(&table::row(&oop, &inp));
+                            out.progress.inc(1);
+                            out.push(&[oop.clone(), inp.clone()])?;
+                        }
+                        coll_points.push(oop);
+                        coll_points.push(inp);
+                    }
+                }
+            }
+        }
+        if let Some(out) = out {
+            out.println(&table::footer(&coll_points));
+            out.println(&format!("# Collective test concluded: {}_perf", coll.name()));
+        }
+    }
+    if let Some(w) = watchdog {
+        w.disarm();
+    }
+    Ok(())
+}
+
+fn open_sink(args: &SweepArgs, record: RunRecord) -> RecordSink {
+    let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+    RecordSink { record, json_path: file(&args.output.json), csv_path: file(&args.output.csv) }
+}
+
+fn new_record(plan: &Plan, selection: &Selection, libraries: BTreeMap<String, String>) -> RunRecord {
+    RunRecord {
+        schema_version: model::SCHEMA_VERSION,
+        tool: crate::buildinfo::tool_info(),
+        source: Source::Measured,
+        status: RunStatus::Running,
+        started_at: now_rfc3339(),
+        finished_at: None,
+        command_line: std::env::args().collect(),
+        backend: BackendInfo {
+            name: match selection.backend {
+                BackendChoice::Host => "host",
+                BackendChoice::Mpi => "mpi",
+                BackendChoice::Nccl => "nccl",
+                BackendChoice::Auto => "auto",
+            }
+            .into(),
+            reason: selection.reason.clone(),
+            nranks: 0,
+            hosts: Vec::new(),
+            ranks: Vec::new(),
+            library_versions: libraries,
+        },
+        env: model::relevant_env(),
+        settings: plan.settings.clone(),
+        calibration: Calibration::default(),
+        topology: None,
+        notes: plan.notes.clone(),
+        points: Vec::new(),
+        headlines: Vec::new(),
+        error: None,
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn make_rank0(args: &SweepArgs, record: RunRecord, watchdog: &Watchdog) -> Rank0 {
+    let sink = Arc::new(Mutex::new(open_sink(args, record)));
+    // On a timeout, leave a record that says so (the finished points are already in it).
+    let for_hook = Arc::clone(&sink);
+    watchdog.set_on_timeout(Box::new(move |message: &str| {
+        if let Ok(mut s) = for_hook.try_lock() {
+            s.record.status = RunStatus::TimedOut;
+            s.record.error = Some(message.to_string());
+            s.record.finished_at = Some(now_rfc3339());
+            let _ = s.flush();
+        }
+    }));
+    let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}") {
+        progress.set_style(style);
+    }
+    Rank0 { sink, print_table: args.output.format == OutputFormat::Table, progress }
+}
+
+fn banner(rank0: &Rank0, plan: &Plan, selection: &Selection, ranks_text: &str, libraries: &BTreeMap<String, String>) {
+    rank0.println(&format!("# ncclprobe {}", crate::buildinfo::VERSION_LINE));
+    rank0.println(&format!("# backend {}: {ranks_text} ({})", rank0_backend_name(selection), selection.reason));
+    for (lib, version) in libraries {
+        rank0.println(&format!("# library {lib}: {version}"));
+    }
+    let s = &plan.settings;
+    let step = match (s.step_factor, s.step_bytes) {
+        (_, Some(b)) => format!("{b}(bytes)"),
+        (Some(f), _) => format!("{f}(factor)"),
+        _ => "1(factor)".into(),
+    };
+    rank0.println(&format!(
+        "# minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} validation: {}",
+        s.min_bytes,
+        s.max_bytes,
+        s.warmup_iters,
+        s.iters_per_sample.map(|n| n.to_string()).unwrap_or_else(|| "auto".into()),
+        s.check_iters
+    ));
+    let sampling = match s.target_rel_ci {
+        Some(t) => format!(
+            "adaptive: {}..{} samples per point until the 95% CI of the median is within ±{:.1}% or {} s of measurement",
+            s.min_samples, s.max_samples, t * 100.0, s.point_budget_s
+        ),
+        None => format!("fixed: {} samples per point", s.max_samples),
+    };
+    rank0.println(&format!("# sampling {sampling}; time = median over samples of the slowest rank"));
+    for note in &plan.notes {
+        rank0.println(&format!("# {note}"));
+    }
+}
+
+fn rank0_backend_name(selection: &Selection) -> &'static str {
+    match selection.backend {
+        BackendChoice::Mpi => "mpi",
+        BackendChoice::Nccl => "nccl",
+        _ => "host",
+    }
+}
+
+/// Finish the record and print what comes after the table; the exit code of the run.
+fn finish(rank0: &Rank0, args: &SweepArgs, result: Result<(), Failure>) -> Result<ExitCode, Failure> {
+    rank0.progress.finish_and_clear();
+    let record = rank0.with_sink(|sink| {
+        let r = &mut sink.record;
+        r.finished_at = Some(now_rfc3339());
+        r.headlines = model::headlines(&r.points);
+        r.status = match &result {
+            Err(f) if f.code == ExitCode::Timeout => RunStatus::TimedOut,
+            Err(_) => RunStatus::Failed,
+            Ok(()) if r.total_wrong() > 0 => RunStatus::CheckFailed,
+            Ok(()) => RunStatus::Complete,
+        };
+        r.error = result.as_ref().err().map(|f| f.message.clone());
+        sink.flush().map(|_| sink.record.clone())
+    })?;
+    let record = record.map_err(|e| Failure::internal(format!("{e:#}")))?;
+    result?;
+
+    for h in &record.headlines {
+        rank0.println(&table::headline(h));
+    }
+    if let Some(line) = memcpy_ratio_line(&record) {
+        rank0.println(&line);
+    }
+    let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if args.output.format == OutputFormat::Json || to_stdout(&args.output.json) {
+        let json = serde_json::to_string_pretty(&record).map_err(|e| Failure::internal(e.to_string()))?;
+        println!("{json}");
+    }
+    if args.output.format == OutputFormat::Csv || to_stdout(&args.output.csv) {
+        let csv = crate::render::csv::to_string(&record.points).map_err(|e| Failure::internal(e.to_string()))?;
+        print!("{csv}");
+    }
+    let wrong = record.total_wrong();
+    if wrong > 0 {
+        return Err(Failure::new(
+            ExitCode::CheckFailed,
+            format!("check failed: {wrong} wrong elements (see the #wrong column)"),
+        ));
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// The host backend's all_reduce busbw at 64 MiB against single-thread memcpy of this run.
+fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
+    let memcpy = record.calibration.memcpy_bytes_per_s?;
+    let p = record.points.iter().find(|p| {
+        p.collective == Collective::AllReduce && p.placement == Placement::OutOfPlace && p.size_bytes == 64 << 20
+    })?;
+    Some(format!(
+        "# host backend: all_reduce busbw at 64 MiB {:.2} GB/s = {:.2} x single-thread memcpy ({:.2} GB/s, measured in this run)",
+        p.busbw_bytes_per_s / 1e9,
+        p.busbw_bytes_per_s / memcpy,
+        memcpy / 1e9
+    ))
+}
+
+pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
+    let env = Environment::detect();
+    let selection = select_backend(args.backend.backend, &env)?;
+    match selection.backend {
+        BackendChoice::Mpi => run_mpi(args, selection),
+        _ => run_host(args, selection),
+    }
+}
+
+fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {
+    let nranks = args.backend.ranks.unwrap_or_else(|| {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2)
+    });
+    if nranks == 0 || nranks > 1024 {
+        return Err(Failure::usage(format!("--ranks: {nranks} is out of range (1..=1024)")));
+    }
+    let plan = Plan::from_args(args, memory_limit(nranks))?;
+    let watchdog = Watchdog::start(plan.settings.timeout_s);
+    let mut record = new_record(&plan, &selection, BTreeMap::new());
+    let calib_size = (64usize << 20).min(plan.settings.max_bytes.max(1 << 20) as usize);
+    if let Ok(bw) = memcpy_bandwidth(calib_size) {
+        record.calibration = Calibration { memcpy_bytes_per_s: Some(bw), memcpy_size_bytes: Some(calib_size as u64) };
+    }
+    let rank0 = make_rank0(args, record, &watchdog);
+    banner(&rank0, &plan, &selection, &format!("{nranks} ranks as threads of one process"), &BTreeMap::new());
+
+    let comms = host::world(nranks);
+    watchdog.set_missing_ranks_probe(comms[0].missing_ranks_probe());
+    let (tx, rx) = std::sync::mpsc::channel::<Result<(), Failure>>();
+    let result = std::thread::scope(|scope| {
+        for mut comm in comms {
+            let tx = tx.clone();
+            let (plan, watchdog, rank0) = (&plan, &watchdog, &rank0);
+            let spawned = std::thread::Builder::new().name(format!("rank{}", comm.rank())).spawn_scoped(scope, move || {
+                let is_zero = comm.rank() == 0;
+                let r = run_rank(&mut comm, plan, is_zero.then_some(watchdog), is_zero.then_some(rank0));
+                let _ = tx.send(r);
+            });
+            if let Err(e) = spawned {
+                return Err(Failure::internal(format!("cannot start a rank thread: {e}")));
+            }
+        }
+        drop(tx);
+        // The first failure ends the run: the other ranks may be waiting for the failed one.
+        for r in rx.iter().take(nranks) {
+            if let Err(f) = r {
+                return Err(f);
+            }
+        }
+        Ok(())
+    });
+    let code = finish(&rank0, args, result);
+    // A failed rank leaves its peers blocked in a barrier; do not wait for them.
+    if code.is_err() {
+        if let Err(f) = &code {
+            eprintln!("ncclprobe: {}", f.message);
+            std::process::exit(f.code.code());
+        }
+    }
+    code
+}
+
+fn run_mpi(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {
+    let session = mpi_backend::start().map_err(|e| Failure::unavailable(e.to_string()))?;
+    run_mpi_session(args, selection, session)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi_session(_: &SweepArgs, _: Selection, _: mpi_backend::MpiSession) -> Result<ExitCode, Failure> {
+    Err(Failure::unavailable("--backend mpi: this build has no MPI support"))
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi_session(args: &SweepArgs, selection: Selection, mut session: mpi_backend::MpiSession) -> Result<ExitCode, Failure> {
+    let comm = &mut session.comm;
+    let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
+    let plan = Plan::from_args(args, memory_limit(local))?;
+    let watchdog = Watchdog::start(plan.settings.timeout_s);
+    let libraries: BTreeMap<String, String> = [("mpi".to_string(), comm.library.clone())].into();
+    let rank0 = (comm.rank() == 0).then(|| {
+        let r0 = make_rank0(args, new_record(&plan, &selection, libraries.clone()), &watchdog);
+        banner(&r0, &plan, &selection, &format!("{} ranks, one per process", comm.nranks()), &libraries);
+        r0
+    });
+    let result = run_rank(comm, &plan, Some(&watchdog), rank0.as_ref());
+    match &rank0 {
+        Some(r0) => finish(r0, args, result),
+        None => result.map(|_| ExitCode::Ok),
+    }
+}

@@ -1,0 +1,78 @@
+//! Sizes as nccl-tests reads them (binary K/M/G suffixes) and as we print them.
+
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SizeError {
+    #[error("'{0}' is not a size: expected a whole number with an optional K, M, G or T suffix (binary, K = 1024), e.g. 8, 64K, 256M")]
+    NotASize(String),
+    #[error("'{0}' is too large")]
+    Overflow(String),
+}
+
+/// Parse `8`, `64K`, `256M`, `1G`, `1GB`, `1GiB` (all binary, as nccl-tests' `parsesize`).
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err(SizeError::NotASize(text.to_string()));
+    }
+    let value: u64 = t[..digits_end].parse().map_err(|_| SizeError::Overflow(text.to_string()))?;
+    let suffix = t[digits_end..].trim().to_ascii_uppercase();
+    let shift = match suffix.as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => return Err(SizeError::NotASize(text.to_string())),
+    };
+    value.checked_mul(1u64 << shift).ok_or_else(|| SizeError::Overflow(text.to_string()))
+}
+
+/// A compact binary size for messages: `8 B`, `64 KiB`, `256 MiB`, `1.5 GiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{} {}", value as u64, UNITS[unit])
+    } else {
+        format!("{:.1} {}", value, UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(matches!(parse_size("abc"), Err(SizeError::NotASize(_))));
+        assert!(matches!(parse_size("12X"), Err(SizeError::NotASize(_))));
+        assert!(matches!(parse_size(""), Err(SizeError::NotASize(_))));
+        assert!(matches!(parse_size("-5"), Err(SizeError::NotASize(_))));
+        assert!(matches!(parse_size("99999999999999999999"), Err(SizeError::Overflow(_))));
+        assert!(matches!(parse_size("99999999999T"), Err(SizeError::Overflow(_))));
+    }
+
+    #[test]
+    fn formats_sizes() {
+        assert_eq!(format_size(8), "8 B");
+        assert_eq!(format_size(64 << 20), "64 MiB");
+        assert_eq!(format_size(1536), "1.5 KiB");
+    }
+}

@@ -190,7 +190,8 @@ mod tests {
         }
         assert_eq!(Collective::parse("all_reduce_perf"), Some(Collective::AllReduce));
         assert_eq!(Collective::parse("AllReduce"), Some(Collective::AllReduce));
-        assert_eq!(Collective::parse("all-to-all"), None);
+        assert_eq!(Collective::parse("all-to-all"), Some(Collective::Alltoall));
+        assert_eq!(Collective::parse("allreduce2"), None);
         assert_eq!(Collective::parse("alltoall"), Some(Collective::Alltoall));
     }
 

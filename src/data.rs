@@ -31,7 +31,7 @@ impl Generator {
                 RedOp::Min | RedOp::Max | RedOp::Prod => limit,
             }
         };
-        (m.floor() as u64).clamp(1, 1 << 20)
+        (m.floor() as u64).clamp(1, 1 << 16)
     }
 
     /// The input value of `rank` at `index`.
@@ -64,32 +64,97 @@ impl Generator {
         }
     }
 
-    /// What rank `rank` must hold at output element `i`, or `None` where the output is undefined
-    /// (a `reduce` on a non-root rank).
-    pub fn expected(&self, rank: usize, layout: &Layout, i: usize) -> Option<f64> {
-        let n = self.nranks;
-        Some(match self.coll {
-            Collective::AllReduce => self.reduced(i),
-            Collective::Reduce => {
-                if rank != self.root {
-                    return None;
-                }
-                self.reduced(i)
-            }
-            Collective::Broadcast => self.value(self.root, i),
-            Collective::AllGather => {
-                let per = layout.param_count;
-                self.value(i / per, i % per)
-            }
-            Collective::ReduceScatter => self.reduced(rank * layout.param_count + i),
-            Collective::Alltoall => {
-                let per = layout.param_count;
-                let (src, j) = (i / per, i % per);
-                self.value(src, rank * per + j)
-            }
-            Collective::Sendrecv => self.value((rank + n - 1) % n, i),
-        })
+    /// Inputs and results repeat with this period in the index, so they are built once per
+    /// period and copied (memcpy speed, not arithmetic per element).
+    pub fn period(&self) -> usize {
+        if self.coll.has_op() && self.op == RedOp::Prod {
+            let n = self.nranks.max(1);
+            n * 5 / gcd(n, 5)
+        } else {
+            self.modulus() as usize
+        }
     }
+
+    fn table<T: Element>(&self, f: impl Fn(usize) -> f64) -> Vec<T> {
+        (0..self.period()).map(|i| T::from_f64(f(i))).collect()
+    }
+
+    /// Which part of the output holds what: the expected result of `rank` as segments.
+    pub fn expected_segments(&self, rank: usize, layout: &Layout) -> Vec<Segment> {
+        let n = self.nranks;
+        let per = layout.param_count;
+        let whole = |what| vec![Segment { out_start: 0, len: layout.recv_count, what, index_start: 0 }];
+        match self.coll {
+            Collective::AllReduce => whole(Expect::Reduced),
+            Collective::Reduce if rank == self.root => whole(Expect::Reduced),
+            Collective::Reduce => Vec::new(),
+            Collective::Broadcast => whole(Expect::Input(self.root)),
+            Collective::Sendrecv => whole(Expect::Input((rank + n - 1) % n)),
+            Collective::ReduceScatter => {
+                vec![Segment { out_start: 0, len: per, what: Expect::Reduced, index_start: rank * per }]
+            }
+            Collective::AllGather => (0..n)
+                .map(|s| Segment { out_start: s * per, len: per, what: Expect::Input(s), index_start: 0 })
+                .collect(),
+            Collective::Alltoall => (0..n)
+                .map(|s| Segment { out_start: s * per, len: per, what: Expect::Input(s), index_start: rank * per })
+                .collect(),
+        }
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// What a stretch of output must equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Rank `r`'s input.
+    Input(usize),
+    /// The reduction over all ranks.
+    Reduced,
+}
+
+/// `out[out_start .. out_start+len]` must equal the `what` sequence from `index_start` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub out_start: usize,
+    pub len: usize,
+    pub what: Expect,
+    pub index_start: usize,
+}
+
+/// `dst[j] = table[(start + j) % table.len()]`, a period at a time.
+fn write_periodic<T: Copy>(dst: &mut [T], table: &[T], start: usize) {
+    let p = table.len();
+    let mut pos = start % p;
+    let mut j = 0;
+    while j < dst.len() {
+        let take = (p - pos).min(dst.len() - j);
+        dst[j..j + take].copy_from_slice(&table[pos..pos + take]);
+        j += take;
+        pos = 0;
+    }
+}
+
+/// How many `out[j]` differ from `table[(start + j) % table.len()]`.
+fn count_periodic_mismatches<T: PartialEq>(out: &[T], table: &[T], start: usize) -> u64 {
+    let p = table.len();
+    let mut pos = start % p;
+    let mut j = 0;
+    let mut wrong = 0u64;
+    while j < out.len() {
+        let take = (p - pos).min(out.len() - j);
+        wrong += out[j..j + take].iter().zip(&table[pos..pos + take]).filter(|(a, b)| a != b).count() as u64;
+        j += take;
+        pos = 0;
+    }
+    wrong
 }
 
 /// A rank's buffers as the collective sees them: separate send/recv out of place, one buffer
@@ -109,19 +174,16 @@ fn fill_typed<T: Element>(gen: &Generator, rank: usize, layout: &Layout, placeme
     let send: &mut [T] = bytemuck::cast_slice_mut(bufs.send);
     let recv: &mut [T] = bytemuck::cast_slice_mut(bufs.recv);
     let poison = T::from_f64(poison_value(gen.dtype));
+    let input: Vec<T> = gen.table(|i| gen.value(rank, i));
     match placement {
         Placement::OutOfPlace => {
             recv[..layout.recv_count].fill(poison);
-            for (i, v) in send[..layout.send_count].iter_mut().enumerate() {
-                *v = T::from_f64(gen.value(rank, i));
-            }
+            write_periodic(&mut send[..layout.send_count], &input, 0);
         }
         Placement::InPlace => {
             recv[..layout.buffer_count()].fill(poison);
             let off = layout.send_inplace_offset;
-            for (i, v) in recv[off..off + layout.send_count].iter_mut().enumerate() {
-                *v = T::from_f64(gen.value(rank, i));
-            }
+            write_periodic(&mut recv[off..off + layout.send_count], &input, 0);
         }
     }
 }
@@ -150,13 +212,17 @@ fn count_wrong_typed<T: Element>(gen: &Generator, rank: usize, layout: &Layout, 
         Placement::InPlace => layout.recv_inplace_offset,
     };
     let out = &recv[off..off + layout.recv_count];
+    let mut reduced: Option<Vec<T>> = None;
     let mut wrong = 0u64;
-    for (i, got) in out.iter().enumerate() {
-        if let Some(expected) = gen.expected(rank, layout, i) {
-            if *got != T::from_f64(expected) {
-                wrong += 1;
+    for seg in gen.expected_segments(rank, layout) {
+        let got = &out[seg.out_start..seg.out_start + seg.len];
+        wrong += match seg.what {
+            Expect::Input(src) => count_periodic_mismatches(got, &gen.table(|i| gen.value(src, i)), seg.index_start),
+            Expect::Reduced => {
+                let table = reduced.get_or_insert_with(|| gen.table(|i| gen.reduced(i)));
+                count_periodic_mismatches(got, table, seg.index_start)
             }
-        }
+        };
     }
     wrong
 }
@@ -177,6 +243,28 @@ mod tests {
                         assert!(r.abs() <= dtype.exact_limit(), "{dtype} {op} n={n}: {r} overflows");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn periodic_helpers_wrap_and_count() {
+        let table = [1, 2, 3];
+        let mut dst = [0; 7];
+        write_periodic(&mut dst, &table, 2);
+        assert_eq!(dst, [3, 1, 2, 3, 1, 2, 3]);
+        assert_eq!(count_periodic_mismatches(&dst, &table, 2), 0);
+        dst[4] = 9;
+        assert_eq!(count_periodic_mismatches(&dst, &table, 2), 1);
+    }
+
+    #[test]
+    fn inputs_repeat_with_the_period() {
+        for op in RedOp::ALL {
+            let gen = Generator { coll: Collective::AllReduce, op, dtype: Dtype::Float, nranks: 3, root: 0 };
+            let p = gen.period();
+            for i in 0..50 {
+                assert_eq!(gen.value(1, i), gen.value(1, i + p), "{op}");
             }
         }
     }

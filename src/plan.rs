@@ -166,13 +166,20 @@ impl Plan {
 
         let mut notes = Vec::new();
         if let Some(limit) = max_bytes_allowed {
+            if min > limit {
+                return Err(Failure::usage(format!(
+                    "-b/--minbytes: {min} bytes ({}) do not fit in memory; at most {limit} ({}) per message here",
+                    format_size(min),
+                    format_size(limit)
+                )));
+            }
             if max > limit {
                 let note = format!(
                     "Reducing maxBytes to {limit} ({}) due to memory limitation (asked for {max})",
                     format_size(limit)
                 );
                 notes.push(note);
-                max = limit.max(min);
+                max = limit;
             }
         }
         let sizes_bytes = size_series(min, max, factor, step);

@@ -1,0 +1,67 @@
+//! Helpers shared by the CLI tests: run the real binary, read its three outputs.
+#![allow(dead_code)]
+
+use ncclprobe::model::RunRecord;
+use std::path::Path;
+
+pub fn bin() -> assert_cmd::Command {
+    assert_cmd::Command::cargo_bin("ncclprobe").expect("the ncclprobe binary is built by cargo test")
+}
+
+/// Strictly parsed: unknown fields are an error (the record's contract).
+pub fn read_record(path: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not a valid run record: {e}", path.display()))
+}
+
+/// One half (out-of-place or in-place) of a table row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableHalf {
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    pub wrong: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableRow {
+    pub size: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub redop: String,
+    pub root: i64,
+    pub halves: [TableHalf; 2],
+}
+
+/// Rows of the nccl-tests table in `stdout` (lines not starting with `#`, 13 columns).
+pub fn table_rows(stdout: &str) -> Vec<TableRow> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(c.len(), 13, "table row with {} columns: {l}", c.len());
+            let half = |i: usize| TableHalf {
+                time_us: c[i].parse().unwrap(),
+                algbw_gbps: c[i + 1].parse().unwrap(),
+                busbw_gbps: c[i + 2].parse().unwrap(),
+                wrong: c[i + 3].parse().ok(),
+            };
+            TableRow {
+                size: c[0].parse().unwrap(),
+                count: c[1].parse().unwrap(),
+                dtype: c[2].to_string(),
+                redop: c[3].to_string(),
+                root: c[4].parse().unwrap(),
+                halves: [half(5), half(9)],
+            }
+        })
+        .collect()
+}
+
+pub fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let header = reader.headers().unwrap().iter().map(str::to_string).collect();
+    let rows = reader.records().map(|r| r.unwrap().iter().map(str::to_string).collect()).collect();
+    (header, rows)
+}

@@ -1,0 +1,268 @@
+//! `ncclprobe sweep` through the real binary on the host backend.
+
+mod common;
+
+use common::{bin, csv_rows, read_record, table_rows};
+use ncclprobe::coll::Placement;
+use ncclprobe::model::RunStatus;
+use predicates::str::contains;
+use std::time::{Duration, Instant};
+
+const FAST: [&str; 6] = ["--min-samples", "6", "--max-samples", "12", "--point-budget", "0.05"];
+
+/// Within the rounding of the printed table.
+fn close(table: f64, exact: f64, decimals: i32) -> bool {
+    (table - exact).abs() <= 0.5 * 10f64.powi(-decimals) + 1e-9 || (table - exact).abs() / exact.abs() < 1e-3
+}
+
+#[test]
+fn table_json_and_csv_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("run.json"), dir.path().join("run.csv"));
+    let out = bin()
+        .args(["sweep", "--ranks", "3", "-b", "8", "-e", "1M", "-f", "4"])
+        .args(["--collective", "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv"])
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows = table_rows(&stdout);
+    let record = read_record(&json);
+    let (header, csv) = csv_rows(&csv);
+
+    assert_eq!(record.status, RunStatus::Complete);
+    assert_eq!(record.backend.name, "host");
+    assert_eq!(record.backend.nranks, 3);
+    // 7 collectives × 9 sizes (8 B .. 512 KiB by 4), both placements.
+    assert_eq!(record.points.len(), 7 * 9 * 2);
+    assert_eq!(rows.len(), 7 * 9);
+    assert_eq!(csv.len(), record.points.len());
+    assert_eq!(
+        header.join(","),
+        "collective,nranks,size_bytes,count,dtype,redop,root,placement,time_us,algbw_gbps,busbw_gbps,wrong"
+    );
+    assert_eq!(stdout.matches("# Out of bounds values : 0 OK").count(), 7);
+
+    for (i, row) in rows.iter().enumerate() {
+        for (h, placement) in Placement::BOTH.into_iter().enumerate() {
+            let p = &record.points[2 * i + h];
+            let c = &csv[2 * i + h];
+            assert_eq!(p.placement, placement);
+            assert_eq!((row.size, row.count), (p.size_bytes, p.count));
+            assert_eq!(row.root, p.root);
+            assert_eq!(row.dtype, p.dtype.name());
+            assert_eq!(row.redop, p.redop.map(|o| o.name()).unwrap_or("none"));
+            let half = &row.halves[h];
+            let time_us = p.time_s * 1e6;
+            let decimals = if time_us >= 10000.0 { 0 } else if time_us >= 100.0 { 1 } else { 2 };
+            assert!(close(half.time_us, time_us, decimals), "row {i}: {} vs {time_us}", half.time_us);
+            assert!(close(half.algbw_gbps, p.algbw_bytes_per_s / 1e9, 2));
+            assert!(close(half.busbw_gbps, p.busbw_bytes_per_s / 1e9, 2));
+            assert_eq!(half.wrong, p.wrong);
+            assert_eq!(p.wrong, Some(0));
+            // CSV: same point, more digits.
+            assert_eq!(c[0], p.collective.name());
+            assert_eq!(c[1], "3");
+            assert_eq!(c[2].parse::<u64>().unwrap(), p.size_bytes);
+            assert_eq!(c[6].parse::<i64>().unwrap(), p.root);
+            assert_eq!(c[7], placement.name());
+            assert!((c[8].parse::<f64>().unwrap() - time_us).abs() < 1e-3);
+            assert!((c[10].parse::<f64>().unwrap() - p.busbw_bytes_per_s / 1e9).abs() < 1e-5);
+            assert_eq!(c[11], "0");
+            // Statistics are present and consistent with the raw samples.
+            assert!(p.samples_s.len() >= 6);
+            assert_eq!(p.stats.samples, p.samples_s.len());
+            assert!(p.stats.ci_level >= 0.95);
+            assert!(p.stats.ci_low_s <= p.time_s && p.time_s <= p.stats.ci_high_s);
+            assert_eq!(p.per_rank_time_s.len(), 3);
+        }
+    }
+    // Non-rooted collectives print -1; rooted ones their root.
+    assert!(csv.iter().filter(|r| r[0] == "all_reduce").all(|r| r[6] == "-1"));
+    assert!(csv.iter().filter(|r| r[0] == "broadcast").all(|r| r[6] == "0"));
+    // The headline follows the table.
+    assert!(stdout.contains("# ncclprobe all_reduce sum float: plateau busbw"));
+    assert_eq!(record.headlines.len(), 7);
+}
+
+#[test]
+fn every_type_and_op_passes_the_check() {
+    bin()
+        .args(["sweep", "--ranks", "4", "-b", "64", "-e", "4K", "-f", "8", "-d", "all", "-o", "all"])
+        .args(["--collective", "all_reduce,reduce_scatter,reduce", "-r", "all"])
+        .args(["--samples", "1", "-n", "1", "--warmup-time", "0"])
+        .assert()
+        .success()
+        .stdout(contains("# Out of bounds values : 0 OK"))
+        .stdout(contains("bfloat16"))
+        .stdout(contains("avg"));
+}
+
+#[test]
+fn a_single_flipped_element_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = bin()
+        .args(["sweep", "--ranks", "2", "-b", "1K", "-e", "4K", "--inject-fault", "corrupt:1:2K"])
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(3)
+        .stderr(contains("check failed: 2 wrong elements"))
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("# Out of bounds values : 2 FAILED"), "{stdout}");
+    let record = read_record(&json);
+    assert_eq!(record.status, RunStatus::CheckFailed);
+    let wrong: Vec<(u64, Option<u64>)> = record.points.iter().map(|p| (p.size_bytes, p.wrong)).collect();
+    // One element in each placement at 2 KiB; every other point clean.
+    assert_eq!(
+        wrong,
+        vec![(1024, Some(0)), (1024, Some(0)), (2048, Some(1)), (2048, Some(1)), (4096, Some(0)), (4096, Some(0))]
+    );
+}
+
+#[test]
+fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let csv = dir.path().join("run.csv");
+    let start = Instant::now();
+    bin()
+        .args(["sweep", "--ranks", "3", "-b", "1K", "-e", "64K", "--timeout", "1", "--inject-fault", "stall:2:16K"])
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(4)
+        .stderr(contains("timeout: all_reduce float 16 KiB (16384 bytes) out-of-place made no progress"))
+        .stderr(contains("ranks that did not arrive: 2"));
+    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    let record = read_record(&json);
+    assert_eq!(record.status, RunStatus::TimedOut);
+    assert!(record.error.as_deref().unwrap_or("").contains("16 KiB"));
+    let sizes: Vec<u64> = record.points.iter().map(|p| p.size_bytes).collect();
+    assert_eq!(sizes, vec![1024, 1024, 2048, 2048, 4096, 4096, 8192, 8192]);
+    assert_eq!(csv_rows(&csv).1.len(), 8);
+}
+
+#[test]
+fn csv_and_json_to_stdout() {
+    let out = bin()
+        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "csv"])
+        .args(FAST)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("collective,nranks,size_bytes,count,dtype,redop,root,placement,time_us,algbw_gbps,busbw_gbps,wrong")
+    );
+    assert_eq!(lines.count(), 8);
+
+    let out = bin()
+        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "json"])
+        .args(FAST)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let record: ncclprobe::model::RunRecord = serde_json::from_slice(&out).expect("stdout is one JSON record");
+    assert_eq!(record.points.len(), 8);
+    assert!(record.env.keys().all(|k| k.starts_with("NCCL_") || k.starts_with("CUDA_")));
+}
+
+#[test]
+fn only_nccl_and_cuda_variables_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    bin()
+        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "8"])
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .env("NCCL_DEBUG", "INFO")
+        .env("CUDA_VISIBLE_DEVICES", "0,1")
+        .env("SECRET_TOKEN", "hunter2")
+        .assert()
+        .success();
+    let record = read_record(&json);
+    assert_eq!(record.env.get("NCCL_DEBUG").map(String::as_str), Some("INFO"));
+    assert_eq!(record.env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
+    assert!(!std::fs::read_to_string(&json).unwrap().contains("hunter2"));
+}
+
+#[test]
+fn bad_input_gets_one_line_and_the_right_code() {
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["--collective", "allreduce2"], 2, "--collective: unknown value 'allreduce2'; allowed: all_reduce"),
+        (&["-d", "complex64"], 2, "-d/--datatype: unknown value 'complex64'"),
+        (&["-o", "mulsum"], 2, "-o/--op: unknown value 'mulsum'"),
+        (&["-b", "1M", "-e", "1K"], 2, "-b/--minbytes (1048576) is larger than -e/--maxbytes (1024)"),
+        (&["-b", "lots"], 2, "-b/--minbytes: 'lots' is not a size"),
+        (&["-b", "1T", "-e", "1T"], 2, "do not fit in memory"),
+        (&["-f", "1"], 2, "-f/--stepfactor: must be 2 or more"),
+        (&["--timeout", "0"], 2, "--timeout: must be a positive number"),
+        (&["--collective", "broadcast", "-r", "7"], 2, "-r/--root: rank 7 does not exist with 2 ranks"),
+        (&["--backend", "nccl"], 5, "--backend nccl:"),
+        (&["--backend", "gpu"], 2, "invalid value 'gpu'"),
+    ];
+    for (args, code, message) in cases {
+        let out = bin()
+            .args(["sweep", "--ranks", "2"])
+            .args(*args)
+            .assert()
+            .code(*code)
+            .stderr(contains(*message))
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn version_names_commit_and_features() {
+    bin().arg("--version").assert().success().stdout(contains("commit ")).stdout(contains("features: "));
+}
+
+#[test]
+fn a_huge_max_is_clipped_and_said() {
+    // 1 TiB never fits: the sweep keeps running, clipped, and says so in the table header and
+    // the record. Only the first size runs here (the second would be big), so -e is huge but
+    // -b equal to a small power and a factor that jumps past memory.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = bin()
+        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "1T", "-f", "1048576"])
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let stdout = String::from_utf8(out).unwrap();
+    assert!(stdout.contains("# Reducing maxBytes to"), "{stdout}");
+    let record = read_record(&json);
+    assert!(record.notes.iter().any(|n| n.contains("due to memory limitation")));
+    assert!(record.settings.max_bytes < 1 << 40);
+    assert!(record.points.iter().all(|p| p.size_bytes <= record.settings.max_bytes));
+}

@@ -105,6 +105,13 @@ fn total_points(plan: &Plan, nranks: usize) -> u64 {
         .sum()
 }
 
+fn prepare_failure(coll: Collective, size: u64, e: crate::backend::BackendError) -> Failure {
+    match e {
+        crate::backend::BackendError::Unsupported(m) => Failure::usage(m),
+        other => Failure::internal(format!("{coll} at {}: {other}", format_size(size))),
+    }
+}
+
 /// The whole sweep as seen by one rank.
 pub fn run_rank(
     comm: &mut dyn Communicator,
@@ -153,6 +160,18 @@ pub fn run_rank(
             out.println(&format!("#\n# Collective test starting: {}_perf", coll.name()));
             out.println(&table::header());
         }
+        // Allocate for the largest size up front, as nccl-tests does: every size then runs in
+        // the same (already touched) memory instead of growing buffers between sizes.
+        if let (Some(&largest), Some(&dtype)) = (plan.sizes_bytes.last(), plan.dtypes.first()) {
+            let spec = PointSpec {
+                coll,
+                dtype,
+                op: crate::dtype::RedOp::Sum,
+                root: 0,
+                count: (largest / dtype.size_bytes() as u64) as usize,
+            };
+            comm.prepare(&spec).map_err(|e| prepare_failure(coll, largest, e))?;
+        }
         let mut coll_points: Vec<Point> = Vec::new();
         for &dtype in &plan.dtypes {
             for op in plan.ops_for(coll) {
@@ -165,10 +184,7 @@ pub fn run_rank(
                             root: root.max(0) as usize,
                             count: (size / dtype.size_bytes() as u64) as usize,
                         };
-                        comm.prepare(&spec).map_err(|e| match e {
-                            crate::backend::BackendError::Unsupported(m) => Failure::usage(m),
-                            other => Failure::internal(format!("{coll} at {}: {other}", format_size(size))),
-                        })?;
+                        comm.prepare(&spec).map_err(|e| prepare_failure(coll, size, e))?;
                         let mut runner = PointRunner { comm: &mut *comm, plan, watchdog };
                         let oop = runner.measure(&spec, Placement::OutOfPlace)?;
                         let inp = runner.measure(&spec, Placement::InPlace)?;

@@ -18,14 +18,22 @@ fn main() {
         .ok()
         .map(|o| !o.stdout.is_empty())
         .unwrap_or(false);
-    let commit = if dirty { format!("{commit}-dirty") } else { commit };
+    let commit = if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    };
 
     let mut features: Vec<String> = std::env::vars()
         .filter_map(|(k, _)| k.strip_prefix("CARGO_FEATURE_").map(|f| f.to_lowercase()))
         .filter(|f| f != "default")
         .collect();
     features.sort();
-    let features = if features.is_empty() { "none".to_string() } else { features.join(",") };
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(",")
+    };
     let profile = std::env::var("PROFILE").unwrap_or_default();
 
     println!("cargo:rustc-env=NCCLPROBE_GIT_COMMIT={commit}");

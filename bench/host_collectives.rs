@@ -17,11 +17,15 @@ fn run_world(spec: PointSpec, nranks: usize, iters: u64) -> Duration {
                 s.spawn(move || {
                     comm.prepare(&spec).expect("buffers");
                     comm.run(Placement::OutOfPlace, 1).expect("warm-up");
-                    comm.run(Placement::OutOfPlace, iters as usize).expect("run")
+                    comm.run(Placement::OutOfPlace, iters as usize)
+                        .expect("run")
                 })
             })
             .collect();
-        let slowest = handles.into_iter().map(|h| h.join().expect("rank")).fold(0.0, f64::max);
+        let slowest = handles
+            .into_iter()
+            .map(|h| h.join().expect("rank"))
+            .fold(0.0, f64::max);
         Duration::from_secs_f64(slowest)
     })
 }
@@ -31,8 +35,18 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     for size in [8usize, 1 << 20, 64 << 20] {
         group.throughput(Throughput::Bytes(size as u64));
-        for coll in [Collective::AllReduce, Collective::AllGather, Collective::Alltoall] {
-            let spec = PointSpec { coll, dtype: Dtype::Float, op: RedOp::Sum, root: 0, count: size / 4 };
+        for coll in [
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::Alltoall,
+        ] {
+            let spec = PointSpec {
+                coll,
+                dtype: Dtype::Float,
+                op: RedOp::Sum,
+                root: 0,
+                count: size / 4,
+            };
             group.bench_with_input(BenchmarkId::new(coll.name(), size), &spec, |b, spec| {
                 b.iter_custom(|iters| run_world(*spec, 2, iters))
             });

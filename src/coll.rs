@@ -49,11 +49,16 @@ impl Collective {
             .filter(|c| c.is_ascii_alphanumeric())
             .collect::<String>()
             .to_ascii_lowercase();
-        Collective::ALL.into_iter().find(|c| c.name().replace('_', "") == norm)
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name().replace('_', "") == norm)
     }
 
     pub fn has_op(self) -> bool {
-        matches!(self, Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce)
+        matches!(
+            self,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce
+        )
     }
 
     pub fn is_rooted(self) -> bool {
@@ -65,7 +70,9 @@ impl Collective {
         let n = nranks as f64;
         match self {
             Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => {
+                (n - 1.0) / n
+            }
             Collective::Broadcast | Collective::Reduce | Collective::Sendrecv => 1.0,
         }
     }
@@ -188,7 +195,10 @@ mod tests {
         for c in Collective::ALL {
             assert_eq!(Collective::parse(c.name()), Some(c));
         }
-        assert_eq!(Collective::parse("all_reduce_perf"), Some(Collective::AllReduce));
+        assert_eq!(
+            Collective::parse("all_reduce_perf"),
+            Some(Collective::AllReduce)
+        );
         assert_eq!(Collective::parse("AllReduce"), Some(Collective::AllReduce));
         assert_eq!(Collective::parse("all-to-all"), Some(Collective::Alltoall));
         assert_eq!(Collective::parse("allreduce2"), None);
@@ -213,9 +223,18 @@ mod tests {
         assert_eq!((ag.send_count, ag.recv_count, ag.param_count), (2, 8, 2));
         assert_eq!(ag.send_inplace_offset, 6);
         let rs = Layout::new(Collective::ReduceScatter, 10, 4, 1);
-        assert_eq!((rs.send_count, rs.recv_count, rs.recv_inplace_offset), (8, 2, 2));
+        assert_eq!(
+            (rs.send_count, rs.recv_count, rs.recv_inplace_offset),
+            (8, 2, 2)
+        );
         // Too few elements for the ranks: zero-size rows, as in nccl-tests' output.
-        assert_eq!(reported_size_bytes(Collective::AllGather, 2, Dtype::Float, 4), 0);
-        assert_eq!(algbw_bytes(Collective::Alltoall, 1024, Dtype::Float, 4), 4096.0);
+        assert_eq!(
+            reported_size_bytes(Collective::AllGather, 2, Dtype::Float, 4),
+            0
+        );
+        assert_eq!(
+            algbw_bytes(Collective::Alltoall, 1024, Dtype::Float, 4),
+            4096.0
+        );
     }
 }

@@ -41,7 +41,11 @@ impl Generator {
             // Exactly one rank contributes a 2 at each index (most indices), the rest 1:
             // the product is 2 or 1, and which rank holds the 2 rotates with the index.
             let n = self.nranks.max(1) as u64;
-            return if (i + r) % n == 0 && i % 5 != 4 { 2.0 } else { 1.0 };
+            return if (i + r) % n == 0 && i % 5 != 4 {
+                2.0
+            } else {
+                1.0
+            };
         }
         let m = self.modulus();
         let w = (i.wrapping_mul(7) + r.wrapping_mul(13) + 1) % m;
@@ -83,7 +87,14 @@ impl Generator {
     pub fn expected_segments(&self, rank: usize, layout: &Layout) -> Vec<Segment> {
         let n = self.nranks;
         let per = layout.param_count;
-        let whole = |what| vec![Segment { out_start: 0, len: layout.recv_count, what, index_start: 0 }];
+        let whole = |what| {
+            vec![Segment {
+                out_start: 0,
+                len: layout.recv_count,
+                what,
+                index_start: 0,
+            }]
+        };
         match self.coll {
             Collective::AllReduce => whole(Expect::Reduced),
             Collective::Reduce if rank == self.root => whole(Expect::Reduced),
@@ -91,13 +102,28 @@ impl Generator {
             Collective::Broadcast => whole(Expect::Input(self.root)),
             Collective::Sendrecv => whole(Expect::Input((rank + n - 1) % n)),
             Collective::ReduceScatter => {
-                vec![Segment { out_start: 0, len: per, what: Expect::Reduced, index_start: rank * per }]
+                vec![Segment {
+                    out_start: 0,
+                    len: per,
+                    what: Expect::Reduced,
+                    index_start: rank * per,
+                }]
             }
             Collective::AllGather => (0..n)
-                .map(|s| Segment { out_start: s * per, len: per, what: Expect::Input(s), index_start: 0 })
+                .map(|s| Segment {
+                    out_start: s * per,
+                    len: per,
+                    what: Expect::Input(s),
+                    index_start: 0,
+                })
                 .collect(),
             Collective::Alltoall => (0..n)
-                .map(|s| Segment { out_start: s * per, len: per, what: Expect::Input(s), index_start: rank * per })
+                .map(|s| Segment {
+                    out_start: s * per,
+                    len: per,
+                    what: Expect::Input(s),
+                    index_start: rank * per,
+                })
                 .collect(),
         }
     }
@@ -150,7 +176,11 @@ fn count_periodic_mismatches<T: PartialEq>(out: &[T], table: &[T], start: usize)
     let mut wrong = 0u64;
     while j < out.len() {
         let take = (p - pos).min(out.len() - j);
-        wrong += out[j..j + take].iter().zip(&table[pos..pos + take]).filter(|(a, b)| a != b).count() as u64;
+        wrong += out[j..j + take]
+            .iter()
+            .zip(&table[pos..pos + take])
+            .filter(|(a, b)| a != b)
+            .count() as u64;
         j += take;
         pos = 0;
     }
@@ -166,11 +196,23 @@ pub struct RankBuffers<'a> {
 
 /// Write `rank`'s inputs where the collective reads them, and poison the output so a collective
 /// that writes nothing is caught.
-pub fn fill_inputs(gen: &Generator, rank: usize, layout: &Layout, placement: Placement, bufs: RankBuffers) {
+pub fn fill_inputs(
+    gen: &Generator,
+    rank: usize,
+    layout: &Layout,
+    placement: Placement,
+    bufs: RankBuffers,
+) {
     with_dtype!(gen.dtype, T => fill_typed::<T>(gen, rank, layout, placement, bufs))
 }
 
-fn fill_typed<T: Element>(gen: &Generator, rank: usize, layout: &Layout, placement: Placement, bufs: RankBuffers) {
+fn fill_typed<T: Element>(
+    gen: &Generator,
+    rank: usize,
+    layout: &Layout,
+    placement: Placement,
+    bufs: RankBuffers,
+) {
     let send: &mut [T] = bytemuck::cast_slice_mut(bufs.send);
     let recv: &mut [T] = bytemuck::cast_slice_mut(bufs.recv);
     let poison = T::from_f64(poison_value(gen.dtype));
@@ -201,11 +243,23 @@ fn poison_value(dtype: Dtype) -> f64 {
 }
 
 /// Count output elements that differ from the expected result (bit-exact).
-pub fn count_wrong(gen: &Generator, rank: usize, layout: &Layout, placement: Placement, recv: &[u8]) -> u64 {
+pub fn count_wrong(
+    gen: &Generator,
+    rank: usize,
+    layout: &Layout,
+    placement: Placement,
+    recv: &[u8],
+) -> u64 {
     with_dtype!(gen.dtype, T => count_wrong_typed::<T>(gen, rank, layout, placement, recv))
 }
 
-fn count_wrong_typed<T: Element>(gen: &Generator, rank: usize, layout: &Layout, placement: Placement, recv: &[u8]) -> u64 {
+fn count_wrong_typed<T: Element>(
+    gen: &Generator,
+    rank: usize,
+    layout: &Layout,
+    placement: Placement,
+    recv: &[u8],
+) -> u64 {
     let recv: &[T] = bytemuck::cast_slice(recv);
     let off = match placement {
         Placement::OutOfPlace => 0,
@@ -217,7 +271,9 @@ fn count_wrong_typed<T: Element>(gen: &Generator, rank: usize, layout: &Layout, 
     for seg in gen.expected_segments(rank, layout) {
         let got = &out[seg.out_start..seg.out_start + seg.len];
         wrong += match seg.what {
-            Expect::Input(src) => count_periodic_mismatches(got, &gen.table(|i| gen.value(src, i)), seg.index_start),
+            Expect::Input(src) => {
+                count_periodic_mismatches(got, &gen.table(|i| gen.value(src, i)), seg.index_start)
+            }
             Expect::Reduced => {
                 let table = reduced.get_or_insert_with(|| gen.table(|i| gen.reduced(i)));
                 count_periodic_mismatches(got, table, seg.index_start)
@@ -236,11 +292,20 @@ mod tests {
         for dtype in Dtype::ALL {
             for op in RedOp::ALL {
                 for n in [2usize, 3, 8, 64] {
-                    let gen = Generator { coll: Collective::AllReduce, op, dtype, nranks: n, root: 0 };
+                    let gen = Generator {
+                        coll: Collective::AllReduce,
+                        op,
+                        dtype,
+                        nranks: n,
+                        root: 0,
+                    };
                     for i in 0..200 {
                         let r = gen.reduced(i);
                         assert!(r.fract() == 0.0, "{dtype} {op} n={n}: {r} not an integer");
-                        assert!(r.abs() <= dtype.exact_limit(), "{dtype} {op} n={n}: {r} overflows");
+                        assert!(
+                            r.abs() <= dtype.exact_limit(),
+                            "{dtype} {op} n={n}: {r} overflows"
+                        );
                     }
                 }
             }
@@ -261,7 +326,13 @@ mod tests {
     #[test]
     fn inputs_repeat_with_the_period() {
         for op in RedOp::ALL {
-            let gen = Generator { coll: Collective::AllReduce, op, dtype: Dtype::Float, nranks: 3, root: 0 };
+            let gen = Generator {
+                coll: Collective::AllReduce,
+                op,
+                dtype: Dtype::Float,
+                nranks: 3,
+                root: 0,
+            };
             let p = gen.period();
             for i in 0..50 {
                 assert_eq!(gen.value(1, i), gen.value(1, i + p), "{op}");
@@ -271,7 +342,13 @@ mod tests {
 
     #[test]
     fn inputs_differ_between_ranks() {
-        let gen = Generator { coll: Collective::AllGather, op: RedOp::Sum, dtype: Dtype::Float, nranks: 4, root: 0 };
+        let gen = Generator {
+            coll: Collective::AllGather,
+            op: RedOp::Sum,
+            dtype: Dtype::Float,
+            nranks: 4,
+            root: 0,
+        };
         assert_ne!(gen.value(0, 5), gen.value(1, 5));
     }
 }

@@ -120,7 +120,9 @@ impl RedOp {
     }
 
     pub fn parse(text: &str) -> Option<RedOp> {
-        RedOp::ALL.into_iter().find(|op| op.name() == text.trim().to_ascii_lowercase())
+        RedOp::ALL
+            .into_iter()
+            .find(|op| op.name() == text.trim().to_ascii_lowercase())
     }
 
     /// The element-wise combine step; `Avg` combines like `Sum` and is scaled once at the end.
@@ -210,16 +212,46 @@ half_element!(f16, bf16);
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
         match $dtype {
-            $crate::dtype::Dtype::Int8 => { type $T = i8; $body }
-            $crate::dtype::Dtype::Uint8 => { type $T = u8; $body }
-            $crate::dtype::Dtype::Int32 => { type $T = i32; $body }
-            $crate::dtype::Dtype::Uint32 => { type $T = u32; $body }
-            $crate::dtype::Dtype::Int64 => { type $T = i64; $body }
-            $crate::dtype::Dtype::Uint64 => { type $T = u64; $body }
-            $crate::dtype::Dtype::Half => { type $T = half::f16; $body }
-            $crate::dtype::Dtype::Bfloat16 => { type $T = half::bf16; $body }
-            $crate::dtype::Dtype::Float => { type $T = f32; $body }
-            $crate::dtype::Dtype::Double => { type $T = f64; $body }
+            $crate::dtype::Dtype::Int8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::dtype::Dtype::Uint8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::dtype::Dtype::Int32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::dtype::Dtype::Uint32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::dtype::Dtype::Int64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::dtype::Dtype::Uint64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::dtype::Dtype::Half => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::dtype::Dtype::Bfloat16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::dtype::Dtype::Float => {
+                type $T = f32;
+                $body
+            }
+            $crate::dtype::Dtype::Double => {
+                type $T = f64;
+                $body
+            }
         }
     };
 }
@@ -311,7 +343,11 @@ mod tests {
         combine_into(&mut d, &[100, 3], &[100, 4], RedOp::Sum);
         assert_eq!(d, vec![-56, 7], "int8 sums wrap like C");
         let mut h = vec![f16::from_f32(3.0), f16::from_f32(8.0)];
-        accumulate(&mut h, &[f16::from_f32(3.0), f16::from_f32(4.0)], RedOp::Avg);
+        accumulate(
+            &mut h,
+            &[f16::from_f32(3.0), f16::from_f32(4.0)],
+            RedOp::Avg,
+        );
         scale_avg(&mut h, 2);
         assert_eq!(h, vec![f16::from_f32(3.0), f16::from_f32(6.0)]);
         let mut b = vec![bf16::from_f32(2.0)];

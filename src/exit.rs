@@ -36,7 +36,10 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(code: ExitCode, message: impl Into<String>) -> Self {
-        Failure { code, message: message.into() }
+        Failure {
+            code,
+            message: message.into(),
+        }
     }
     pub fn usage(message: impl Into<String>) -> Self {
         Self::new(ExitCode::Usage, message)

@@ -40,8 +40,14 @@ impl PointRunner<'_> {
 
     fn timed(&mut self, placement: Placement, iters: usize, what: &str) -> Result<f64, Failure> {
         self.arm(what);
-        let t = self.comm.run(placement, iters).map_err(|e| backend_failure(what, e))?;
-        let all = self.comm.allgather_f64(t).map_err(|e| backend_failure(what, e))?;
+        let t = self
+            .comm
+            .run(placement, iters)
+            .map_err(|e| backend_failure(what, e))?;
+        let all = self
+            .comm
+            .allgather_f64(t)
+            .map_err(|e| backend_failure(what, e))?;
         Ok(max_of(&all))
     }
 
@@ -64,7 +70,13 @@ impl PointRunner<'_> {
             size_bytes,
             placement.name()
         );
-        let gen = Generator { coll: spec.coll, op: spec.op, dtype: spec.dtype, nranks: n, root: spec.root };
+        let gen = Generator {
+            coll: spec.coll,
+            op: spec.op,
+            dtype: spec.dtype,
+            nranks: n,
+            root: spec.root,
+        };
         let layout = spec.layout(n, rank);
         fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
 
@@ -84,14 +96,18 @@ impl PointRunner<'_> {
         let mut warm_s = self.timed(placement, first, &what)?;
         let mut per_iter_s = warm_s / first as f64;
         while warm_s < s.warmup_min_s {
-            let k = ((s.warmup_min_s - warm_s) / per_iter_s.max(1e-9)).ceil().clamp(1.0, 1e6) as usize;
+            let k = ((s.warmup_min_s - warm_s) / per_iter_s.max(1e-9))
+                .ceil()
+                .clamp(1.0, 1e6) as usize;
             let t = self.timed(placement, k, &what)?;
             warm_s += t;
             per_iter_s = t / k as f64;
         }
-        let iters = s
-            .iters_per_sample
-            .unwrap_or_else(|| (s.sample_target_s / per_iter_s.max(1e-9)).ceil().clamp(1.0, 1e6) as usize);
+        let iters = s.iters_per_sample.unwrap_or_else(|| {
+            (s.sample_target_s / per_iter_s.max(1e-9))
+                .ceil()
+                .clamp(1.0, 1e6) as usize
+        });
 
         // Samples until the interval is tight, the budget is spent or the cap is reached.
         let rule = StopRule {
@@ -105,8 +121,14 @@ impl PointRunner<'_> {
         let mut measured_s = 0.0;
         let stop_reason = loop {
             self.arm(&what);
-            let t = self.comm.run(placement, iters).map_err(|e| backend_failure(&what, e))?;
-            let all = self.comm.allgather_f64(t / iters as f64).map_err(|e| backend_failure(&what, e))?;
+            let t = self
+                .comm
+                .run(placement, iters)
+                .map_err(|e| backend_failure(&what, e))?;
+            let all = self
+                .comm
+                .allgather_f64(t / iters as f64)
+                .map_err(|e| backend_failure(&what, e))?;
             for (r, v) in all.iter().enumerate().take(n) {
                 per_rank[r].push(*v);
             }
@@ -123,12 +145,22 @@ impl PointRunner<'_> {
         for _ in 0..s.check_iters {
             fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
             self.arm(&format!("{what} (check)"));
-            self.comm.run(placement, 1).map_err(|e| backend_failure(&what, e))?;
+            self.comm
+                .run(placement, 1)
+                .map_err(|e| backend_failure(&what, e))?;
             if self.inject(FaultKind::Corrupt, size_bytes) {
-                corrupt_one_element(self.comm.buffers().recv, &layout, placement, spec.dtype.size_bytes());
+                corrupt_one_element(
+                    self.comm.buffers().recv,
+                    &layout,
+                    placement,
+                    spec.dtype.size_bytes(),
+                );
             }
             let local = count_wrong(&gen, rank, &layout, placement, self.comm.buffers().recv);
-            let total = self.comm.allreduce_sum_u64(local).map_err(|e| backend_failure(&what, e))?;
+            let total = self
+                .comm
+                .allreduce_sum_u64(local)
+                .map_err(|e| backend_failure(&what, e))?;
             wrong = Some(total);
             if total > 0 {
                 break;
@@ -143,7 +175,11 @@ impl PointRunner<'_> {
             nranks: n,
             dtype: spec.dtype,
             redop: spec.coll.has_op().then_some(spec.op),
-            root: if spec.coll.is_rooted() { spec.root as i64 } else { -1 },
+            root: if spec.coll.is_rooted() {
+                spec.root as i64
+            } else {
+                -1
+            },
             placement,
             size_bytes,
             // nccl-tests prints the requested count (size / type size), not the rounded one.
@@ -162,7 +198,12 @@ impl PointRunner<'_> {
 }
 
 /// The injected `corrupt` fault: flip every bit of the first output element.
-fn corrupt_one_element(recv: &mut [u8], layout: &crate::coll::Layout, placement: Placement, elem: usize) {
+fn corrupt_one_element(
+    recv: &mut [u8],
+    layout: &crate::coll::Layout,
+    placement: Placement,
+    elem: usize,
+) {
     if layout.recv_count == 0 {
         return;
     }

@@ -188,7 +188,11 @@ pub fn headlines(points: &[Point]) -> Vec<Headline> {
             oop.sort_by_key(|p| p.size_bytes);
             let largest = oop.last().map(|p| p.size_bytes).unwrap_or(0);
             // The plateau: sizes within 8x of the largest (the top four of a factor-2 sweep).
-            let plateau: Vec<&Point> = oop.iter().copied().filter(|p| p.size_bytes * 8 > largest).collect();
+            let plateau: Vec<&Point> = oop
+                .iter()
+                .copied()
+                .filter(|p| p.size_bytes * 8 > largest)
+                .collect();
             let mut busbw: Vec<f64> = plateau.iter().map(|p| p.busbw_bytes_per_s).collect();
             busbw.sort_by(f64::total_cmp);
             let avg = all.iter().map(|p| p.busbw_bytes_per_s).sum::<f64>() / all.len() as f64;

@@ -28,7 +28,11 @@ pub struct Fault {
 
 impl Fault {
     pub fn parse(text: &str) -> Result<Fault, Failure> {
-        let bad = || Failure::usage(format!("--inject-fault: '{text}' is not KIND:RANK[:SIZE] with KIND stall, corrupt or die"));
+        let bad = || {
+            Failure::usage(format!(
+                "--inject-fault: '{text}' is not KIND:RANK[:SIZE] with KIND stall, corrupt or die"
+            ))
+        };
         let mut parts = text.split(':');
         let kind = match parts.next() {
             Some("stall") => FaultKind::Stall,
@@ -41,7 +45,11 @@ impl Fault {
             Some(s) => Some(parse_size(s).map_err(|_| bad())?),
             None => None,
         };
-        Ok(Fault { kind, rank, size_bytes })
+        Ok(Fault {
+            kind,
+            rank,
+            size_bytes,
+        })
     }
 
     pub fn applies(&self, rank: usize, size_bytes: u64) -> bool {
@@ -80,11 +88,15 @@ fn parse_list<T: Copy>(
     let mut out = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         out.push(parse(item).ok_or_else(|| {
-            Failure::usage(format!("{flag}: unknown value '{item}'; allowed: {names}, all"))
+            Failure::usage(format!(
+                "{flag}: unknown value '{item}'; allowed: {names}, all"
+            ))
         })?);
     }
     if out.is_empty() {
-        return Err(Failure::usage(format!("{flag}: empty list; allowed: {names}, all")));
+        return Err(Failure::usage(format!(
+            "{flag}: empty list; allowed: {names}, all"
+        )));
     }
     Ok(out)
 }
@@ -129,12 +141,21 @@ impl Plan {
             Dtype::parse,
             "int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float, double",
         )?;
-        let ops = parse_list("-o/--op", &args.what.op, &RedOp::ALL, RedOp::parse, "sum, prod, min, max, avg")?;
+        let ops = parse_list(
+            "-o/--op",
+            &args.what.op,
+            &RedOp::ALL,
+            RedOp::parse,
+            "sum, prod, min, max, avg",
+        )?;
         let root = if args.what.root.trim().eq_ignore_ascii_case("all") {
             RootChoice::All
         } else {
             RootChoice::One(args.what.root.trim().parse().map_err(|_| {
-                Failure::usage(format!("-r/--root: '{}' is not a rank number or 'all'", args.what.root))
+                Failure::usage(format!(
+                    "-r/--root: '{}' is not a rank number or 'all'",
+                    args.what.root
+                ))
             })?)
         };
 
@@ -152,17 +173,25 @@ impl Plan {
             None => None,
         };
         if factor.is_some_and(|f| f < 2) && min != max {
-            return Err(Failure::usage("-f/--stepfactor: must be 2 or more".to_string()));
+            return Err(Failure::usage(
+                "-f/--stepfactor: must be 2 or more".to_string(),
+            ));
         }
         let step = match &args.sizes.stepbytes {
             Some(s) => Some(size_flag("-i/--stepbytes", s)?),
             None => None,
         };
         if step == Some(0) && min != max {
-            return Err(Failure::usage("-i/--stepbytes: must be more than 0".to_string()));
+            return Err(Failure::usage(
+                "-i/--stepbytes: must be more than 0".to_string(),
+            ));
         }
         // nccl-tests' default is a factor of 1 (a single size); ours is a factor-2 sweep.
-        let factor = if factor.is_none() && step.is_none() { Some(2) } else { factor };
+        let factor = if factor.is_none() && step.is_none() {
+            Some(2)
+        } else {
+            factor
+        };
 
         let mut notes = Vec::new();
         if let Some(limit) = max_bytes_allowed {
@@ -189,7 +218,9 @@ impl Plan {
             if v.is_finite() && v > 0.0 {
                 Ok(v)
             } else {
-                Err(Failure::usage(format!("{flag}: must be a positive number of seconds, got {v}")))
+                Err(Failure::usage(format!(
+                    "{flag}: must be a positive number of seconds, got {v}"
+                )))
             }
         };
         positive("--timeout", t.timeout)?;
@@ -199,7 +230,9 @@ impl Plan {
             return Err(Failure::usage("--warmup-time: must be 0 or more seconds"));
         }
         if !(t.target_ci.is_finite() && t.target_ci > 0.0) {
-            return Err(Failure::usage("--target-ci: must be a positive fraction, e.g. 0.03"));
+            return Err(Failure::usage(
+                "--target-ci: must be a positive fraction, e.g. 0.03",
+            ));
         }
         if t.iters == Some(0) {
             return Err(Failure::usage("-n/--iters: must be at least 1"));
@@ -234,7 +267,16 @@ impl Plan {
             timeout_s: t.timeout,
         };
         let fault = args.inject_fault.as_deref().map(Fault::parse).transpose()?;
-        Ok(Plan { collectives, dtypes, ops, root, sizes_bytes, settings, fault, notes })
+        Ok(Plan {
+            collectives,
+            dtypes,
+            ops,
+            root,
+            sizes_bytes,
+            settings,
+            fault,
+            notes,
+        })
     }
 
     /// Roots to run for `coll` on `nranks` ranks; `-1` stands for "no root".
@@ -294,7 +336,11 @@ mod tests {
     fn faults_parse() {
         assert_eq!(
             Fault::parse("stall:1:64K").unwrap(),
-            Fault { kind: FaultKind::Stall, rank: 1, size_bytes: Some(65536) }
+            Fault {
+                kind: FaultKind::Stall,
+                rank: 1,
+                size_bytes: Some(65536)
+            }
         );
         assert!(Fault::parse("explode:1").is_err());
         assert!(Fault::parse("die").is_err());

@@ -118,7 +118,11 @@ pub fn summarize(samples: &[f64]) -> Summary {
         ci_low_s: ci_low,
         ci_high_s: ci_high,
         ci_level: level,
-        ci_rel_half_width: if median > 0.0 { (ci_high - ci_low) / 2.0 / median } else { f64::INFINITY },
+        ci_rel_half_width: if median > 0.0 {
+            (ci_high - ci_low) / 2.0 / median
+        } else {
+            f64::INFINITY
+        },
         outliers,
     }
 }
@@ -206,13 +210,22 @@ mod tests {
 
     #[test]
     fn stop_rule_converges_on_tight_samples_and_respects_budget() {
-        let rule = StopRule { min_samples: 6, max_samples: 100, target_rel_ci: Some(0.05), budget_s: 1.0 };
+        let rule = StopRule {
+            min_samples: 6,
+            max_samples: 100,
+            target_rel_ci: Some(0.05),
+            budget_s: 1.0,
+        };
         assert_eq!(rule.decide(&[1.0; 5], 0.0), None);
         assert_eq!(rule.decide(&[1.0; 6], 0.0), Some(StopReason::Converged));
         let noisy = [1.0, 2.0, 1.0, 2.0, 1.0, 2.0];
         assert_eq!(rule.decide(&noisy, 0.5), None);
         assert_eq!(rule.decide(&noisy, 1.5), Some(StopReason::Budget));
-        let fixed = StopRule { target_rel_ci: None, max_samples: 6, ..rule };
+        let fixed = StopRule {
+            target_rel_ci: None,
+            max_samples: 6,
+            ..rule
+        };
         assert_eq!(fixed.decide(&noisy, 0.0), Some(StopReason::Fixed));
     }
 

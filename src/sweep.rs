@@ -35,7 +35,8 @@ pub struct Environment {
 impl Environment {
     pub fn detect() -> Environment {
         Environment {
-            gpu_device_nodes: std::path::Path::new("/dev/nvidiactl").exists() || std::path::Path::new("/dev/dxg").exists(),
+            gpu_device_nodes: std::path::Path::new("/dev/nvidiactl").exists()
+                || std::path::Path::new("/dev/dxg").exists(),
             mpi_world_size: mpi_backend::launcher_world_size(),
             mpi_built: cfg!(feature = "mpi"),
         }
@@ -43,13 +44,26 @@ impl Environment {
 }
 
 pub fn select_backend(choice: BackendChoice, env: &Environment) -> Result<Selection, Failure> {
-    let nccl_missing = "the nccl backend is not available in this build (no NCCL support compiled in)";
+    let nccl_missing =
+        "the nccl backend is not available in this build (no NCCL support compiled in)";
     match choice {
-        BackendChoice::Host => Ok(Selection { backend: BackendChoice::Host, reason: "asked for with --backend host".into() }),
-        BackendChoice::Mpi => Ok(Selection { backend: BackendChoice::Mpi, reason: "asked for with --backend mpi".into() }),
-        BackendChoice::Nccl => Err(Failure::unavailable(format!("--backend nccl: {nccl_missing}; use --backend host or --backend mpi"))),
+        BackendChoice::Host => Ok(Selection {
+            backend: BackendChoice::Host,
+            reason: "asked for with --backend host".into(),
+        }),
+        BackendChoice::Mpi => Ok(Selection {
+            backend: BackendChoice::Mpi,
+            reason: "asked for with --backend mpi".into(),
+        }),
+        BackendChoice::Nccl => Err(Failure::unavailable(format!(
+            "--backend nccl: {nccl_missing}; use --backend host or --backend mpi"
+        ))),
         BackendChoice::Auto => {
-            let gpu_note = if env.gpu_device_nodes { format!("GPU device nodes found, but {nccl_missing}") } else { "no GPU found".into() };
+            let gpu_note = if env.gpu_device_nodes {
+                format!("GPU device nodes found, but {nccl_missing}")
+            } else {
+                "no GPU found".into()
+            };
             match env.mpi_world_size {
                 Some(n) if env.mpi_built => Ok(Selection {
                     backend: BackendChoice::Mpi,
@@ -76,7 +90,10 @@ pub struct Rank0 {
 
 impl Rank0 {
     fn with_sink<R>(&self, f: impl FnOnce(&mut RecordSink) -> R) -> Result<R, Failure> {
-        let mut sink = self.sink.lock().map_err(|_| Failure::internal("record lock poisoned"))?;
+        let mut sink = self
+            .sink
+            .lock()
+            .map_err(|_| Failure::internal("record lock poisoned"))?;
         Ok(f(&mut sink))
     }
 
@@ -122,7 +139,9 @@ pub fn run_rank(
     let nranks = comm.nranks();
     let me = format!(
         "{}\t{}",
-        hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into()),
+        hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unknown".into()),
         std::process::id()
     );
     let everyone = comm
@@ -135,7 +154,12 @@ pub fn run_rank(
             .map(|(rank, b)| {
                 let text = String::from_utf8_lossy(b);
                 let (host, pid) = text.split_once('\t').unwrap_or((&text, "0"));
-                RankInfo { rank, host: host.to_string(), pid: pid.parse().unwrap_or(0), device: None }
+                RankInfo {
+                    rank,
+                    host: host.to_string(),
+                    pid: pid.parse().unwrap_or(0),
+                    device: None,
+                }
             })
             .collect();
         out.with_sink(|sink| {
@@ -149,7 +173,10 @@ pub fn run_rank(
         })?;
         out.println("#\n# Using devices");
         for r in &ranks {
-            out.println(&format!("#  Rank {:2} Group  0 Pid {:6} on {:>10} device  host memory", r.rank, r.pid, r.host));
+            out.println(&format!(
+                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device  host memory",
+                r.rank, r.pid, r.host
+            ));
         }
         out.progress.set_length(total_points(plan, nranks));
     }
@@ -157,7 +184,10 @@ pub fn run_rank(
     for &coll in &plan.collectives {
         let roots = plan.roots(coll, nranks)?;
         if let Some(out) = out {
-            out.println(&format!("#\n# Collective test starting: {}_perf", coll.name()));
+            out.println(&format!(
+                "#\n# Collective test starting: {}_perf",
+                coll.name()
+            ));
             out.println(&table::header());
         }
         // Allocate for the largest size up front, as nccl-tests does: every size then runs in
@@ -170,7 +200,8 @@ pub fn run_rank(
                 root: 0,
                 count: (largest / dtype.size_bytes() as u64) as usize,
             };
-            comm.prepare(&spec).map_err(|e| prepare_failure(coll, largest, e))?;
+            comm.prepare(&spec)
+                .map_err(|e| prepare_failure(coll, largest, e))?;
         }
         let mut coll_points: Vec<Point> = Vec::new();
         for &dtype in &plan.dtypes {
@@ -184,8 +215,13 @@ pub fn run_rank(
                             root: root.max(0) as usize,
                             count: (size / dtype.size_bytes() as u64) as usize,
                         };
-                        comm.prepare(&spec).map_err(|e| prepare_failure(coll, size, e))?;
-                        let mut runner = PointRunner { comm: &mut *comm, plan, watchdog };
+                        comm.prepare(&spec)
+                            .map_err(|e| prepare_failure(coll, size, e))?;
+                        let mut runner = PointRunner {
+                            comm: &mut *comm,
+                            plan,
+                            watchdog,
+                        };
                         let oop = runner.measure(&spec, Placement::OutOfPlace)?;
                         let inp = runner.measure(&spec, Placement::InPlace)?;
                         if let Some(out) = out {
@@ -201,7 +237,10 @@ pub fn run_rank(
         }
         if let Some(out) = out {
             out.println(&table::footer(&coll_points));
-            out.println(&format!("# Collective test concluded: {}_perf", coll.name()));
+            out.println(&format!(
+                "# Collective test concluded: {}_perf",
+                coll.name()
+            ));
         }
     }
     if let Some(w) = watchdog {
@@ -212,10 +251,18 @@ pub fn run_rank(
 
 fn open_sink(args: &SweepArgs, record: RunRecord) -> RecordSink {
     let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
-    RecordSink { record, json_path: file(&args.output.json), csv_path: file(&args.output.csv) }
+    RecordSink {
+        record,
+        json_path: file(&args.output.json),
+        csv_path: file(&args.output.csv),
+    }
 }
 
-fn new_record(plan: &Plan, selection: &Selection, libraries: BTreeMap<String, String>) -> RunRecord {
+fn new_record(
+    plan: &Plan,
+    selection: &Selection,
+    libraries: BTreeMap<String, String>,
+) -> RunRecord {
     RunRecord {
         schema_version: model::SCHEMA_VERSION,
         tool: crate::buildinfo::tool_info(),
@@ -268,15 +315,31 @@ fn make_rank0(args: &SweepArgs, record: RunRecord, watchdog: &Watchdog) -> Rank0
         }
     }));
     let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}")
+    {
         progress.set_style(style);
     }
-    Rank0 { sink, print_table: args.output.format == OutputFormat::Table, progress }
+    Rank0 {
+        sink,
+        print_table: args.output.format == OutputFormat::Table,
+        progress,
+    }
 }
 
-fn banner(rank0: &Rank0, plan: &Plan, selection: &Selection, ranks_text: &str, libraries: &BTreeMap<String, String>) {
+fn banner(
+    rank0: &Rank0,
+    plan: &Plan,
+    selection: &Selection,
+    ranks_text: &str,
+    libraries: &BTreeMap<String, String>,
+) {
     rank0.println(&format!("# ncclprobe {}", crate::buildinfo::VERSION_LINE));
-    rank0.println(&format!("# backend {}: {ranks_text} ({})", rank0_backend_name(selection), selection.reason));
+    rank0.println(&format!(
+        "# backend {}: {ranks_text} ({})",
+        rank0_backend_name(selection),
+        selection.reason
+    ));
     for (lib, version) in libraries {
         rank0.println(&format!("# library {lib}: {version}"));
     }
@@ -291,7 +354,9 @@ fn banner(rank0: &Rank0, plan: &Plan, selection: &Selection, ranks_text: &str, l
         s.min_bytes,
         s.max_bytes,
         s.warmup_iters,
-        s.iters_per_sample.map(|n| n.to_string()).unwrap_or_else(|| "auto".into()),
+        s.iters_per_sample
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "auto".into()),
         s.check_iters
     ));
     let sampling = match s.target_rel_ci {
@@ -301,7 +366,9 @@ fn banner(rank0: &Rank0, plan: &Plan, selection: &Selection, ranks_text: &str, l
         ),
         None => format!("fixed: {} samples per point", s.max_samples),
     };
-    rank0.println(&format!("# sampling {sampling}; time = median over samples of the slowest rank"));
+    rank0.println(&format!(
+        "# sampling {sampling}; time = median over samples of the slowest rank"
+    ));
     for note in &plan.notes {
         rank0.println(&format!("# {note}"));
     }
@@ -316,7 +383,11 @@ fn rank0_backend_name(selection: &Selection) -> &'static str {
 }
 
 /// Finish the record and print what comes after the table; the exit code of the run.
-fn finish(rank0: &Rank0, args: &SweepArgs, result: Result<(), Failure>) -> Result<ExitCode, Failure> {
+fn finish(
+    rank0: &Rank0,
+    args: &SweepArgs,
+    result: Result<(), Failure>,
+) -> Result<ExitCode, Failure> {
     rank0.progress.finish_and_clear();
     let record = rank0.with_sink(|sink| {
         let r = &mut sink.record;
@@ -342,11 +413,13 @@ fn finish(rank0: &Rank0, args: &SweepArgs, result: Result<(), Failure>) -> Resul
     }
     let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if args.output.format == OutputFormat::Json || to_stdout(&args.output.json) {
-        let json = serde_json::to_string_pretty(&record).map_err(|e| Failure::internal(e.to_string()))?;
+        let json =
+            serde_json::to_string_pretty(&record).map_err(|e| Failure::internal(e.to_string()))?;
         println!("{json}");
     }
     if args.output.format == OutputFormat::Csv || to_stdout(&args.output.csv) {
-        let csv = crate::render::csv::to_string(&record.points).map_err(|e| Failure::internal(e.to_string()))?;
+        let csv = crate::render::csv::to_string(&record.points)
+            .map_err(|e| Failure::internal(e.to_string()))?;
         print!("{csv}");
     }
     let wrong = record.total_wrong();
@@ -363,7 +436,9 @@ fn finish(rank0: &Rank0, args: &SweepArgs, result: Result<(), Failure>) -> Resul
 fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
     let memcpy = record.calibration.memcpy_bytes_per_s?;
     let p = record.points.iter().find(|p| {
-        p.collective == Collective::AllReduce && p.placement == Placement::OutOfPlace && p.size_bytes == 64 << 20
+        p.collective == Collective::AllReduce
+            && p.placement == Placement::OutOfPlace
+            && p.size_bytes == 64 << 20
     })?;
     Some(format!(
         "# host backend: all_reduce busbw at 64 MiB {:.2} GB/s = {:.2} x single-thread memcpy ({:.2} GB/s, measured in this run)",
@@ -384,20 +459,34 @@ pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
 
 fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {
     let nranks = args.backend.ranks.unwrap_or_else(|| {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2)
     });
     if nranks == 0 || nranks > 1024 {
-        return Err(Failure::usage(format!("--ranks: {nranks} is out of range (1..=1024)")));
+        return Err(Failure::usage(format!(
+            "--ranks: {nranks} is out of range (1..=1024)"
+        )));
     }
     let plan = Plan::from_args(args, memory_limit(nranks))?;
     let watchdog = Watchdog::start(plan.settings.timeout_s);
     let mut record = new_record(&plan, &selection, BTreeMap::new());
     let calib_size = (64usize << 20).min(plan.settings.max_bytes.max(1 << 20) as usize);
     if let Ok(bw) = memcpy_bandwidth(calib_size) {
-        record.calibration = Calibration { memcpy_bytes_per_s: Some(bw), memcpy_size_bytes: Some(calib_size as u64) };
+        record.calibration = Calibration {
+            memcpy_bytes_per_s: Some(bw),
+            memcpy_size_bytes: Some(calib_size as u64),
+        };
     }
     let rank0 = make_rank0(args, record, &watchdog);
-    banner(&rank0, &plan, &selection, &format!("{nranks} ranks as threads of one process"), &BTreeMap::new());
+    banner(
+        &rank0,
+        &plan,
+        &selection,
+        &format!("{nranks} ranks as threads of one process"),
+        &BTreeMap::new(),
+    );
 
     let comms = host::world(nranks);
     watchdog.set_missing_ranks_probe(comms[0].missing_ranks_probe());
@@ -406,13 +495,22 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
         for mut comm in comms {
             let tx = tx.clone();
             let (plan, watchdog, rank0) = (&plan, &watchdog, &rank0);
-            let spawned = std::thread::Builder::new().name(format!("rank{}", comm.rank())).spawn_scoped(scope, move || {
-                let is_zero = comm.rank() == 0;
-                let r = run_rank(&mut comm, plan, is_zero.then_some(watchdog), is_zero.then_some(rank0));
-                let _ = tx.send(r);
-            });
+            let spawned = std::thread::Builder::new()
+                .name(format!("rank{}", comm.rank()))
+                .spawn_scoped(scope, move || {
+                    let is_zero = comm.rank() == 0;
+                    let r = run_rank(
+                        &mut comm,
+                        plan,
+                        is_zero.then_some(watchdog),
+                        is_zero.then_some(rank0),
+                    );
+                    let _ = tx.send(r);
+                });
             if let Err(e) = spawned {
-                return Err(Failure::internal(format!("cannot start a rank thread: {e}")));
+                return Err(Failure::internal(format!(
+                    "cannot start a rank thread: {e}"
+                )));
             }
         }
         drop(tx);
@@ -441,20 +539,40 @@ fn run_mpi(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> 
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_mpi_session(_: &SweepArgs, _: Selection, _: mpi_backend::MpiSession) -> Result<ExitCode, Failure> {
-    Err(Failure::unavailable("--backend mpi: this build has no MPI support"))
+fn run_mpi_session(
+    _: &SweepArgs,
+    _: Selection,
+    _: mpi_backend::MpiSession,
+) -> Result<ExitCode, Failure> {
+    Err(Failure::unavailable(
+        "--backend mpi: this build has no MPI support",
+    ))
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi_session(args: &SweepArgs, selection: Selection, mut session: mpi_backend::MpiSession) -> Result<ExitCode, Failure> {
+fn run_mpi_session(
+    args: &SweepArgs,
+    selection: Selection,
+    mut session: mpi_backend::MpiSession,
+) -> Result<ExitCode, Failure> {
     let comm = &mut session.comm;
     let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
     let plan = Plan::from_args(args, memory_limit(local))?;
     let watchdog = Watchdog::start(plan.settings.timeout_s);
     let libraries: BTreeMap<String, String> = [("mpi".to_string(), comm.library.clone())].into();
     let rank0 = (comm.rank() == 0).then(|| {
-        let r0 = make_rank0(args, new_record(&plan, &selection, libraries.clone()), &watchdog);
-        banner(&r0, &plan, &selection, &format!("{} ranks, one per process", comm.nranks()), &libraries);
+        let r0 = make_rank0(
+            args,
+            new_record(&plan, &selection, libraries.clone()),
+            &watchdog,
+        );
+        banner(
+            &r0,
+            &plan,
+            &selection,
+            &format!("{} ranks, one per process", comm.nranks()),
+            &libraries,
+        );
         r0
     });
     let result = run_rank(comm, &plan, Some(&watchdog), rank0.as_ref());

@@ -17,7 +17,9 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     if digits_end == 0 {
         return Err(SizeError::NotASize(text.to_string()));
     }
-    let value: u64 = t[..digits_end].parse().map_err(|_| SizeError::Overflow(text.to_string()))?;
+    let value: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| SizeError::Overflow(text.to_string()))?;
     let suffix = t[digits_end..].trim().to_ascii_uppercase();
     let shift = match suffix.as_str() {
         "" | "B" => 0,
@@ -27,7 +29,9 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         "T" | "TB" | "TIB" => 40,
         _ => return Err(SizeError::NotASize(text.to_string())),
     };
-    value.checked_mul(1u64 << shift).ok_or_else(|| SizeError::Overflow(text.to_string()))
+    value
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| SizeError::Overflow(text.to_string()))
 }
 
 /// A compact binary size for messages: `8 B`, `64 KiB`, `256 MiB`, `1.5 GiB`.
@@ -65,8 +69,14 @@ mod tests {
         assert!(matches!(parse_size("12X"), Err(SizeError::NotASize(_))));
         assert!(matches!(parse_size(""), Err(SizeError::NotASize(_))));
         assert!(matches!(parse_size("-5"), Err(SizeError::NotASize(_))));
-        assert!(matches!(parse_size("99999999999999999999"), Err(SizeError::Overflow(_))));
-        assert!(matches!(parse_size("99999999999T"), Err(SizeError::Overflow(_))));
+        assert!(matches!(
+            parse_size("99999999999999999999"),
+            Err(SizeError::Overflow(_))
+        ));
+        assert!(matches!(
+            parse_size("99999999999T"),
+            Err(SizeError::Overflow(_))
+        ));
     }
 
     #[test]

@@ -25,7 +25,11 @@ impl Watchdog {
     pub fn start(timeout_s: f64) -> Watchdog {
         let dog = Watchdog {
             timeout: Duration::from_secs_f64(timeout_s),
-            state: Arc::new(Mutex::new(State { armed: None, missing_ranks: None, on_timeout: None })),
+            state: Arc::new(Mutex::new(State {
+                armed: None,
+                missing_ranks: None,
+                on_timeout: None,
+            })),
         };
         let watcher = dog.clone();
         let poll = Duration::from_secs_f64((timeout_s / 20.0).clamp(0.01, 0.5));
@@ -68,7 +72,9 @@ impl Watchdog {
 
     fn check(&self) {
         let Ok(state) = self.state.lock() else { return };
-        let Some((since, what)) = &state.armed else { return };
+        let Some((since, what)) = &state.armed else {
+            return;
+        };
         if since.elapsed() < self.timeout {
             return;
         }

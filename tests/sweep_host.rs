@@ -8,11 +8,19 @@ use ncclprobe::model::RunStatus;
 use predicates::str::contains;
 use std::time::{Duration, Instant};
 
-const FAST: [&str; 6] = ["--min-samples", "6", "--max-samples", "12", "--point-budget", "0.05"];
+const FAST: [&str; 6] = [
+    "--min-samples",
+    "6",
+    "--max-samples",
+    "12",
+    "--point-budget",
+    "0.05",
+];
 
 /// Within the rounding of the printed table.
 fn close(table: f64, exact: f64, decimals: i32) -> bool {
-    (table - exact).abs() <= 0.5 * 10f64.powi(-decimals) + 1e-9 || (table - exact).abs() / exact.abs() < 1e-3
+    (table - exact).abs() <= 0.5 * 10f64.powi(-decimals) + 1e-9
+        || (table - exact).abs() / exact.abs() < 1e-3
 }
 
 #[test]
@@ -21,7 +29,10 @@ fn table_json_and_csv_agree() {
     let (json, csv) = (dir.path().join("run.json"), dir.path().join("run.csv"));
     let out = bin()
         .args(["sweep", "--ranks", "3", "-b", "8", "-e", "1M", "-f", "4"])
-        .args(["--collective", "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv"])
+        .args([
+            "--collective",
+            "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv",
+        ])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -60,8 +71,18 @@ fn table_json_and_csv_agree() {
             assert_eq!(row.redop, p.redop.map(|o| o.name()).unwrap_or("none"));
             let half = &row.halves[h];
             let time_us = p.time_s * 1e6;
-            let decimals = if time_us >= 10000.0 { 0 } else if time_us >= 100.0 { 1 } else { 2 };
-            assert!(close(half.time_us, time_us, decimals), "row {i}: {} vs {time_us}", half.time_us);
+            let decimals = if time_us >= 10000.0 {
+                0
+            } else if time_us >= 100.0 {
+                1
+            } else {
+                2
+            };
+            assert!(
+                close(half.time_us, time_us, decimals),
+                "row {i}: {} vs {time_us}",
+                half.time_us
+            );
             assert!(close(half.algbw_gbps, p.algbw_bytes_per_s / 1e9, 2));
             assert!(close(half.busbw_gbps, p.busbw_bytes_per_s / 1e9, 2));
             assert_eq!(half.wrong, p.wrong);
@@ -84,8 +105,14 @@ fn table_json_and_csv_agree() {
         }
     }
     // Non-rooted collectives print -1; rooted ones their root.
-    assert!(csv.iter().filter(|r| r[0] == "all_reduce").all(|r| r[6] == "-1"));
-    assert!(csv.iter().filter(|r| r[0] == "broadcast").all(|r| r[6] == "0"));
+    assert!(csv
+        .iter()
+        .filter(|r| r[0] == "all_reduce")
+        .all(|r| r[6] == "-1"));
+    assert!(csv
+        .iter()
+        .filter(|r| r[0] == "broadcast")
+        .all(|r| r[6] == "0"));
     // The headline follows the table.
     assert!(stdout.contains("# ncclprobe all_reduce sum float: plateau busbw"));
     assert_eq!(record.headlines.len(), 7);
@@ -94,8 +121,15 @@ fn table_json_and_csv_agree() {
 #[test]
 fn every_type_and_op_passes_the_check() {
     bin()
-        .args(["sweep", "--ranks", "4", "-b", "64", "-e", "4K", "-f", "8", "-d", "all", "-o", "all"])
-        .args(["--collective", "all_reduce,reduce_scatter,reduce", "-r", "all"])
+        .args([
+            "sweep", "--ranks", "4", "-b", "64", "-e", "4K", "-f", "8", "-d", "all", "-o", "all",
+        ])
+        .args([
+            "--collective",
+            "all_reduce,reduce_scatter,reduce",
+            "-r",
+            "all",
+        ])
         .args(["--samples", "1", "-n", "1", "--warmup-time", "0"])
         .assert()
         .success()
@@ -109,7 +143,17 @@ fn a_single_flipped_element_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let out = bin()
-        .args(["sweep", "--ranks", "2", "-b", "1K", "-e", "4K", "--inject-fault", "corrupt:1:2K"])
+        .args([
+            "sweep",
+            "--ranks",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "--inject-fault",
+            "corrupt:1:2K",
+        ])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -119,14 +163,28 @@ fn a_single_flipped_element_fails_the_run() {
         .get_output()
         .clone();
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("# Out of bounds values : 2 FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("# Out of bounds values : 2 FAILED"),
+        "{stdout}"
+    );
     let record = read_record(&json);
     assert_eq!(record.status, RunStatus::CheckFailed);
-    let wrong: Vec<(u64, Option<u64>)> = record.points.iter().map(|p| (p.size_bytes, p.wrong)).collect();
+    let wrong: Vec<(u64, Option<u64>)> = record
+        .points
+        .iter()
+        .map(|p| (p.size_bytes, p.wrong))
+        .collect();
     // One element in each placement at 2 KiB; every other point clean.
     assert_eq!(
         wrong,
-        vec![(1024, Some(0)), (1024, Some(0)), (2048, Some(1)), (2048, Some(1)), (4096, Some(0)), (4096, Some(0))]
+        vec![
+            (1024, Some(0)),
+            (1024, Some(0)),
+            (2048, Some(1)),
+            (2048, Some(1)),
+            (4096, Some(0)),
+            (4096, Some(0))
+        ]
     );
 }
 
@@ -137,7 +195,19 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
     let csv = dir.path().join("run.csv");
     let start = Instant::now();
     bin()
-        .args(["sweep", "--ranks", "3", "-b", "1K", "-e", "64K", "--timeout", "1", "--inject-fault", "stall:2:16K"])
+        .args([
+            "sweep",
+            "--ranks",
+            "3",
+            "-b",
+            "1K",
+            "-e",
+            "64K",
+            "--timeout",
+            "1",
+            "--inject-fault",
+            "stall:2:16K",
+        ])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -146,9 +216,15 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
         .timeout(Duration::from_secs(60))
         .assert()
         .code(4)
-        .stderr(contains("timeout: all_reduce float 16 KiB (16384 bytes) out-of-place made no progress"))
+        .stderr(contains(
+            "timeout: all_reduce float 16 KiB (16384 bytes) out-of-place made no progress",
+        ))
         .stderr(contains("ranks that did not arrive: 2"));
-    assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        start.elapsed()
+    );
     let record = read_record(&json);
     assert_eq!(record.status, RunStatus::TimedOut);
     assert!(record.error.as_deref().unwrap_or("").contains("16 KiB"));
@@ -160,7 +236,9 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
 #[test]
 fn csv_and_json_to_stdout() {
     let out = bin()
-        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "csv"])
+        .args([
+            "sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "csv",
+        ])
         .args(FAST)
         .assert()
         .success()
@@ -176,16 +254,22 @@ fn csv_and_json_to_stdout() {
     assert_eq!(lines.count(), 8);
 
     let out = bin()
-        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "json"])
+        .args([
+            "sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "json",
+        ])
         .args(FAST)
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
-    let record: ncclprobe::model::RunRecord = serde_json::from_slice(&out).expect("stdout is one JSON record");
+    let record: ncclprobe::model::RunRecord =
+        serde_json::from_slice(&out).expect("stdout is one JSON record");
     assert_eq!(record.points.len(), 8);
-    assert!(record.env.keys().all(|k| k.starts_with("NCCL_") || k.starts_with("CUDA_")));
+    assert!(record
+        .env
+        .keys()
+        .all(|k| k.starts_with("NCCL_") || k.starts_with("CUDA_")));
 }
 
 #[test]
@@ -203,23 +287,49 @@ fn only_nccl_and_cuda_variables_are_recorded() {
         .assert()
         .success();
     let record = read_record(&json);
-    assert_eq!(record.env.get("NCCL_DEBUG").map(String::as_str), Some("INFO"));
-    assert_eq!(record.env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
+    assert_eq!(
+        record.env.get("NCCL_DEBUG").map(String::as_str),
+        Some("INFO")
+    );
+    assert_eq!(
+        record.env.get("CUDA_VISIBLE_DEVICES").map(String::as_str),
+        Some("0,1")
+    );
     assert!(!std::fs::read_to_string(&json).unwrap().contains("hunter2"));
 }
 
 #[test]
 fn bad_input_gets_one_line_and_the_right_code() {
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["--collective", "allreduce2"], 2, "--collective: unknown value 'allreduce2'; allowed: all_reduce"),
-        (&["-d", "complex64"], 2, "-d/--datatype: unknown value 'complex64'"),
+        (
+            &["--collective", "allreduce2"],
+            2,
+            "--collective: unknown value 'allreduce2'; allowed: all_reduce",
+        ),
+        (
+            &["-d", "complex64"],
+            2,
+            "-d/--datatype: unknown value 'complex64'",
+        ),
         (&["-o", "mulsum"], 2, "-o/--op: unknown value 'mulsum'"),
-        (&["-b", "1M", "-e", "1K"], 2, "-b/--minbytes (1048576) is larger than -e/--maxbytes (1024)"),
+        (
+            &["-b", "1M", "-e", "1K"],
+            2,
+            "-b/--minbytes (1048576) is larger than -e/--maxbytes (1024)",
+        ),
         (&["-b", "lots"], 2, "-b/--minbytes: 'lots' is not a size"),
         (&["-b", "1T", "-e", "1T"], 2, "do not fit in memory"),
         (&["-f", "1"], 2, "-f/--stepfactor: must be 2 or more"),
-        (&["--timeout", "0"], 2, "--timeout: must be a positive number"),
-        (&["--collective", "broadcast", "-r", "7"], 2, "-r/--root: rank 7 does not exist with 2 ranks"),
+        (
+            &["--timeout", "0"],
+            2,
+            "--timeout: must be a positive number",
+        ),
+        (
+            &["--collective", "broadcast", "-r", "7"],
+            2,
+            "-r/--root: rank 7 does not exist with 2 ranks",
+        ),
         (&["--backend", "nccl"], 5, "--backend nccl:"),
         (&["--backend", "gpu"], 2, "invalid value 'gpu'"),
     ];
@@ -239,7 +349,12 @@ fn bad_input_gets_one_line_and_the_right_code() {
 
 #[test]
 fn version_names_commit_and_features() {
-    bin().arg("--version").assert().success().stdout(contains("commit ")).stdout(contains("features: "));
+    bin()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(contains("commit "))
+        .stdout(contains("features: "));
 }
 
 #[test]
@@ -250,7 +365,9 @@ fn a_huge_max_is_clipped_and_said() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let out = bin()
-        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "1T", "-f", "1048576"])
+        .args([
+            "sweep", "--ranks", "2", "-b", "8", "-e", "1T", "-f", "1048576",
+        ])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -262,7 +379,13 @@ fn a_huge_max_is_clipped_and_said() {
     let stdout = String::from_utf8(out).unwrap();
     assert!(stdout.contains("# Reducing maxBytes to"), "{stdout}");
     let record = read_record(&json);
-    assert!(record.notes.iter().any(|n| n.contains("due to memory limitation")));
+    assert!(record
+        .notes
+        .iter()
+        .any(|n| n.contains("due to memory limitation")));
     assert!(record.settings.max_bytes < 1 << 40);
-    assert!(record.points.iter().all(|p| p.size_bytes <= record.settings.max_bytes));
+    assert!(record
+        .points
+        .iter()
+        .all(|p| p.size_bytes <= record.settings.max_bytes));
 }

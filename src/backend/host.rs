@@ -49,7 +49,11 @@ impl ArrivalBarrier {
 
     /// Ranks that have arrived fewer times than the furthest rank: the ones being waited for.
     pub fn missing(&self) -> Vec<usize> {
-        let counts: Vec<u64> = self.arrivals.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let counts: Vec<u64> = self
+            .arrivals
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect();
         let furthest = counts.iter().copied().max().unwrap_or(0);
         (0..self.nranks).filter(|&r| counts[r] < furthest).collect()
     }
@@ -150,7 +154,13 @@ impl HostComm {
                 dst.copy_from_slice(peer(sends[0], off, len));
                 return;
             };
-            combine_bytes(spec.dtype, dst, peer(sends[a], off, len), peer(sends[b], off, len), spec.op);
+            combine_bytes(
+                spec.dtype,
+                dst,
+                peer(sends[a], off, len),
+                peer(sends[b], off, len),
+                spec.op,
+            );
         }
         for s in sources {
             accumulate_bytes(spec.dtype, dst, peer(sends[s], off, len), spec.op);
@@ -194,7 +204,8 @@ impl HostComm {
                     if in_place && s == me {
                         continue;
                     }
-                    own(my_recv, s * per_bytes, per_bytes).copy_from_slice(peer(sends[s], 0, per_bytes));
+                    own(my_recv, s * per_bytes, per_bytes)
+                        .copy_from_slice(peer(sends[s], 0, per_bytes));
                 }
             }
             Collective::Broadcast => {
@@ -222,8 +233,11 @@ impl HostComm {
                 };
                 if spec.coll == Collective::Alltoall {
                     for s in 0..n {
-                        own(my_recv, s * per_bytes, per_bytes)
-                            .copy_from_slice(peer(sources[s], me * per_bytes, per_bytes));
+                        own(my_recv, s * per_bytes, per_bytes).copy_from_slice(peer(
+                            sources[s],
+                            me * per_bytes,
+                            per_bytes,
+                        ));
                     }
                 } else {
                     let from = (me + n - 1) % n;
@@ -258,7 +272,10 @@ impl Communicator for HostComm {
     }
 
     fn buffers(&mut self) -> RankBuffers<'_> {
-        RankBuffers { send: self.send.bytes_mut(), recv: self.recv.bytes_mut() }
+        RankBuffers {
+            send: self.send.bytes_mut(),
+            recv: self.recv.bytes_mut(),
+        }
     }
 
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
@@ -278,7 +295,8 @@ impl Communicator for HostComm {
         let slot = &self.shared.slots[self.rank];
         slot.send.store(send_addr, Ordering::Release);
         slot.recv.store(recv_addr, Ordering::Release);
-        slot.scratch.store(self.scratch.as_mut_ptr() as usize, Ordering::Release);
+        slot.scratch
+            .store(self.scratch.as_mut_ptr() as usize, Ordering::Release);
         // Everyone's addresses are visible before anyone reads a peer.
         self.barrier();
         let start = Instant::now();
@@ -333,10 +351,29 @@ mod tests {
     use crate::dtype::Dtype;
 
     /// Runs one checked call on every rank of a thread world; returns wrong counts per rank.
-    fn check(coll: Collective, dtype: Dtype, op: RedOp, n: usize, count: usize, placement: Placement) -> Vec<u64> {
+    fn check(
+        coll: Collective,
+        dtype: Dtype,
+        op: RedOp,
+        n: usize,
+        count: usize,
+        placement: Placement,
+    ) -> Vec<u64> {
         let root = n - 1;
-        let spec = PointSpec { coll, dtype, op, root, count };
-        let gen = Generator { coll, op, dtype, nranks: n, root };
+        let spec = PointSpec {
+            coll,
+            dtype,
+            op,
+            root,
+            count,
+        };
+        let gen = Generator {
+            coll,
+            op,
+            dtype,
+            nranks: n,
+            root,
+        };
         std::thread::scope(|scope| {
             let handles: Vec<_> = world(n)
                 .into_iter()
@@ -358,13 +395,29 @@ mod tests {
     #[test]
     fn every_collective_type_op_and_placement_is_exact() {
         for coll in Collective::ALL {
-            let ops: &[RedOp] = if coll.has_op() { &RedOp::ALL } else { &[RedOp::Sum] };
+            let ops: &[RedOp] = if coll.has_op() {
+                &RedOp::ALL
+            } else {
+                &[RedOp::Sum]
+            };
             for &op in ops {
-                for dtype in [Dtype::Int8, Dtype::Uint8, Dtype::Int32, Dtype::Int64, Dtype::Half, Dtype::Bfloat16, Dtype::Float, Dtype::Double] {
+                for dtype in [
+                    Dtype::Int8,
+                    Dtype::Uint8,
+                    Dtype::Int32,
+                    Dtype::Int64,
+                    Dtype::Half,
+                    Dtype::Bfloat16,
+                    Dtype::Float,
+                    Dtype::Double,
+                ] {
                     for n in [1usize, 2, 3, 4] {
                         for placement in Placement::BOTH {
                             let wrong = check(coll, dtype, op, n, 1000, placement);
-                            assert!(wrong.iter().all(|&w| w == 0), "{coll} {dtype} {op} n={n} {placement:?}: {wrong:?}");
+                            assert!(
+                                wrong.iter().all(|&w| w == 0),
+                                "{coll} {dtype} {op} n={n} {placement:?}: {wrong:?}"
+                            );
                         }
                     }
                 }
@@ -376,8 +429,18 @@ mod tests {
     fn uneven_counts_and_empty_calls_work() {
         for coll in Collective::ALL {
             for count in [0usize, 1, 7, 1001] {
-                let wrong = check(coll, Dtype::Float, RedOp::Sum, 3, count, Placement::OutOfPlace);
-                assert!(wrong.iter().all(|&w| w == 0), "{coll} count={count}: {wrong:?}");
+                let wrong = check(
+                    coll,
+                    Dtype::Float,
+                    RedOp::Sum,
+                    3,
+                    count,
+                    Placement::OutOfPlace,
+                );
+                assert!(
+                    wrong.iter().all(|&w| w == 0),
+                    "{coll} count={count}: {wrong:?}"
+                );
             }
         }
     }
@@ -389,7 +452,9 @@ mod tests {
         let h = std::thread::spawn(move || b.wait(0));
         let b = Arc::clone(&barrier);
         let h2 = std::thread::spawn(move || b.wait(2));
-        while barrier.arrivals[0].load(Ordering::Relaxed) == 0 || barrier.arrivals[2].load(Ordering::Relaxed) == 0 {
+        while barrier.arrivals[0].load(Ordering::Relaxed) == 0
+            || barrier.arrivals[2].load(Ordering::Relaxed) == 0
+        {
             std::thread::yield_now();
         }
         assert_eq!(barrier.missing(), vec![1]);

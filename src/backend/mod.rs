@@ -90,10 +90,12 @@ impl AlignedBuf {
         let words = len_bytes.div_ceil(8);
         if self.words.len() < words {
             let extra = words - self.words.len();
-            self.words.try_reserve_exact(extra).map_err(|e| BackendError::Alloc {
-                bytes: len_bytes as u64,
-                reason: e.to_string(),
-            })?;
+            self.words
+                .try_reserve_exact(extra)
+                .map_err(|e| BackendError::Alloc {
+                    bytes: len_bytes as u64,
+                    reason: e.to_string(),
+                })?;
             self.words.resize(words, 0);
         }
         self.len_bytes = len_bytes;

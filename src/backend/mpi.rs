@@ -23,20 +23,37 @@ pub use imp::*;
 /// Whether this process was started by an MPI launcher, and how many ranks it has (from the
 /// launchers' environment: Open MPI, MPICH/Hydra, PMIx, Slurm's srun).
 pub fn launcher_world_size() -> Option<usize> {
-    const SIZE_VARS: [&str; 4] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"];
-    if let Some(n) = SIZE_VARS.iter().find_map(|v| std::env::var(v).ok()?.parse().ok()) {
+    const SIZE_VARS: [&str; 4] = [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MPI_LOCALNRANKS",
+    ];
+    if let Some(n) = SIZE_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    {
         return Some(n);
     }
     // srun sets SLURM_STEP_NUM_TASKS only inside a job step, never in the batch script itself.
     if std::env::var_os("SLURM_STEP_ID").is_some() || std::env::var_os("PMIX_RANK").is_some() {
-        return std::env::var("SLURM_STEP_NUM_TASKS").ok()?.parse().ok().or(Some(1));
+        return std::env::var("SLURM_STEP_NUM_TASKS")
+            .ok()?
+            .parse()
+            .ok()
+            .or(Some(1));
     }
     None
 }
 
 /// Ranks sharing this host, where the launcher says (to size buffers against memory).
 pub fn launcher_local_size() -> Option<usize> {
-    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE", "PMIX_LOCAL_SIZE"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    [
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "MPI_LOCALNRANKS",
+        "SLURM_NTASKS_PER_NODE",
+        "PMIX_LOCAL_SIZE",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
 }

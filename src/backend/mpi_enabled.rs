@@ -38,7 +38,10 @@ pub fn start() -> Result<MpiSession, BackendError> {
             recv: AlignedBuf::default(),
             spec: None,
             half_types,
-            library: format!("{} (MPI {major}.{minor})", version.lines().next().unwrap_or("").trim()),
+            library: format!(
+                "{} (MPI {major}.{minor})",
+                version.lines().next().unwrap_or("").trim()
+            ),
         },
         _universe: universe,
     })
@@ -140,7 +143,12 @@ impl MpiComm {
             match dtype {
                 Dtype::Half => self.half_types.ops[0][idx],
                 Dtype::Bfloat16 => self.half_types.ops[1][idx],
-                _ => [ffi::RSMPI_SUM, ffi::RSMPI_PROD, ffi::RSMPI_MIN, ffi::RSMPI_MAX][idx],
+                _ => [
+                    ffi::RSMPI_SUM,
+                    ffi::RSMPI_PROD,
+                    ffi::RSMPI_MIN,
+                    ffi::RSMPI_MAX,
+                ][idx],
             }
         }
     }
@@ -183,12 +191,22 @@ impl MpiComm {
             }
             Collective::Broadcast => {
                 if !in_place && me == spec.root {
-                    std::ptr::copy_nonoverlapping(send as *const u8, recv as *mut u8, layout.param_count * elem);
+                    std::ptr::copy_nonoverlapping(
+                        send as *const u8,
+                        recv as *mut u8,
+                        layout.param_count * elem,
+                    );
                 }
                 ffi::MPI_Bcast(recv, count, dt, spec.root as c_int, comm)
             }
             Collective::Reduce => {
-                let s = if in_place && me == spec.root { in_place_ptr } else if in_place { recv } else { send };
+                let s = if in_place && me == spec.root {
+                    in_place_ptr
+                } else if in_place {
+                    recv
+                } else {
+                    send
+                };
                 ffi::MPI_Reduce(s, recv, count, dt, op, spec.root as c_int, comm)
             }
             Collective::Alltoall => {
@@ -202,14 +220,20 @@ impl MpiComm {
                 if in_place {
                     ffi::MPI_Sendrecv_replace(recv, count, dt, next, 0, prev, 0, comm, status)
                 } else {
-                    ffi::MPI_Sendrecv(send, count, dt, next, 0, recv, count, dt, prev, 0, comm, status)
+                    ffi::MPI_Sendrecv(
+                        send, count, dt, next, 0, recv, count, dt, prev, 0, comm, status,
+                    )
                 }
             }
         };
         if spec.op == RedOp::Avg && spec.coll.has_op() {
             let out_here = spec.coll != Collective::Reduce || me == spec.root;
             if out_here {
-                let off = if in_place { layout.recv_inplace_offset * elem } else { 0 };
+                let off = if in_place {
+                    layout.recv_inplace_offset * elem
+                } else {
+                    0
+                };
                 let bytes = layout.recv_count * elem;
                 let out = std::slice::from_raw_parts_mut((recv as *mut u8).add(off), bytes);
                 scale_avg_bytes(spec.dtype, out, n);
@@ -244,18 +268,26 @@ impl Communicator for MpiComm {
     }
 
     fn buffers(&mut self) -> RankBuffers<'_> {
-        RankBuffers { send: self.send.bytes_mut(), recv: self.recv.bytes_mut() }
+        RankBuffers {
+            send: self.send.bytes_mut(),
+            recv: self.recv.bytes_mut(),
+        }
     }
 
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
-        let spec = self.spec.ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
         let start = Instant::now();
         for _ in 0..iters {
             // SAFETY: buffers were sized by `prepare` for this spec's layout in both placements;
             // MPI's collectives are blocking, so nothing outlives the call.
             let rc = unsafe { self.execute(&spec, placement) };
             if rc != 0 {
-                return Err(BackendError::Failed(format!("MPI call for {} failed with error code {rc}", spec.coll)));
+                return Err(BackendError::Failed(format!(
+                    "MPI call for {} failed with error code {rc}",
+                    spec.coll
+                )));
             }
         }
         Ok(start.elapsed().as_secs_f64())
@@ -274,7 +306,8 @@ impl Communicator for MpiComm {
         }
         let mut flat = vec![0u8; total as usize];
         {
-            let mut partition = mpi::datatype::PartitionMut::new(&mut flat[..], &lens[..], &displs[..]);
+            let mut partition =
+                mpi::datatype::PartitionMut::new(&mut flat[..], &lens[..], &displs[..]);
             self.world.all_gather_varcount_into(data, &mut partition);
         }
         Ok(lens

@@ -44,6 +44,8 @@ pub fn to_string(points: &[Point]) -> Result<String, ::csv::Error> {
     for p in points {
         w.write_record(row(p))?;
     }
-    let bytes = w.into_inner().map_err(|e| ::csv::Error::from(e.into_error()))?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| ::csv::Error::from(e.into_error()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

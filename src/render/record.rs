@@ -7,8 +7,14 @@ use std::path::{Path, PathBuf};
 
 /// Replace `path` with `contents` atomically.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -39,7 +45,8 @@ impl RecordSink {
         }
         if let Some(path) = &self.csv_path {
             let csv = super::csv::to_string(&self.record.points)?;
-            write_atomic(path, csv.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            write_atomic(path, csv.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(())
     }

@@ -58,7 +58,13 @@ pub fn row(out_of_place: &Point, in_place: &Point) -> String {
 /// C's `%g` (six significant digits), which nccl-tests uses for the average.
 pub fn format_g(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
-        return if v.is_nan() { "nan".into() } else if v == 0.0 { "0".into() } else { format!("{v}") };
+        return if v.is_nan() {
+            "nan".into()
+        } else if v == 0.0 {
+            "0".into()
+        } else {
+            format!("{v}")
+        };
     }
     let exp = v.abs().log10().floor() as i32;
     let trim = |s: String| {
@@ -72,7 +78,12 @@ pub fn format_g(v: f64) -> String {
         let s = format!("{:.5e}", v);
         let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
         let e: i32 = e.parse().unwrap_or(0);
-        format!("{}e{}{:02}", trim(mantissa.to_string()), if e < 0 { '-' } else { '+' }, e.abs())
+        format!(
+            "{}e{}{:02}",
+            trim(mantissa.to_string()),
+            if e < 0 { '-' } else { '+' },
+            e.abs()
+        )
     } else {
         trim(format!("{:.*}", (5 - exp).max(0) as usize, v))
     }
@@ -84,7 +95,11 @@ pub fn footer(points: &[Point]) -> String {
     let avg = if points.is_empty() {
         0.0
     } else {
-        points.iter().map(|p| p.busbw_bytes_per_s / 1e9).sum::<f64>() / points.len() as f64
+        points
+            .iter()
+            .map(|p| p.busbw_bytes_per_s / 1e9)
+            .sum::<f64>()
+            / points.len() as f64
     };
     format!(
         "# Out of bounds values : {} {}\n# Avg bus bandwidth    : {} \n#",

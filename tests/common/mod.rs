@@ -5,13 +5,16 @@ use ncclprobe::model::RunRecord;
 use std::path::Path;
 
 pub fn bin() -> assert_cmd::Command {
-    assert_cmd::Command::cargo_bin("ncclprobe").expect("the ncclprobe binary is built by cargo test")
+    assert_cmd::Command::cargo_bin("ncclprobe")
+        .expect("the ncclprobe binary is built by cargo test")
 }
 
 /// Strictly parsed: unknown fields are an error (the record's contract).
 pub fn read_record(path: &Path) -> RunRecord {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not a valid run record: {e}", path.display()))
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not a valid run record: {e}", path.display()))
 }
 
 /// One half (out-of-place or in-place) of a table row.
@@ -60,8 +63,17 @@ pub fn table_rows(stdout: &str) -> Vec<TableRow> {
 }
 
 pub fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let mut reader = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let header = reader.headers().unwrap().iter().map(str::to_string).collect();
-    let rows = reader.records().map(|r| r.unwrap().iter().map(str::to_string).collect()).collect();
+    let mut reader =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let header = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let rows = reader
+        .records()
+        .map(|r| r.unwrap().iter().map(str::to_string).collect())
+        .collect();
     (header, rows)
 }

@@ -1,0 +1,97 @@
+//! Renderers pinned with snapshots, from a fixed record (no timing involved).
+
+use ncclprobe::coll::{Collective, Placement};
+use ncclprobe::dtype::{Dtype, RedOp};
+use ncclprobe::model::{headlines, Point, RunRecord};
+use ncclprobe::render::{csv, table};
+use ncclprobe::stats::{summarize, StopReason};
+
+fn point(size: u64, placement: Placement, time_s: f64, wrong: Option<u64>) -> Point {
+    let samples = vec![
+        time_s * 0.99,
+        time_s,
+        time_s * 1.01,
+        time_s,
+        time_s * 1.02,
+        time_s * 0.98,
+    ];
+    let count = size / 4;
+    let (algbw, busbw) = ncclprobe::coll::bandwidths(
+        Collective::AllReduce,
+        count as usize,
+        Dtype::Float,
+        2,
+        time_s,
+    );
+    Point {
+        collective: Collective::AllReduce,
+        nranks: 2,
+        dtype: Dtype::Float,
+        redop: Some(RedOp::Sum),
+        root: -1,
+        placement,
+        size_bytes: size,
+        count,
+        time_s,
+        algbw_bytes_per_s: algbw,
+        busbw_bytes_per_s: busbw,
+        wrong,
+        iters_per_sample: 10,
+        stats: summarize(&samples),
+        samples_s: samples,
+        stop_reason: StopReason::Converged,
+        per_rank_time_s: vec![time_s, time_s * 0.97],
+    }
+}
+
+fn points() -> Vec<Point> {
+    // Times from 07-2080ti-x2-pcie-no-p2p-allreduce.txt.
+    [
+        (8u64, 12.25e-6, 12.00e-6),
+        (1048576, 279.5e-6, 280.2e-6),
+        (268435456, 67137e-6, 67169e-6),
+    ]
+    .into_iter()
+    .flat_map(|(size, oop, ip)| {
+        [
+            point(size, Placement::OutOfPlace, oop, Some(0)),
+            point(size, Placement::InPlace, ip, None),
+        ]
+    })
+    .collect()
+}
+
+#[test]
+fn table_matches_nccl_tests_layout() {
+    let p = points();
+    let mut text = table::header();
+    for pair in p.chunks(2) {
+        text.push('\n');
+        text.push_str(&table::row(&pair[0], &pair[1]));
+    }
+    text.push('\n');
+    text.push_str(&table::footer(&p));
+    for h in headlines(&p) {
+        text.push('\n');
+        text.push_str(&table::headline(&h));
+    }
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn csv_contract() {
+    insta::assert_snapshot!(csv::to_string(&points()).unwrap());
+}
+
+#[test]
+fn record_reader_rejects_unknown_fields() {
+    let mut value = serde_json::to_value(points()[0].clone()).unwrap();
+    assert!(serde_json::from_value::<Point>(value.clone()).is_ok());
+    value["busbw_gbps"] = serde_json::json!(1.0);
+    let err = serde_json::from_value::<Point>(value).unwrap_err();
+    assert!(
+        err.to_string().contains("unknown field `busbw_gbps`"),
+        "{err}"
+    );
+    assert!(serde_json::from_str::<RunRecord>(r#"{"schema_version": 1, "extra": 2}"#).is_err());
+}

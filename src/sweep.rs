@@ -516,9 +516,7 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
         drop(tx);
         // The first failure ends the run: the other ranks may be waiting for the failed one.
         for r in rx.iter().take(nranks) {
-            if let Err(f) = r {
-                return Err(f);
-            }
+            r?;
         }
         Ok(())
     });

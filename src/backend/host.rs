@@ -200,12 +200,12 @@ impl HostComm {
                 self.reduce_chunk(spec, &sends, dst, off, in_place.then_some(me));
             }
             Collective::AllGather => {
-                for s in 0..n {
+                for (s, &send) in sends.iter().enumerate() {
                     if in_place && s == me {
                         continue;
                     }
                     own(my_recv, s * per_bytes, per_bytes)
-                        .copy_from_slice(peer(sends[s], 0, per_bytes));
+                        .copy_from_slice(peer(send, 0, per_bytes));
                 }
             }
             Collective::Broadcast => {
@@ -232,9 +232,9 @@ impl HostComm {
                     sends
                 };
                 if spec.coll == Collective::Alltoall {
-                    for s in 0..n {
+                    for (s, &source) in sources.iter().enumerate() {
                         own(my_recv, s * per_bytes, per_bytes).copy_from_slice(peer(
-                            sources[s],
+                            source,
                             me * per_bytes,
                             per_bytes,
                         ));

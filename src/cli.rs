@@ -19,6 +19,115 @@ pub struct Cli {
 pub enum Command {
     /// Measure collectives over a range of message sizes (nccl-tests compatible table).
     Sweep(SweepArgs),
+    /// Predict a training step from a measured (or given) collective curve.
+    #[command(subcommand)]
+    Simulate(SimulateCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimulateCommand {
+    /// PyTorch DistributedDataParallel: bucket caps × gradient accumulation, with and without no_sync().
+    Ddp(DdpArgs),
+    /// FSDP / DeepSpeed ZeRO: communication and memory per GPU by sharding strategy.
+    #[command(alias = "zero")]
+    Fsdp(FsdpArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Link (one of)")]
+pub struct LinkArgs {
+    /// A run record (JSON) or sweep CSV; its out-of-place all_reduce points give the curve.
+    #[arg(long, conflicts_with = "busbw")]
+    pub curve: Option<PathBuf>,
+    /// Bus bandwidth in GB/s (nccl-tests' busbw), for an alpha-beta model instead of a curve.
+    #[arg(long)]
+    pub busbw: Option<f64>,
+    /// Per-call latency in microseconds for the alpha-beta model.
+    #[arg(long, default_value_t = 20.0, requires = "busbw")]
+    pub latency_us: f64,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Compute (single GPU, one micro-batch)")]
+pub struct ComputeArgs {
+    /// One GPU's time per training step at --batch-size, in ms (e.g. 1000 / it/s).
+    #[arg(long, required_unless_present_all = ["forward_ms", "backward_ms"])]
+    pub compute_ms: Option<f64>,
+    /// Forward time in ms (with --backward-ms instead of --compute-ms).
+    #[arg(long, requires = "backward_ms")]
+    pub forward_ms: Option<f64>,
+    /// Backward time in ms.
+    #[arg(long, requires = "forward_ms")]
+    pub backward_ms: Option<f64>,
+    /// Optimizer step time in ms (part of --compute-ms when that is given).
+    #[arg(long, default_value_t = 0.0)]
+    pub optimizer_ms: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct DdpArgs {
+    /// Preset (resnet18, resnet50, vit-b16, bert-base, bert-large, gpt2, gpt2-medium, llama2-7b), a .safetensors file, or a JSON list of {name, numel, dtype}.
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub world_size: usize,
+    /// Per-GPU micro-batch size.
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// bucket_cap_mb values to try (MiB, comma-separated).
+    #[arg(long, default_value = "1,5,10,25,50,100,200")]
+    pub bucket_cap_mb: String,
+    /// Gradient accumulation steps to try (comma-separated).
+    #[arg(long, default_value = "1,2,4,8")]
+    pub accumulation: String,
+    /// Show only configurations that use no_sync() (both are always simulated for the advice).
+    #[arg(long)]
+    pub no_sync: bool,
+    /// The Reducer's first bucket in MiB (1 by default; PyTorch 2.x uses bucket_cap_mb when you pass it).
+    #[arg(long, default_value_t = 1.0)]
+    pub first_bucket_mb: f64,
+    /// Gradient element type (default: the model's own).
+    #[arg(long, value_parser = ["fp32", "bf16", "fp16"])]
+    pub grad_dtype: Option<String>,
+    /// DDP communication hook.
+    #[arg(long, value_parser = ["none", "fp16", "bf16"], default_value = "none")]
+    pub hook: String,
+    /// Model DDP(gradient_as_bucket_view=True).
+    #[arg(long)]
+    pub gradient_as_bucket_view: bool,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct FsdpArgs {
+    /// Preset, .safetensors file, or JSON tensor list (as for `simulate ddp`).
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub world_size: usize,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// Strategies to estimate (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub strategy: Vec<crate::analysis::fsdp::Strategy>,
+    /// mixed: bf16/fp16 weights and gradients, fp32 Adam states (2+2+12 bytes per parameter); fp32: 4+4+8.
+    #[arg(long, value_parser = ["mixed", "fp32"], default_value = "mixed")]
+    pub precision: String,
+    /// Activation memory per GPU in GB (not modelled: measure or estimate it).
+    #[arg(long, default_value_t = 0.0)]
+    pub activations_gb: f64,
+    /// GPU memory in GB, to say which strategies fit.
+    #[arg(long)]
+    pub gpu_memory_gb: Option<f64>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,7 +1,8 @@
 //! ncclprobe: measure, explain and predict collective communication performance.
 //!
 //! Pipeline: `cli` (arguments) → `plan` (validated) → `measure` (harness, `stats`) over a
-//! `backend` (host / mpi) → `model` (the JSON record) → `render` (table, CSV, JSON).
+//! `backend` (host / mpi) → `model` (the JSON record) → `analysis` (DDP/FSDP simulation) →
+//! `render` (table, CSV, JSON).
 
 pub mod backend;
 pub mod buildinfo;
@@ -14,6 +15,7 @@ pub mod measure;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod simulate;
 pub mod stats;
 pub mod sweep;
 pub mod units;
@@ -36,6 +38,8 @@ pub fn run_cli() -> i32 {
     };
     let result = match &cli.command {
         cli::Command::Sweep(args) => sweep::run(args),
+        cli::Command::Simulate(cli::SimulateCommand::Ddp(args)) => simulate::run_ddp(args),
+        cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => simulate::run_fsdp(args),
     };
     match result {
         Ok(code) => code.code(),
@@ -45,3 +49,4 @@ pub fn run_cli() -> i32 {
         }
     }
 }
+pub mod analysis;

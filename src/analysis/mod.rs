@@ -1,0 +1,6 @@
+//! Analysis over records: collective time curves and the DDP/FSDP step simulator.
+
+pub mod curve;
+pub mod ddp;
+pub mod fsdp;
+pub mod models;

@@ -19,9 +19,38 @@ pub struct Cli {
 pub enum Command {
     /// Measure collectives over a range of message sizes (nccl-tests compatible table).
     Sweep(SweepArgs),
+    /// Show the GPU/NIC link matrix: live (NVML + sysfs) or from a pasted `nvidia-smi topo -m`.
+    Topo(TopoArgs),
+    /// Read nccl-tests output (text or -J JSON) into a run record and the CSV contract.
+    Import(ImportArgs),
     /// Predict a training step from a measured (or given) collective curve.
     #[command(subcommand)]
     Simulate(SimulateCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct TopoArgs {
+    /// A pasted `nvidia-smi topo -m` output instead of this machine.
+    #[arg(long)]
+    pub from: Option<PathBuf>,
+    /// table: the matrix and what it means; csv: `from,to,link` per ordered pair; json: everything.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// nccl-tests output as posted (text, tagged or prefixed lines are fine) or its -J JSON file.
+    pub file: PathBuf,
+    /// Write the run record here (`-` = stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the CSV here (`-` = stdout).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// What stdout carries.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 #[derive(Debug, Subcommand)]

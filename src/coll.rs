@@ -15,6 +15,8 @@ pub enum Collective {
     Reduce,
     Alltoall,
     Sendrecv,
+    /// An imported result whose collective the log does not say (never measured).
+    Unknown,
 }
 
 impl Collective {
@@ -37,6 +39,7 @@ impl Collective {
             Collective::Reduce => "reduce",
             Collective::Alltoall => "alltoall",
             Collective::Sendrecv => "sendrecv",
+            Collective::Unknown => "unknown",
         }
     }
 
@@ -74,6 +77,8 @@ impl Collective {
                 (n - 1.0) / n
             }
             Collective::Broadcast | Collective::Reduce | Collective::Sendrecv => 1.0,
+            // No formula is known; imported values are used as printed.
+            Collective::Unknown => 1.0,
         }
     }
 }
@@ -124,7 +129,8 @@ impl Layout {
             Collective::AllReduce
             | Collective::Broadcast
             | Collective::Reduce
-            | Collective::Sendrecv => (count, count, count, 0, 0),
+            | Collective::Sendrecv
+            | Collective::Unknown => (count, count, count, 0, 0),
             Collective::AllGather => {
                 let per = count / n;
                 (per, per * n, per, rank * per, 0)

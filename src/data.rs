@@ -98,7 +98,7 @@ impl Generator {
         match self.coll {
             Collective::AllReduce => whole(Expect::Reduced),
             Collective::Reduce if rank == self.root => whole(Expect::Reduced),
-            Collective::Reduce => Vec::new(),
+            Collective::Reduce | Collective::Unknown => Vec::new(),
             Collective::Broadcast => whole(Expect::Input(self.root)),
             Collective::Sendrecv => whole(Expect::Input((rank + n - 1) % n)),
             Collective::ReduceScatter => {

@@ -11,6 +11,9 @@ pub mod coll;
 pub mod data;
 pub mod dtype;
 pub mod exit;
+pub mod import;
+pub mod import_cmd;
+pub mod live;
 pub mod measure;
 pub mod model;
 pub mod plan;
@@ -18,6 +21,7 @@ pub mod render;
 pub mod simulate;
 pub mod stats;
 pub mod sweep;
+pub mod topo_cmd;
 pub mod units;
 pub mod watchdog;
 
@@ -38,6 +42,8 @@ pub fn run_cli() -> i32 {
     };
     let result = match &cli.command {
         cli::Command::Sweep(args) => sweep::run(args),
+        cli::Command::Import(args) => import_cmd::run(args),
+        cli::Command::Topo(args) => topo_cmd::run(args),
         cli::Command::Simulate(cli::SimulateCommand::Ddp(args)) => simulate::run_ddp(args),
         cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => simulate::run_fsdp(args),
     };

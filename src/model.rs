@@ -23,13 +23,16 @@ pub struct RunRecord {
     pub backend: BackendInfo,
     /// `NCCL_*` and `CUDA_*` variables only; never the rest of the environment.
     pub env: BTreeMap<String, String>,
-    pub settings: Settings,
+    /// How the run was measured; `None` for imports that do not say.
+    pub settings: Option<Settings>,
     /// Reference measurements taken in the same run (e.g. single-thread memcpy bandwidth).
     pub calibration: Calibration,
     pub topology: Option<serde_json::Value>,
     pub notes: Vec<String>,
     pub points: Vec<Point>,
     pub headlines: Vec<Headline>,
+    /// For imported runs: where from and what the importer had to decide.
+    pub import: Option<ImportInfo>,
     /// Set when the run ended early: the reason, for readers of a partial record.
     pub error: Option<String>,
 }
@@ -58,6 +61,27 @@ pub enum RunStatus {
     CheckFailed,
     TimedOut,
     Failed,
+    /// An imported log that stops before its end (the rows before the cut are kept).
+    Truncated,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ImportInfo {
+    pub file: String,
+    /// `nccl-tests-text` or `nccl-tests-json`.
+    pub format: String,
+    pub nccl_tests_version: Option<String>,
+    /// How the collective was known: `named in the log`, `inferred: ...`, or `unknown`.
+    pub collective_from: String,
+    /// How the rank count was known.
+    pub nranks_from: String,
+    /// The log's own footer values, for comparison with ours.
+    pub reported_avg_busbw_gbps: Option<f64>,
+    pub reported_out_of_bounds: Option<u64>,
+    /// Error lines of the log, with line numbers.
+    pub errors: Vec<String>,
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -286,12 +286,13 @@ fn new_record(
             library_versions: libraries,
         },
         env: model::relevant_env(),
-        settings: plan.settings.clone(),
+        settings: Some(plan.settings.clone()),
         calibration: Calibration::default(),
         topology: None,
         notes: plan.notes.clone(),
         points: Vec::new(),
         headlines: Vec::new(),
+        import: None,
         error: None,
     }
 }

@@ -383,9 +383,9 @@ fn a_huge_max_is_clipped_and_said() {
         .notes
         .iter()
         .any(|n| n.contains("due to memory limitation")));
-    assert!(record.settings.max_bytes < 1 << 40);
+    assert!(record.settings.as_ref().unwrap().max_bytes < 1 << 40);
     assert!(record
         .points
         .iter()
-        .all(|p| p.size_bytes <= record.settings.max_bytes));
+        .all(|p| p.size_bytes <= record.settings.as_ref().unwrap().max_bytes));
 }

@@ -183,6 +183,7 @@ impl HostComm {
         let (_, my_recv, my_scratch) = slots[me];
         let per_bytes = layout.param_count * elem;
         match spec.coll {
+            Collective::Unknown => {}
             Collective::AllReduce => {
                 // Reduce-scatter into our own chunk, then gather the other chunks from peers.
                 let (off, len) = chunk(layout.param_count, n, me, elem);
@@ -260,6 +261,11 @@ impl Communicator for HostComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
+        if spec.coll == Collective::Unknown {
+            return Err(BackendError::Unsupported(
+                "cannot run an unknown collective".into(),
+            ));
+        }
         let layout = spec.layout(self.nranks(), self.rank);
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
         self.send.ensure(bytes)?;

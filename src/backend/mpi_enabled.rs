@@ -168,6 +168,7 @@ impl MpiComm {
         let in_place = placement == Placement::InPlace;
         let count = layout.param_count as c_int;
         let rc = match spec.coll {
+            Collective::Unknown => 0,
             Collective::AllReduce => {
                 let s = if in_place { in_place_ptr } else { send };
                 ffi::MPI_Allreduce(s, recv, count, dt, op, comm)
@@ -253,6 +254,11 @@ impl Communicator for MpiComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
+        if spec.coll == Collective::Unknown {
+            return Err(BackendError::Unsupported(
+                "cannot run an unknown collective".into(),
+            ));
+        }
         let layout = spec.layout(self.nranks, self.rank);
         if layout.buffer_count() > c_int::MAX as usize {
             return Err(BackendError::Unsupported(format!(

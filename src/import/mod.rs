@@ -1,0 +1,6 @@
+//! What users already have, read into our records: nccl-tests output, `nvidia-smi topo -m`,
+//! `NCCL_DEBUG=INFO` and error logs, and `nvidia-smi`'s process table.
+
+pub mod nccl_tests;
+pub mod text;
+pub mod topo;

@@ -1,0 +1,115 @@
+//! `ncclprobe import`: nccl-tests output in, our record and CSV out, with what had to be guessed.
+
+use crate::cli::{ImportArgs, OutputFormat};
+use crate::coll::Placement;
+use crate::exit::{ExitCode, Failure};
+use crate::import::{nccl_tests, text::InputError};
+use crate::model::{Point, RunRecord};
+use crate::render::{csv, record::write_atomic, table};
+use std::path::Path;
+
+pub fn input_failure(e: InputError) -> Failure {
+    match e {
+        InputError::Unreadable { .. } => Failure::usage(e.to_string()),
+        other => Failure::usage(other.to_string()),
+    }
+}
+
+/// nccl-tests text or JSON, decided by the content.
+pub fn import_file(path: &Path) -> Result<RunRecord, Failure> {
+    let head = crate::import::text::head(path, 4).map_err(input_failure)?;
+    let looks_json = head
+        .iter()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.trim_start().starts_with('{'));
+    if looks_json {
+        nccl_tests::import_json(path).map_err(input_failure)
+    } else {
+        nccl_tests::import_text(path).map_err(input_failure)
+    }
+}
+
+fn print_table(record: &RunRecord) {
+    let mut current = None;
+    let mut group: Vec<Point> = Vec::new();
+    let flush = |group: &mut Vec<Point>| {
+        if !group.is_empty() {
+            println!("{}", table::footer(group));
+            group.clear();
+        }
+    };
+    for pair in record.points.chunks(2) {
+        let [oop, inp] = pair else { continue };
+        if oop.placement != Placement::OutOfPlace {
+            continue;
+        }
+        if current != Some(oop.collective) {
+            flush(&mut group);
+            current = Some(oop.collective);
+            println!("#\n# Collective test: {}_perf (imported)", oop.collective);
+            println!("{}", table::header());
+        }
+        println!("{}", table::row(oop, inp));
+        group.push(oop.clone());
+        group.push(inp.clone());
+    }
+    flush(&mut group);
+}
+
+pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
+    let record = import_file(&args.file)?;
+    let json =
+        serde_json::to_string_pretty(&record).map_err(|e| Failure::internal(e.to_string()))?;
+    let csv_text = csv::to_string(&record.points).map_err(|e| Failure::internal(e.to_string()))?;
+    let stdout = |p: &Option<std::path::PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    for (path, body) in [
+        (&args.json, json.as_bytes()),
+        (&args.csv, csv_text.as_bytes()),
+    ] {
+        if let Some(p) = path.as_ref().filter(|p| p.as_os_str() != "-") {
+            write_atomic(p, body)
+                .map_err(|e| Failure::internal(format!("writing {}: {e}", p.display())))?;
+        }
+    }
+    match args.format {
+        OutputFormat::Json => println!("{json}"),
+        OutputFormat::Csv => print!("{csv_text}"),
+        OutputFormat::Table => {
+            if !stdout(&args.json) && !stdout(&args.csv) {
+                let info = record.import.as_ref();
+                println!(
+                    "# imported {} ({} points, {} ranks, status {:?})",
+                    args.file.display(),
+                    record.points.len(),
+                    record.backend.nranks,
+                    record.status
+                );
+                if let Some(info) = info {
+                    println!(
+                        "# collective: {}; ranks from {}",
+                        info.collective_from, info.nranks_from
+                    );
+                }
+                for note in &record.notes {
+                    println!("# note: {note}");
+                }
+                if let Some(info) = info {
+                    for e in info.errors.iter().take(5) {
+                        println!("# error in log: {e}");
+                    }
+                }
+                print_table(&record);
+                for h in &record.headlines {
+                    println!("{}", table::headline(h));
+                }
+            }
+        }
+    }
+    if stdout(&args.json) {
+        println!("{json}");
+    }
+    if stdout(&args.csv) {
+        print!("{csv_text}");
+    }
+    Ok(ExitCode::Ok)
+}

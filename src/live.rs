@@ -1,0 +1,434 @@
+//! This machine, read live: NVML (when the driver library is there), sysfs, /proc and /dev.
+//! Everything takes its roots as arguments so tests can hand it a fake tree; nothing here
+//! panics or fails the command when a source is missing — it records that it is missing.
+
+use crate::import::topo::{DeviceInfo, Topology};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where the live sources are (`/` normally).
+#[derive(Debug, Clone)]
+pub struct Roots {
+    pub sys: PathBuf,
+    pub proc_: PathBuf,
+    pub dev: PathBuf,
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Roots {
+            sys: "/sys".into(),
+            proc_: "/proc".into(),
+            dev: "/dev".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PciGpu {
+    pub address: String,
+    pub numa_node: Option<i64>,
+    pub current_link_speed: Option<String>,
+    pub max_link_speed: Option<String>,
+    pub current_link_width: Option<u32>,
+    pub max_link_width: Option<u32>,
+    /// The chain of PCI bridges from the root complex down to the device.
+    pub pci_path: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct NvmlGpu {
+    pub index: u32,
+    pub name: String,
+    pub bus_id: String,
+    pub pcie_gen: Option<(u32, u32)>,
+    pub pcie_width: Option<(u32, u32)>,
+    /// (pid, bytes of GPU memory) of running compute processes.
+    pub processes: Vec<(u32, Option<u64>)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Facts {
+    pub nvml: Result<Vec<NvmlGpu>, String>,
+    pub driver_version: Option<String>,
+    pub sysfs_gpus: Vec<PciGpu>,
+    pub wsl2_evidence: Vec<String>,
+    pub kernel: Option<String>,
+    pub devshm_bytes: Option<u64>,
+    pub cpu: Option<String>,
+    pub nics: Vec<(String, Option<u64>)>,
+    pub infiniband: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub topology: Option<Topology>,
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// NVIDIA display/3D controllers in sysfs, with NUMA node, link state and PCI path.
+pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
+    let dir = roots.sys.join("bus/pci/devices");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PciGpu> = entries
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let vendor = read(&p.join("vendor"))?;
+            let class = read(&p.join("class"))?;
+            if vendor != "0x10de" || !(class.starts_with("0x0300") || class.starts_with("0x0302")) {
+                return None;
+            }
+            let real = std::fs::canonicalize(&p).unwrap_or(p.clone());
+            let pci_path = real
+                .components()
+                .filter_map(|c| c.as_os_str().to_str())
+                .filter(|c| c.starts_with("pci") || c.chars().filter(|&ch| ch == ':').count() == 2)
+                .map(str::to_string)
+                .collect();
+            Some(PciGpu {
+                address: e.file_name().to_string_lossy().into_owned(),
+                numa_node: read(&p.join("numa_node")).and_then(|s| s.parse().ok()),
+                current_link_speed: read(&p.join("current_link_speed")),
+                max_link_speed: read(&p.join("max_link_speed")),
+                current_link_width: read(&p.join("current_link_width"))
+                    .and_then(|s| s.parse().ok()),
+                max_link_width: read(&p.join("max_link_width")).and_then(|s| s.parse().ok()),
+                pci_path,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.address.cmp(&b.address));
+    out
+}
+
+/// The link code NVML would give, from two PCI paths and NUMA nodes (no NVLink knowledge):
+/// different root complexes are NODE within a NUMA node and SYS across; under one root, a
+/// shared switch is PIX (one level) or PXB (more), only the root port shared is PHB.
+pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
+    let (pa, pb) = (&a.pci_path, &b.pci_path);
+    if pa.first() != pb.first() || pa.is_empty() {
+        return if a.numa_node.is_some() && a.numa_node == b.numa_node {
+            "NODE".into()
+        } else {
+            "SYS".into()
+        };
+    }
+    // Shared prefix, not counting the device itself.
+    let shared = pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).count();
+    let below_root = shared.saturating_sub(1);
+    match below_root {
+        0 => "PHB".into(),
+        1 | 2 => "PIX".into(),
+        _ => "PXB".into(),
+    }
+}
+
+fn nvml_facts() -> (
+    Result<Vec<NvmlGpu>, String>,
+    Option<String>,
+    Option<Topology>,
+) {
+    use nvml_wrapper::enum_wrappers::device::TopologyLevel;
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    let nvml = match nvml_wrapper::Nvml::init() {
+        Ok(n) => n,
+        Err(e) => {
+            return (
+                Err(format!(
+                    "NVML unavailable (libnvidia-ml.so.1, the NVIDIA driver's library): {e}"
+                )),
+                None,
+                None,
+            )
+        }
+    };
+    let driver = nvml.sys_driver_version().ok();
+    let count = match nvml.device_count() {
+        Ok(c) => c,
+        Err(e) => return (Err(format!("NVML could not count GPUs: {e}")), driver, None),
+    };
+    let mut gpus = Vec::new();
+    for i in 0..count {
+        let Ok(d) = nvml.device_by_index(i) else {
+            continue;
+        };
+        let processes = d
+            .running_compute_processes()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| {
+                (
+                    p.pid,
+                    match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => Some(b),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                )
+            })
+            .collect();
+        gpus.push(NvmlGpu {
+            index: i,
+            name: d.name().unwrap_or_default(),
+            bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+            pcie_gen: d
+                .current_pcie_link_gen()
+                .ok()
+                .zip(d.max_pcie_link_gen().ok()),
+            pcie_width: d
+                .current_pcie_link_width()
+                .ok()
+                .zip(d.max_pcie_link_width().ok()),
+            processes,
+        });
+    }
+    // Pairwise links: active NVLinks to the peer's bus id, else the PCIe common ancestor.
+    let mut topo = Topology {
+        legend: "new".into(),
+        ..Default::default()
+    };
+    topo.devices = (0..count).map(|i| format!("GPU{i}")).collect();
+    for i in 0..count {
+        let Ok(a) = nvml.device_by_index(i) else {
+            continue;
+        };
+        let mut nvlinks: BTreeMap<String, u32> = BTreeMap::new();
+        for l in 0..18 {
+            let link = a.link_wrapper_for(l);
+            if link.is_active().unwrap_or(false) {
+                if let Ok(remote) = link.remote_pci_info() {
+                    *nvlinks.entry(remote.bus_id.to_lowercase()).or_default() += 1;
+                }
+            }
+        }
+        for j in 0..count {
+            if i == j {
+                continue;
+            }
+            let Ok(b) = nvml.device_by_index(j) else {
+                continue;
+            };
+            let peer_bus = gpus
+                .get(j as usize)
+                .map(|g| g.bus_id.to_lowercase())
+                .unwrap_or_default();
+            let code = match nvlinks.get(&peer_bus) {
+                Some(n) => format!("NV{n}"),
+                None => match a.topology_common_ancestor(b) {
+                    Ok(TopologyLevel::Internal) | Ok(TopologyLevel::Single) => "PIX".into(),
+                    Ok(TopologyLevel::Multiple) => "PXB".into(),
+                    Ok(TopologyLevel::HostBridge) => "PHB".into(),
+                    Ok(TopologyLevel::Node) => "NODE".into(),
+                    Ok(_) => "SYS".into(),
+                    Err(_) => continue,
+                },
+            };
+            topo.links
+                .push((format!("GPU{i}"), format!("GPU{j}"), code));
+        }
+    }
+    (Ok(gpus), driver, Some(topo))
+}
+
+/// `/dev/shm` capacity in bytes.
+pub fn devshm_bytes(dev: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(&dev.join("shm")).ok()?;
+    Some(st.blocks() as u64 * st.fragment_size() as u64)
+}
+
+pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
+    let (nvml, driver_version, nvml_topo) = if with_nvml {
+        nvml_facts()
+    } else {
+        (Err("NVML not queried".into()), None, None)
+    };
+    let sysfs_gpus = sysfs_gpus(roots);
+    let kernel = read(&roots.proc_.join("version"));
+    let mut wsl2_evidence = Vec::new();
+    if let Some(k) = &kernel {
+        if k.to_ascii_lowercase().contains("microsoft") || k.contains("WSL") {
+            wsl2_evidence.push(format!("{}: {k}", roots.proc_.join("version").display()));
+        }
+    }
+    if roots.dev.join("dxg").exists() {
+        wsl2_evidence.push(format!(
+            "{} exists (the WSL2 GPU paravirtualisation device)",
+            roots.dev.join("dxg").display()
+        ));
+    }
+    let cpu = read(&roots.proc_.join("cpuinfo")).and_then(|c| {
+        let get = |k: &str| {
+            c.lines()
+                .find(|l| l.starts_with(k))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        match (get("vendor_id"), get("model name")) {
+            (Some(v), Some(m)) => Some(format!("{v}: {m}")),
+            (v, m) => v.or(m),
+        }
+    });
+    let mut nics: Vec<(String, Option<u64>)> = std::fs::read_dir(roots.sys.join("class/net"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let speed = read(&e.path().join("speed"))
+                        .and_then(|s| s.parse::<i64>().ok())
+                        .filter(|&s| s > 0)
+                        .map(|s| s as u64);
+                    (name, speed)
+                })
+                .filter(|(n, _)| n != "lo")
+                .collect()
+        })
+        .unwrap_or_default();
+    nics.sort();
+    let mut infiniband: Vec<String> = std::fs::read_dir(roots.sys.join("class/infiniband"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    infiniband.sort();
+    let topology = nvml_topo.or_else(|| {
+        (!sysfs_gpus.is_empty()).then(|| {
+            let mut t = Topology { legend: "new".into(), ..Default::default() };
+            for (i, g) in sysfs_gpus.iter().enumerate() {
+                let name = format!("GPU{i}");
+                t.devices.push(name.clone());
+                t.info.insert(name, DeviceInfo { numa_affinity: g.numa_node.map(|n| n.to_string()), ..Default::default() });
+                for (j, h) in sysfs_gpus.iter().enumerate() {
+                    if i != j {
+                        t.links.push((format!("GPU{i}"), format!("GPU{j}"), link_from_paths(g, h)));
+                    }
+                }
+            }
+            t.problems.push("links derived from the PCI tree in sysfs (NVML unavailable): NVLink is not visible this way".into());
+            t
+        })
+    });
+    Facts {
+        nvml,
+        driver_version,
+        sysfs_gpus,
+        wsl2_evidence,
+        kernel,
+        devshm_bytes: devshm_bytes(&roots.dev),
+        cpu,
+        nics,
+        infiniband,
+        env: crate::model::relevant_env(),
+        topology,
+    }
+}
+
+/// `ncclprobe topo` without `--from`.
+pub fn topology() -> Result<Topology, String> {
+    let facts = collect(&Roots::default(), true);
+    facts.topology.ok_or_else(|| {
+        let nvml = facts.nvml.err().unwrap_or_default();
+        format!(
+            "no NVIDIA GPU found on this machine: {nvml}; sysfs lists no PCI device of vendor 0x10de. NICs: {}",
+            if facts.nics.is_empty() { "none".to_string() } else { facts.nics.iter().map(|(n, s)| match s { Some(s) => format!("{n} ({s} Mb/s)"), None => n.clone() }).collect::<Vec<_>>().join(", ") }
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(path: &[&str], numa: i64) -> PciGpu {
+        PciGpu {
+            numa_node: Some(numa),
+            pci_path: path.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn link_codes_from_the_pci_tree() {
+        let a = gpu(
+            &[
+                "pci0000:00",
+                "0000:00:01.0",
+                "0000:01:00.0",
+                "0000:02:00.0",
+                "0000:03:00.0",
+            ],
+            0,
+        );
+        let b = gpu(
+            &[
+                "pci0000:00",
+                "0000:00:01.0",
+                "0000:01:00.0",
+                "0000:02:01.0",
+                "0000:04:00.0",
+            ],
+            0,
+        );
+        assert_eq!(link_from_paths(&a, &b), "PIX");
+        let c = gpu(&["pci0000:00", "0000:00:02.0", "0000:05:00.0"], 0);
+        assert_eq!(link_from_paths(&a, &c), "PHB");
+        let d = gpu(&["pci0000:40", "0000:40:01.0", "0000:41:00.0"], 0);
+        assert_eq!(link_from_paths(&a, &d), "NODE");
+        let e = gpu(&["pci0000:80", "0000:80:01.0", "0000:81:00.0"], 1);
+        assert_eq!(link_from_paths(&a, &e), "SYS");
+    }
+
+    #[test]
+    fn reads_a_fake_machine() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = root.path().join("sys");
+        let dev = sys.join("bus/pci/devices/0000:3b:00.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        for (f, v) in [
+            ("vendor", "0x10de"),
+            ("class", "0x030000"),
+            ("numa_node", "1"),
+            ("current_link_speed", "8.0 GT/s PCIe"),
+            ("max_link_speed", "16.0 GT/s PCIe"),
+            ("current_link_width", "8"),
+            ("max_link_width", "16"),
+        ] {
+            std::fs::write(dev.join(f), format!("{v}\n")).unwrap();
+        }
+        let proc_ = root.path().join("proc");
+        std::fs::create_dir_all(&proc_).unwrap();
+        std::fs::write(
+            proc_.join("version"),
+            "Linux version 5.15.153.1-microsoft-standard-WSL2\n",
+        )
+        .unwrap();
+        std::fs::write(
+            proc_.join("cpuinfo"),
+            "vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763\n",
+        )
+        .unwrap();
+        let devdir = root.path().join("dev");
+        std::fs::create_dir_all(devdir.join("shm")).unwrap();
+        std::fs::write(devdir.join("dxg"), "").unwrap();
+        let facts = collect(
+            &Roots {
+                sys,
+                proc_,
+                dev: devdir,
+            },
+            false,
+        );
+        assert_eq!(facts.sysfs_gpus.len(), 1);
+        assert_eq!(facts.sysfs_gpus[0].current_link_width, Some(8));
+        assert_eq!(facts.sysfs_gpus[0].numa_node, Some(1));
+        assert_eq!(facts.wsl2_evidence.len(), 2);
+        assert_eq!(facts.cpu.as_deref(), Some("AuthenticAMD: AMD EPYC 7763"));
+        assert!(facts.devshm_bytes.is_some());
+    }
+}

@@ -21,6 +21,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Show the GPU/NIC link matrix: live (NVML + sysfs) or from a pasted `nvidia-smi topo -m`.
     Topo(TopoArgs),
+    /// Everything a good engineer checks, as findings with evidence and fixes: live, or from files.
+    Diagnose(DiagnoseArgs),
     /// Read nccl-tests output (text or -J JSON) into a run record and the CSV contract.
     Import(ImportArgs),
     /// Predict a training step from a measured (or given) collective curve.
@@ -36,6 +38,23 @@ pub struct TopoArgs {
     /// table: the matrix and what it means; csv: `from,to,link` per ordered pair; json: everything.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// Files to read instead of this machine (repeatable): NCCL_DEBUG logs, nccl-tests output,
+    /// `nvidia-smi topo -m`, `nvidia-smi`, ncclprobe run records. The kind is detected.
+    #[arg(long)]
+    pub from: Vec<PathBuf>,
+    /// Also look at this machine when --from is given.
+    #[arg(long)]
+    pub live: bool,
+    /// table for people; json: {"facts": {...}, "findings": [...]}.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+    /// Exit with code 3 when a finding of this severity or worse is present.
+    #[arg(long, value_enum)]
+    pub fail_on: Option<crate::diagnose::Severity>,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,8 @@ pub mod buildinfo;
 pub mod cli;
 pub mod coll;
 pub mod data;
+pub mod diagnose;
+pub mod diagnose_cmd;
 pub mod dtype;
 pub mod exit;
 pub mod import;
@@ -44,6 +46,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Sweep(args) => sweep::run(args),
         cli::Command::Import(args) => import_cmd::run(args),
         cli::Command::Topo(args) => topo_cmd::run(args),
+        cli::Command::Diagnose(args) => diagnose_cmd::run(args),
         cli::Command::Simulate(cli::SimulateCommand::Ddp(args)) => simulate::run_ddp(args),
         cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => simulate::run_fsdp(args),
     };

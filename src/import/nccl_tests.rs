@@ -161,11 +161,8 @@ impl Parsed {
         if let Some(c) = nranks_info().captures(t) {
             self.info_nranks = c[1].parse().ok().or(self.info_nranks);
         }
-        if is_error_line(t) {
-            if self.errors.len() < 50 {
-                self.errors.push(format!("line {}: {}", line.number, t));
-            }
-            // An error inside a row (the row was cut by the error message).
+        if is_error_line(t) && self.errors.len() < 50 {
+            self.errors.push(format!("line {}: {}", line.number, t));
         }
         if let Some(rest) = t.strip_prefix('#') {
             self.feed_comment(rest.trim(), t, line);

@@ -1,0 +1,637 @@
+//! Diagnosis: facts gathered from files and the live machine, and rules that turn them into
+//! findings — each with a stable id, a severity, evidence (values or lines with file and line),
+//! an explanation, a fix, and the source the rule rests on.
+
+use crate::coll::{Collective, Placement};
+use crate::import::nccl_log::{Evidence, LogFacts};
+use crate::import::smi::Smi;
+use crate::import::topo::Topology;
+use crate::live;
+use crate::model::RunRecord;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub id: String,
+    pub severity: Severity,
+    pub title: String,
+    pub evidence: Vec<Evidence>,
+    pub explanation: String,
+    pub fix: String,
+    pub source: String,
+}
+
+/// Everything diagnosis can look at.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    pub logs: Vec<LogFacts>,
+    pub runs: Vec<RunRecord>,
+    pub topos: Vec<(String, Topology)>,
+    pub smis: Vec<(String, Smi)>,
+    pub live: Option<live::Facts>,
+    /// (file, kind) of every input read.
+    pub files: Vec<(String, String)>,
+}
+
+fn ev(file: &str, line: usize, text: impl Into<String>) -> Evidence {
+    Evidence {
+        file: file.to_string(),
+        line,
+        text: text.into(),
+    }
+}
+
+fn value_ev(what: impl Into<String>) -> Evidence {
+    ev("(live)", 0, what)
+}
+
+const SRC_TROUBLESHOOTING: &str = "NCCL user guide, troubleshooting and env (docs/userguide env.rst); reference/anchors.md §4.2-§4.5, §6.5";
+
+impl Inputs {
+    /// NCCL_* variables from the live environment and from "set by environment" log lines.
+    fn env(&self) -> BTreeMap<String, (String, Evidence)> {
+        let mut env = BTreeMap::new();
+        if let Some(l) = &self.live {
+            for (k, v) in &l.env {
+                env.insert(
+                    k.clone(),
+                    (v.clone(), value_ev(format!("{k}={v} in this environment"))),
+                );
+            }
+        }
+        for log in &self.logs {
+            for (k, (v, e)) in &log.env {
+                env.insert(k.clone(), (v.clone(), e.clone()));
+            }
+        }
+        env
+    }
+
+    fn hosts(&self) -> BTreeSet<String> {
+        let mut hosts: BTreeSet<String> = self
+            .logs
+            .iter()
+            .flat_map(|l| l.hosts.iter().cloned())
+            .collect();
+        for r in &self.runs {
+            hosts.extend(r.backend.hosts.iter().cloned());
+        }
+        hosts
+    }
+
+    fn nranks(&self) -> Option<usize> {
+        self.logs.iter().filter_map(|l| l.nranks).max().or_else(|| {
+            self.runs
+                .iter()
+                .map(|r| r.backend.nranks)
+                .filter(|&n| n > 0)
+                .max()
+        })
+    }
+
+    fn nnodes(&self) -> Option<usize> {
+        self.logs.iter().filter_map(|l| l.nnodes).max()
+    }
+
+    fn multi_node(&self) -> bool {
+        self.nnodes().is_some_and(|n| n > 1) || self.hosts().len() > 1
+    }
+
+    /// Transports from channel lines, plus the chosen network when traffic crosses nodes.
+    fn transports(&self) -> BTreeMap<String, Vec<Evidence>> {
+        let mut out: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
+        for l in &self.logs {
+            for (t, e) in &l.transports {
+                out.entry(t.clone())
+                    .or_default()
+                    .extend(e.iter().take(3).cloned());
+            }
+            if let Some((net, e)) = &l.network {
+                if self.multi_node() {
+                    out.entry(format!("NET/{net}")).or_default().push(e.clone());
+                }
+            }
+        }
+        out
+    }
+
+    pub fn facts(&self) -> Value {
+        let env: BTreeMap<String, String> =
+            self.env().into_iter().map(|(k, (v, _))| (k, v)).collect();
+        json!({
+            "nccl_version": self.logs.iter().find_map(|l| l.nccl_version.clone())
+                .or_else(|| self.runs.iter().find_map(|r| r.backend.library_versions.get("nccl").cloned())),
+            "transports": self.transports().keys().collect::<Vec<_>>(),
+            "gdrdma": self.logs.iter().any(|l| l.gdrdma),
+            "network": self.logs.iter().find_map(|l| l.network.as_ref().map(|(n, _)| n.clone())),
+            "env": env,
+            "hosts": self.hosts(),
+            "ranks": self.nranks(),
+            "nodes": self.nnodes(),
+            "inputs": self.files.iter().map(|(f, k)| json!({"file": f, "kind": k})).collect::<Vec<_>>(),
+            "topology": self.topos.first().map(|(f, t)| json!({"file": f, "devices": t.devices, "links": t.links.len()})),
+            "runs": self.runs.iter().map(|r| json!({
+                "file": r.import.as_ref().map(|i| i.file.clone()),
+                "status": r.status,
+                "points": r.points.len(),
+                "headlines": r.headlines,
+            })).collect::<Vec<_>>(),
+            "live": self.live.as_ref().map(|l| json!({
+                "nvml": l.nvml.as_ref().map(|g| g.len()).map_err(|e| e.clone()),
+                "driver_version": l.driver_version,
+                "sysfs_gpus": l.sysfs_gpus,
+                "wsl2": !l.wsl2_evidence.is_empty(),
+                "kernel": l.kernel,
+                "devshm_bytes": l.devshm_bytes,
+                "cpu": l.cpu,
+                "nics": l.nics,
+                "infiniband": l.infiniband,
+            })),
+        })
+    }
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(v.trim(), "1" | "true" | "TRUE" | "yes")
+}
+
+/// Conservative expected plateau busbw (bytes/s) for the slowest GPU pair of a topology:
+/// NCCL's own link model (anchors.md §5.3) at the oldest generation that link type exists in,
+/// NVLink at 20 GB/s per link (SM80), PCIe Gen3 x16 at 12 GB/s, host-bridge paths at 0.75 of it,
+/// cross-socket at 6 GB/s (the lowest SYS constant).
+pub fn expected_busbw(topo: &Topology) -> Option<(f64, String)> {
+    let gpus = topo.gpus();
+    let mut worst: Option<(f64, String)> = None;
+    for (i, a) in gpus.iter().enumerate() {
+        for b in &gpus[i + 1..] {
+            let Some(code) = topo.link(a, b) else {
+                continue;
+            };
+            let bw = if let Some(n) = code.strip_prefix("NV").and_then(|n| n.parse::<f64>().ok()) {
+                n * 20e9
+            } else {
+                match code {
+                    "PIX" | "PXB" => 12e9,
+                    "PHB" | "NODE" => 9e9,
+                    _ => 6e9,
+                }
+            };
+            if worst.as_ref().is_none_or(|(w, _)| bw < *w) {
+                worst = Some((bw, format!("{a}-{b} {code}")));
+            }
+        }
+    }
+    worst
+}
+
+pub fn rules(inp: &Inputs) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let env = inp.env();
+    let mut push = |id: &str,
+                    severity: Severity,
+                    title: String,
+                    evidence: Vec<Evidence>,
+                    explanation: &str,
+                    fix: &str,
+                    source: &str| {
+        out.push(Finding {
+            id: id.into(),
+            severity,
+            title,
+            evidence,
+            explanation: explanation.into(),
+            fix: fix.into(),
+            source: source.into(),
+        })
+    };
+
+    // Processes and GPU pinning (seeds/000).
+    let mut multi: Vec<Evidence> = Vec::new();
+    for (file, smi) in &inp.smis {
+        for (pid, gpus) in smi.multi_gpu_processes() {
+            for p in smi.processes.iter().filter(|p| p.pid == pid) {
+                multi.push(ev(
+                    file,
+                    p.line,
+                    format!(
+                        "GPU {} PID {} {} {} MiB (PID {pid} is on GPUs {gpus:?})",
+                        p.gpu,
+                        p.pid,
+                        p.name,
+                        p.memory_mib.map(|m| m.to_string()).unwrap_or("?".into())
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(Ok(gpus)) = inp.live.as_ref().map(|l| &l.nvml) {
+        let mut by_pid: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for g in gpus {
+            for (pid, _) in &g.processes {
+                by_pid.entry(*pid).or_default().push(g.index);
+            }
+        }
+        for (pid, g) in by_pid.into_iter().filter(|(_, g)| g.len() > 1) {
+            multi.push(value_ev(format!("PID {pid} holds memory on GPUs {g:?}")));
+        }
+    }
+    if !multi.is_empty() {
+        push("gpu.process-on-multiple-gpus", Severity::Error,
+            "One process holds memory on several GPUs".into(), multi.clone(),
+            "A training process that should own one GPU also has a context (and memory, and kernels) on another. Its peers then share that GPU: one GPU sits at low utilisation while the other is oversubscribed, and steps get many times slower.",
+            "Give each process exactly one GPU: export CUDA_VISIBLE_DEVICES=<its GPU> before starting it (torchrun does this per LOCAL_RANK only if the script calls torch.cuda.set_device(local_rank) before any CUDA work).",
+            "seeds/000 (nvidia-smi process list); PyTorch DDP docs: one process per GPU");
+    }
+    let cvd_unset_live = inp.live.as_ref().is_some_and(|l| {
+        let gpus = l
+            .nvml
+            .as_ref()
+            .map(|g| g.len())
+            .unwrap_or(l.sysfs_gpus.len());
+        !l.env.contains_key("CUDA_VISIBLE_DEVICES")
+            && gpus > 1
+            && (std::env::var_os("LOCAL_RANK").is_some() || std::env::var_os("RANK").is_some())
+    });
+    if cvd_unset_live || !multi.is_empty() {
+        let mut e = multi.clone();
+        if cvd_unset_live {
+            e.push(value_ev("CUDA_VISIBLE_DEVICES is not set, several GPUs are visible and RANK/LOCAL_RANK say this is one rank of a job"));
+        }
+        push("env.cuda-visible-devices-unset", Severity::Warning,
+            "CUDA_VISIBLE_DEVICES is not restricting processes to their GPU".into(), e,
+            "Without CUDA_VISIBLE_DEVICES (or an early torch.cuda.set_device), every process sees every GPU and libraries may create contexts on GPU 0 or on all GPUs.",
+            "Set CUDA_VISIBLE_DEVICES per process, or call torch.cuda.set_device(local_rank) first thing.",
+            "seeds/000");
+    }
+
+    // Environment switches.
+    for (var, id, what) in [
+        (
+            "NCCL_SHM_DISABLE",
+            "env.shm-disabled",
+            "shared-memory transport",
+        ),
+        (
+            "NCCL_P2P_DISABLE",
+            "env.p2p-disabled",
+            "GPU peer-to-peer transport",
+        ),
+        (
+            "NCCL_IB_DISABLE",
+            "env.ib-disabled",
+            "InfiniBand/RoCE transport",
+        ),
+    ] {
+        if let Some((v, e)) = env.get(var).filter(|(v, _)| truthy(v)) {
+            let explanation = match id {
+                "env.shm-disabled" => "With SHM off, GPUs without P2P fall back to the network transport (sockets) even inside one machine: ~1 GB/s instead of PCIe speeds. Often set to work around /dev/shm errors on WSL2 or in containers.",
+                "env.p2p-disabled" => "With P2P off, NCCL bounces GPU-to-GPU traffic through host memory (SHM), costing bandwidth and latency on PCIe and far more on NVLink systems.",
+                _ => "With IB off, multi-node traffic uses TCP sockets, typically ≤60% of the NIC's line rate and a fraction of RDMA.",
+            };
+            let fix = match id {
+                "env.shm-disabled" => "Unset NCCL_SHM_DISABLE and fix the cause instead: give the container a larger /dev/shm (docker --shm-size=8g or --ipc=host).",
+                "env.p2p-disabled" => "Unset NCCL_P2P_DISABLE unless P2P is known broken on this platform (then fix ACS/IOMMU settings).",
+                _ => "Unset NCCL_IB_DISABLE on hosts with IB/RoCE, and check that libibverbs and the NICs are visible in the container.",
+            };
+            push(
+                id,
+                Severity::Warning,
+                format!("{var}={v}: the {what} is disabled"),
+                vec![e.clone()],
+                explanation,
+                fix,
+                SRC_TROUBLESHOOTING,
+            );
+        }
+    }
+
+    // P2P.
+    let mut p2p: Vec<Evidence> = inp
+        .logs
+        .iter()
+        .flat_map(|l| l.p2p_unavailable.iter().cloned())
+        .collect();
+    for (file, t) in &inp.topos {
+        for (a, b, code) in t.p2p.iter().filter(|(_, _, c)| c != "OK") {
+            p2p.push(ev(file, 0, format!("topo -p2p: {a} -> {b} {code}")));
+        }
+    }
+    if !p2p.is_empty() {
+        p2p.truncate(10);
+        push("p2p.unavailable", Severity::Warning, "GPU peer-to-peer access is unavailable between the GPUs".into(), p2p,
+            "NCCL cannot use P2P/IPC, so intra-node traffic goes through host memory (SHM) or, with SHM off, sockets. GeForce cards do not support P2P; WSL2 lacks legacy CUDA IPC; ACS/IOMMU settings or virtualisation can also block it.",
+            "Expect SHM-level bandwidth (≈0.75 of the PCIe link at best); on servers check ACS/IOMMU (disable ACS on PCIe switches, iommu=pt); do not set NCCL_SHM_DISABLE on such machines.",
+            "reference/anchors.md §4.2 (GeForce P2P, sjeaugey in nccl-tests#287) and §4.3 (WSL legacy IPC, nccl src/transport/p2p.cc)");
+    }
+
+    // WSL2.
+    let mut wsl: Vec<Evidence> = inp
+        .live
+        .as_ref()
+        .map(|l| {
+            l.wsl2_evidence
+                .iter()
+                .map(|e| value_ev(e.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    wsl.extend(inp.logs.iter().flat_map(|l| l.wsl_hints.iter().cloned()));
+    for log in &inp.logs {
+        for h in log
+            .hosts
+            .iter()
+            .filter(|h| h.starts_with("DESKTOP-") || h.starts_with("LAPTOP-"))
+        {
+            if let Some(b) = log.bootstrap.first() {
+                wsl.push(Evidence {
+                    text: format!("Windows-style host name {h}; {}", b.text),
+                    ..b.clone()
+                });
+            }
+        }
+    }
+    if !wsl.is_empty() {
+        wsl.truncate(6);
+        push("wsl2", Severity::Warning, "Running under WSL2".into(), wsl,
+            "WSL2 has no CUDA legacy IPC (no NCCL P2P) and multi-GPU jobs often fail creating /dev/shm segments; the usual workaround NCCL_SHM_DISABLE=1 leaves only sockets (~1 GB/s, seeds/002). No published WSL2 baseline exists.",
+            "Prefer native Linux for multi-GPU training; under WSL2 use gradient accumulation with no_sync() to all-reduce less often, or train on one GPU (see `ncclprobe simulate ddp`).",
+            "reference/anchors.md §4.3; seeds/002; microsoft/WSL#12467");
+    }
+
+    // Transports.
+    let transports = inp.transports();
+    if let Some(sock) = transports.get("NET/Socket") {
+        if !inp.multi_node() {
+            push("transport.socket-intranode", Severity::Error, "NCCL uses TCP sockets between GPUs of one machine".into(), sock.clone(),
+                "Inside one host NCCL should use P2P or SHM; sockets mean both were unavailable or disabled (NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, WSL2, containers with tiny /dev/shm, or ranks in separate containers). Expect ~1 GB/s.",
+                "Re-enable SHM (unset NCCL_SHM_DISABLE, enlarge /dev/shm) and P2P where supported; run ranks in one container/pod with --ipc=host.",
+                "reference/anchors.md §4.3 and §4.5");
+        } else {
+            let mut e = sock.clone();
+            e.extend(inp.logs.iter().flat_map(|l| {
+                l.warnings
+                    .iter()
+                    .filter(|w| w.text.contains("ibverbs") || w.text.contains("IB"))
+                    .take(2)
+                    .cloned()
+            }));
+            push("transport.socket-internode", Severity::Warning, "NCCL uses TCP sockets between hosts".into(), e,
+                "Multi-host traffic is on TCP. On clusters with InfiniBand/RoCE/EFA this means the fabric is not used (missing libibverbs or plugin, NCCL_IB_DISABLE, wrong HCA). If the 'hosts' are containers on one machine, this is intra-node traffic over sockets.",
+                "Check `ibv_devinfo` inside the job, mount /dev/infiniband, install the NCCL net plugin (aws-ofi-nccl for EFA), unset NCCL_IB_DISABLE; for pods on one node use hostIPC / one pod.",
+                "reference/anchors.md §4.4 and §4.5 (nccl#209: TCP ≤60% of line rate)");
+        }
+    }
+    let gdr_off: Vec<Evidence> = inp
+        .logs
+        .iter()
+        .flat_map(|l| l.gdr_disabled.iter().cloned())
+        .take(4)
+        .collect();
+    if !gdr_off.is_empty() {
+        push("transport.gdr-disabled", Severity::Info, "GPUDirect RDMA is disabled for some GPU/NIC pairs".into(), gdr_off,
+            "NCCL stages network traffic through host memory when the GPU and NIC are too far apart in the PCIe tree or nv_peer_mem / dma-buf is missing.",
+            "Load nvidia-peermem (or use dma-buf), and check NCCL_NET_GDR_LEVEL against the topology.",
+            "reference/anchors.md §6.5");
+    }
+
+    // Topology.
+    for (file, t) in &inp.topos {
+        let gpus = t.gpus();
+        let mut cross = Vec::new();
+        for (i, a) in gpus.iter().enumerate() {
+            for b in &gpus[i + 1..] {
+                if t.link(a, b) == Some("SYS") {
+                    cross.push(ev(file, 0, format!("{a} <-> {b}: SYS")));
+                }
+            }
+        }
+        if !cross.is_empty() {
+            cross.truncate(8);
+            push("topo.cross-numa", Severity::Warning, format!("GPU pairs cross the CPU interconnect between NUMA nodes ({file})"), cross,
+                "Traffic between these GPUs crosses QPI/UPI/Infinity Fabric; NCCL disables P2P across it on most CPUs and bandwidth is bounded by the inter-socket link (NCCL models 6-40 GB/s).",
+                "Place communicating ranks on GPUs of one NUMA node (CUDA_VISIBLE_DEVICES), bind processes to the GPU's NUMA node (numactl), and expect lower busbw for jobs spanning sockets.",
+                "reference/anchors.md §4.2 (NCCL SYS bandwidth constants, paths.cc P2P cut-off)");
+        }
+    }
+    if let Some(l) = &inp.live {
+        let mut down = Vec::new();
+        let mut severity = Severity::Info;
+        for g in &l.sysfs_gpus {
+            if let (Some(c), Some(m)) = (g.current_link_width, g.max_link_width) {
+                if c < m {
+                    severity = Severity::Warning;
+                    down.push(value_ev(format!("{}: PCIe width x{c} of x{m}", g.address)));
+                }
+            }
+            if let (Some(c), Some(m)) = (&g.current_link_speed, &g.max_link_speed) {
+                if c != m {
+                    down.push(value_ev(format!("{}: PCIe speed {c} of {m} (GPUs lower the speed when idle: check under load)", g.address)));
+                }
+            }
+        }
+        if !down.is_empty() {
+            push("pcie.downgraded", severity, "A GPU's PCIe link runs below its maximum".into(), down,
+                "A narrower link (fewer lanes) caps every transfer to and from the GPU; a lower speed at idle is normal power saving, under load it means a bad riser, slot or BIOS setting.",
+                "Re-seat the card or riser, check the slot's lane wiring and BIOS PCIe settings; compare with `nvidia-smi -q -d PCI` under load.",
+                "DCGM diag PCIe checks (reference/anchors.md §3.2, §6.5)");
+        }
+        if let Some(bytes) = l.devshm_bytes.filter(|&b| b < 512 << 20) {
+            push("devshm.small", Severity::Warning, format!("/dev/shm is only {} MiB", bytes >> 20), vec![value_ev(format!("/dev/shm size {bytes} bytes"))],
+                "NCCL's SHM transport and PyTorch's DataLoader workers allocate in /dev/shm; Docker's default 64 MB makes NCCL fail creating segments or forces users to disable SHM.",
+                "Run the container with --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm.",
+                "nccl#342, nccl#1518 (reference/anchors.md §2.12)");
+        }
+    }
+    let shm: Vec<Evidence> = inp
+        .logs
+        .iter()
+        .flat_map(|l| l.shm_failures.iter().cloned())
+        .take(6)
+        .collect();
+    if !shm.is_empty() {
+        push("devshm.failure", Severity::Error, "NCCL failed to create shared-memory segments in /dev/shm".into(), shm,
+            "/dev/shm is too small or not shared between the ranks' containers.",
+            "Enlarge /dev/shm (docker --shm-size=8g / --ipc=host); do not paper over it with NCCL_SHM_DISABLE=1, which drops intra-node traffic to sockets.",
+            "nccl#342, nccl#525, nccl#1518, microsoft/WSL#12467 (reference/anchors.md §2.12)");
+    }
+
+    // Errors.
+    let mut errors: Vec<Evidence> = inp
+        .logs
+        .iter()
+        .flat_map(|l| l.errors.iter().cloned())
+        .collect();
+    for r in &inp.runs {
+        if let Some(info) = &r.import {
+            for e in info.errors.iter().take(5) {
+                let (line, text) = e
+                    .strip_prefix("line ")
+                    .and_then(|s| s.split_once(": "))
+                    .map(|(n, t)| (n.parse().unwrap_or(0), t.to_string()))
+                    .unwrap_or((0, e.clone()));
+                errors.push(ev(&info.file, line, text));
+            }
+        }
+    }
+    let warnings: Vec<Evidence> = inp
+        .logs
+        .iter()
+        .flat_map(|l| l.warnings.iter().cloned())
+        .collect();
+    if !errors.is_empty() || !warnings.is_empty() {
+        let severity = if errors.is_empty() {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
+        let mut e: Vec<Evidence> = errors.iter().take(8).cloned().collect();
+        e.extend(warnings.iter().take(8).cloned());
+        e.sort();
+        e.dedup();
+        let first = errors
+            .first()
+            .or(warnings.first())
+            .map(|x| x.text.clone())
+            .unwrap_or_default();
+        push("nccl.error", severity, format!("NCCL reported {}: {}", if errors.is_empty() { "warnings" } else { "errors" }, first.chars().take(120).collect::<String>()), e,
+            "'unhandled system error' is usually the environment (missing libnvidia-ml/libibverbs, /sys paths absent in containers or WSL, sockets refused); 'unhandled cuda error' a driver/device problem (busy or exclusive-process GPUs, illegal memory access); NCCL WARN lines just before the error name the cause.",
+            "Read the first NCCL WARN line; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH for the failing rank.",
+            "NCCL troubleshooting guide (reference/anchors.md §2.7, §2.12)");
+    }
+
+    // PyTorch watchdog.
+    let events: Vec<_> = inp.logs.iter().flat_map(|l| l.watchdog.iter()).collect();
+    if !events.is_empty() {
+        let reported: BTreeSet<usize> = events.iter().map(|e| e.rank).collect();
+        let world = inp
+            .nranks()
+            .or_else(|| reported.iter().max().map(|m| m + 1));
+        let missing: Vec<usize> = world
+            .map(|w| (0..w).filter(|r| !reported.contains(r)).collect())
+            .unwrap_or_default();
+        let op = &events[0].op;
+        let timeout = events[0]
+            .timeout_ms
+            .map(|t| format!("{} s", t / 1000))
+            .unwrap_or_else(|| "the timeout".into());
+        let who = if missing.is_empty() {
+            format!("ranks {reported:?} all reported it")
+        } else {
+            format!("ranks {reported:?} reported it; ranks {missing:?} did not (look at them first: they never reached this collective or died)")
+        };
+        push("watchdog.timeout", Severity::Error, format!("PyTorch watchdog: {op} did not finish within {timeout}; {who}"),
+            events.iter().take(8).map(|e| e.evidence.clone()).collect(),
+            "The collective started on some ranks and never completed. Ranks that did not report are usually the culprits (crashed, stuck in data loading or in a different collective); if every rank reported, NCCL itself is hung (network, P2P, or mismatched collectives).",
+            "Find what the silent ranks were doing (py-spy dump, their logs); set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_DEBUG=INFO; check that every rank calls the same collectives in the same order.",
+            "PyTorch ProcessGroupNCCL watchdog (reference/anchors.md §2.7)");
+    }
+
+    // Results.
+    for r in &inp.runs {
+        let file = r
+            .import
+            .as_ref()
+            .map(|i| i.file.clone())
+            .unwrap_or_else(|| "(run)".into());
+        let wrong: Vec<Evidence> = r
+            .points
+            .iter()
+            .filter(|p| p.wrong.unwrap_or(0) > 0)
+            .map(|p| {
+                ev(
+                    &file,
+                    0,
+                    format!(
+                        "{} {} {}: #wrong {}",
+                        p.collective,
+                        p.size_bytes,
+                        p.placement.name(),
+                        p.wrong.unwrap_or(0)
+                    ),
+                )
+            })
+            .take(8)
+            .collect();
+        let oob = r
+            .import
+            .as_ref()
+            .and_then(|i| i.reported_out_of_bounds)
+            .filter(|&n| n > 0);
+        if !wrong.is_empty() || oob.is_some() {
+            let mut e = wrong;
+            if let Some(n) = oob {
+                e.push(ev(&file, 0, format!("# Out of bounds values : {n} FAILED")));
+            }
+            push("result.wrong", Severity::Error, "Collectives returned wrong data".into(), e,
+                "nccl-tests compares every element with its exact expected value; wrong elements mean corruption (hardware, driver, a bad link) or a bug, never noise.",
+                "Rerun with -c 10 to see whether it is intermittent; isolate GPUs/links pairwise; check dmesg for Xid errors and PCIe AER.",
+                "reference/anchors.md §1.6 and §2.11");
+        }
+        if r.import.as_ref().is_some_and(|i| i.truncated) {
+            let last = r
+                .points
+                .last()
+                .map(|p| format!("last complete row: {} bytes", p.size_bytes))
+                .unwrap_or_else(|| "no complete row".into());
+            let mut e = vec![ev(&file, 0, last)];
+            e.extend(
+                r.notes
+                    .iter()
+                    .filter(|n| {
+                        n.contains("cut") || n.contains("interrupted") || n.contains("footer")
+                    })
+                    .map(|n| ev(&file, 0, n.clone())),
+            );
+            push("result.truncated", Severity::Warning, "The benchmark output stops before the end of the run".into(), e,
+                "The table has no footer: the run crashed, was killed, hung, or the paste was cut. The rows before the cut are kept.",
+                "Look at the errors after the last row; rerun with --timeout so a hang ends with a message.",
+                "nccl-tests output format (reference/anchors.md §1.4)");
+        }
+        if let Some((file_t, topo)) = inp.topos.first() {
+            if let Some((expected, pair)) = expected_busbw(topo) {
+                for h in r.headlines.iter().filter(|h| {
+                    matches!(
+                        h.collective,
+                        Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter
+                    )
+                }) {
+                    let n = r
+                        .points
+                        .iter()
+                        .find(|p| p.collective == h.collective)
+                        .map(|p| p.nranks)
+                        .unwrap_or(0);
+                    if n < 2
+                        || r.backend.hosts.len() > 1
+                        || !r
+                            .points
+                            .iter()
+                            .any(|p| p.placement == Placement::OutOfPlace)
+                    {
+                        continue;
+                    }
+                    if h.plateau_busbw_bytes_per_s < 0.5 * expected {
+                        push("result.below-expected", Severity::Warning,
+                            format!("{} plateau busbw {:.2} GB/s is below half of what the slowest GPU link should give ({:.0} GB/s)", h.collective, h.plateau_busbw_bytes_per_s / 1e9, expected / 1e9),
+                            vec![ev(&file, 0, format!("plateau busbw {:.2} GB/s over {:?} bytes", h.plateau_busbw_bytes_per_s / 1e9, h.plateau_sizes_bytes)), ev(file_t, 0, format!("slowest pair {pair}"))],
+                            "The expectation is NCCL's own link model at the oldest generation of that link type (NVLink 20 GB/s per link, PCIe Gen3 x16 12 GB/s, host-bridge paths 9 GB/s, cross-socket 6 GB/s); far below it, something forces a slower path: no P2P (GeForce, ACS/IOMMU), SHM through a PCIe switch uplink, sockets, or a downgraded link.",
+                            "Look at the transports in an NCCL_DEBUG=INFO log (ncclprobe diagnose --from it) and at p2p.unavailable / transport.* findings.",
+                            "reference/anchors.md §4.1-§4.2 and §5.3");
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
+    out
+}

@@ -1,0 +1,375 @@
+//! `NCCL_DEBUG=INFO` logs and the error output around them: NCCL version, ranks, hosts, devices,
+//! per-channel transports (new `Channel NN :` and old `Ring NN :` forms), variables set by the
+//! environment, P2P and /dev/shm trouble, NCCL warnings and errors, and PyTorch's watchdog
+//! timeouts (old and new formats).
+
+use super::text::{self, InputError, Line};
+use regex::Regex;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::OnceLock;
+
+pub const EXPECTED: &str = "an NCCL_DEBUG=INFO log, NCCL/PyTorch error output";
+
+/// A line that supports a fact: file, line number, text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+pub struct Evidence {
+    pub file: String,
+    pub line: usize,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankSeen {
+    pub rank: usize,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub cuda_dev: Option<u32>,
+    pub bus_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WatchdogEvent {
+    pub rank: usize,
+    pub process_group: Option<String>,
+    pub op: String,
+    pub seq: Option<u64>,
+    pub timeout_ms: Option<u64>,
+    pub numel_in: Option<u64>,
+    pub evidence: Evidence,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LogFacts {
+    pub nccl_version: Option<String>,
+    pub hosts: BTreeSet<String>,
+    pub ranks: BTreeMap<usize, RankSeen>,
+    pub nranks: Option<usize>,
+    pub nnodes: Option<usize>,
+    pub local_ranks: Option<usize>,
+    /// Normalised transport → the lines that show it.
+    pub transports: BTreeMap<String, Vec<Evidence>>,
+    pub gdrdma: bool,
+    /// The network plugin NCCL chose for inter-node traffic ("Socket", "IB", ...), with its line.
+    pub network: Option<(String, Evidence)>,
+    pub env: BTreeMap<String, (String, Evidence)>,
+    pub p2p_unavailable: Vec<Evidence>,
+    pub gdr_disabled: Vec<Evidence>,
+    pub warnings: Vec<Evidence>,
+    pub errors: Vec<Evidence>,
+    pub shm_failures: Vec<Evidence>,
+    pub watchdog: Vec<WatchdogEvent>,
+    pub wsl_hints: Vec<Evidence>,
+    pub bootstrap: Vec<Evidence>,
+    pub lines: usize,
+    /// Lines that were NCCL's own (INFO/WARN/TRACE), to tell a log from something else.
+    pub nccl_lines: usize,
+}
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+}
+
+fn prefix_re() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(
+        &R,
+        r"^(?:\[[^\]]*\]\s*)?(?:[\w.\-]+: )?(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]",
+    )
+}
+
+fn channel_re() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(
+        &R,
+        r"(?:Channel|Ring) \d+(?:/\d+)? : (?P<from>\d+)(?:\[[0-9a-fA-Fx]+\])? -> (?P<to>\d+)(?:\[[0-9a-fA-Fx]+\])?(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$",
+    )
+}
+
+fn comm_re() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(
+        &R,
+        r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>[0-9a-fA-F]+)",
+    )
+}
+
+fn nnodes_re() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(
+        &R,
+        r"rank (?P<rank>\d+) nRanks (?P<n>\d+) nNodes (?P<nodes>\d+) localRanks (?P<local>\d+)",
+    )
+}
+
+fn env_re() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(
+        &R,
+        r"\b(?P<k>NCCL_[A-Z0-9_]+) set by environment to (?P<v>\S*)",
+    )
+}
+
+fn watchdog_re() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    re(
+        &R,
+        r"\[(?:PG (?:ID )?(?P<pg>\S+)(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\((?P<body>.*)",
+    )
+}
+
+/// The transport name a channel line uses, as NCCL's families.
+pub fn normalise_transport(via: &str) -> String {
+    let v = via.trim();
+    if v.starts_with("P2P/IPC") {
+        "P2P/IPC".into()
+    } else if v.starts_with("P2P/direct pointer") || v.starts_with("direct pointer") {
+        "P2P/direct pointer".into()
+    } else if v.starts_with("P2P/CUMEM") {
+        "P2P/CUMEM".into()
+    } else if v.starts_with("P2P") {
+        "P2P".into()
+    } else if v.starts_with("SHM") || v.contains("shared memory") {
+        "SHM".into()
+    } else if let Some(rest) = v.strip_prefix("NET/") {
+        let name = rest.split('/').next().unwrap_or(rest);
+        format!("NET/{name}")
+    } else if v.starts_with("CollNet") {
+        "CollNet".into()
+    } else {
+        v.split_whitespace().next().unwrap_or(v).to_string()
+    }
+}
+
+fn is_error(t: &str) -> bool {
+    let l = t.to_ascii_lowercase();
+    l.contains("unhandled system error")
+        || l.contains("unhandled cuda error")
+        || l.contains("internal error")
+        || l.contains("invalid usage")
+        || l.contains("remote process exited")
+        || l.contains("cuda failure")
+        || l.contains("test nccl failure")
+        || l.contains("ncclsystemerror")
+        || l.contains("ncclunhandledcudaerror")
+        || l.contains("ncclinternalerror")
+        || l.contains("ncclremoteerror")
+        || (l.contains("nccl error") && !l.contains("nccl_"))
+}
+
+impl LogFacts {
+    pub fn feed(&mut self, file: &str, line: &Line) {
+        self.lines += 1;
+        let t = line.text.trim();
+        if t.is_empty() || line.raw.starts_with("# source:") {
+            return;
+        }
+        let ev = || Evidence {
+            file: file.to_string(),
+            line: line.number,
+            text: t.chars().take(300).collect(),
+        };
+        let nccl_line =
+            t.contains("NCCL INFO") || t.contains("NCCL WARN") || t.contains("NCCL TRACE");
+        if nccl_line {
+            self.nccl_lines += 1;
+        }
+        if let Some(c) = prefix_re().captures(t) {
+            if nccl_line {
+                self.hosts.insert(c["host"].to_string());
+            }
+        }
+        if let Some(v) = t.find("NCCL version ").map(|i| &t[i + 13..]) {
+            if let Some(ver) = v
+                .split_whitespace()
+                .next()
+                .filter(|s| s.starts_with(|c: char| c.is_ascii_digit()))
+            {
+                self.nccl_version.get_or_insert_with(|| ver.to_string());
+                self.nccl_lines += usize::from(!nccl_line);
+            }
+        }
+        if let Some(c) = channel_re().captures(t) {
+            let via = &c["via"];
+            let transport = normalise_transport(via);
+            if via.contains("GDRDMA") {
+                self.gdrdma = true;
+            }
+            let list = self.transports.entry(transport).or_default();
+            if list.len() < 20 {
+                list.push(ev());
+            }
+        }
+        if let Some(c) = comm_re().captures(t) {
+            let rank: usize = c["rank"].parse().unwrap_or(0);
+            let host = prefix_re().captures(t).map(|p| p["host"].to_string());
+            let pid = prefix_re().captures(t).and_then(|p| p["pid"].parse().ok());
+            self.nranks = c["n"].parse().ok().or(self.nranks);
+            self.ranks.insert(
+                rank,
+                RankSeen {
+                    rank,
+                    host,
+                    pid,
+                    cuda_dev: c["dev"].parse().ok(),
+                    bus_id: Some(c["bus"].to_ascii_lowercase()),
+                },
+            );
+        }
+        if let Some(c) = nnodes_re().captures(t) {
+            self.nranks = c["n"].parse().ok().or(self.nranks);
+            self.nnodes = c["nodes"].parse().ok().or(self.nnodes);
+            self.local_ranks = c["local"].parse().ok().or(self.local_ranks);
+        }
+        if let Some(c) = env_re().captures(t) {
+            self.env
+                .insert(c["k"].to_string(), (c["v"].to_string(), ev()));
+        }
+        // The network NCCL picked: only used between nodes, so not a transport by itself.
+        if let Some(i) = t.find("Using network ") {
+            let name = t[i + 14..]
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            if !name.is_empty() && self.network.is_none() {
+                self.network = Some((name, ev()));
+            }
+        }
+        if t.contains("Bootstrap : Using") {
+            self.bootstrap.push(ev());
+        }
+        if t.contains("P2P is disabled between connected GPUs")
+            || t.contains("Could not enable P2P")
+            || t.contains("intraNodeP2pSupport 0")
+            || t.contains("Legacy IPC not supported")
+            || t.contains("lacks GPU P2P capability")
+        {
+            self.p2p_unavailable.push(ev());
+        }
+        if t.contains("GPU Direct RDMA Disabled") {
+            self.gdr_disabled.push(ev());
+        }
+        let lower = t.to_ascii_lowercase();
+        if lower.contains("/dev/shm")
+            && (lower.contains("error")
+                || lower.contains("warn")
+                || lower.contains("fail")
+                || lower.contains("no space"))
+            || lower.contains("error while creating shared memory segment")
+            || lower.contains("unable to allocate shared memory")
+        {
+            self.shm_failures.push(ev());
+        }
+        if t.contains("pci_bus") && t.contains("real path")
+            || lower.contains("microsoft-standard")
+            || t.contains("/dev/dxg")
+            || t.contains("WSL")
+        {
+            self.wsl_hints.push(ev());
+        }
+        if t.contains("NCCL WARN") && self.warnings.len() < 100 {
+            self.warnings.push(ev());
+        }
+        if is_error(t) && self.errors.len() < 100 {
+            self.errors.push(ev());
+        }
+        if let Some(c) = watchdog_re().captures(t) {
+            let body = &c["body"];
+            // Fields up to the first ')' that is not part of "Timeout(ms)".
+            let field = |k: &str| {
+                body.find(k).map(|i| {
+                    body[i + k.len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect::<String>()
+                })
+            };
+            self.watchdog.push(WatchdogEvent {
+                rank: c["rank"].parse().unwrap_or(0),
+                process_group: c.name("pg").map(|m| m.as_str().to_string()),
+                op: field("OpType=").unwrap_or_else(|| "unknown".into()),
+                seq: field("SeqNum=").and_then(|v| v.parse().ok()),
+                timeout_ms: field("Timeout(ms)=").and_then(|v| v.parse().ok()),
+                numel_in: field("NumelIn=").and_then(|v| v.parse().ok()),
+                evidence: ev(),
+            });
+        }
+    }
+
+    /// Transport names seen, sorted.
+    pub fn transport_names(&self) -> Vec<String> {
+        self.transports.keys().cloned().collect()
+    }
+
+    /// Something NCCL or PyTorch wrote is in here.
+    pub fn is_log(&self) -> bool {
+        self.nccl_lines > 0 || !self.watchdog.is_empty() || !self.errors.is_empty()
+    }
+}
+
+pub fn parse_file(path: &Path) -> Result<LogFacts, InputError> {
+    let name = path.display().to_string();
+    let mut facts = LogFacts::default();
+    text::for_each_line(path, EXPECTED, |line| facts.feed(&name, &line))?;
+    if !facts.is_log() {
+        return Err(InputError::WrongKind {
+            path: name,
+            reason: "no NCCL INFO/WARN lines, NCCL errors or watchdog messages".into(),
+            expected: EXPECTED.into(),
+        });
+    }
+    Ok(facts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(text: &str) -> LogFacts {
+        let mut f = LogFacts::default();
+        for (i, raw) in text.lines().enumerate() {
+            let (t, tag) = text::clean(raw);
+            f.feed(
+                "t",
+                &Line {
+                    number: i + 1,
+                    raw: raw.into(),
+                    text: t,
+                    tag_rank: tag,
+                },
+            );
+        }
+        f
+    }
+
+    #[test]
+    fn channels_old_and_new() {
+        let f = facts(
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n\
+             h:1:2 [0] NCCL INFO Channel 01 : 1[89000] -> 0[3d000] via direct shared memory\n\
+             m:1:2 [2] NCCL INFO Ring 00 : 6 -> 2 [receive] via NET/IB/0/GDRDMA\n\
+             m:1:2 [2] NCCL INFO Channel 00/0 : 2[2] -> 6[2] [send] via NET/Socket/1\n",
+        );
+        assert_eq!(
+            f.transport_names(),
+            vec!["NET/IB", "NET/Socket", "P2P/IPC", "SHM"]
+        );
+        assert!(f.gdrdma);
+        assert_eq!(f.hosts.iter().cloned().collect::<Vec<_>>(), vec!["h", "m"]);
+    }
+
+    #[test]
+    fn watchdog_old_and_new_formats() {
+        let f = facts(
+            "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800325 milliseconds before timing out.\n\
+             [rank1]:[E626 06:24:44.9 ProcessGroupNCCL.cpp:616] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n",
+        );
+        assert_eq!(f.watchdog.len(), 2);
+        assert_eq!(f.watchdog[0].rank, 3);
+        assert_eq!(f.watchdog[0].timeout_ms, Some(1_800_000));
+        assert_eq!(f.watchdog[1].seq, Some(808));
+        assert_eq!(f.watchdog[1].process_group.as_deref(), Some("0"));
+    }
+}

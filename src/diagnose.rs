@@ -577,7 +577,15 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
                 "Rerun with -c 10 to see whether it is intermittent; isolate GPUs/links pairwise; check dmesg for Xid errors and PCIe AER.",
                 "reference/anchors.md §1.6 and §2.11");
         }
-        if r.import.as_ref().is_some_and(|i| i.truncated) {
+        let cut_row = r
+            .notes
+            .iter()
+            .any(|n| n.contains("interrupted") || n.contains("cut off"));
+        let truncated = r.import.as_ref().is_some_and(|i| i.truncated);
+        // A run that failed during start-up is an error, not a cut-off table.
+        if truncated
+            && (r.status == crate::model::RunStatus::Truncated || cut_row || !r.points.is_empty())
+        {
             let last = r
                 .points
                 .last()
@@ -634,4 +642,85 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
     }
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::{Facts, PciGpu};
+
+    fn live(gpus: Vec<PciGpu>, devshm: Option<u64>) -> Facts {
+        Facts {
+            nvml: Err("no driver".into()),
+            driver_version: None,
+            sysfs_gpus: gpus,
+            wsl2_evidence: Vec::new(),
+            kernel: None,
+            devshm_bytes: devshm,
+            cpu: None,
+            nics: Vec::new(),
+            infiniband: Vec::new(),
+            env: BTreeMap::new(),
+            topology: None,
+        }
+    }
+
+    fn ids(inputs: &Inputs) -> Vec<String> {
+        rules(inputs).into_iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn pcie_width_downgrade_is_a_warning_and_idle_speed_is_info() {
+        let narrow = PciGpu {
+            address: "0000:3b:00.0".into(),
+            current_link_width: Some(8),
+            max_link_width: Some(16),
+            current_link_speed: Some("16.0 GT/s PCIe".into()),
+            max_link_speed: Some("16.0 GT/s PCIe".into()),
+            ..Default::default()
+        };
+        let inputs = Inputs {
+            live: Some(live(vec![narrow], Some(8 << 30))),
+            ..Default::default()
+        };
+        let f = rules(&inputs);
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            (f[0].id.as_str(), f[0].severity),
+            ("pcie.downgraded", Severity::Warning)
+        );
+        assert!(f[0].evidence[0].text.contains("x8 of x16"));
+        let idle = PciGpu {
+            current_link_speed: Some("2.5 GT/s PCIe".into()),
+            max_link_speed: Some("16.0 GT/s PCIe".into()),
+            ..Default::default()
+        };
+        let f = rules(&Inputs {
+            live: Some(live(vec![idle], None)),
+            ..Default::default()
+        });
+        assert_eq!(f[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn docker_default_devshm_is_small() {
+        let inputs = Inputs {
+            live: Some(live(Vec::new(), Some(64 << 20))),
+            ..Default::default()
+        };
+        assert_eq!(ids(&inputs), vec!["devshm.small"]);
+        let inputs = Inputs {
+            live: Some(live(Vec::new(), Some(16 << 30))),
+            ..Default::default()
+        };
+        assert!(ids(&inputs).is_empty());
+    }
+
+    #[test]
+    fn expected_busbw_takes_the_slowest_gpu_pair() {
+        let t = crate::import::topo::parse_str("        GPU0    GPU1    GPU2\nGPU0     X      NV4     SYS\nGPU1    NV4      X      SYS\nGPU2    SYS     SYS      X\n").unwrap();
+        let (bw, pair) = expected_busbw(&t).unwrap();
+        assert_eq!(bw, 6e9);
+        assert!(pair.ends_with("SYS"));
+    }
 }

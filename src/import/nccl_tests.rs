@@ -136,6 +136,32 @@ struct Parsed {
     notes: Vec<String>,
     truncated_at: Option<usize>,
     headers_seen: usize,
+    /// Ranks implied by a command line (`mpirun -np P ... -t T -g G`).
+    command_ranks: Option<usize>,
+}
+
+/// `mpirun -np P ./x_perf -t T -g G` runs P × T × G ranks.
+fn command_line_ranks(cmd: &str) -> Option<usize> {
+    let tokens: Vec<&str> = cmd.split_whitespace().collect();
+    let after = |names: &[&str]| -> Option<usize> {
+        tokens
+            .iter()
+            .position(|t| names.contains(t))
+            .and_then(|i| tokens.get(i + 1))
+            .and_then(|v| v.parse().ok())
+    };
+    let perf = tokens.iter().position(|t| t.contains("_perf"))?;
+    let (launcher, args) = tokens.split_at(perf);
+    let np = launcher
+        .iter()
+        .position(|t| ["-np", "-n", "--np", "-N"].contains(t))
+        .and_then(|i| launcher.get(i + 1))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1);
+    let _ = args;
+    let g = after(&["-g", "--ngpus"]).unwrap_or(1);
+    let t = after(&["-t", "--nthreads"]).unwrap_or(1);
+    Some(np * g * t)
 }
 
 fn is_error_line(t: &str) -> bool {
@@ -171,12 +197,13 @@ impl Parsed {
         if t.contains("NCCL INFO") || t.contains("NCCL WARN") {
             return;
         }
-        // A command line naming the binary.
+        // A command line naming the binary (and, without a banner, the rank count).
         if !t.starts_with(|c: char| c.is_ascii_digit()) {
             if let Some(c) = perf_name().captures(t) {
                 if let Some(coll) = Collective::parse(&c[1]) {
                     self.named = Some(coll);
                 }
+                self.command_ranks = command_line_ranks(t);
             }
             return;
         }
@@ -578,6 +605,8 @@ fn build(path: &Path, mut p: Parsed) -> Result<RunRecord, InputError> {
             (n, "busbw/algbw of the largest size".to_string())
         } else if let Some(n) = p.info_nranks {
             (n, "NCCL INFO nranks".to_string())
+        } else if let Some(n) = p.command_ranks {
+            (n, "the command line (-np × -t × -g)".to_string())
         } else if let Some(n) = p.threads_gpus {
             (n, "nThread × nGpus (a lower bound)".to_string())
         } else {
@@ -597,6 +626,9 @@ fn build(path: &Path, mut p: Parsed) -> Result<RunRecord, InputError> {
     if p.rows.iter().any(|r| r.halves[0].old_error) {
         p.notes.push("old nccl-tests format: its 'error' column is a maximum relative error, not a count; #wrong left empty".into());
     }
+    if ranks_consistent {
+        record.backend.nranks = record.backend.nranks.max(p.ranks.len());
+    }
     record.backend.ranks = p.ranks.clone();
     let mut hosts: Vec<String> = p.ranks.iter().map(|r| r.host.clone()).collect();
     hosts.sort();
@@ -615,8 +647,8 @@ fn build(path: &Path, mut p: Parsed) -> Result<RunRecord, InputError> {
             .insert("nccl-tests".into(), v.clone());
     }
     let footer_seen = p.avg_busbw.is_some() || p.out_of_bounds.is_some();
-    info.truncated = p.truncated_at.is_some() || (!p.rows.is_empty() && !footer_seen);
-    if p.truncated_at.is_none() && !footer_seen && !p.rows.is_empty() {
+    info.truncated = p.truncated_at.is_some() || !footer_seen;
+    if p.truncated_at.is_none() && !footer_seen {
         p.notes.push("no '# Out of bounds' / '# Avg bus bandwidth' footer: the output ends before the run did".into());
     }
     info.nccl_tests_version = p.tests_version.clone();

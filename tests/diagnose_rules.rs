@@ -1,0 +1,184 @@
+//! Findings that no corpus file shows, from small inputs written the way the tools print them.
+
+mod common;
+
+use common::bin;
+use predicates::str::contains;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+fn ids(files: &[(&str, &str)]) -> (BTreeSet<String>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = bin();
+    cmd.args(["diagnose", "--format", "json"]);
+    for (name, body) in files {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        cmd.arg("--from").arg(p);
+    }
+    let out = cmd.assert().success().get_output().stdout.clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    (
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_string())
+            .collect(),
+        v,
+    )
+}
+
+const SHM_OFF_LOG: &str = "\
+box:101:101 [0] NCCL INFO NCCL_SHM_DISABLE set by environment to 1
+box:101:101 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
+box:101:101 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1
+box:101:101 [0] NCCL INFO comm 0x55d0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0
+box:101:101 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[2000] via NET/Socket/0
+box:102:102 [1] NCCL INFO Channel 00/0 : 1[2000] -> 0[1000] via NET/Socket/0
+box:101:101 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-vyWQlM to 9637892 bytes
+box:101:101 [0] NCCL INFO Error while creating shared memory segment /dev/shm/nccl-vyWQlM (size 9637888)
+";
+
+#[test]
+fn environment_switches_sockets_inside_one_host_and_shm_failures() {
+    let (found, v) = ids(&[("nccl.log", SHM_OFF_LOG)]);
+    for id in [
+        "env.shm-disabled",
+        "env.p2p-disabled",
+        "env.ib-disabled",
+        "transport.socket-intranode",
+        "devshm.failure",
+        "nccl.error",
+    ] {
+        assert!(found.contains(id), "{id} missing from {found:?}");
+    }
+    let shm = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "env.shm-disabled")
+        .unwrap();
+    assert_eq!(shm["evidence"][0]["line"], 1);
+    assert!(shm["source"].as_str().unwrap().contains("anchors.md"));
+    assert_eq!(v["facts"]["transports"], serde_json::json!(["NET/Socket"]));
+}
+
+const SMI_SEED_000: &str = "\
++---------------------------------------------------------------------------------------+
+| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
+|   0  NVIDIA GeForce RTX 4090        Off | 00000000:01:00.0 Off |                  Off |
+|   1  NVIDIA GeForce RTX 4090        Off | 00000000:02:00.0 Off |                  Off |
+| Processes:                                                                            |
+|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
+|    0   N/A  N/A      3301      C   python train.py --task a                  18000MiB |
+|    0   N/A  N/A      3302      C   python train.py --task b                    600MiB |
+|    1   N/A  N/A      3302      C   python train.py --task b                  17000MiB |
++---------------------------------------------------------------------------------------+
+";
+
+#[test]
+fn a_process_on_two_gpus() {
+    let (found, v) = ids(&[("smi.txt", SMI_SEED_000)]);
+    assert_eq!(
+        found,
+        [
+            "env.cuda-visible-devices-unset",
+            "gpu.process-on-multiple-gpus"
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    );
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "gpu.process-on-multiple-gpus")
+        .unwrap();
+    assert_eq!(f["severity"], "error");
+    assert!(f["evidence"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("PID 3302"));
+}
+
+#[test]
+fn wrong_results_in_a_table() {
+    let table = "\
+# nThread 1 nGpus 2 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+        1024           256     float     sum      -1    12.00    0.09    0.09      0    12.00    0.09    0.09      0
+        2048           512     float     sum      -1    13.00    0.16    0.16      3    13.00    0.16    0.16      0
+# Out of bounds values : 3 FAILED
+# Avg bus bandwidth    : 0.125
+";
+    let (found, _) = ids(&[("perf.txt", table)]);
+    assert_eq!(found, ["result.wrong".to_string()].into_iter().collect());
+}
+
+#[test]
+fn bad_files_are_refused_with_their_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[u8], &str)] = &[
+        ("empty.log", b"", "empty file"),
+        (
+            "binary.log",
+            b"\x7fELF\x02\x01\x01\x00\x00\x00",
+            "binary data",
+        ),
+        (
+            "notes.txt",
+            b"just some notes\nnothing to see\n",
+            "expected an NCCL_DEBUG=INFO log",
+        ),
+    ];
+    for (name, body, message) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        bin()
+            .args(["diagnose", "--from"])
+            .arg(&p)
+            .assert()
+            .code(2)
+            .stderr(contains(*name))
+            .stderr(contains(*message));
+        bin()
+            .arg("import")
+            .arg(&p)
+            .assert()
+            .code(2)
+            .stderr(contains(*name));
+    }
+    bin()
+        .args(["diagnose", "--from", "/nonexistent/file.log"])
+        .assert()
+        .code(2)
+        .stderr(contains("/nonexistent/file.log"));
+}
+
+#[test]
+fn fail_on_turns_findings_into_exit_code_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("nccl.log");
+    std::fs::write(&p, SHM_OFF_LOG).unwrap();
+    bin()
+        .args(["diagnose", "--fail-on", "error", "--from"])
+        .arg(&p)
+        .assert()
+        .code(3);
+}
+
+#[test]
+fn live_diagnose_reports_without_a_gpu() {
+    // This machine has no NVIDIA driver: diagnose says so and still reports what it can.
+    bin()
+        .arg("diagnose")
+        .env("NCCL_SHM_DISABLE", "1")
+        .assert()
+        .success()
+        .stdout(contains("(this machine)"))
+        .stdout(contains("env.shm-disabled"));
+}

@@ -39,7 +39,15 @@ fn all(dir: &str) -> Vec<PathBuf> {
 }
 
 /// (file prefix, status, collective, ranks, points, truncated)
-const NCCL_TESTS: &[(&str, RunStatus, Option<Collective>, usize, usize, bool)] = &[
+type ImportCase = (
+    &'static str,
+    RunStatus,
+    Option<Collective>,
+    usize,
+    usize,
+    bool,
+);
+const NCCL_TESTS: &[ImportCase] = &[
     (
         "01-",
         RunStatus::Complete,
@@ -280,7 +288,14 @@ fn import_cli_writes_record_and_csv_that_agree() {
 }
 
 /// (file prefix, devices, ordered pairs, legend, a pair and its link)
-const TOPOS: &[(&str, usize, usize, &str, (&str, &str, &str))] = &[
+type TopoCase = (
+    &'static str,
+    usize,
+    usize,
+    &'static str,
+    (&'static str, &'static str, &'static str),
+);
+const TOPOS: &[TopoCase] = &[
     ("01-", 2, 2, "new", ("GPU0", "GPU1", "PIX")),
     ("02-", 2, 2, "new", ("GPU0", "GPU1", "NV2")),
     ("04-", 8, 56, "new", ("GPU0", "GPU7", "NV18")),
@@ -346,7 +361,7 @@ fn every_nccl_debug_log_parses() {
     }
     let f = nccl_log::parse_file(&corpus("nccl-debug", "19-")).unwrap();
     assert_eq!(f.transport_names(), vec!["NET/IB", "P2P/IPC"]);
-    assert_eq!(f.gdr_disabled.len() > 0, true);
+    assert!(!f.gdr_disabled.is_empty());
     let f = nccl_log::parse_file(&corpus("nccl-debug", "16-")).unwrap();
     assert_eq!(f.transport_names(), vec!["SHM"]);
     assert_eq!(
@@ -395,7 +410,8 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
 
 #[test]
 fn findings_from_the_corpus() {
-    let cases: &[(&[(&str, &str)], &[&str])] = &[
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
         (&[("nccl-debug", "01-")], &["nccl.error"]),
         (
             &[("nccl-debug", "03-")],

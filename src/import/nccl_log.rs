@@ -119,6 +119,40 @@ fn watchdog_re() -> &'static Regex {
     )
 }
 
+/// The host of a `host:pid:tid [dev]` prefix (after an optional `[timestamp] ` and launcher
+/// `name: `), without a regex: this runs on every line of logs that can be 100 MB.
+fn host_of(t: &str) -> Option<&str> {
+    let t = if t.starts_with('[') {
+        t.split_once("] ").map(|(_, r)| r).unwrap_or(t)
+    } else {
+        t
+    };
+    let mut candidate = t;
+    // "launcher-name: host:pid:tid [n]" — skip one "name: " in front.
+    if let Some((first, rest)) = t.split_once(": ") {
+        if !first.contains(' ')
+            && rest
+                .split_once(':')
+                .is_some_and(|(_, r)| r.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            candidate = rest;
+        }
+    }
+    let (host, rest) = candidate.split_once(':')?;
+    let (pid, rest) = rest.split_once(':')?;
+    let tid = rest.split(' ').next()?;
+    let valid_host = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    (valid_host
+        && pid.chars().all(|c| c.is_ascii_digit())
+        && !pid.is_empty()
+        && tid.chars().all(|c| c.is_ascii_digit())
+        && !tid.is_empty())
+    .then_some(host)
+}
+
 /// The transport name a channel line uses, as NCCL's families.
 pub fn normalise_transport(via: &str) -> String {
     let v = via.trim();
@@ -142,8 +176,8 @@ pub fn normalise_transport(via: &str) -> String {
     }
 }
 
-fn is_error(t: &str) -> bool {
-    let l = t.to_ascii_lowercase();
+/// `l` is the lower-cased line.
+fn is_error(l: &str) -> bool {
     l.contains("unhandled system error")
         || l.contains("unhandled cuda error")
         || l.contains("internal error")
@@ -175,9 +209,11 @@ impl LogFacts {
         if nccl_line {
             self.nccl_lines += 1;
         }
-        if let Some(c) = prefix_re().captures(t) {
-            if nccl_line {
-                self.hosts.insert(c["host"].to_string());
+        if nccl_line {
+            if let Some(host) = host_of(t) {
+                if !self.hosts.contains(host) {
+                    self.hosts.insert(host.to_string());
+                }
             }
         }
         if let Some(v) = t.find("NCCL version ").map(|i| &t[i + 13..]) {
@@ -190,7 +226,11 @@ impl LogFacts {
                 self.nccl_lines += usize::from(!nccl_line);
             }
         }
-        if let Some(c) = channel_re().captures(t) {
+        if let Some(c) = t
+            .contains(" via ")
+            .then(|| channel_re().captures(t))
+            .flatten()
+        {
             let via = &c["via"];
             let transport = normalise_transport(via);
             if via.contains("GDRDMA") {
@@ -201,9 +241,13 @@ impl LogFacts {
                 list.push(ev());
             }
         }
-        if let Some(c) = comm_re().captures(t) {
+        if let Some(c) = t
+            .contains("cudaDev")
+            .then(|| comm_re().captures(t))
+            .flatten()
+        {
             let rank: usize = c["rank"].parse().unwrap_or(0);
-            let host = prefix_re().captures(t).map(|p| p["host"].to_string());
+            let host = host_of(t).map(str::to_string);
             let pid = prefix_re().captures(t).and_then(|p| p["pid"].parse().ok());
             self.nranks = c["n"].parse().ok().or(self.nranks);
             self.ranks.insert(
@@ -217,12 +261,20 @@ impl LogFacts {
                 },
             );
         }
-        if let Some(c) = nnodes_re().captures(t) {
+        if let Some(c) = t
+            .contains("nNodes")
+            .then(|| nnodes_re().captures(t))
+            .flatten()
+        {
             self.nranks = c["n"].parse().ok().or(self.nranks);
             self.nnodes = c["nodes"].parse().ok().or(self.nnodes);
             self.local_ranks = c["local"].parse().ok().or(self.local_ranks);
         }
-        if let Some(c) = env_re().captures(t) {
+        if let Some(c) = t
+            .contains("set by environment")
+            .then(|| env_re().captures(t))
+            .flatten()
+        {
             self.env
                 .insert(c["k"].to_string(), (c["v"].to_string(), ev()));
         }
@@ -251,7 +303,19 @@ impl LogFacts {
         if t.contains("GPU Direct RDMA Disabled") {
             self.gdr_disabled.push(ev());
         }
-        let lower = t.to_ascii_lowercase();
+        // Lower-casing costs an allocation per line: only for lines that can matter.
+        let interesting = t.contains("shm")
+            || t.contains("shared memory")
+            || t.contains("rror")
+            || t.contains("ailure")
+            || t.contains("icrosoft")
+            || t.contains("usage")
+            || t.contains("exited");
+        let lower = if interesting {
+            t.to_ascii_lowercase()
+        } else {
+            String::new()
+        };
         if lower.contains("/dev/shm")
             && (lower.contains("error")
                 || lower.contains("warn")
@@ -272,10 +336,14 @@ impl LogFacts {
         if t.contains("NCCL WARN") && self.warnings.len() < 100 {
             self.warnings.push(ev());
         }
-        if is_error(t) && self.errors.len() < 100 {
+        if interesting && is_error(&lower) && self.errors.len() < 100 {
             self.errors.push(ev());
         }
-        if let Some(c) = watchdog_re().captures(t) {
+        if let Some(c) = t
+            .contains("Watchdog caught")
+            .then(|| watchdog_re().captures(t))
+            .flatten()
+        {
             let body = &c["body"];
             // Fields up to the first ')' that is not part of "Timeout(ms)".
             let field = |k: &str| {
@@ -358,6 +426,20 @@ mod tests {
         );
         assert!(f.gdrdma);
         assert_eq!(f.hosts.iter().cloned().collect::<Vec<_>>(), vec!["h", "m"]);
+    }
+
+    #[test]
+    fn host_prefixes() {
+        assert_eq!(host_of("h-1.x:12:34 [0] NCCL INFO a"), Some("h-1.x"));
+        assert_eq!(
+            host_of("[2025-05-12 17:31:38] AIS:2374:2645 [0] graph"),
+            Some("AIS")
+        );
+        assert_eq!(
+            host_of("pod-0: pod-0:19491:21059 [7] proxy.cc"),
+            Some("pod-0")
+        );
+        assert_eq!(host_of("NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"), None);
     }
 
     #[test]

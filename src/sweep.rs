@@ -43,9 +43,63 @@ impl Environment {
     }
 }
 
-pub fn select_backend(choice: BackendChoice, env: &Environment) -> Result<Selection, Failure> {
-    let nccl_missing =
-        "the nccl backend is not available in this build (no NCCL support compiled in)";
+/// NCCL and the CUDA driver as found on this machine, in one line.
+fn nccl_status(explicit: Option<&std::path::Path>) -> (bool, String) {
+    use crate::backend::nccl;
+    let lib = nccl::find_nccl(explicit);
+    let driver = nccl::find_cuda_driver();
+    match (lib, driver) {
+        (Ok(n), Ok(d)) if d.devices > 0 => (
+            true,
+            format!(
+                "NCCL {} found at {} (via {}) and {} GPU(s) with CUDA driver {}",
+                n.version(),
+                n.path.display(),
+                n.route.describe(),
+                d.devices,
+                d.driver_version
+            ),
+        ),
+        (Ok(n), Ok(_)) => (
+            false,
+            format!(
+                "the CUDA driver sees no GPU; NCCL {} found at {}",
+                n.version(),
+                n.path.display()
+            ),
+        ),
+        (Ok(n), Err(e)) => (
+            false,
+            format!(
+                "{e}; NCCL {} found at {} (via {})",
+                n.version(),
+                n.path.display(),
+                n.route.describe()
+            ),
+        ),
+        (Err(attempts), Ok(d)) => (
+            false,
+            format!(
+                "{}; CUDA driver {} with {} GPU(s) found",
+                nccl::describe_attempts(&attempts),
+                d.driver_version,
+                d.devices
+            ),
+        ),
+        (Err(attempts), Err(e)) => (
+            false,
+            format!("{e}; {}", nccl::describe_attempts(&attempts)),
+        ),
+    }
+}
+
+pub fn select_backend(
+    choice: BackendChoice,
+    env: &Environment,
+    nccl_lib: Option<&std::path::Path>,
+) -> Result<Selection, Failure> {
+    let no_sweep =
+        "this version of ncclprobe cannot run NCCL collectives yet (the GPU sweep is not built)";
     match choice {
         BackendChoice::Host => Ok(Selection {
             backend: BackendChoice::Host,
@@ -55,12 +109,24 @@ pub fn select_backend(choice: BackendChoice, env: &Environment) -> Result<Select
             backend: BackendChoice::Mpi,
             reason: "asked for with --backend mpi".into(),
         }),
-        BackendChoice::Nccl => Err(Failure::unavailable(format!(
-            "--backend nccl: {nccl_missing}; use --backend host or --backend mpi"
-        ))),
+        BackendChoice::Nccl => {
+            let (usable, status) = nccl_status(nccl_lib);
+            if usable {
+                Err(Failure::unavailable(format!(
+                    "--backend nccl: {status}, but {no_sweep}; use --backend host or --backend mpi"
+                )))
+            } else {
+                Err(Failure::unavailable(format!("--backend nccl: {status}")))
+            }
+        }
         BackendChoice::Auto => {
             let gpu_note = if env.gpu_device_nodes {
-                format!("GPU device nodes found, but {nccl_missing}")
+                let (usable, status) = nccl_status(nccl_lib);
+                if usable {
+                    format!("{status}, but {no_sweep}")
+                } else {
+                    format!("GPU device nodes found, but {status}")
+                }
             } else {
                 "no GPU found".into()
             };
@@ -451,7 +517,7 @@ fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
 
 pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
     let env = Environment::detect();
-    let selection = select_backend(args.backend.backend, &env)?;
+    let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
     match selection.backend {
         BackendChoice::Mpi => run_mpi(args, selection),
         _ => run_host(args, selection),

@@ -5,6 +5,7 @@
 
 pub mod host;
 pub mod mpi;
+pub mod nccl;
 
 use crate::coll::{Collective, Layout, Placement};
 use crate::data::RankBuffers;

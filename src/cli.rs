@@ -295,6 +295,9 @@ pub struct BackendArgs {
     /// Ranks (threads) for the host backend [default: 2, or the CPU count if larger].
     #[arg(long)]
     pub ranks: Option<usize>,
+    /// GPUs driven by this process for the nccl backend (default: all visible), like nccl-tests' -g.
+    #[arg(short = 'g', long = "ngpus")]
+    pub ngpus: Option<usize>,
     /// NCCL library to use (else NCCL_LIBRARY, NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's
     /// paths, python3's site-packages nvidia/nccl/lib).
     #[arg(long)]

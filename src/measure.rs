@@ -79,6 +79,7 @@ impl PointRunner<'_> {
         };
         let layout = spec.layout(n, rank);
         fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
+        self.comm.upload().map_err(|e| backend_failure(&what, e))?;
 
         if self.inject(FaultKind::Die, size_bytes) {
             eprintln!("ncclprobe: rank {rank}: injected fault: exiting during {what}");
@@ -142,11 +143,22 @@ impl PointRunner<'_> {
 
         // Check after timing, on fresh inputs, untimed (as nccl-tests does).
         let mut wrong = None;
-        for _ in 0..s.check_iters {
+        // As nccl-tests, in-place results that the backend cannot produce are not checked.
+        let check_iters =
+            if placement == Placement::InPlace && !self.comm.checks_in_place(spec.coll) {
+                0
+            } else {
+                s.check_iters
+            };
+        for _ in 0..check_iters {
             fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
+            self.comm.upload().map_err(|e| backend_failure(&what, e))?;
             self.arm(&format!("{what} (check)"));
             self.comm
                 .run(placement, 1)
+                .map_err(|e| backend_failure(&what, e))?;
+            self.comm
+                .download()
                 .map_err(|e| backend_failure(&what, e))?;
             if self.inject(FaultKind::Corrupt, size_bytes) {
                 corrupt_one_element(

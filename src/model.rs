@@ -131,6 +131,19 @@ pub struct Settings {
 pub struct Calibration {
     pub memcpy_bytes_per_s: Option<f64>,
     pub memcpy_size_bytes: Option<u64>,
+    /// Host→device copy bandwidth per GPU, pageable and pinned (nccl backend).
+    #[serde(default)]
+    pub host_to_device: Vec<CopyBandwidth>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CopyBandwidth {
+    pub device: usize,
+    pub name: String,
+    pub pinned: bool,
+    pub size_bytes: u64,
+    pub bytes_per_s: f64,
 }
 
 /// One (collective, dtype, op, root, size, placement) measurement.

@@ -98,8 +98,6 @@ pub fn select_backend(
     env: &Environment,
     nccl_lib: Option<&std::path::Path>,
 ) -> Result<Selection, Failure> {
-    let no_sweep =
-        "this version of ncclprobe cannot run NCCL collectives yet (the GPU sweep is not built)";
     match choice {
         BackendChoice::Host => Ok(Selection {
             backend: BackendChoice::Host,
@@ -112,23 +110,32 @@ pub fn select_backend(
         BackendChoice::Nccl => {
             let (usable, status) = nccl_status(nccl_lib);
             if usable {
-                Err(Failure::unavailable(format!(
-                    "--backend nccl: {status}, but {no_sweep}; use --backend host or --backend mpi"
-                )))
+                Ok(Selection {
+                    backend: BackendChoice::Nccl,
+                    reason: format!("asked for with --backend nccl; {status}"),
+                })
             } else {
                 Err(Failure::unavailable(format!("--backend nccl: {status}")))
             }
         }
         BackendChoice::Auto => {
-            let gpu_note = if env.gpu_device_nodes {
-                let (usable, status) = nccl_status(nccl_lib);
-                if usable {
-                    format!("{status}, but {no_sweep}")
-                } else {
-                    format!("GPU device nodes found, but {status}")
+            // The driver probe is a failed dlopen on machines without one: cheap.
+            let driver = crate::backend::nccl::find_cuda_driver();
+            let gpu_note = match &driver {
+                Ok(d) if d.devices > 0 => {
+                    let (usable, status) = nccl_status(nccl_lib);
+                    if usable {
+                        return Ok(Selection {
+                            backend: BackendChoice::Nccl,
+                            reason: format!("auto: {status}"),
+                        });
+                    }
+                    format!("GPUs found, but {status}")
                 }
-            } else {
-                "no GPU found".into()
+                _ if env.gpu_device_nodes => {
+                    "GPU device nodes found, but no usable CUDA driver".into()
+                }
+                _ => "no GPU found".into(),
             };
             match env.mpi_world_size {
                 Some(n) if env.mpi_built => Ok(Selection {
@@ -374,6 +381,8 @@ fn make_rank0(args: &SweepArgs, record: RunRecord, watchdog: &Watchdog) -> Rank0
     // On a timeout, leave a record that says so (the finished points are already in it).
     let for_hook = Arc::clone(&sink);
     watchdog.set_on_timeout(Box::new(move |message: &str| {
+        // Hung NCCL communicators are aborted so their peers' calls return too.
+        crate::backend::nccl_comm::abort_all();
         if let Ok(mut s) = for_hook.try_lock() {
             s.record.status = RunStatus::TimedOut;
             s.record.error = Some(message.to_string());
@@ -520,6 +529,7 @@ pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
     let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
     match selection.backend {
         BackendChoice::Mpi => run_mpi(args, selection),
+        BackendChoice::Nccl => run_nccl(args, selection),
         _ => run_host(args, selection),
     }
 }
@@ -544,6 +554,7 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
         record.calibration = Calibration {
             memcpy_bytes_per_s: Some(bw),
             memcpy_size_bytes: Some(calib_size as u64),
+            host_to_device: Vec::new(),
         };
     }
     let rank0 = make_rank0(args, record, &watchdog);
@@ -557,11 +568,36 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
 
     let comms = host::world(nranks);
     watchdog.set_missing_ranks_probe(comms[0].missing_ranks_probe());
+    let result = run_threads(comms, &plan, &watchdog, &rank0);
+    finish_or_exit(&rank0, args, result)
+}
+
+/// Finish the record; on failure exit at once: peers of a failed rank may be blocked.
+fn finish_or_exit(
+    rank0: &Rank0,
+    args: &SweepArgs,
+    result: Result<(), Failure>,
+) -> Result<ExitCode, Failure> {
+    let code = finish(rank0, args, result);
+    if let Err(f) = &code {
+        eprintln!("ncclprobe: {}", f.message);
+        std::process::exit(f.code.code());
+    }
+    code
+}
+
+/// Run every rank of an in-process world on its own thread; rank 0 reports.
+fn run_threads<C: Communicator + Send>(
+    comms: Vec<C>,
+    plan: &Plan,
+    watchdog: &Watchdog,
+    rank0: &Rank0,
+) -> Result<(), Failure> {
+    let nranks = comms.len();
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), Failure>>();
-    let result = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         for mut comm in comms {
             let tx = tx.clone();
-            let (plan, watchdog, rank0) = (&plan, &watchdog, &rank0);
             let spawned = std::thread::Builder::new()
                 .name(format!("rank{}", comm.rank()))
                 .spawn_scoped(scope, move || {
@@ -586,16 +622,152 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
             r?;
         }
         Ok(())
-    });
-    let code = finish(&rank0, args, result);
-    // A failed rank leaves its peers blocked in a barrier; do not wait for them.
-    if code.is_err() {
-        if let Err(f) = &code {
-            eprintln!("ncclprobe: {}", f.message);
-            std::process::exit(f.code.code());
+    })
+}
+
+/// The largest power of two that fits three buffers of one message in `free` bytes.
+fn device_memory_limit(free: usize) -> u64 {
+    let per = (free as u64 / 3).max(1);
+    1u64 << (63 - per.leading_zeros())
+}
+
+fn nccl_libraries(api: &crate::backend::nccl_comm::Api) -> BTreeMap<String, String> {
+    [(
+        "nccl".to_string(),
+        format!("{} ({})", api.nccl.version(), api.nccl.path.display()),
+    )]
+    .into()
+}
+
+/// torchrun-style environment: (rank, world, local rank, local world, master addr, port).
+fn torchrun_env() -> Option<(usize, usize, usize, Option<usize>, String, u16)> {
+    let get = |k: &str| std::env::var(k).ok();
+    let rank = get("RANK")?.parse().ok()?;
+    let world = get("WORLD_SIZE")?.parse().ok()?;
+    let local = get("LOCAL_RANK")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(rank);
+    let local_world = get("LOCAL_WORLD_SIZE").and_then(|v| v.parse().ok());
+    let addr = get("MASTER_ADDR")?;
+    let port: u16 = match get("NCCLPROBE_RENDEZVOUS_PORT") {
+        Some(p) => p.parse().ok()?,
+        None => get("MASTER_PORT")?.parse::<u16>().ok()?.checked_add(1)?,
+    };
+    Some((rank, world, local, local_world, addr, port))
+}
+
+fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {
+    use crate::backend::nccl::{describe_attempts, find_nccl};
+    use crate::backend::nccl_comm::{Api, NcclComm, Tcp};
+    let nccl = find_nccl(args.backend.nccl_lib.as_deref())
+        .map_err(|a| Failure::unavailable(format!("--backend nccl: {}", describe_attempts(&a))))?;
+    let api = std::sync::Arc::new(
+        Api::load(nccl).map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?,
+    );
+    let libraries = nccl_libraries(&api);
+
+    if let Some((rank, world, local, local_world, addr, port)) = torchrun_env() {
+        // One process per GPU; the unique id travels over our TCP rendezvous.
+        let device = (local % api.devices as usize) as std::ffi::c_int;
+        let mut notes = Vec::new();
+        if std::env::var_os("CUDA_VISIBLE_DEVICES").is_none() && local_world.unwrap_or(world) > 1 {
+            let n = format!("rank {rank}: CUDA_VISIBLE_DEVICES is not set while {} ranks share this host; using GPU {device} by LOCAL_RANK (see `ncclprobe diagnose`)", local_world.unwrap_or(world));
+            eprintln!("ncclprobe: {n}");
+            notes.push(n);
+        }
+        api.use_device(device)
+            .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
+        let limit = api.free_memory().map(device_memory_limit);
+        let mut plan = Plan::from_args(args, limit)?;
+        plan.notes.extend(notes);
+        let watchdog = Watchdog::start(plan.settings.timeout_s);
+        watchdog.arm(format!("rendezvous of {world} ranks at {addr}:{port}"));
+        let timeout = std::time::Duration::from_secs_f64(plan.settings.timeout_s);
+        let plane = Tcp::connect(rank, world, &addr, port, timeout)
+            .map_err(|e| Failure::internal(e.to_string()))?;
+        watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
+        let mut comm = NcclComm::new(
+            std::sync::Arc::clone(&api),
+            rank,
+            world,
+            device,
+            Box::new(plane),
+        )
+        .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+        watchdog.disarm();
+        let rank0 = (rank == 0).then(|| {
+            let r0 = make_rank0(
+                args,
+                new_record(&plan, &selection, libraries.clone()),
+                &watchdog,
+            );
+            banner(
+                &r0,
+                &plan,
+                &selection,
+                &format!("{world} ranks, one GPU per process (torchrun-style environment)"),
+                &libraries,
+            );
+            r0
+        });
+        let result = run_rank(&mut comm, &plan, Some(&watchdog), rank0.as_ref());
+        return match &rank0 {
+            Some(r0) => finish_or_exit(r0, args, result),
+            None => result.map(|_| ExitCode::Ok),
+        };
+    }
+
+    // One process, several GPUs (-g N).
+    let ngpus = args.backend.ngpus.unwrap_or(api.devices as usize);
+    if ngpus == 0 || ngpus > api.devices as usize {
+        return Err(Failure::usage(format!(
+            "-g/--ngpus: {ngpus} GPUs asked for, {} visible",
+            api.devices
+        )));
+    }
+    let devices: Vec<std::ffi::c_int> = (0..ngpus as std::ffi::c_int).collect();
+    let free = devices
+        .iter()
+        .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
+        .min();
+    let plan = Plan::from_args(args, free.map(device_memory_limit))?;
+    let watchdog = Watchdog::start(plan.settings.timeout_s);
+    let mut record = new_record(&plan, &selection, libraries.clone());
+    let copy_bytes = (64usize << 20).min(plan.settings.max_bytes.max(1 << 20) as usize);
+    for &d in &devices {
+        let name = api.device_name(d);
+        for pinned in [false, true] {
+            if let Ok(bw) = api
+                .use_device(d)
+                .and_then(|_| api.copy_bandwidth(copy_bytes, pinned))
+            {
+                record
+                    .calibration
+                    .host_to_device
+                    .push(crate::model::CopyBandwidth {
+                        device: d as usize,
+                        name: name.clone(),
+                        pinned,
+                        size_bytes: copy_bytes as u64,
+                        bytes_per_s: bw,
+                    });
+            }
         }
     }
-    code
+    let rank0 = make_rank0(args, record, &watchdog);
+    banner(
+        &rank0,
+        &plan,
+        &selection,
+        &format!("{ngpus} GPUs driven by one process (-g {ngpus})"),
+        &libraries,
+    );
+    watchdog.arm(format!("ncclCommInitAll of {ngpus} GPUs"));
+    let comms = NcclComm::init_all(std::sync::Arc::clone(&api), &devices)
+        .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+    watchdog.disarm();
+    let result = run_threads(comms, &plan, &watchdog, &rank0);
+    finish_or_exit(&rank0, args, result)
 }
 
 fn run_mpi(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {

@@ -6,6 +6,7 @@
 pub mod host;
 pub mod mpi;
 pub mod nccl;
+pub mod nccl_comm;
 
 use crate::coll::{Collective, Layout, Placement};
 use crate::data::RankBuffers;
@@ -69,6 +70,21 @@ pub trait Communicator {
             .into_iter()
             .map(|b| b.try_into().map(u64::from_le_bytes).unwrap_or(0))
             .fold(0u64, u64::saturating_add))
+    }
+
+    /// Copy the host buffers to the device (after inputs were written); no-op for host memory.
+    fn upload(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Copy the result back to the host buffers (before checking); no-op for host memory.
+    fn download(&mut self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Whether in-place results of `coll` are checked (NCCL's in-place alltoall is not).
+    fn checks_in_place(&self, _coll: Collective) -> bool {
+        true
     }
 
     /// Ranks that have not arrived at the collective the caller is waiting in, where the

@@ -1,0 +1,1081 @@
+//! TEST DOUBLE — not CUDA, not NCCL. One shared library that answers to both `libcuda.so.1`
+//! and `libnccl.so.2` (tests symlink both names to it), so ncclprobe's NCCL backend can run end
+//! to end on machines without a GPU.
+//!
+//! It implements the semantics the backend relies on, not canned numbers:
+//! - "device memory" is host memory; copies really copy;
+//! - every stream is a worker thread executing its queue in order; `cuStreamQuery` reports
+//!   NOT_READY while work is pending; events record the time their turn comes;
+//! - collectives move and reduce real data between ranks — threads of one process or separate
+//!   processes — through files in a directory named by the unique id (publish, then wait for
+//!   every peer's part), in call order, on the caller's stream;
+//! - `ncclGroupStart/End` batch sends and receives so a rank posts all sends before waiting;
+//! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:N | hang:RANK:N |
+//!   die:RANK:N` (the N-th collective of RANK never completes with an async error / never
+//!   completes / kills the process); `NCCLPROBE_TEST_DOUBLE_GPUS` sets the device count (2).
+
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+use ncclprobe::dtype::{accumulate_bytes, scale_avg_bytes, Dtype, RedOp};
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_char, c_int, c_void};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+// ------------------------------------------------------------------------------------------
+// CUDA driver
+// ------------------------------------------------------------------------------------------
+
+type CUresult = c_int;
+const CUDA_SUCCESS: CUresult = 0;
+const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
+const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
+const CUDA_ERROR_NOT_READY: CUresult = 600;
+
+static INITIALISED: AtomicBool = AtomicBool::new(false);
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+const MEMORY_PER_DEVICE: usize = 4 << 30;
+
+fn device_count() -> c_int {
+    std::env::var("NCCLPROBE_TEST_DOUBLE_GPUS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+std::thread_local! {
+    static CURRENT_DEVICE: std::cell::Cell<c_int> = const { std::cell::Cell::new(0) };
+}
+
+fn allocations() -> &'static Mutex<HashMap<usize, std::alloc::Layout>> {
+    static A: OnceLock<Mutex<HashMap<usize, std::alloc::Layout>>> = OnceLock::new();
+    A.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+type Work = Box<dyn FnOnce() + Send>;
+
+/// A stream: a worker thread running its queue in order.
+pub struct Stream {
+    queue: Mutex<VecDeque<Work>>,
+    ready: Condvar,
+    pending: AtomicUsize,
+    done: Condvar,
+    done_lock: Mutex<()>,
+}
+
+impl Stream {
+    fn new() -> Arc<Stream> {
+        let s = Arc::new(Stream {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            done: Condvar::new(),
+            done_lock: Mutex::new(()),
+        });
+        let worker = Arc::clone(&s);
+        std::thread::spawn(move || loop {
+            let job = {
+                let mut q = worker.queue.lock().unwrap();
+                loop {
+                    if let Some(j) = q.pop_front() {
+                        break j;
+                    }
+                    q = worker.ready.wait(q).unwrap();
+                }
+            };
+            job();
+            worker.pending.fetch_sub(1, Ordering::AcqRel);
+            let _g = worker.done_lock.lock().unwrap();
+            worker.done.notify_all();
+        });
+        s
+    }
+
+    fn enqueue(&self, work: Work) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.queue.lock().unwrap().push_back(work);
+        self.ready.notify_one();
+    }
+
+    fn synchronize(&self) {
+        let mut g = self.done_lock.lock().unwrap();
+        while self.pending.load(Ordering::Acquire) > 0 {
+            g = self
+                .done
+                .wait_timeout(g, Duration::from_millis(5))
+                .unwrap()
+                .0;
+        }
+    }
+}
+
+/// The default (null) stream.
+fn null_stream() -> &'static Arc<Stream> {
+    static S: OnceLock<Arc<Stream>> = OnceLock::new();
+    S.get_or_init(Stream::new)
+}
+
+unsafe fn stream_of(handle: *mut c_void) -> Arc<Stream> {
+    if handle.is_null() {
+        Arc::clone(null_stream())
+    } else {
+        // The handle is an `Arc<Stream>` leaked by cuStreamCreate.
+        let s = Arc::from_raw(handle as *const Stream);
+        let out = Arc::clone(&s);
+        std::mem::forget(s);
+        out
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn cuInit(_flags: u32) -> CUresult {
+    INITIALISED.store(true, Ordering::Release);
+    CUDA_SUCCESS
+}
+
+fn ready() -> CUresult {
+    if INITIALISED.load(Ordering::Acquire) {
+        CUDA_SUCCESS
+    } else {
+        CUDA_ERROR_NOT_INITIALIZED
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
+    if v.is_null() {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *v = 12040;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
+    if ready() != 0 {
+        return ready();
+    }
+    *n = device_count();
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGet(dev: *mut c_int, ordinal: c_int) -> CUresult {
+    if ordinal < 0 || ordinal >= device_count() {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *dev = ordinal;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: c_int) -> CUresult {
+    let s = format!("ncclprobe test double GPU {dev}\0");
+    let n = (len.max(1) as usize - 1).min(s.len() - 1);
+    std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, name, n);
+    *name.add(n) = 0;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut *mut c_void, dev: c_int) -> CUresult {
+    if dev < 0 || dev >= device_count() {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    *ctx = (dev as usize + 1) as *mut c_void;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(_dev: c_int) -> CUresult {
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuCtxSetCurrent(ctx: *mut c_void) -> CUresult {
+    CURRENT_DEVICE.with(|c| c.set(ctx as usize as c_int - 1));
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    let used = ALLOCATED.load(Ordering::Relaxed) / device_count().max(1) as usize;
+    *total = MEMORY_PER_DEVICE;
+    *free = MEMORY_PER_DEVICE.saturating_sub(used);
+    CUDA_SUCCESS
+}
+
+unsafe fn alloc(bytes: usize) -> Option<*mut u8> {
+    let layout = std::alloc::Layout::from_size_align(bytes.max(1), 256).ok()?;
+    let p = std::alloc::alloc_zeroed(layout);
+    if p.is_null() {
+        return None;
+    }
+    allocations().lock().unwrap().insert(p as usize, layout);
+    ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+    Some(p)
+}
+
+unsafe fn free(p: usize) -> CUresult {
+    match allocations().lock().unwrap().remove(&p) {
+        Some(layout) => {
+            ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+            std::alloc::dealloc(p as *mut u8, layout);
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_INVALID_VALUE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CUresult {
+    if ALLOCATED.load(Ordering::Relaxed) + bytes
+        > MEMORY_PER_DEVICE * device_count().max(1) as usize
+    {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    match alloc(bytes) {
+        Some(p) => {
+            *dptr = p as u64;
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_OUT_OF_MEMORY,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
+    free(dptr as usize)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) -> CUresult {
+    match alloc(bytes) {
+        Some(ptr) => {
+            *p = ptr as *mut c_void;
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_OUT_OF_MEMORY,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    free(p as usize)
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(usize);
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) -> CUresult {
+    null_stream().synchronize();
+    std::ptr::copy(src as *const u8, dst as *mut u8, n);
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -> CUresult {
+    null_stream().synchronize();
+    std::ptr::copy(src as *const u8, dst as *mut u8, n);
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: u64,
+    src: *const c_void,
+    n: usize,
+    stream: *mut c_void,
+) -> CUresult {
+    let (d, s) = (SendPtr(dst as usize), SendPtr(src as usize));
+    stream_of(stream).enqueue(Box::new(move || {
+        let (d, s) = (d, s);
+        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
+    }));
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: u64,
+    n: usize,
+    stream: *mut c_void,
+) -> CUresult {
+    let (d, s) = (SendPtr(dst as usize), SendPtr(src as usize));
+    stream_of(stream).enqueue(Box::new(move || {
+        let (d, s) = (d, s);
+        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
+    }));
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamCreate(out: *mut *mut c_void, _flags: u32) -> CUresult {
+    *out = Arc::into_raw(Stream::new()) as *mut c_void;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamDestroy_v2(_s: *mut c_void) -> CUresult {
+    // The worker keeps its Arc; leaking one stream per communicator is fine for a double.
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamQuery(s: *mut c_void) -> CUresult {
+    if stream_of(s).pending.load(Ordering::Acquire) == 0 {
+        CUDA_SUCCESS
+    } else {
+        CUDA_ERROR_NOT_READY
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamSynchronize(s: *mut c_void) -> CUresult {
+    stream_of(s).synchronize();
+    CUDA_SUCCESS
+}
+
+struct Event {
+    at: Mutex<Option<Instant>>,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventCreate(out: *mut *mut c_void, _flags: u32) -> CUresult {
+    *out = Arc::into_raw(Arc::new(Event {
+        at: Mutex::new(None),
+    })) as *mut c_void;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuEventDestroy_v2(_e: *mut c_void) -> CUresult {
+    CUDA_SUCCESS
+}
+
+unsafe fn event_of(e: *mut c_void) -> Arc<Event> {
+    let a = Arc::from_raw(e as *const Event);
+    let out = Arc::clone(&a);
+    std::mem::forget(a);
+    out
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventRecord(e: *mut c_void, s: *mut c_void) -> CUresult {
+    let ev = event_of(e);
+    *ev.at.lock().unwrap() = None;
+    stream_of(s).enqueue(Box::new(move || {
+        *ev.at.lock().unwrap() = Some(Instant::now())
+    }));
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventSynchronize(e: *mut c_void) -> CUresult {
+    let ev = event_of(e);
+    while ev.at.lock().unwrap().is_none() {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventElapsedTime(
+    ms: *mut f32,
+    start: *mut c_void,
+    end: *mut c_void,
+) -> CUresult {
+    let (a, b) = (
+        *event_of(start).at.lock().unwrap(),
+        *event_of(end).at.lock().unwrap(),
+    );
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            *ms = b.saturating_duration_since(a).as_secs_f32() * 1e3;
+            CUDA_SUCCESS
+        }
+        _ => CUDA_ERROR_NOT_READY,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuGetErrorString(rc: CUresult, out: *mut *const c_char) -> CUresult {
+    let s: &'static [u8] = match rc {
+        0 => b"no error (test double)\0",
+        2 => b"out of memory (test double)\0",
+        600 => b"device not ready (test double)\0",
+        _ => b"error (test double)\0",
+    };
+    *out = s.as_ptr() as *const c_char;
+    CUDA_SUCCESS
+}
+
+// ------------------------------------------------------------------------------------------
+// NCCL
+// ------------------------------------------------------------------------------------------
+
+type NcclResult = c_int;
+
+/// `ncclUniqueId`: `struct { char internal[128]; }`, passed by value.
+#[repr(C)]
+pub struct UniqueId {
+    internal: [u8; 128],
+}
+const NCCL_SUCCESS: NcclResult = 0;
+const NCCL_SYSTEM_ERROR: NcclResult = 2;
+const NCCL_INVALID_ARGUMENT: NcclResult = 4;
+const NCCL_REMOTE_ERROR: NcclResult = 6;
+
+#[derive(Clone, Copy, PartialEq)]
+enum FaultKind {
+    Init,
+    Async,
+    Hang,
+    Die,
+}
+
+#[derive(Clone, Copy)]
+struct Fault {
+    kind: FaultKind,
+    rank: usize,
+    after: u64,
+}
+
+fn fault() -> Option<Fault> {
+    let v = std::env::var("NCCLPROBE_TEST_DOUBLE_FAULT").ok()?;
+    let mut p = v.split(':');
+    let kind = match p.next()? {
+        "init" => FaultKind::Init,
+        "async" => FaultKind::Async,
+        "hang" => FaultKind::Hang,
+        "die" => FaultKind::Die,
+        _ => return None,
+    };
+    let rank = p.next()?.parse().ok()?;
+    let after = p.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+    Some(Fault { kind, rank, after })
+}
+
+pub struct Comm {
+    dir: PathBuf,
+    rank: usize,
+    nranks: usize,
+    device: c_int,
+    seq: AtomicU64,
+    collectives: AtomicU64,
+    async_error: AtomicI32,
+    aborted: AtomicBool,
+}
+
+impl Comm {
+    fn file(&self, seq: u64, tag: &str) -> PathBuf {
+        self.dir.join(format!("{seq:012}-{tag}"))
+    }
+
+    fn publish(&self, seq: u64, tag: &str, bytes: &[u8]) {
+        let tmp = self
+            .dir
+            .join(format!(".{seq:012}-{tag}.{}", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, self.file(seq, tag));
+        }
+    }
+
+    /// Wait for a peer's part (read it when `read`); `None` once aborted (or a peer aborted).
+    fn wait(&self, seq: u64, tag: &str, read: bool) -> Option<Vec<u8>> {
+        let path = self.file(seq, tag);
+        let mut sleep = Duration::from_micros(50);
+        loop {
+            if self.aborted.load(Ordering::Acquire) {
+                return None;
+            }
+            if read {
+                if let Ok(b) = std::fs::read(&path) {
+                    return Some(b);
+                }
+            } else if path.exists() {
+                return Some(Vec::new());
+            }
+            if std::fs::read_dir(&self.dir)
+                .map(|d| {
+                    d.flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with("aborted-"))
+                })
+                .unwrap_or(false)
+            {
+                self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release);
+                return None;
+            }
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(Duration::from_millis(2));
+        }
+    }
+
+    /// Every rank has published `seq`, so every rank has finished `seq - 1` (streams run in
+    /// order): this rank's files of `seq - 1` can go.
+    fn cleanup(&self, seq: u64) {
+        if seq == 0 {
+            return;
+        }
+        let prefix = format!("{:012}-", seq - 1);
+        let mine = [format!("r{}", self.rank), format!("g{}", self.rank)];
+        if let Ok(d) = std::fs::read_dir(&self.dir) {
+            for e in d.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if let Some(tag) = n.strip_prefix(&prefix) {
+                    if mine.iter().any(|m| m == tag)
+                        || tag.starts_with(&format!("s{}to", self.rank))
+                    {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Publish a marker and wait for every rank's: the exchange of `seq` is complete everywhere.
+    fn barrier(&self, seq: u64) -> bool {
+        self.publish(seq, &format!("g{}", self.rank), b"");
+        (0..self.nranks).all(|r| self.wait(seq, &format!("g{r}"), false).is_some())
+    }
+
+    /// Apply an injected fault at this collective; false = do not complete it.
+    fn faulted(&self) -> bool {
+        let n = self.collectives.fetch_add(1, Ordering::AcqRel) + 1;
+        let Some(f) = fault() else { return false };
+        if f.rank != self.rank || f.after != n {
+            return false;
+        }
+        match f.kind {
+            FaultKind::Die => {
+                eprintln!("test double: rank {} dies at collective {n}", self.rank);
+                std::process::exit(9);
+            }
+            FaultKind::Async => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
+            FaultKind::Hang | FaultKind::Init => {}
+        }
+        while !self.aborted.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+}
+
+unsafe fn comm_of(c: *mut c_void) -> &'static Comm {
+    &*(c as *const Comm)
+}
+
+fn dtype_of(t: c_int) -> Option<Dtype> {
+    Some(match t {
+        0 => Dtype::Int8,
+        1 => Dtype::Uint8,
+        2 => Dtype::Int32,
+        3 => Dtype::Uint32,
+        4 => Dtype::Int64,
+        5 => Dtype::Uint64,
+        6 => Dtype::Half,
+        7 => Dtype::Float,
+        8 => Dtype::Double,
+        9 => Dtype::Bfloat16,
+        _ => return None,
+    })
+}
+
+fn op_of(o: c_int) -> Option<RedOp> {
+    Some(match o {
+        0 => RedOp::Sum,
+        1 => RedOp::Prod,
+        2 => RedOp::Max,
+        3 => RedOp::Min,
+        4 => RedOp::Avg,
+        _ => return None,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclGetVersion(v: *mut c_int) -> NcclResult {
+    *v = std::env::var("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(21805);
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclGetUniqueId(id: *mut [u8; 128]) -> NcclResult {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let token = format!(
+        "ncclprobe-double-{}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+            ^ (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut out = [0u8; 128];
+    out[..token.len().min(127)].copy_from_slice(&token.as_bytes()[..token.len().min(127)]);
+    *id = out;
+    NCCL_SUCCESS
+}
+
+fn token_of(id: &[u8; 128]) -> Option<String> {
+    let end = id.iter().position(|&b| b == 0).unwrap_or(128);
+    let s = std::str::from_utf8(&id[..end]).ok()?;
+    s.starts_with("ncclprobe-double-").then(|| s.to_string())
+}
+
+fn new_comm(
+    token: &str,
+    rank: usize,
+    nranks: usize,
+    device: c_int,
+) -> Result<*mut c_void, NcclResult> {
+    if fault().is_some_and(|f| f.kind == FaultKind::Init && f.rank == rank) {
+        return Err(NCCL_SYSTEM_ERROR);
+    }
+    let dir = std::env::temp_dir().join(token);
+    std::fs::create_dir_all(&dir).map_err(|_| NCCL_SYSTEM_ERROR)?;
+    let comm = Box::new(Comm {
+        dir,
+        rank,
+        nranks,
+        device,
+        seq: AtomicU64::new(0),
+        collectives: AtomicU64::new(0),
+        async_error: AtomicI32::new(NCCL_SUCCESS),
+        aborted: AtomicBool::new(false),
+    });
+    Ok(Box::into_raw(comm) as *mut c_void)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommInitRank(
+    out: *mut *mut c_void,
+    nranks: c_int,
+    id: UniqueId,
+    rank: c_int,
+) -> NcclResult {
+    let Some(token) = token_of(&id.internal) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    if nranks < 1 || rank < 0 || rank >= nranks {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    match new_comm(
+        &token,
+        rank as usize,
+        nranks as usize,
+        CURRENT_DEVICE.with(|c| c.get()),
+    ) {
+        Ok(c) => {
+            *out = c;
+            NCCL_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommInitAll(
+    comms: *mut *mut c_void,
+    ndev: c_int,
+    devlist: *const c_int,
+) -> NcclResult {
+    let mut id = [0u8; 128];
+    ncclGetUniqueId(&mut id);
+    let token = token_of(&id).unwrap_or_default();
+    for r in 0..ndev.max(0) as usize {
+        let dev = if devlist.is_null() {
+            r as c_int
+        } else {
+            *devlist.add(r)
+        };
+        match new_comm(&token, r, ndev as usize, dev) {
+            Ok(c) => *comms.add(r) = c,
+            Err(e) => return e,
+        }
+    }
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommGetAsyncError(c: *mut c_void, out: *mut NcclResult) -> NcclResult {
+    *out = comm_of(c).async_error.load(Ordering::Acquire);
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
+    let comm = comm_of(c);
+    comm.aborted.store(true, Ordering::Release);
+    let _ = std::fs::write(comm.dir.join(format!("aborted-{}", comm.rank)), b"");
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommDestroy(c: *mut c_void) -> NcclResult {
+    let comm = comm_of(c);
+    comm.aborted.store(true, Ordering::Release);
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommCount(c: *const c_void, n: *mut c_int) -> NcclResult {
+    *n = comm_of(c as *mut c_void).nranks as c_int;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommUserRank(c: *const c_void, r: *mut c_int) -> NcclResult {
+    *r = comm_of(c as *mut c_void).rank as c_int;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommCuDevice(c: *const c_void, d: *mut c_int) -> NcclResult {
+    *d = comm_of(c as *mut c_void).device;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn ncclGetErrorString(rc: NcclResult) -> *const c_char {
+    let s: &'static [u8] = match rc {
+        0 => b"no error\0",
+        1 => b"unhandled cuda error (test double)\0",
+        2 => b"unhandled system error (test double)\0",
+        3 => b"internal error (test double)\0",
+        4 => b"invalid argument (test double)\0",
+        5 => b"invalid usage (test double)\0",
+        6 => b"remote process exited or there was a network error (test double)\0",
+        _ => b"unknown result code (test double)\0",
+    };
+    s.as_ptr() as *const c_char
+}
+
+/// One queued point-to-point operation of a group.
+struct P2p {
+    send: bool,
+    buf: usize,
+    bytes: usize,
+    peer: usize,
+    comm: usize,
+    stream: usize,
+}
+
+std::thread_local! {
+    static GROUP: std::cell::RefCell<(usize, Vec<P2p>)> = const { std::cell::RefCell::new((0, Vec::new())) };
+}
+
+#[no_mangle]
+pub extern "C" fn ncclGroupStart() -> NcclResult {
+    GROUP.with(|g| g.borrow_mut().0 += 1);
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
+    let ops = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        g.0 = g.0.saturating_sub(1);
+        if g.0 == 0 {
+            std::mem::take(&mut g.1)
+        } else {
+            Vec::new()
+        }
+    });
+    // One batch per (comm, stream): all sends, then all receives.
+    let mut batches: Vec<(usize, usize, Vec<P2p>)> = Vec::new();
+    for op in ops {
+        match batches
+            .iter_mut()
+            .find(|b| b.0 == op.comm && b.1 == op.stream)
+        {
+            Some(b) => b.2.push(op),
+            None => batches.push((op.comm, op.stream, vec![op])),
+        }
+    }
+    for (comm_ptr, stream_ptr, ops) in batches {
+        let comm = comm_of(comm_ptr as *mut c_void);
+        let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+        stream_of(stream_ptr as *mut c_void).enqueue(Box::new(move || {
+            if comm.faulted() {
+                return;
+            }
+            for op in ops.iter().filter(|o| o.send) {
+                let data = std::slice::from_raw_parts(op.buf as *const u8, op.bytes);
+                comm.publish(seq, &format!("s{}to{}", comm.rank, op.peer), data);
+            }
+            for op in ops.iter().filter(|o| !o.send) {
+                let Some(data) = comm.wait(seq, &format!("s{}to{}", op.peer, comm.rank), true)
+                else {
+                    return;
+                };
+                let n = data.len().min(op.bytes);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), op.buf as *mut u8, n);
+            }
+            if comm.barrier(seq) {
+                comm.cleanup(seq);
+            }
+        }));
+    }
+    NCCL_SUCCESS
+}
+
+unsafe fn p2p(
+    send: bool,
+    buf: *const c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    let Some(dtype) = dtype_of(dt) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    let op = P2p {
+        send,
+        buf: buf as usize,
+        bytes: count * dtype.size_bytes(),
+        peer: peer as usize,
+        comm: c as usize,
+        stream: s as usize,
+    };
+    let grouped = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.0 > 0 {
+            g.1.push(op);
+            None
+        } else {
+            Some(op)
+        }
+    });
+    if let Some(op) = grouped {
+        ncclGroupStart();
+        GROUP.with(|g| g.borrow_mut().1.push(op));
+        return ncclGroupEnd();
+    }
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclSend(
+    buf: *const c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    p2p(true, buf, count, dt, peer, c, s)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclRecv(
+    buf: *mut c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    p2p(false, buf, count, dt, peer, c, s)
+}
+
+#[derive(Clone, Copy)]
+enum Coll {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast(usize),
+    Reduce(usize),
+}
+
+/// Enqueue a collective: publish this rank's part, wait for the others, compute the result.
+#[allow(clippy::too_many_arguments)]
+unsafe fn collective(
+    kind: Coll,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    let Some(dtype) = dtype_of(dt) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    let op = op_of(op).unwrap_or(RedOp::Sum);
+    let comm = comm_of(c);
+    let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+    let (sp, rp) = (send as usize, recv as usize);
+    let ts = dtype.size_bytes();
+    stream_of(s).enqueue(Box::new(move || {
+        if comm.faulted() {
+            return;
+        }
+        let n = comm.nranks;
+        let me = comm.rank;
+        let input_bytes = match kind {
+            Coll::ReduceScatter => count * n * ts,
+            _ => count * ts,
+        };
+        // Every rank publishes (non-roots of a broadcast an empty part) and waits for every
+        // rank, reading only the parts it needs: the exchange doubles as a barrier.
+        let contributes = !matches!(kind, Coll::Broadcast(root) if root != me);
+        let input: &[u8] = if contributes {
+            std::slice::from_raw_parts(sp as *const u8, input_bytes)
+        } else {
+            &[]
+        };
+        comm.publish(seq, &format!("r{me}"), input);
+        let needs = |r: usize| match kind {
+            Coll::Broadcast(root) => r == root,
+            Coll::Reduce(root) => me == root,
+            _ => true,
+        };
+        let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+        for r in 0..n {
+            match comm.wait(seq, &format!("r{r}"), needs(r)) {
+                Some(p) if needs(r) => parts.push(Some(p)),
+                Some(_) => parts.push(None),
+                None => return,
+            }
+        }
+        if comm.async_error.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
+        let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
+            let mut present = parts.iter().flatten();
+            let mut acc = present
+                .next()
+                .map(|p| p[range.clone()].to_vec())
+                .unwrap_or_default();
+            for p in present {
+                accumulate_bytes(dtype, &mut acc, &p[range.clone()], op);
+            }
+            if op == RedOp::Avg {
+                scale_avg_bytes(dtype, &mut acc, n);
+            }
+            acc
+        };
+        match kind {
+            Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
+            Coll::Reduce(root) if me == root => {
+                out(count * ts).copy_from_slice(&reduce(0..count * ts))
+            }
+            Coll::Reduce(_) => {}
+            Coll::ReduceScatter => {
+                out(count * ts).copy_from_slice(&reduce(me * count * ts..(me + 1) * count * ts))
+            }
+            Coll::AllGather => {
+                let o = out(count * ts * n);
+                for (r, p) in parts.iter().enumerate() {
+                    if let Some(p) = p {
+                        o[r * count * ts..(r + 1) * count * ts].copy_from_slice(p);
+                    }
+                }
+            }
+            Coll::Broadcast(root) => {
+                if let Some(p) = &parts[root] {
+                    out(count * ts).copy_from_slice(p);
+                }
+            }
+        }
+        comm.cleanup(seq);
+    }));
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclAllReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(Coll::AllReduce, s, r, count, dt, op, c, st)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclAllGather(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(Coll::AllGather, s, r, count, dt, 0, c, st)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclReduceScatter(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(Coll::ReduceScatter, s, r, count, dt, op, c, st)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclBroadcast(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    root: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(
+        Coll::Broadcast(root.max(0) as usize),
+        s,
+        r,
+        count,
+        dt,
+        0,
+        c,
+        st,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    root: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(
+        Coll::Reduce(root.max(0) as usize),
+        s,
+        r,
+        count,
+        dt,
+        op,
+        c,
+        st,
+    )
+}

@@ -1,0 +1,934 @@
+//! The `nccl` backend: one rank per GPU, CUDA driver API and NCCL both loaded at run time.
+//!
+//! Every CUDA/NCCL call goes through `Api`, resolved once with each missing symbol named.
+//! Timing is nccl-tests': host wall clock from the first enqueue of a batch to the stream's
+//! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
+//! communicator and fails the run, naming the collective, size and rank).
+
+use super::nccl::Nccl;
+use super::{AlignedBuf, BackendError, Communicator, PointSpec};
+use crate::coll::{Collective, Placement};
+use crate::data::RankBuffers;
+use crate::dtype::{Dtype, RedOp};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// `ncclUniqueId`, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct UniqueId {
+    pub internal: [u8; 128],
+}
+
+type CuInit = unsafe extern "C" fn(u32) -> c_int;
+type CuIntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
+type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+type CuDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+type CuPrimaryCtxRetain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
+type CuCtxSetCurrent = unsafe extern "C" fn(*mut c_void) -> c_int;
+type CuMemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> c_int;
+type CuMemAlloc = unsafe extern "C" fn(*mut u64, usize) -> c_int;
+type CuMemFree = unsafe extern "C" fn(u64) -> c_int;
+type CuMemAllocHost = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
+type CuMemFreeHost = unsafe extern "C" fn(*mut c_void) -> c_int;
+type CuMemcpyHtoD = unsafe extern "C" fn(u64, *const c_void, usize) -> c_int;
+type CuMemcpyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> c_int;
+type CuMemcpyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, *mut c_void) -> c_int;
+type CuStreamCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
+type CuStream = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, UniqueId, c_int) -> c_int;
+type NcclCommInitAll = unsafe extern "C" fn(*mut *mut c_void, c_int, *const c_int) -> c_int;
+type NcclGroup = unsafe extern "C" fn() -> c_int;
+type NcclAllReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclAllGather = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclBroadcast = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclSendRecv =
+    unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+type NcclAsyncError = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
+type NcclCommFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// Every CUDA driver and NCCL entry point the backend calls.
+pub struct Api {
+    pub nccl: Nccl,
+    cu_init: CuInit,
+    cu_device_get_count: CuIntOut,
+    cu_device_get: CuDeviceGet,
+    cu_device_get_name: CuDeviceGetName,
+    cu_primary_ctx_retain: CuPrimaryCtxRetain,
+    cu_ctx_set_current: CuCtxSetCurrent,
+    cu_mem_get_info: CuMemGetInfo,
+    cu_mem_alloc: CuMemAlloc,
+    cu_mem_free: CuMemFree,
+    cu_mem_alloc_host: CuMemAllocHost,
+    cu_mem_free_host: CuMemFreeHost,
+    cu_memcpy_htod: CuMemcpyHtoD,
+    cu_memcpy_dtoh: CuMemcpyDtoH,
+    cu_memcpy_htod_async: CuMemcpyHtoDAsync,
+    cu_stream_create: CuStreamCreate,
+    cu_stream_query: CuStream,
+    cu_stream_synchronize: CuStream,
+    nccl_comm_init_rank: NcclCommInitRank,
+    nccl_comm_init_all: NcclCommInitAll,
+    nccl_group_start: NcclGroup,
+    nccl_group_end: NcclGroup,
+    nccl_all_reduce: NcclAllReduce,
+    nccl_all_gather: NcclAllGather,
+    nccl_reduce_scatter: NcclAllReduce,
+    nccl_broadcast: NcclBroadcast,
+    nccl_reduce: NcclReduce,
+    nccl_send: NcclSendRecv,
+    nccl_recv: NcclSendRecv,
+    nccl_async_error: NcclAsyncError,
+    nccl_abort: NcclCommFn,
+    nccl_destroy: NcclCommFn,
+    pub devices: c_int,
+}
+
+const CUDA_ERROR_NOT_READY: c_int = 600;
+
+fn sym<T: Copy>(
+    lib: &libloading::Library,
+    what: &str,
+    name: &str,
+    missing: &mut Vec<String>,
+) -> Option<T> {
+    let mut n = name.as_bytes().to_vec();
+    n.push(0);
+    // SAFETY: `T` is the C signature of `name` as declared in cuda.h / nccl.h; the library is
+    // never unloaded, so the copied function pointer stays valid.
+    match unsafe { lib.get::<T>(&n) } {
+        Ok(s) => Some(*s),
+        Err(_) => {
+            missing.push(format!("{name} ({what})"));
+            None
+        }
+    }
+}
+
+impl Api {
+    /// Resolve every symbol; all missing ones are named in one error.
+    pub fn load(nccl: Nccl) -> Result<Api, BackendError> {
+        // SAFETY: loading the CUDA driver library by its documented name; never unloaded.
+        let cuda = unsafe { libloading::Library::new("libcuda.so.1") }.map_err(|e| {
+            BackendError::Unavailable(format!("no CUDA driver (libcuda.so.1) found: {e}"))
+        })?;
+        let cuda = Box::leak(Box::new(cuda));
+        // The NCCL handle is kept alive by `nccl` (never unloaded); reopen for symbol lookup.
+        // SAFETY: the same file is already loaded; this only takes another reference.
+        let nlib = unsafe { libloading::Library::new(&nccl.path) }
+            .map_err(|e| BackendError::Unavailable(format!("{}: {e}", nccl.path.display())))?;
+        let nlib = Box::leak(Box::new(nlib));
+        let mut missing = Vec::new();
+        let c = "libcuda.so.1";
+        let n = "NCCL";
+        let api = (|| {
+            let nccl = nccl;
+            Some(Api {
+                cu_init: sym(cuda, c, "cuInit", &mut missing)?,
+                cu_device_get_count: sym(cuda, c, "cuDeviceGetCount", &mut missing)?,
+                cu_device_get: sym(cuda, c, "cuDeviceGet", &mut missing)?,
+                cu_device_get_name: sym(cuda, c, "cuDeviceGetName", &mut missing)?,
+                cu_primary_ctx_retain: sym(cuda, c, "cuDevicePrimaryCtxRetain", &mut missing)?,
+                cu_ctx_set_current: sym(cuda, c, "cuCtxSetCurrent", &mut missing)?,
+                cu_mem_get_info: sym(cuda, c, "cuMemGetInfo_v2", &mut missing)?,
+                cu_mem_alloc: sym(cuda, c, "cuMemAlloc_v2", &mut missing)?,
+                cu_mem_free: sym(cuda, c, "cuMemFree_v2", &mut missing)?,
+                cu_mem_alloc_host: sym(cuda, c, "cuMemAllocHost_v2", &mut missing)?,
+                cu_mem_free_host: sym(cuda, c, "cuMemFreeHost", &mut missing)?,
+                cu_memcpy_htod: sym(cuda, c, "cuMemcpyHtoD_v2", &mut missing)?,
+                cu_memcpy_dtoh: sym(cuda, c, "cuMemcpyDtoH_v2", &mut missing)?,
+                cu_memcpy_htod_async: sym(cuda, c, "cuMemcpyHtoDAsync_v2", &mut missing)?,
+                cu_stream_create: sym(cuda, c, "cuStreamCreate", &mut missing)?,
+                cu_stream_query: sym(cuda, c, "cuStreamQuery", &mut missing)?,
+                cu_stream_synchronize: sym(cuda, c, "cuStreamSynchronize", &mut missing)?,
+                nccl_comm_init_rank: sym(nlib, n, "ncclCommInitRank", &mut missing)?,
+                nccl_comm_init_all: sym(nlib, n, "ncclCommInitAll", &mut missing)?,
+                nccl_group_start: sym(nlib, n, "ncclGroupStart", &mut missing)?,
+                nccl_group_end: sym(nlib, n, "ncclGroupEnd", &mut missing)?,
+                nccl_all_reduce: sym(nlib, n, "ncclAllReduce", &mut missing)?,
+                nccl_all_gather: sym(nlib, n, "ncclAllGather", &mut missing)?,
+                nccl_reduce_scatter: sym(nlib, n, "ncclReduceScatter", &mut missing)?,
+                nccl_broadcast: sym(nlib, n, "ncclBroadcast", &mut missing)?,
+                nccl_reduce: sym(nlib, n, "ncclReduce", &mut missing)?,
+                nccl_send: sym(nlib, n, "ncclSend", &mut missing)?,
+                nccl_recv: sym(nlib, n, "ncclRecv", &mut missing)?,
+                nccl_async_error: sym(nlib, n, "ncclCommGetAsyncError", &mut missing)?,
+                nccl_abort: sym(nlib, n, "ncclCommAbort", &mut missing)?,
+                nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
+                nccl,
+                devices: 0,
+            })
+        })();
+        let Some(mut api) = api else {
+            return Err(BackendError::Unavailable(format!(
+                "missing symbols: {}",
+                missing.join(", ")
+            )));
+        };
+        // SAFETY: plain driver calls with valid out-pointers.
+        unsafe {
+            let rc = (api.cu_init)(0);
+            if rc != 0 {
+                return Err(BackendError::Unavailable(format!(
+                    "cuInit failed with CUresult {rc}: no usable GPU"
+                )));
+            }
+            let mut n = 0;
+            let rc = (api.cu_device_get_count)(&mut n);
+            if rc != 0 || n == 0 {
+                return Err(BackendError::Unavailable(format!(
+                    "the CUDA driver sees no GPU (cuDeviceGetCount: {n}, CUresult {rc})"
+                )));
+            }
+            api.devices = n;
+        }
+        Ok(api)
+    }
+
+    fn cuda(&self, what: &str, rc: c_int) -> Result<(), BackendError> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(BackendError::Failed(format!(
+                "{what} failed with CUresult {rc}"
+            )))
+        }
+    }
+
+    fn nccl_check(&self, what: &str, rc: c_int) -> Result<(), BackendError> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(BackendError::Failed(format!(
+                "{what} failed: {}",
+                self.nccl.error_string(rc)
+            )))
+        }
+    }
+
+    pub fn device_name(&self, dev: c_int) -> String {
+        let mut buf = [0 as c_char; 128];
+        // SAFETY: buffer and length match.
+        let rc = unsafe { (self.cu_device_get_name)(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        if rc != 0 {
+            return format!("GPU {dev}");
+        }
+        // SAFETY: the driver NUL-terminates within the given length.
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Make `dev`'s primary context current on this thread.
+    pub fn use_device(&self, dev: c_int) -> Result<usize, BackendError> {
+        let mut d = 0;
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: valid out-pointers; dev checked by the driver.
+        unsafe {
+            self.cuda("cuDeviceGet", (self.cu_device_get)(&mut d, dev))?;
+            self.cuda(
+                "cuDevicePrimaryCtxRetain",
+                (self.cu_primary_ctx_retain)(&mut ctx, d),
+            )?;
+            self.cuda("cuCtxSetCurrent", (self.cu_ctx_set_current)(ctx))?;
+        }
+        Ok(ctx as usize)
+    }
+
+    /// Free device memory on the current device.
+    pub fn free_memory(&self) -> Option<usize> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers.
+        (unsafe { (self.cu_mem_get_info)(&mut free, &mut total) } == 0).then_some(free)
+    }
+
+    pub fn unique_id(&self) -> Result<UniqueId, BackendError> {
+        self.nccl
+            .unique_id()
+            .map(|internal| UniqueId { internal })
+            .map_err(BackendError::Failed)
+    }
+
+    /// Host→device bandwidth in bytes/s on the current device: pageable (plain memory,
+    /// synchronous copy) and pinned (page-locked memory, async copy then synchronise).
+    pub fn copy_bandwidth(&self, bytes: usize, pinned: bool) -> Result<f64, BackendError> {
+        let mut dev = 0u64;
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: every pointer below is allocated here with `bytes` bytes and freed at the end.
+        unsafe {
+            self.cuda("cuMemAlloc", (self.cu_mem_alloc)(&mut dev, bytes))?;
+            self.cuda("cuStreamCreate", (self.cu_stream_create)(&mut stream, 0))?;
+            let mut best = f64::INFINITY;
+            if pinned {
+                let mut host = std::ptr::null_mut();
+                self.cuda("cuMemAllocHost", (self.cu_mem_alloc_host)(&mut host, bytes))?;
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    self.cuda(
+                        "cuMemcpyHtoDAsync",
+                        (self.cu_memcpy_htod_async)(dev, host, bytes, stream),
+                    )?;
+                    self.cuda("cuStreamSynchronize", (self.cu_stream_synchronize)(stream))?;
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                (self.cu_mem_free_host)(host);
+            } else {
+                let host = vec![1u8; bytes];
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    self.cuda(
+                        "cuMemcpyHtoD",
+                        (self.cu_memcpy_htod)(dev, host.as_ptr() as *const c_void, bytes),
+                    )?;
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+            }
+            (self.cu_mem_free)(dev);
+            Ok(bytes as f64 / best)
+        }
+    }
+}
+
+fn nccl_dtype(d: Dtype) -> c_int {
+    match d {
+        Dtype::Int8 => 0,
+        Dtype::Uint8 => 1,
+        Dtype::Int32 => 2,
+        Dtype::Uint32 => 3,
+        Dtype::Int64 => 4,
+        Dtype::Uint64 => 5,
+        Dtype::Half => 6,
+        Dtype::Float => 7,
+        Dtype::Double => 8,
+        Dtype::Bfloat16 => 9,
+    }
+}
+
+fn nccl_op(o: RedOp) -> c_int {
+    match o {
+        RedOp::Sum => 0,
+        RedOp::Prod => 1,
+        RedOp::Max => 2,
+        RedOp::Min => 3,
+        RedOp::Avg => 4,
+    }
+}
+
+/// Communicators the watchdog aborts before the process exits on a timeout.
+pub fn live_comms() -> &'static Mutex<Vec<(Arc<Api>, usize)>> {
+    static C: std::sync::OnceLock<Mutex<Vec<(Arc<Api>, usize)>>> = std::sync::OnceLock::new();
+    C.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Abort every registered communicator (the watchdog's last act).
+pub fn abort_all() {
+    if let Ok(list) = live_comms().try_lock() {
+        for (api, comm) in list.iter() {
+            // SAFETY: a communicator created by this process and not destroyed.
+            unsafe { (api.nccl_abort)(*comm as *mut c_void) };
+        }
+    }
+}
+
+/// Control-plane exchange between ranks (results, decisions, the unique id).
+pub trait ControlPlane {
+    fn allgather(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError>;
+}
+
+/// Ranks that are threads of one process.
+pub struct InProcess {
+    rank: usize,
+    board: Arc<(Mutex<Vec<Vec<u8>>>, std::sync::Barrier)>,
+}
+
+impl InProcess {
+    pub fn group(n: usize) -> Vec<InProcess> {
+        let board = Arc::new((Mutex::new(vec![Vec::new(); n]), std::sync::Barrier::new(n)));
+        (0..n)
+            .map(|rank| InProcess {
+                rank,
+                board: Arc::clone(&board),
+            })
+            .collect()
+    }
+}
+
+impl ControlPlane for InProcess {
+    fn allgather(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+        let poisoned = || BackendError::Failed("a rank thread panicked".into());
+        self.board.0.lock().map_err(|_| poisoned())?[self.rank] = data.to_vec();
+        self.board.1.wait();
+        let all = self.board.0.lock().map_err(|_| poisoned())?.clone();
+        self.board.1.wait();
+        Ok(all)
+    }
+}
+
+/// One rank on one GPU.
+pub struct NcclComm {
+    api: Arc<Api>,
+    rank: usize,
+    nranks: usize,
+    device: c_int,
+    ctx: usize,
+    comm: usize,
+    stream: usize,
+    dev_send: u64,
+    dev_recv: u64,
+    capacity: usize,
+    host_send: AlignedBuf,
+    host_recv: AlignedBuf,
+    spec: Option<PointSpec>,
+    control: Box<dyn ControlPlane>,
+}
+
+// SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
+// is made current on that thread before every call (`use_device`).
+unsafe impl Send for NcclComm {}
+
+impl NcclComm {
+    /// Build the rank's communicator: rank 0's unique id goes to every rank over `control`.
+    pub fn new(
+        api: Arc<Api>,
+        rank: usize,
+        nranks: usize,
+        device: c_int,
+        mut control: Box<dyn ControlPlane>,
+    ) -> Result<NcclComm, BackendError> {
+        let ctx = api.use_device(device)?;
+        let id = if rank == 0 {
+            api.unique_id()?.internal.to_vec()
+        } else {
+            Vec::new()
+        };
+        let ids = control.allgather(&id)?;
+        let mut uid = UniqueId {
+            internal: [0u8; 128],
+        };
+        let root = ids
+            .first()
+            .filter(|b| b.len() == 128)
+            .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
+        uid.internal.copy_from_slice(root);
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; id by value as ncclCommInitRank takes it.
+        let rc =
+            unsafe { (api.nccl_comm_init_rank)(&mut comm, nranks as c_int, uid, rank as c_int) };
+        api.nccl_check(
+            &format!("ncclCommInitRank (rank {rank} of {nranks}, GPU {device})"),
+            rc,
+        )?;
+        Self::finish(api, rank, nranks, device, ctx, comm as usize, control)
+    }
+
+    /// `-g N` in one process: `ncclCommInitAll`, one communicator per GPU, each handed to its thread.
+    pub fn init_all(api: Arc<Api>, devices: &[c_int]) -> Result<Vec<NcclComm>, BackendError> {
+        let n = devices.len();
+        let mut comms = vec![std::ptr::null_mut(); n];
+        api.use_device(devices[0])?;
+        // SAFETY: `comms` has room for `n` handles; devlist has `n` entries.
+        let rc =
+            unsafe { (api.nccl_comm_init_all)(comms.as_mut_ptr(), n as c_int, devices.as_ptr()) };
+        api.nccl_check(&format!("ncclCommInitAll ({n} GPUs)"), rc)?;
+        let planes = InProcess::group(n);
+        comms
+            .into_iter()
+            .zip(planes)
+            .enumerate()
+            .map(|(rank, (comm, plane))| {
+                let ctx = api.use_device(devices[rank])?;
+                Self::finish(
+                    Arc::clone(&api),
+                    rank,
+                    n,
+                    devices[rank],
+                    ctx,
+                    comm as usize,
+                    Box::new(plane),
+                )
+            })
+            .collect()
+    }
+
+    fn finish(
+        api: Arc<Api>,
+        rank: usize,
+        nranks: usize,
+        device: c_int,
+        ctx: usize,
+        comm: usize,
+        control: Box<dyn ControlPlane>,
+    ) -> Result<NcclComm, BackendError> {
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; context current.
+        api.cuda("cuStreamCreate", unsafe {
+            (api.cu_stream_create)(&mut stream, 0)
+        })?;
+        if let Ok(mut list) = live_comms().lock() {
+            list.push((Arc::clone(&api), comm));
+        }
+        Ok(NcclComm {
+            api,
+            rank,
+            nranks,
+            device,
+            ctx,
+            comm,
+            stream: stream as usize,
+            dev_send: 0,
+            dev_recv: 0,
+            capacity: 0,
+            host_send: AlignedBuf::default(),
+            host_recv: AlignedBuf::default(),
+            spec: None,
+            control,
+        })
+    }
+
+    pub fn device(&self) -> c_int {
+        self.device
+    }
+
+    fn current(&self) -> Result<(), BackendError> {
+        // SAFETY: the context handle came from cuDevicePrimaryCtxRetain.
+        self.api.cuda("cuCtxSetCurrent", unsafe {
+            (self.api.cu_ctx_set_current)(self.ctx as *mut c_void)
+        })
+    }
+
+    /// Enqueue one call of the prepared collective on the stream.
+    unsafe fn enqueue(&self, spec: &PointSpec, placement: Placement) -> Result<(), BackendError> {
+        let a = &self.api;
+        let layout = spec.layout(self.nranks, self.rank);
+        let ts = spec.dtype.size_bytes() as u64;
+        let (send, recv) = match placement {
+            Placement::OutOfPlace => (self.dev_send, self.dev_recv),
+            Placement::InPlace => (
+                self.dev_recv + layout.send_inplace_offset as u64 * ts,
+                self.dev_recv + layout.recv_inplace_offset as u64 * ts,
+            ),
+        };
+        let (s, r) = (send as *mut c_void, recv as *mut c_void);
+        let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
+        let (comm, stream) = (self.comm as *mut c_void, self.stream as *mut c_void);
+        let rc = match spec.coll {
+            Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
+            Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
+            Collective::ReduceScatter => (a.nccl_reduce_scatter)(s, r, count, dt, op, comm, stream),
+            Collective::Broadcast => {
+                (a.nccl_broadcast)(s, r, count, dt, spec.root as c_int, comm, stream)
+            }
+            Collective::Reduce => {
+                (a.nccl_reduce)(s, r, count, dt, op, spec.root as c_int, comm, stream)
+            }
+            Collective::Alltoall | Collective::Sendrecv => {
+                // NCCL has no alltoall call: grouped sends and receives, as nccl-tests does.
+                (a.nccl_group_start)();
+                let n = self.nranks;
+                let bytes = count as u64 * ts;
+                let mut rc = 0;
+                if spec.coll == Collective::Alltoall {
+                    for peer in 0..n {
+                        let off = peer as u64 * bytes;
+                        rc |= (a.nccl_send)(
+                            (send + off) as *mut c_void,
+                            count,
+                            dt,
+                            peer as c_int,
+                            comm,
+                            stream,
+                        );
+                        rc |= (a.nccl_recv)(
+                            (recv + off) as *mut c_void,
+                            count,
+                            dt,
+                            peer as c_int,
+                            comm,
+                            stream,
+                        );
+                    }
+                } else {
+                    rc |= (a.nccl_send)(s, count, dt, ((self.rank + 1) % n) as c_int, comm, stream);
+                    rc |= (a.nccl_recv)(
+                        r,
+                        count,
+                        dt,
+                        ((self.rank + n - 1) % n) as c_int,
+                        comm,
+                        stream,
+                    );
+                }
+                let end = (a.nccl_group_end)();
+                if rc != 0 {
+                    rc
+                } else {
+                    end
+                }
+            }
+            Collective::Unknown => {
+                return Err(BackendError::Unsupported(
+                    "cannot run an unknown collective".into(),
+                ))
+            }
+        };
+        a.nccl_check(&format!("nccl {} on rank {}", spec.coll, self.rank), rc)
+    }
+
+    /// Wait for the stream, watching for NCCL async errors (abort and fail on one).
+    fn wait(&self, spec: &PointSpec) -> Result<(), BackendError> {
+        let a = &self.api;
+        let mut spins = 0u32;
+        loop {
+            // SAFETY: the stream belongs to this rank.
+            let rc = unsafe { (a.cu_stream_query)(self.stream as *mut c_void) };
+            if rc == 0 {
+                return Ok(());
+            }
+            if rc != CUDA_ERROR_NOT_READY {
+                return Err(BackendError::Failed(format!(
+                    "cuStreamQuery failed with CUresult {rc} during {} on rank {}",
+                    spec.coll, self.rank
+                )));
+            }
+            let mut async_rc = 0;
+            // SAFETY: a live communicator and a valid out-pointer.
+            unsafe { (a.nccl_async_error)(self.comm as *mut c_void, &mut async_rc) };
+            if async_rc != 0 {
+                // SAFETY: as above; abort makes the stream's NCCL work return.
+                unsafe { (a.nccl_abort)(self.comm as *mut c_void) };
+                return Err(BackendError::Failed(format!(
+                    "NCCL async error on rank {} (GPU {}) during {} of {} bytes: {}; communicator aborted",
+                    self.rank,
+                    self.device,
+                    spec.coll,
+                    spec.count * spec.dtype.size_bytes(),
+                    a.nccl.error_string(async_rc)
+                )));
+            }
+            spins += 1;
+            if spins > 1000 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+impl Communicator for NcclComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
+        if spec.coll == Collective::Unknown {
+            return Err(BackendError::Unsupported(
+                "cannot run an unknown collective".into(),
+            ));
+        }
+        self.current()?;
+        let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
+        if bytes > self.capacity {
+            // SAFETY: freeing our own allocations, then allocating the new size.
+            unsafe {
+                if self.capacity > 0 {
+                    (self.api.cu_mem_free)(self.dev_send);
+                    (self.api.cu_mem_free)(self.dev_recv);
+                }
+                self.capacity = 0;
+                let alloc = |p: &mut u64| {
+                    let rc = (self.api.cu_mem_alloc)(p, bytes.max(1));
+                    if rc != 0 {
+                        Err(BackendError::Alloc {
+                            bytes: bytes as u64,
+                            reason: format!(
+                                "cuMemAlloc on GPU {} failed with CUresult {rc}",
+                                self.device
+                            ),
+                        })
+                    } else {
+                        Ok(())
+                    }
+                };
+                alloc(&mut self.dev_send)?;
+                alloc(&mut self.dev_recv)?;
+            }
+            self.capacity = bytes;
+        }
+        self.host_send.ensure(bytes)?;
+        self.host_recv.ensure(bytes)?;
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> RankBuffers<'_> {
+        RankBuffers {
+            send: self.host_send.bytes_mut(),
+            recv: self.host_recv.bytes_mut(),
+        }
+    }
+
+    fn upload(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        let n = self.host_send.bytes().len();
+        // SAFETY: device buffers hold at least `n` bytes (prepare).
+        unsafe {
+            self.api.cuda(
+                "cuMemcpyHtoD",
+                (self.api.cu_memcpy_htod)(
+                    self.dev_send,
+                    self.host_send.bytes().as_ptr() as *const c_void,
+                    n,
+                ),
+            )?;
+            self.api.cuda(
+                "cuMemcpyHtoD",
+                (self.api.cu_memcpy_htod)(
+                    self.dev_recv,
+                    self.host_recv.bytes().as_ptr() as *const c_void,
+                    n,
+                ),
+            )
+        }
+    }
+
+    fn download(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        let n = self.host_recv.bytes().len();
+        // SAFETY: as for upload.
+        unsafe {
+            self.api.cuda(
+                "cuMemcpyDtoH",
+                (self.api.cu_memcpy_dtoh)(
+                    self.host_recv.bytes_mut().as_mut_ptr() as *mut c_void,
+                    self.dev_recv,
+                    n,
+                ),
+            )
+        }
+    }
+
+    fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
+        self.current()?;
+        let start = Instant::now();
+        for _ in 0..iters {
+            // SAFETY: buffers sized by prepare for this spec in both placements.
+            unsafe { self.enqueue(&spec, placement)? };
+        }
+        self.wait(&spec)?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+        self.control.allgather(data)
+    }
+
+    fn checks_in_place(&self, coll: Collective) -> bool {
+        // As nccl-tests: in-place alltoall/sendrecv overwrite what peers still read.
+        !matches!(coll, Collective::Alltoall | Collective::Sendrecv)
+    }
+}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        // SAFETY: our own handles, destroyed once.
+        unsafe {
+            if let Ok(mut list) = live_comms().lock() {
+                list.retain(|(_, c)| *c != self.comm);
+            }
+            (self.api.nccl_destroy)(self.comm as *mut c_void);
+            if self.capacity > 0 {
+                (self.api.cu_mem_free)(self.dev_send);
+                (self.api.cu_mem_free)(self.dev_recv);
+            }
+        }
+    }
+}
+
+/// Ranks in separate processes started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR): a star
+/// over TCP with rank 0 at the centre. torchrun's own store already listens on MASTER_PORT, so
+/// the rendezvous uses MASTER_PORT + 1 (or NCCLPROBE_RENDEZVOUS_PORT).
+pub struct Tcp {
+    rank: usize,
+    peers: Vec<std::net::TcpStream>,
+}
+
+fn io(what: &str, e: std::io::Error) -> BackendError {
+    BackendError::Failed(format!("rendezvous {what}: {e}"))
+}
+
+impl Tcp {
+    pub fn connect(
+        rank: usize,
+        nranks: usize,
+        addr: &str,
+        port: u16,
+        timeout: std::time::Duration,
+    ) -> Result<Tcp, BackendError> {
+        use std::io::{Read, Write};
+        let deadline = Instant::now() + timeout;
+        if rank == 0 {
+            let listener = std::net::TcpListener::bind((addr, port))
+                .or_else(|_| std::net::TcpListener::bind(("0.0.0.0", port)))
+                .map_err(|e| io(&format!("listening on {addr}:{port}"), e))?;
+            listener
+                .set_nonblocking(true)
+                .map_err(|e| io("listener", e))?;
+            let mut slots: Vec<Option<std::net::TcpStream>> =
+                (0..nranks.saturating_sub(1)).map(|_| None).collect();
+            while slots.iter().any(Option::is_none) {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        s.set_nonblocking(false).map_err(|e| io("accept", e))?;
+                        let mut r = [0u8; 8];
+                        s.read_exact(&mut r)
+                            .map_err(|e| io("reading a peer's rank", e))?;
+                        let peer = u64::from_le_bytes(r) as usize;
+                        if peer == 0 || peer >= nranks {
+                            return Err(BackendError::Failed(format!(
+                                "rendezvous: a peer claims rank {peer} of {nranks}"
+                            )));
+                        }
+                        slots[peer - 1] = Some(s);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if Instant::now() > deadline {
+                            let missing: Vec<usize> = slots
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, s)| s.is_none())
+                                .map(|(i, _)| i + 1)
+                                .collect();
+                            return Err(BackendError::Failed(format!("rendezvous on {addr}:{port}: ranks {missing:?} did not connect within {:?}", timeout)));
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(e) => return Err(io("accept", e)),
+                }
+            }
+            Ok(Tcp {
+                rank,
+                peers: slots.into_iter().flatten().collect(),
+            })
+        } else {
+            loop {
+                match std::net::TcpStream::connect((addr, port)) {
+                    Ok(mut s) => {
+                        s.write_all(&(rank as u64).to_le_bytes())
+                            .map_err(|e| io("sending our rank", e))?;
+                        return Ok(Tcp {
+                            rank,
+                            peers: vec![s],
+                        });
+                    }
+                    Err(e) if Instant::now() > deadline => {
+                        return Err(io(&format!("connecting to rank 0 at {addr}:{port}"), e))
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                }
+            }
+        }
+    }
+}
+
+fn write_frame(s: &mut std::net::TcpStream, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    s.write_all(&(data.len() as u64).to_le_bytes())?;
+    s.write_all(data)
+}
+
+fn read_frame(s: &mut std::net::TcpStream) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut len = [0u8; 8];
+    s.read_exact(&mut len)?;
+    let len = u64::from_le_bytes(len) as usize;
+    if len > 1 << 30 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "frame too large",
+        ));
+    }
+    let mut buf = vec![0u8; len];
+    s.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+impl ControlPlane for Tcp {
+    fn allgather(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+        let lost = |r: usize, e: std::io::Error| {
+            BackendError::Failed(format!("rank {r} is gone (rendezvous connection: {e})"))
+        };
+        if self.rank == 0 {
+            let mut all = vec![data.to_vec()];
+            for (i, s) in self.peers.iter_mut().enumerate() {
+                all.push(read_frame(s).map_err(|e| lost(i + 1, e))?);
+            }
+            let mut packed = Vec::new();
+            for part in &all {
+                packed.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                packed.extend_from_slice(part);
+            }
+            for (i, s) in self.peers.iter_mut().enumerate() {
+                write_frame(s, &packed).map_err(|e| lost(i + 1, e))?;
+            }
+            Ok(all)
+        } else {
+            let s = &mut self.peers[0];
+            write_frame(s, data).map_err(|e| lost(0, e))?;
+            let packed = read_frame(s).map_err(|e| lost(0, e))?;
+            let mut all = Vec::new();
+            let mut at = 0;
+            while at + 8 <= packed.len() {
+                let len =
+                    u64::from_le_bytes(packed[at..at + 8].try_into().unwrap_or([0; 8])) as usize;
+                at += 8;
+                let end = (at + len).min(packed.len());
+                all.push(packed[at..end].to_vec());
+                at = end;
+            }
+            Ok(all)
+        }
+    }
+}

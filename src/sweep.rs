@@ -568,7 +568,7 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
 
     let comms = host::world(nranks);
     watchdog.set_missing_ranks_probe(comms[0].missing_ranks_probe());
-    let result = run_threads(comms, &plan, &watchdog, &rank0);
+    let result = run_threads(comms, &plan, &watchdog, &rank0, args);
     finish_or_exit(&rank0, args, result)
 }
 
@@ -586,12 +586,15 @@ fn finish_or_exit(
     code
 }
 
-/// Run every rank of an in-process world on its own thread; rank 0 reports.
+/// Run every rank of an in-process world on its own thread; rank 0 reports. The first failure
+/// ends the process at once (the record finished first): its peers may be blocked for good
+/// waiting for the failed rank, and the thread scope would wait for them.
 fn run_threads<C: Communicator + Send>(
     comms: Vec<C>,
     plan: &Plan,
     watchdog: &Watchdog,
     rank0: &Rank0,
+    args: &SweepArgs,
 ) -> Result<(), Failure> {
     let nranks = comms.len();
     let (tx, rx) = std::sync::mpsc::channel::<Result<(), Failure>>();
@@ -617,9 +620,10 @@ fn run_threads<C: Communicator + Send>(
             }
         }
         drop(tx);
-        // The first failure ends the run: the other ranks may be waiting for the failed one.
         for r in rx.iter().take(nranks) {
-            r?;
+            if let Err(f) = r {
+                let _ = finish_or_exit(rank0, args, Err(f));
+            }
         }
         Ok(())
     })
@@ -656,6 +660,128 @@ fn torchrun_env() -> Option<(usize, usize, usize, Option<usize>, String, u16)> {
     Some((rank, world, local, local_world, addr, port))
 }
 
+/// Where this process sits in a one-GPU-per-process job.
+struct Launch {
+    rank: usize,
+    world: usize,
+    local: usize,
+    local_world: Option<usize>,
+    how: &'static str,
+}
+
+/// One rank of a multi-process NCCL job: pick the GPU by local rank, rendezvous, sweep.
+fn run_nccl_rank(
+    args: &SweepArgs,
+    selection: &Selection,
+    api: &std::sync::Arc<crate::backend::nccl_comm::Api>,
+    launch: Launch,
+    connect: impl FnOnce(
+        std::time::Duration,
+    ) -> Result<
+        Box<dyn crate::backend::nccl_comm::ControlPlane>,
+        crate::backend::BackendError,
+    >,
+) -> Result<ExitCode, Failure> {
+    use crate::backend::nccl_comm::NcclComm;
+    let Launch {
+        rank,
+        world,
+        local,
+        local_world,
+        how,
+    } = launch;
+    let libraries = nccl_libraries(api);
+    let device = (local % api.devices as usize) as std::ffi::c_int;
+    let mut notes = Vec::new();
+    let sharing = local_world.unwrap_or(world);
+    if std::env::var_os("CUDA_VISIBLE_DEVICES").is_none() && sharing > 1 {
+        let n = format!("rank {rank}: CUDA_VISIBLE_DEVICES is not set while {sharing} ranks share this host; using GPU {device} by local rank (see `ncclprobe diagnose`)");
+        eprintln!("ncclprobe: {n}");
+        notes.push(n);
+    }
+    api.use_device(device)
+        .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
+    let mut plan = Plan::from_args(args, api.free_memory().map(device_memory_limit))?;
+    plan.notes.extend(notes);
+    let watchdog = Watchdog::start(plan.settings.timeout_s);
+    watchdog.arm(format!("rendezvous of {world} ranks"));
+    let plane = connect(std::time::Duration::from_secs_f64(plan.settings.timeout_s))
+        .map_err(|e| Failure::internal(e.to_string()))?;
+    watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
+    let mut comm = NcclComm::new(std::sync::Arc::clone(api), rank, world, device, plane)
+        .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+    watchdog.disarm();
+    let rank0 = (rank == 0).then(|| {
+        let r0 = make_rank0(
+            args,
+            new_record(&plan, selection, libraries.clone()),
+            &watchdog,
+        );
+        banner(
+            &r0,
+            &plan,
+            selection,
+            &format!("{world} ranks, one GPU per process ({how})"),
+            &libraries,
+        );
+        r0
+    });
+    let result = run_rank(&mut comm, &plan, Some(&watchdog), rank0.as_ref());
+    match &rank0 {
+        Some(r0) => finish_or_exit(r0, args, result),
+        None => result.map(|_| ExitCode::Ok),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_nccl_under_mpi(
+    _: &SweepArgs,
+    _: Selection,
+    _: &std::sync::Arc<crate::backend::nccl_comm::Api>,
+    world: usize,
+) -> Result<ExitCode, Failure> {
+    Err(Failure::unavailable(format!(
+        "--backend nccl: launched by an MPI launcher with {world} ranks, but this build has no MPI support to exchange the NCCL unique id; rebuild with --features mpi, or launch with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+    )))
+}
+
+/// Under mpirun/srun: MPI carries the unique id and the harness's exchanges.
+#[cfg(feature = "mpi")]
+fn run_nccl_under_mpi(
+    args: &SweepArgs,
+    selection: Selection,
+    api: &std::sync::Arc<crate::backend::nccl_comm::Api>,
+    _world: usize,
+) -> Result<ExitCode, Failure> {
+    struct MpiPlane(mpi_backend::MpiSession);
+    impl crate::backend::nccl_comm::ControlPlane for MpiPlane {
+        fn allgather(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, crate::backend::BackendError> {
+            self.0.comm.allgather_bytes(data)
+        }
+    }
+    let session = mpi_backend::start().map_err(|e| Failure::unavailable(e.to_string()))?;
+    let (rank, world) = (session.comm.rank(), session.comm.nranks());
+    let local = [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "SLURM_LOCALID",
+        "PMIX_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or(rank);
+    let launch = Launch {
+        rank,
+        world,
+        local,
+        local_world: mpi_backend::launcher_local_size(),
+        how: "MPI launcher",
+    };
+    run_nccl_rank(args, &selection, api, launch, move |_| {
+        Ok(Box::new(MpiPlane(session)) as Box<dyn crate::backend::nccl_comm::ControlPlane>)
+    })
+}
+
 fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {
     use crate::backend::nccl::{describe_attempts, find_nccl};
     use crate::backend::nccl_comm::{Api, NcclComm, Tcp};
@@ -668,53 +794,20 @@ fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
 
     if let Some((rank, world, local, local_world, addr, port)) = torchrun_env() {
         // One process per GPU; the unique id travels over our TCP rendezvous.
-        let device = (local % api.devices as usize) as std::ffi::c_int;
-        let mut notes = Vec::new();
-        if std::env::var_os("CUDA_VISIBLE_DEVICES").is_none() && local_world.unwrap_or(world) > 1 {
-            let n = format!("rank {rank}: CUDA_VISIBLE_DEVICES is not set while {} ranks share this host; using GPU {device} by LOCAL_RANK (see `ncclprobe diagnose`)", local_world.unwrap_or(world));
-            eprintln!("ncclprobe: {n}");
-            notes.push(n);
-        }
-        api.use_device(device)
-            .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
-        let limit = api.free_memory().map(device_memory_limit);
-        let mut plan = Plan::from_args(args, limit)?;
-        plan.notes.extend(notes);
-        let watchdog = Watchdog::start(plan.settings.timeout_s);
-        watchdog.arm(format!("rendezvous of {world} ranks at {addr}:{port}"));
-        let timeout = std::time::Duration::from_secs_f64(plan.settings.timeout_s);
-        let plane = Tcp::connect(rank, world, &addr, port, timeout)
-            .map_err(|e| Failure::internal(e.to_string()))?;
-        watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
-        let mut comm = NcclComm::new(
-            std::sync::Arc::clone(&api),
+        let launch = Launch {
             rank,
             world,
-            device,
-            Box::new(plane),
-        )
-        .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
-        watchdog.disarm();
-        let rank0 = (rank == 0).then(|| {
-            let r0 = make_rank0(
-                args,
-                new_record(&plan, &selection, libraries.clone()),
-                &watchdog,
-            );
-            banner(
-                &r0,
-                &plan,
-                &selection,
-                &format!("{world} ranks, one GPU per process (torchrun-style environment)"),
-                &libraries,
-            );
-            r0
-        });
-        let result = run_rank(&mut comm, &plan, Some(&watchdog), rank0.as_ref());
-        return match &rank0 {
-            Some(r0) => finish_or_exit(r0, args, result),
-            None => result.map(|_| ExitCode::Ok),
+            local,
+            local_world,
+            how: "torchrun-style environment",
         };
+        return run_nccl_rank(args, &selection, &api, launch, |timeout| {
+            Tcp::connect(rank, world, &addr, port, timeout)
+                .map(|t| Box::new(t) as Box<dyn crate::backend::nccl_comm::ControlPlane>)
+        });
+    }
+    if let Some(world) = mpi_backend::launcher_world_size().filter(|&n| n > 1) {
+        return run_nccl_under_mpi(args, selection, &api, world);
     }
 
     // One process, several GPUs (-g N).
@@ -763,10 +856,12 @@ fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
         &libraries,
     );
     watchdog.arm(format!("ncclCommInitAll of {ngpus} GPUs"));
-    let comms = NcclComm::init_all(std::sync::Arc::clone(&api), &devices)
-        .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
-    watchdog.disarm();
-    let result = run_threads(comms, &plan, &watchdog, &rank0);
+    let result = NcclComm::init_all(std::sync::Arc::clone(&api), &devices)
+        .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))
+        .and_then(|comms| {
+            watchdog.disarm();
+            run_threads(comms, &plan, &watchdog, &rank0, args)
+        });
     finish_or_exit(&rank0, args, result)
 }
 

@@ -349,9 +349,12 @@ fn nccl_op(o: RedOp) -> c_int {
     }
 }
 
+/// A live communicator: the API that made it and its handle.
+type LiveComm = (Arc<Api>, usize);
+
 /// Communicators the watchdog aborts before the process exits on a timeout.
-pub fn live_comms() -> &'static Mutex<Vec<(Arc<Api>, usize)>> {
-    static C: std::sync::OnceLock<Mutex<Vec<(Arc<Api>, usize)>>> = std::sync::OnceLock::new();
+pub fn live_comms() -> &'static Mutex<Vec<LiveComm>> {
+    static C: std::sync::OnceLock<Mutex<Vec<LiveComm>>> = std::sync::OnceLock::new();
     C.get_or_init(|| Mutex::new(Vec::new()))
 }
 
@@ -822,6 +825,8 @@ impl Tcp {
                 match listener.accept() {
                     Ok((mut s, _)) => {
                         s.set_nonblocking(false).map_err(|e| io("accept", e))?;
+                        // Small control messages: without this, Nagle + delayed ACK add 40 ms.
+                        s.set_nodelay(true).map_err(|e| io("accept", e))?;
                         let mut r = [0u8; 8];
                         s.read_exact(&mut r)
                             .map_err(|e| io("reading a peer's rank", e))?;

@@ -10,9 +10,10 @@
 //!   processes — through files in a directory named by the unique id (publish, then wait for
 //!   every peer's part), in call order, on the caller's stream;
 //! - `ncclGroupStart/End` batch sends and receives so a rank posts all sends before waiting;
-//! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:N | hang:RANK:N |
-//!   die:RANK:N` (the N-th collective of RANK never completes with an async error / never
-//!   completes / kills the process); `NCCLPROBE_TEST_DOUBLE_GPUS` sets the device count (2).
+//! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:BYTES |
+//!   hang:RANK:BYTES | die:RANK:BYTES` (RANK's first collective moving at least BYTES never
+//!   completes with an async error / never completes / kills the process);
+//!   `NCCLPROBE_TEST_DOUBLE_GPUS` sets the device count (2).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
@@ -545,16 +546,19 @@ impl Comm {
         (0..self.nranks).all(|r| self.wait(seq, &format!("g{r}"), false).is_some())
     }
 
-    /// Apply an injected fault at this collective; false = do not complete it.
-    fn faulted(&self) -> bool {
+    /// Apply an injected fault at this collective (of `bytes`); true = do not complete it.
+    fn faulted(&self, bytes: usize) -> bool {
         let n = self.collectives.fetch_add(1, Ordering::AcqRel) + 1;
         let Some(f) = fault() else { return false };
-        if f.rank != self.rank || f.after != n {
+        if f.rank != self.rank || (bytes as u64) < f.after || f.kind == FaultKind::Init {
             return false;
         }
         match f.kind {
             FaultKind::Die => {
-                eprintln!("test double: rank {} dies at collective {n}", self.rank);
+                eprintln!(
+                    "test double: rank {} dies at collective {n} ({bytes} bytes)",
+                    self.rank
+                );
                 std::process::exit(9);
             }
             FaultKind::Async => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
@@ -806,7 +810,7 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
         let comm = comm_of(comm_ptr as *mut c_void);
         let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
         stream_of(stream_ptr as *mut c_void).enqueue(Box::new(move || {
-            if comm.faulted() {
+            if comm.faulted(ops.iter().map(|o| o.bytes).sum()) {
                 return;
             }
             for op in ops.iter().filter(|o| o.send) {
@@ -920,7 +924,7 @@ unsafe fn collective(
     let (sp, rp) = (send as usize, recv as usize);
     let ts = dtype.size_bytes();
     stream_of(s).enqueue(Box::new(move || {
-        if comm.faulted() {
+        if comm.faulted(count * ts) {
             return;
         }
         let n = comm.nranks;

@@ -1,0 +1,341 @@
+//! The nccl backend end to end on machines without a GPU, against the TEST DOUBLE of libcuda
+//! and libnccl (doubles/gpu; `ci/test` builds it). The double moves and reduces real data and
+//! runs streams asynchronously; these tests check results, the launch modes, and that every
+//! injected fault ends with the documented exit code within the timeout, finished points on disk.
+
+mod common;
+
+use common::read_record;
+use ncclprobe::coll::{Collective, Placement};
+use ncclprobe::model::RunStatus;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A directory where `libcuda.so.1` and `libnccl.so.2` are the test double.
+fn doubles() -> tempfile::TempDir {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_ncclprobe"));
+    let lib = bin
+        .parent()
+        .unwrap()
+        .join("libncclprobe_test_double_gpu.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: build the test double with `cargo build --release -p ncclprobe-test-double-gpu` (ci/test does)",
+        lib.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["libcuda.so.1", "libnccl.so.2"] {
+        std::os::unix::fs::symlink(&lib, dir.path().join(name)).unwrap();
+    }
+    dir
+}
+
+fn probe(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
+    c.env("LD_LIBRARY_PATH", dir)
+        .env_remove("NCCL_LIBRARY")
+        .env_remove("NCCL_HOME")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .env_remove("NCCLPROBE_TEST_DOUBLE_FAULT");
+    c
+}
+
+const SMALL: [&str; 12] = [
+    "sweep",
+    "-b",
+    "8",
+    "-e",
+    "4K",
+    "-f",
+    "8",
+    "--max-samples",
+    "8",
+    "--point-budget",
+    "0.05",
+    "--warmup-time=0.002",
+];
+
+fn run(mut c: Command) -> (Output, Duration) {
+    let t = Instant::now();
+    let out = c.output().expect("run ncclprobe");
+    (out, t.elapsed())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn one_process_two_gpus_every_collective_checked() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.args(SMALL)
+        .args([
+            "--collective",
+            "all",
+            "-d",
+            "float,half,bfloat16,int8",
+            "-o",
+            "sum,avg,min",
+            "--json",
+        ])
+        .arg(&json);
+    let (out, _) = run(c);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains(
+            "# backend nccl: 2 GPUs driven by one process (-g 2) (auto: NCCL 2.18.5 found at"
+        ),
+        "{stdout}"
+    );
+    let r = read_record(&json);
+    assert_eq!(r.status, RunStatus::Complete);
+    assert_eq!(r.backend.name, "nccl");
+    assert_eq!(r.backend.nranks, 2);
+    assert!(r.backend.library_versions["nccl"].starts_with("2.18.5"));
+    for p in &r.points {
+        let unchecked = p.placement == Placement::InPlace
+            && matches!(p.collective, Collective::Alltoall | Collective::Sendrecv);
+        assert_eq!(
+            p.wrong,
+            if unchecked { None } else { Some(0) },
+            "{:?} {} {:?}",
+            p.collective,
+            p.size_bytes,
+            p.placement
+        );
+    }
+    // Pageable and pinned host-to-device bandwidth for each GPU.
+    assert_eq!(r.calibration.host_to_device.len(), 4);
+    assert!(r
+        .calibration
+        .host_to_device
+        .iter()
+        .all(|c| c.bytes_per_s > 0.0));
+}
+
+#[test]
+fn two_processes_torchrun_style() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            let mut c = probe(d.path());
+            c.args(SMALL)
+                .args([
+                    "--collective",
+                    "all_reduce,alltoall,broadcast",
+                    "--timeout",
+                    "30",
+                    "--json",
+                ])
+                .arg(out_dir.path().join(format!("rank{rank}.json")))
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", "1")
+                .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
+                .env_remove("CUDA_VISIBLE_DEVICES")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for o in &outs {
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        // seeds/000: several ranks on a host without CUDA_VISIBLE_DEVICES is called out.
+        assert!(text(&o.stderr)
+            .contains("CUDA_VISIBLE_DEVICES is not set while 2 ranks share this host"));
+    }
+    assert!(
+        text(&outs[0].stdout).contains("2 ranks, one GPU per process (torchrun-style environment)")
+    );
+    let r = read_record(&out_dir.path().join("rank0.json"));
+    assert_eq!(r.backend.nranks, 2);
+    assert_ne!(r.backend.ranks[0].pid, r.backend.ranks[1].pid);
+    assert!(r
+        .points
+        .iter()
+        .filter(|p| p.placement == Placement::OutOfPlace)
+        .all(|p| p.wrong == Some(0)));
+    assert!(
+        !out_dir.path().join("rank1.json").exists(),
+        "only rank 0 writes"
+    );
+}
+
+fn faulted(
+    fault: &str,
+    timeout: &str,
+) -> (
+    Output,
+    Duration,
+    PathBuf,
+    tempfile::TempDir,
+    tempfile::TempDir,
+) {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.args(SMALL)
+        .args(["--timeout", timeout, "--json"])
+        .arg(&json)
+        .env("NCCLPROBE_TEST_DOUBLE_FAULT", fault);
+    let (out, took) = run(c);
+    (out, took, json, d, out_dir)
+}
+
+#[test]
+fn init_failure_exits_1_and_says_which_call() {
+    let (out, _, json, _d, _o) = faulted("init:1", "10");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("ncclCommInitAll (2 GPUs) failed: unhandled system error"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(read_record(&json).status, RunStatus::Failed);
+}
+
+#[test]
+fn async_error_aborts_and_exits_1_with_finished_points() {
+    let (out, took, json, _d, _o) = faulted("async:1:512", "10");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("NCCL async error on rank 1 (GPU 1) during all_reduce of 512 bytes"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("communicator aborted"));
+    assert!(took < Duration::from_secs(10));
+    let r = read_record(&json);
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(
+        r.points.iter().map(|p| p.size_bytes).collect::<Vec<_>>(),
+        vec![8, 8, 64, 64]
+    );
+}
+
+#[test]
+fn a_hung_collective_times_out_with_code_4() {
+    let (out, took, json, _d, _o) = faulted("hang:0:512", "2");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(text(&out.stderr)
+        .contains("timeout: all_reduce float 512 B (512 bytes) out-of-place made no progress"));
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let r = read_record(&json);
+    assert_eq!(r.status, RunStatus::TimedOut);
+    assert_eq!(r.points.len(), 4);
+}
+
+#[test]
+fn a_rank_that_dies_leaves_the_survivor_to_time_out() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = Instant::now();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            let mut c = probe(d.path());
+            c.args(SMALL)
+                .args(["--timeout", "3", "--json"])
+                .arg(out_dir.path().join(format!("rank{rank}.json")))
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("CUDA_VISIBLE_DEVICES", rank.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
+                .env("NCCLPROBE_TEST_DOUBLE_FAULT", "die:1:512")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    assert_eq!(
+        outs[1].status.code(),
+        Some(9),
+        "rank 1 died: {}",
+        text(&outs[1].stderr)
+    );
+    assert_eq!(
+        outs[0].status.code(),
+        Some(4),
+        "the survivor times out: {}",
+        text(&outs[0].stderr)
+    );
+    assert!(start.elapsed() < Duration::from_secs(15));
+    let r = read_record(&out_dir.path().join("rank0.json"));
+    assert_eq!(r.status, RunStatus::TimedOut);
+    assert_eq!(r.points.len(), 4);
+}
+
+#[test]
+fn asking_for_more_gpus_than_exist() {
+    let d = doubles();
+    let mut c = probe(d.path());
+    c.args(["sweep", "-g", "3"]);
+    let (out, _) = run(c);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("-g/--ngpus: 3 GPUs asked for, 2 visible"));
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn two_mpi_ranks_exchange_the_unique_id_over_mpi() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x"])
+        .arg(format!("LD_LIBRARY_PATH={}", d.path().display()))
+        .arg(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(SMALL)
+        .args([
+            "--collective",
+            "all_reduce,reduce_scatter,all_gather",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("mpirun (ci/test installs Open MPI)");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("2 ranks, one GPU per process (MPI launcher)"),
+        "{stdout}"
+    );
+    let r = read_record(&json);
+    assert_eq!((r.backend.name.as_str(), r.backend.nranks), ("nccl", 2));
+    assert!(r.points.iter().all(|p| p.wrong == Some(0)));
+}

@@ -282,6 +282,9 @@ pub struct TimingArgs {
     /// Measured seconds one point may spend before sampling stops, converged or not.
     #[arg(long, default_value_t = 0.5)]
     pub point_budget: f64,
+    /// nccl backend: time each batch with CUDA events on the stream instead of the host clock.
+    #[arg(long)]
+    pub cuda_events: bool,
     /// Seconds a collective may make no progress before the run ends with exit code 4.
     #[arg(long, default_value_t = 300.0)]
     pub timeout: f64,

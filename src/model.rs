@@ -124,6 +124,9 @@ pub struct Settings {
     pub target_rel_ci: Option<f64>,
     pub point_budget_s: f64,
     pub timeout_s: f64,
+    /// nccl backend: batches timed by CUDA events on the stream rather than the host clock.
+    #[serde(default)]
+    pub cuda_events: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -265,6 +265,7 @@ impl Plan {
             target_rel_ci: target,
             point_budget_s: t.point_budget,
             timeout_s: t.timeout,
+            cuda_events: t.cuda_events,
         };
         let fault = args.inject_fault.as_deref().map(Fault::parse).transpose()?;
         Ok(Plan {

@@ -302,6 +302,11 @@ pub fn run_rank(
                             out.progress.inc(1);
                             out.push(&[oop.clone(), inp.clone()])?;
                         }
+                        // No rank starts the next size before rank 0 has the point on disk, so
+                        // a failure there can never lose it.
+                        comm.allgather_bytes(&[]).map_err(|e| {
+                            Failure::internal(format!("after {coll} {}: {e}", format_size(size)))
+                        })?;
                         coll_points.push(oop);
                         coll_points.push(inp);
                     }
@@ -710,6 +715,10 @@ fn run_nccl_rank(
     watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
     let mut comm = NcclComm::new(std::sync::Arc::clone(api), rank, world, device, plane)
         .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+    if args.timing.cuda_events {
+        comm.use_cuda_events()
+            .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
+    }
     watchdog.disarm();
     let rank0 = (rank == 0).then(|| {
         let r0 = make_rank0(
@@ -858,8 +867,14 @@ fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
     watchdog.arm(format!("ncclCommInitAll of {ngpus} GPUs"));
     let result = NcclComm::init_all(std::sync::Arc::clone(&api), &devices)
         .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))
-        .and_then(|comms| {
+        .and_then(|mut comms| {
             watchdog.disarm();
+            if args.timing.cuda_events {
+                for c in &mut comms {
+                    c.use_cuda_events()
+                        .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
+                }
+            }
             run_threads(comms, &plan, &watchdog, &rank0, args)
         });
     finish_or_exit(&rank0, args, result)

@@ -339,3 +339,20 @@ fn two_mpi_ranks_exchange_the_unique_id_over_mpi() {
     assert_eq!((r.backend.name.as_str(), r.backend.nranks), ("nccl", 2));
     assert!(r.points.iter().all(|p| p.wrong == Some(0)));
 }
+
+#[test]
+fn cuda_event_timing() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.args(SMALL).args(["--cuda-events", "--json"]).arg(&json);
+    let (out, _) = run(c);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_record(&json);
+    assert!(r.settings.as_ref().unwrap().cuda_events);
+    assert!(r
+        .points
+        .iter()
+        .all(|p| p.time_s > 0.0 && p.wrong == Some(0)));
+}

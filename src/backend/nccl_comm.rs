@@ -37,6 +37,9 @@ type CuMemcpyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> c_int;
 type CuMemcpyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, *mut c_void) -> c_int;
 type CuStreamCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
 type CuStream = unsafe extern "C" fn(*mut c_void) -> c_int;
+type CuEventCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
+type CuEventRecord = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type CuEventElapsed = unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void) -> c_int;
 
 type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, UniqueId, c_int) -> c_int;
 type NcclCommInitAll = unsafe extern "C" fn(*mut *mut c_void, c_int, *const c_int) -> c_int;
@@ -102,6 +105,9 @@ pub struct Api {
     cu_stream_create: CuStreamCreate,
     cu_stream_query: CuStream,
     cu_stream_synchronize: CuStream,
+    cu_event_create: CuEventCreate,
+    cu_event_record: CuEventRecord,
+    cu_event_elapsed: CuEventElapsed,
     nccl_comm_init_rank: NcclCommInitRank,
     nccl_comm_init_all: NcclCommInitAll,
     nccl_group_start: NcclGroup,
@@ -176,6 +182,9 @@ impl Api {
                 cu_stream_create: sym(cuda, c, "cuStreamCreate", &mut missing)?,
                 cu_stream_query: sym(cuda, c, "cuStreamQuery", &mut missing)?,
                 cu_stream_synchronize: sym(cuda, c, "cuStreamSynchronize", &mut missing)?,
+                cu_event_create: sym(cuda, c, "cuEventCreate", &mut missing)?,
+                cu_event_record: sym(cuda, c, "cuEventRecord", &mut missing)?,
+                cu_event_elapsed: sym(cuda, c, "cuEventElapsedTime", &mut missing)?,
                 nccl_comm_init_rank: sym(nlib, n, "ncclCommInitRank", &mut missing)?,
                 nccl_comm_init_all: sym(nlib, n, "ncclCommInitAll", &mut missing)?,
                 nccl_group_start: sym(nlib, n, "ncclGroupStart", &mut missing)?,
@@ -418,6 +427,8 @@ pub struct NcclComm {
     host_recv: AlignedBuf,
     spec: Option<PointSpec>,
     control: Box<dyn ControlPlane>,
+    /// Time batches with CUDA events on the stream instead of the host clock.
+    events: Option<(usize, usize)>,
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -520,7 +531,24 @@ impl NcclComm {
             host_recv: AlignedBuf::default(),
             spec: None,
             control,
+            events: None,
         })
+    }
+
+    /// Time with CUDA events recorded on the stream around each batch (device time, without
+    /// the host's enqueue and polling), instead of nccl-tests' host wall clock.
+    pub fn use_cuda_events(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: valid out-pointers; default flags (timing enabled).
+        unsafe {
+            self.api
+                .cuda("cuEventCreate", (self.api.cu_event_create)(&mut a, 0))?;
+            self.api
+                .cuda("cuEventCreate", (self.api.cu_event_create)(&mut b, 0))?;
+        }
+        self.events = Some((a as usize, b as usize));
+        Ok(())
     }
 
     pub fn device(&self) -> c_int {
@@ -755,13 +783,37 @@ impl Communicator for NcclComm {
             .spec
             .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
         self.current()?;
+        let stream = self.stream as *mut c_void;
         let start = Instant::now();
+        if let Some((a, _)) = self.events {
+            // SAFETY: an event created for this rank, recorded on its stream.
+            self.api.cuda("cuEventRecord", unsafe {
+                (self.api.cu_event_record)(a as *mut c_void, stream)
+            })?;
+        }
         for _ in 0..iters {
             // SAFETY: buffers sized by prepare for this spec in both placements.
             unsafe { self.enqueue(&spec, placement)? };
         }
+        if let Some((_, b)) = self.events {
+            // SAFETY: as above.
+            self.api.cuda("cuEventRecord", unsafe {
+                (self.api.cu_event_record)(b as *mut c_void, stream)
+            })?;
+        }
         self.wait(&spec)?;
-        Ok(start.elapsed().as_secs_f64())
+        let host_s = start.elapsed().as_secs_f64();
+        match self.events {
+            Some((a, b)) => {
+                let mut ms = 0f32;
+                // SAFETY: both events completed (the stream is idle).
+                self.api.cuda("cuEventElapsedTime", unsafe {
+                    (self.api.cu_event_elapsed)(&mut ms, a as *mut c_void, b as *mut c_void)
+                })?;
+                Ok(ms as f64 * 1e-3)
+            }
+            None => Ok(host_s),
+        }
     }
 
     fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {

@@ -304,6 +304,10 @@ impl Communicator for MpiComm {
         let mut lens = vec![0i32; self.nranks];
         self.world.all_gather_into(&len, &mut lens[..]);
         let total: i32 = lens.iter().sum();
+        if total == 0 {
+            // Nothing to move (a pure barrier); MPI rejects the empty receive buffer.
+            return Ok(vec![Vec::new(); self.nranks]);
+        }
         let mut displs = Vec::with_capacity(self.nranks);
         let mut acc = 0;
         for l in &lens {

@@ -261,11 +261,7 @@ impl Communicator for HostComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
-        if spec.coll == Collective::Unknown {
-            return Err(BackendError::Unsupported(
-                "cannot run an unknown collective".into(),
-            ));
-        }
+        spec.runnable()?;
         let layout = spec.layout(self.nranks(), self.rank);
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
         self.send.ensure(bytes)?;

@@ -40,6 +40,14 @@ impl PointSpec {
     pub fn layout(&self, nranks: usize, rank: usize) -> Layout {
         Layout::new(self.coll, self.count, nranks, rank)
     }
+
+    /// Imports can name an `unknown` collective; no backend can run one.
+    pub fn runnable(&self) -> Result<(), BackendError> {
+        if self.coll == Collective::Unknown {
+            return Err(BackendError::Unsupported("cannot run an unknown collective".into()));
+        }
+        Ok(())
+    }
 }
 
 /// One rank's view of a backend.

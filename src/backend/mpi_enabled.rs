@@ -254,11 +254,7 @@ impl Communicator for MpiComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
-        if spec.coll == Collective::Unknown {
-            return Err(BackendError::Unsupported(
-                "cannot run an unknown collective".into(),
-            ));
-        }
+        spec.runnable()?;
         let layout = spec.layout(self.nranks, self.rank);
         if layout.buffer_count() > c_int::MAX as usize {
             return Err(BackendError::Unsupported(format!(

@@ -691,11 +691,7 @@ impl Communicator for NcclComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
-        if spec.coll == Collective::Unknown {
-            return Err(BackendError::Unsupported(
-                "cannot run an unknown collective".into(),
-            ));
-        }
+        spec.runnable()?;
         self.current()?;
         let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
         if bytes > self.capacity {

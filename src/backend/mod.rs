@@ -44,7 +44,9 @@ impl PointSpec {
     /// Imports can name an `unknown` collective; no backend can run one.
     pub fn runnable(&self) -> Result<(), BackendError> {
         if self.coll == Collective::Unknown {
-            return Err(BackendError::Unsupported("cannot run an unknown collective".into()));
+            return Err(BackendError::Unsupported(
+                "cannot run an unknown collective".into(),
+            ));
         }
         Ok(())
     }

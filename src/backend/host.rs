@@ -108,6 +108,33 @@ fn chunk(count: usize, n: usize, k: usize, elem: usize) -> (usize, usize) {
     (lo * elem, (hi - lo) * elem)
 }
 
+/// Reduce `[off, off+len)` of every source into every destination, a cache-sized block at a
+/// time (sources read once, destinations written once).
+///
+/// Safety: every address is valid for the range; no other thread touches these ranges until
+/// the caller's next barrier; a destination may equal a source (each block is fully read first).
+unsafe fn reduce_fanout(spec: &PointSpec, srcs: &[usize], dsts: &[usize], off: usize, len: usize) {
+    const BLOCK: usize = 16 << 10;
+    let mut acc = [0u64; BLOCK / 8];
+    let acc: &mut [u8] = bytemuck::cast_slice_mut(&mut acc);
+    let mut done = 0;
+    while done < len {
+        let n = BLOCK.min(len - done);
+        let a = &mut acc[..n];
+        a.copy_from_slice(peer(srcs[0], off + done, n));
+        for &src in &srcs[1..] {
+            accumulate_bytes(spec.dtype, a, peer(src, off + done, n), spec.op);
+        }
+        if spec.op == RedOp::Avg {
+            scale_avg_bytes(spec.dtype, a, srcs.len());
+        }
+        for &dst in dsts {
+            own(dst, off + done, n).copy_from_slice(a);
+        }
+        done += n;
+    }
+}
+
 /// A peer's bytes. Safety: the caller guarantees, through the barriers of the collective's
 /// schedule, that nobody writes `[ptr+off, ptr+off+len)` while this slice is alive.
 unsafe fn peer<'a>(ptr: usize, off: usize, len: usize) -> &'a [u8] {
@@ -185,15 +212,13 @@ impl HostComm {
         match spec.coll {
             Collective::Unknown => {}
             Collective::AllReduce => {
-                // Reduce-scatter into our own chunk, then gather the other chunks from peers.
+                // Each rank reduces its chunk and writes the result straight into every rank's
+                // output: inputs read once, outputs written once, no gather phase. Only this
+                // rank touches chunk `me` of any buffer, and each block is read before written,
+                // so in place is safe too.
                 let (off, len) = chunk(layout.param_count, n, me, elem);
-                let dst = own(my_recv, off, len);
-                self.reduce_chunk(spec, &sends, dst, off, in_place.then_some(me));
-                self.barrier();
-                for s in (0..n).filter(|&s| s != me) {
-                    let (off, len) = chunk(layout.param_count, n, s, elem);
-                    own(my_recv, off, len).copy_from_slice(peer(slots[s].1, off, len));
-                }
+                let recvs: Vec<usize> = slots.iter().map(|s| s.1).collect();
+                reduce_fanout(spec, &sends, &recvs, off, len);
             }
             Collective::ReduceScatter => {
                 let off = me * per_bytes;

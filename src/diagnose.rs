@@ -439,6 +439,20 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
                 }
             }
         }
+        if let Ok(gpus) = &l.nvml {
+            for g in gpus {
+                if let Some((c, m)) = g.pcie_width.filter(|(c, m)| c < m) {
+                    severity = Severity::Warning;
+                    down.push(value_ev(format!(
+                        "GPU {} {} ({}): PCIe width x{c} of x{m} (NVML)",
+                        g.index, g.name, g.bus_id
+                    )));
+                }
+                if let Some((c, m)) = g.pcie_gen.filter(|(c, m)| c < m) {
+                    down.push(value_ev(format!("GPU {} {} ({}): PCIe gen {c} of {m} (NVML; idle GPUs lower it: check under load)", g.index, g.name, g.bus_id)));
+                }
+            }
+        }
         if !down.is_empty() {
             push("pcie.downgraded", severity, "A GPU's PCIe link runs below its maximum".into(), down,
                 "A narrower link (fewer lanes) caps every transfer to and from the GPU; a lower speed at idle is normal power saving, under load it means a bad riser, slot or BIOS setting.",
@@ -700,6 +714,28 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(f[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn nvml_link_width_counts_too() {
+        let mut facts = live(Vec::new(), None);
+        facts.nvml = Ok(vec![crate::live::NvmlGpu {
+            index: 1,
+            name: "GPU".into(),
+            bus_id: "00000000:3B:00.0".into(),
+            pcie_gen: Some((4, 4)),
+            pcie_width: Some((4, 16)),
+            processes: Vec::new(),
+        }]);
+        let f = rules(&Inputs {
+            live: Some(facts),
+            ..Default::default()
+        });
+        assert_eq!(
+            (f[0].id.as_str(), f[0].severity),
+            ("pcie.downgraded", Severity::Warning)
+        );
+        assert!(f[0].evidence[0].text.contains("x4 of x16 (NVML)"));
     }
 
     #[test]

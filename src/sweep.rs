@@ -492,6 +492,9 @@ fn finish(
     if let Some(line) = memcpy_ratio_line(&record) {
         rank0.println(&line);
     }
+    for line in copy_bandwidth_lines(&record) {
+        rank0.println(&line);
+    }
     let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if args.output.format == OutputFormat::Json || to_stdout(&args.output.json) {
         let json =
@@ -511,6 +514,29 @@ fn finish(
         ));
     }
     Ok(ExitCode::Ok)
+}
+
+/// Per GPU and direction: pageable vs pinned copy bandwidth (why DataLoader(pin_memory=True)).
+fn copy_bandwidth_lines(record: &RunRecord) -> Vec<String> {
+    let c = &record.calibration.copy_bandwidth;
+    let mut lines = Vec::new();
+    for p in c.iter().filter(|p| p.pinned) {
+        if let Some(q) = c
+            .iter()
+            .find(|q| !q.pinned && q.device == p.device && q.direction == p.direction)
+        {
+            lines.push(format!(
+                "# GPU{} {} {}: pageable {:.2} GB/s, pinned {:.2} GB/s ({} copies)",
+                p.device,
+                p.name,
+                p.direction,
+                q.bytes_per_s / 1e9,
+                p.bytes_per_s / 1e9,
+                format_size(p.size_bytes)
+            ));
+        }
+    }
+    lines
 }
 
 /// The host backend's all_reduce busbw at 64 MiB against single-thread memcpy of this run.
@@ -559,7 +585,7 @@ fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
         record.calibration = Calibration {
             memcpy_bytes_per_s: Some(bw),
             memcpy_size_bytes: Some(calib_size as u64),
-            host_to_device: Vec::new(),
+            copy_bandwidth: Vec::new(),
         };
     }
     let rank0 = make_rank0(args, record, &watchdog);
@@ -838,17 +864,23 @@ fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
     let copy_bytes = (64usize << 20).min(plan.settings.max_bytes.max(1 << 20) as usize);
     for &d in &devices {
         let name = api.device_name(d);
-        for pinned in [false, true] {
+        for (pinned, to_device) in [(false, true), (true, true), (false, false), (true, false)] {
             if let Ok(bw) = api
                 .use_device(d)
-                .and_then(|_| api.copy_bandwidth(copy_bytes, pinned))
+                .and_then(|_| api.copy_bandwidth(copy_bytes, pinned, to_device))
             {
                 record
                     .calibration
-                    .host_to_device
+                    .copy_bandwidth
                     .push(crate::model::CopyBandwidth {
                         device: d as usize,
                         name: name.clone(),
+                        direction: if to_device {
+                            "host-to-device"
+                        } else {
+                            "device-to-host"
+                        }
+                        .into(),
                         pinned,
                         size_bytes: copy_bytes as u64,
                         bytes_per_s: bw,

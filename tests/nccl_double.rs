@@ -110,13 +110,17 @@ fn one_process_two_gpus_every_collective_checked() {
             p.placement
         );
     }
-    // Pageable and pinned host-to-device bandwidth for each GPU.
-    assert_eq!(r.calibration.host_to_device.len(), 4);
-    assert!(r
-        .calibration
-        .host_to_device
-        .iter()
-        .all(|c| c.bytes_per_s > 0.0));
+    // Pageable and pinned copy bandwidth, both directions, for each GPU.
+    let copies = &r.calibration.copy_bandwidth;
+    assert_eq!(copies.len(), 8);
+    assert!(copies.iter().all(|c| c.bytes_per_s > 0.0));
+    assert_eq!(
+        copies
+            .iter()
+            .filter(|c| c.pinned && c.direction == "device-to-host")
+            .count(),
+        2
+    );
 }
 
 #[test]

@@ -35,6 +35,7 @@ type CuMemFreeHost = unsafe extern "C" fn(*mut c_void) -> c_int;
 type CuMemcpyHtoD = unsafe extern "C" fn(u64, *const c_void, usize) -> c_int;
 type CuMemcpyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> c_int;
 type CuMemcpyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, *mut c_void) -> c_int;
+type CuMemcpyDtoHAsync = unsafe extern "C" fn(*mut c_void, u64, usize, *mut c_void) -> c_int;
 type CuStreamCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
 type CuStream = unsafe extern "C" fn(*mut c_void) -> c_int;
 type CuEventCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
@@ -102,6 +103,7 @@ pub struct Api {
     cu_memcpy_htod: CuMemcpyHtoD,
     cu_memcpy_dtoh: CuMemcpyDtoH,
     cu_memcpy_htod_async: CuMemcpyHtoDAsync,
+    cu_memcpy_dtoh_async: CuMemcpyDtoHAsync,
     cu_stream_create: CuStreamCreate,
     cu_stream_query: CuStream,
     cu_stream_synchronize: CuStream,
@@ -179,6 +181,7 @@ impl Api {
                 cu_memcpy_htod: sym(cuda, c, "cuMemcpyHtoD_v2", &mut missing)?,
                 cu_memcpy_dtoh: sym(cuda, c, "cuMemcpyDtoH_v2", &mut missing)?,
                 cu_memcpy_htod_async: sym(cuda, c, "cuMemcpyHtoDAsync_v2", &mut missing)?,
+                cu_memcpy_dtoh_async: sym(cuda, c, "cuMemcpyDtoHAsync_v2", &mut missing)?,
                 cu_stream_create: sym(cuda, c, "cuStreamCreate", &mut missing)?,
                 cu_stream_query: sym(cuda, c, "cuStreamQuery", &mut missing)?,
                 cu_stream_synchronize: sym(cuda, c, "cuStreamSynchronize", &mut missing)?,
@@ -293,39 +296,62 @@ impl Api {
             .map_err(BackendError::Failed)
     }
 
-    /// Host→device bandwidth in bytes/s on the current device: pageable (plain memory,
-    /// synchronous copy) and pinned (page-locked memory, async copy then synchronise).
-    pub fn copy_bandwidth(&self, bytes: usize, pinned: bool) -> Result<f64, BackendError> {
+    /// Copy bandwidth in bytes/s between host and the current device, host→device or
+    /// device→host: pageable (plain memory, synchronous copy) or pinned (page-locked memory,
+    /// async copy then synchronise). Best of five copies.
+    pub fn copy_bandwidth(
+        &self,
+        bytes: usize,
+        pinned: bool,
+        to_device: bool,
+    ) -> Result<f64, BackendError> {
         let mut dev = 0u64;
         let mut stream = std::ptr::null_mut();
         // SAFETY: every pointer below is allocated here with `bytes` bytes and freed at the end.
         unsafe {
             self.cuda("cuMemAlloc", (self.cu_mem_alloc)(&mut dev, bytes))?;
             self.cuda("cuStreamCreate", (self.cu_stream_create)(&mut stream, 0))?;
-            let mut best = f64::INFINITY;
-            if pinned {
-                let mut host = std::ptr::null_mut();
-                self.cuda("cuMemAllocHost", (self.cu_mem_alloc_host)(&mut host, bytes))?;
-                for _ in 0..5 {
-                    let t = Instant::now();
-                    self.cuda(
-                        "cuMemcpyHtoDAsync",
-                        (self.cu_memcpy_htod_async)(dev, host, bytes, stream),
-                    )?;
-                    self.cuda("cuStreamSynchronize", (self.cu_stream_synchronize)(stream))?;
-                    best = best.min(t.elapsed().as_secs_f64());
-                }
-                (self.cu_mem_free_host)(host);
+            let mut pageable = Vec::new();
+            let mut pinned_ptr = std::ptr::null_mut();
+            let host = if pinned {
+                self.cuda(
+                    "cuMemAllocHost",
+                    (self.cu_mem_alloc_host)(&mut pinned_ptr, bytes),
+                )?;
+                pinned_ptr
             } else {
-                let host = vec![1u8; bytes];
-                for _ in 0..5 {
-                    let t = Instant::now();
-                    self.cuda(
-                        "cuMemcpyHtoD",
-                        (self.cu_memcpy_htod)(dev, host.as_ptr() as *const c_void, bytes),
-                    )?;
-                    best = best.min(t.elapsed().as_secs_f64());
+                pageable.resize(bytes, 1u8);
+                pageable.as_mut_ptr() as *mut c_void
+            };
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let t = Instant::now();
+                match (pinned, to_device) {
+                    (true, true) => {
+                        self.cuda(
+                            "cuMemcpyHtoDAsync",
+                            (self.cu_memcpy_htod_async)(dev, host, bytes, stream),
+                        )?;
+                        self.cuda("cuStreamSynchronize", (self.cu_stream_synchronize)(stream))?;
+                    }
+                    (true, false) => {
+                        self.cuda(
+                            "cuMemcpyDtoHAsync",
+                            (self.cu_memcpy_dtoh_async)(host, dev, bytes, stream),
+                        )?;
+                        self.cuda("cuStreamSynchronize", (self.cu_stream_synchronize)(stream))?;
+                    }
+                    (false, true) => {
+                        self.cuda("cuMemcpyHtoD", (self.cu_memcpy_htod)(dev, host, bytes))?
+                    }
+                    (false, false) => {
+                        self.cuda("cuMemcpyDtoH", (self.cu_memcpy_dtoh)(host, dev, bytes))?
+                    }
                 }
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            if pinned {
+                (self.cu_mem_free_host)(pinned_ptr);
             }
             (self.cu_mem_free)(dev);
             Ok(bytes as f64 / best)

@@ -332,6 +332,11 @@ fn every_topo_file_parses() {
     assert_eq!(t.info["GPU0"].numa_affinity.as_deref(), Some("0,5-11"));
     let t = topo::parse_file(&corpus("topo", "01-")).unwrap();
     assert_eq!(t.p2p.len(), 2, "the -p2p matrix after the legend");
+    assert_eq!(t.info["GPU1"].cpu_affinity.as_deref(), Some("24-47,72-95"));
+    // Empty affinity cells in a tab-separated paste: the N/A is the GPU NUMA ID.
+    let t = topo::parse_file(&corpus("topo", "20-")).unwrap();
+    assert_eq!(t.info["GPU0"].gpu_numa_id.as_deref(), Some("N/A"));
+    assert_eq!(t.info["GPU0"].cpu_affinity, None);
 }
 
 #[test]

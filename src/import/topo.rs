@@ -244,13 +244,18 @@ impl Parser {
                 cells.len().min(read.max(cells.len()))
             ));
         }
-        let tail: Vec<&&String> = cells.iter().skip(n).collect();
+        // Affinity cells: empty ones (tab-separated pastes) are dropped; when fewer values than
+        // titles remain, they belong to the last titles (nvidia-smi fills GPU NUMA ID with N/A
+        // even where the affinities are empty).
+        let tail: Vec<&str> = cells
+            .iter()
+            .skip(n)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let skip_titles = self.extra.len().saturating_sub(tail.len());
         let mut info = DeviceInfo::default();
-        for (title, value) in self.extra.iter().zip(tail.iter()) {
-            let v = value.trim();
-            if v.is_empty() {
-                continue;
-            }
+        for (title, v) in self.extra.iter().skip(skip_titles).zip(tail.iter()) {
             match title.as_str() {
                 "CPU Affinity" => info.cpu_affinity = Some(v.to_string()),
                 "NUMA Affinity" => info.numa_affinity = Some(v.to_string()),

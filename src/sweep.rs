@@ -211,11 +211,12 @@ pub fn run_rank(
 ) -> Result<(), Failure> {
     let nranks = comm.nranks();
     let me = format!(
-        "{}\t{}",
+        "{}\t{}\t{}",
         hostname::get()
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_else(|_| "unknown".into()),
-        std::process::id()
+        std::process::id(),
+        comm.device_label().unwrap_or_default()
     );
     let everyone = comm
         .allgather_bytes(me.as_bytes())
@@ -226,12 +227,15 @@ pub fn run_rank(
             .enumerate()
             .map(|(rank, b)| {
                 let text = String::from_utf8_lossy(b);
-                let (host, pid) = text.split_once('\t').unwrap_or((&text, "0"));
+                let mut fields = text.splitn(3, '\t');
+                let host = fields.next().unwrap_or_default().to_string();
+                let pid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+                let device = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
                 RankInfo {
                     rank,
-                    host: host.to_string(),
-                    pid: pid.parse().unwrap_or(0),
-                    device: None,
+                    host,
+                    pid,
+                    device,
                 }
             })
             .collect();
@@ -247,8 +251,11 @@ pub fn run_rank(
         out.println("#\n# Using devices");
         for r in &ranks {
             out.println(&format!(
-                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device  host memory",
-                r.rank, r.pid, r.host
+                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device  {}",
+                r.rank,
+                r.pid,
+                r.host,
+                r.device.as_deref().unwrap_or("host memory")
             ));
         }
         out.progress.set_length(total_points(plan, nranks));

@@ -98,6 +98,10 @@ fn one_process_two_gpus_every_collective_checked() {
     assert_eq!(r.backend.name, "nccl");
     assert_eq!(r.backend.nranks, 2);
     assert!(r.backend.library_versions["nccl"].starts_with("2.18.5"));
+    assert_eq!(
+        r.backend.ranks[1].device.as_deref(),
+        Some(" 1 ncclprobe test double GPU 1")
+    );
     for p in &r.points {
         let unchecked = p.placement == Placement::InPlace
             && matches!(p.collective, Collective::Alltoall | Collective::Sendrecv);

@@ -82,6 +82,11 @@ pub trait Communicator {
             .fold(0u64, u64::saturating_add))
     }
 
+    /// The device this rank drives, for the banner and the record (`None`: host memory).
+    fn device_label(&self) -> Option<String> {
+        None
+    }
+
     /// Copy the host buffers to the device (after inputs were written); no-op for host memory.
     fn upload(&mut self) -> Result<(), BackendError> {
         Ok(())

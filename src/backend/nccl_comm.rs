@@ -842,6 +842,14 @@ impl Communicator for NcclComm {
         self.control.allgather(data)
     }
 
+    fn device_label(&self) -> Option<String> {
+        Some(format!(
+            "{:2} {}",
+            self.device,
+            self.api.device_name(self.device)
+        ))
+    }
+
     fn checks_in_place(&self, coll: Collective) -> bool {
         // As nccl-tests: in-place alltoall/sendrecv overwrite what peers still read.
         !matches!(coll, Collective::Alltoall | Collective::Sendrecv)

@@ -373,7 +373,10 @@ fn new_record(
         env: model::relevant_env(),
         settings: Some(plan.settings.clone()),
         calibration: Calibration::default(),
-        topology: None,
+        // What this machine's GPUs look like (NVML, else sysfs); none on machines without GPUs.
+        topology: crate::live::collect(&crate::live::Roots::default(), true)
+            .topology
+            .and_then(|t| serde_json::to_value(t).ok()),
         notes: plan.notes.clone(),
         points: Vec::new(),
         headlines: Vec::new(),

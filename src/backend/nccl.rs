@@ -292,6 +292,8 @@ pub fn find_cuda_driver() -> Result<CudaDriver, String> {
     // SAFETY: as for NCCL: loading the driver library by its documented name.
     let lib = unsafe { libloading::Library::new("libcuda.so.1") }
         .map_err(|e| format!("no CUDA driver (libcuda.so.1) found: {e}"))?;
+    // cuInit starts driver threads: the library must never be unloaded under them.
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
     type CuInit = unsafe extern "C" fn(u32) -> c_int;
     type CuIntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
     // SAFETY: C signatures from cuda.h (cuInit, cuDriverGetVersion, cuDeviceGetCount).

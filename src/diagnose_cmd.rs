@@ -135,10 +135,7 @@ pub fn run(args: &DiagnoseArgs) -> Result<ExitCode, Failure> {
     match args.format {
         OutputFormat::Json => {
             let v = serde_json::json!({"facts": facts, "findings": findings});
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v).map_err(|e| Failure::internal(e.to_string()))?
-            );
+            println!("{}", crate::render::to_json(&v)?);
         }
         _ => {
             for (f, k) in &inputs.files {

@@ -8,11 +8,9 @@ use crate::model::{Point, RunRecord};
 use crate::render::{csv, record::write_atomic, table};
 use std::path::Path;
 
+/// Every input problem (unreadable, empty, binary, wrong kind) is bad input: exit 2.
 pub fn input_failure(e: InputError) -> Failure {
-    match e {
-        InputError::Unreadable { .. } => Failure::usage(e.to_string()),
-        other => Failure::usage(other.to_string()),
-    }
+    Failure::usage(e.to_string())
 }
 
 /// nccl-tests text or JSON, decided by the content.
@@ -58,8 +56,7 @@ fn print_table(record: &RunRecord) {
 
 pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
     let record = import_file(&args.file)?;
-    let json =
-        serde_json::to_string_pretty(&record).map_err(|e| Failure::internal(e.to_string()))?;
+    let json = crate::render::to_json(&record)?;
     let csv_text = csv::to_string(&record.points).map_err(|e| Failure::internal(e.to_string()))?;
     let stdout = |p: &Option<std::path::PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     for (path, body) in [

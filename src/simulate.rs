@@ -165,11 +165,7 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
                 "best": best,
                 "advice": advice,
             });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value)
-                    .map_err(|e| Failure::internal(e.to_string()))?
-            );
+            println!("{}", crate::render::to_json(&value)?);
         }
         _ => {
             println!(
@@ -295,11 +291,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
                 "compute": compute,
                 "strategies": rows,
             });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value)
-                    .map_err(|e| Failure::internal(e.to_string()))?
-            );
+            println!("{}", crate::render::to_json(&value)?);
         }
         _ => {
             println!(

@@ -241,7 +241,6 @@ pub fn run_rank(
             .collect();
         out.with_sink(|sink| {
             let mut hosts: Vec<String> = ranks.iter().map(|r| r.host.clone()).collect();
-            hosts.dedup();
             hosts.sort();
             hosts.dedup();
             sink.record.backend.hosts = hosts;
@@ -507,8 +506,7 @@ fn finish(
     }
     let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if args.output.format == OutputFormat::Json || to_stdout(&args.output.json) {
-        let json =
-            serde_json::to_string_pretty(&record).map_err(|e| Failure::internal(e.to_string()))?;
+        let json = crate::render::to_json(&record)?;
         println!("{json}");
     }
     if args.output.format == OutputFormat::Csv || to_stdout(&args.output.csv) {

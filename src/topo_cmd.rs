@@ -71,11 +71,7 @@ pub fn run(args: &TopoArgs) -> Result<ExitCode, Failure> {
     match args.format {
         OutputFormat::Csv => print!("{}", topo::to_csv(&topo)),
         OutputFormat::Json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&topo)
-                    .map_err(|e| Failure::internal(e.to_string()))?
-            )
+            println!("{}", crate::render::to_json(&topo)?)
         }
         OutputFormat::Table => print_table(&topo),
     }

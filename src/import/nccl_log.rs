@@ -71,14 +71,6 @@ fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
 }
 
-fn prefix_re() -> &'static Regex {
-    static R: OnceLock<Regex> = OnceLock::new();
-    re(
-        &R,
-        r"^(?:\[[^\]]*\]\s*)?(?:[\w.\-]+: )?(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]",
-    )
-}
-
 fn channel_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     re(
@@ -119,9 +111,9 @@ fn watchdog_re() -> &'static Regex {
     )
 }
 
-/// The host of a `host:pid:tid [dev]` prefix (after an optional `[timestamp] ` and launcher
-/// `name: `), without a regex: this runs on every line of logs that can be 100 MB.
-fn host_of(t: &str) -> Option<&str> {
+/// Host and pid of a `host:pid:tid [dev]` prefix (after an optional `[timestamp] ` and
+/// launcher `name: `), without a regex: this runs on every line of logs that can be 100 MB.
+fn prefix_of(t: &str) -> Option<(&str, u32)> {
     let t = if t.starts_with('[') {
         t.split_once("] ").map(|(_, r)| r).unwrap_or(t)
     } else {
@@ -145,12 +137,13 @@ fn host_of(t: &str) -> Option<&str> {
         && host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    (valid_host
-        && pid.chars().all(|c| c.is_ascii_digit())
-        && !pid.is_empty()
-        && tid.chars().all(|c| c.is_ascii_digit())
-        && !tid.is_empty())
-    .then_some(host)
+    let pid_num = pid.parse::<u32>().ok()?;
+    (valid_host && tid.chars().all(|c| c.is_ascii_digit()) && !tid.is_empty())
+        .then_some((host, pid_num))
+}
+
+fn host_of(t: &str) -> Option<&str> {
+    prefix_of(t).map(|(host, _)| host)
 }
 
 /// The transport name a channel line uses, as NCCL's families.
@@ -247,8 +240,9 @@ impl LogFacts {
             .flatten()
         {
             let rank: usize = c["rank"].parse().unwrap_or(0);
-            let host = host_of(t).map(str::to_string);
-            let pid = prefix_re().captures(t).and_then(|p| p["pid"].parse().ok());
+            let prefix = prefix_of(t);
+            let host = prefix.map(|(h, _)| h.to_string());
+            let pid = prefix.map(|(_, p)| p);
             self.nranks = c["n"].parse().ok().or(self.nranks);
             self.ranks.insert(
                 rank,

@@ -151,14 +151,13 @@ fn command_line_ranks(cmd: &str) -> Option<usize> {
             .and_then(|v| v.parse().ok())
     };
     let perf = tokens.iter().position(|t| t.contains("_perf"))?;
-    let (launcher, args) = tokens.split_at(perf);
+    let launcher = &tokens[..perf];
     let np = launcher
         .iter()
         .position(|t| ["-np", "-n", "--np", "-N"].contains(t))
         .and_then(|i| launcher.get(i + 1))
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(1);
-    let _ = args;
     let g = after(&["-g", "--ngpus"]).unwrap_or(1);
     let t = after(&["-t", "--nthreads"]).unwrap_or(1);
     Some(np * g * t)

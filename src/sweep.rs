@@ -15,7 +15,8 @@ use crate::watchdog::Watchdog;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// The backend that will run, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -384,6 +385,21 @@ fn new_record(
     }
 }
 
+/// The lock, unless another thread keeps it longer than `patience` (or it is poisoned).
+fn lock_within<T>(m: &Mutex<T>, patience: Duration) -> Option<MutexGuard<'_, T>> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match m.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 pub fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
@@ -392,17 +408,23 @@ pub fn now_rfc3339() -> String {
 
 fn make_rank0(args: &SweepArgs, record: RunRecord, watchdog: &Watchdog) -> Rank0 {
     let sink = Arc::new(Mutex::new(open_sink(args, record)));
-    // On a timeout, leave a record that says so (the finished points are already in it).
+    // On a timeout, leave a record that says so (the finished points are already in it). The
+    // record is marked before the communicators are aborted, and the process ends while the
+    // sink is still locked: an abort wakes the hung rank, whose own error path must not get
+    // to rewrite the record as failed or end the process with another code.
     let for_hook = Arc::clone(&sink);
     watchdog.set_on_timeout(Box::new(move |message: &str| {
-        // Hung NCCL communicators are aborted so their peers' calls return too.
-        crate::backend::nccl_comm::abort_all();
-        if let Ok(mut s) = for_hook.try_lock() {
+        let guard = lock_within(&for_hook, Duration::from_secs(2));
+        let _held = guard.map(|mut s| {
             s.record.status = RunStatus::TimedOut;
             s.record.error = Some(message.to_string());
             s.record.finished_at = Some(now_rfc3339());
             let _ = s.flush();
-        }
+            s
+        });
+        // Hung NCCL communicators are aborted so their peers' calls return too.
+        crate::backend::nccl_comm::abort_all();
+        std::process::exit(ExitCode::Timeout.code());
     }));
     let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
     if let Ok(style) =

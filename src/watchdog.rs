@@ -63,7 +63,8 @@ impl Watchdog {
         }
     }
 
-    /// Called with the message before the process exits (e.g. to mark the record timed out).
+    /// Called with the message before the process exits (e.g. to mark the record timed out); the
+    /// hook may end the process itself.
     pub fn set_on_timeout(&self, hook: OnTimeout) {
         if let Ok(mut s) = self.state.lock() {
             s.on_timeout = Some(hook);
@@ -89,10 +90,10 @@ impl Watchdog {
                 message.push_str(&format!("; ranks that did not arrive: {}", list.join(", ")));
             }
         }
+        eprintln!("ncclprobe: {message}");
         if let Some(hook) = &state.on_timeout {
             hook(&message);
         }
-        eprintln!("ncclprobe: {message}");
         std::process::exit(ExitCode::Timeout.code());
     }
 }

@@ -72,8 +72,10 @@ fn one_process_two_gpus_every_collective_checked() {
     let d = doubles();
     let out_dir = tempfile::tempdir().unwrap();
     let json = out_dir.path().join("run.json");
+    let trace = out_dir.path().join("calls.txt");
     let mut c = probe(d.path());
-    c.args(SMALL)
+    c.env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+        .args(SMALL)
         .args([
             "--collective",
             "all",
@@ -113,6 +115,28 @@ fn one_process_two_gpus_every_collective_checked() {
             p.size_bytes,
             p.placement
         );
+    }
+    // As nccl-tests and NCCL's rules for one thread driving several devices: every call on
+    // both GPUs' communicators comes from one thread, inside ncclGroupStart/End.
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<&str> = calls.lines().collect();
+    assert!(lines.len() > 100, "{} calls", lines.len());
+    let thread_of = |l: &str| l.split_whitespace().next().unwrap_or("").to_string();
+    assert!(
+        lines.iter().all(|l| thread_of(l) == thread_of(lines[0])),
+        "{calls}"
+    );
+    assert!(
+        lines.iter().all(|l| l.contains(" grouped=true ")),
+        "{calls}"
+    );
+    for rank in ["rank=0", "rank=1"] {
+        assert!(lines
+            .iter()
+            .any(|l| l.contains(rank) && l.contains("call=ncclAllReduce")));
+        assert!(lines
+            .iter()
+            .any(|l| l.contains(rank) && l.contains("call=ncclSend")));
     }
     // Pageable and pinned copy bandwidth, both directions, for each GPU.
     let copies = &r.calibration.copy_bandwidth;

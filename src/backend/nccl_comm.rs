@@ -455,6 +455,104 @@ pub struct NcclComm {
     control: Box<dyn ControlPlane>,
     /// Time batches with CUDA events on the stream instead of the host clock.
     events: Option<(usize, usize)>,
+    /// `-g N`: the launcher that enqueues every GPU's calls from one thread, grouped.
+    group: Option<Arc<GroupLauncher>>,
+}
+
+/// What one call on one rank needs: plain handles, so another thread can enqueue it.
+#[derive(Clone, Copy)]
+struct Target {
+    ctx: usize,
+    comm: usize,
+    stream: usize,
+    dev_send: u64,
+    dev_recv: u64,
+    rank: usize,
+    nranks: usize,
+}
+
+/// `-g N` in one process, as nccl-tests does it and as NCCL requires when one thread drives
+/// several devices: rank threads hand over their targets, one thread (rank 0's) enqueues every
+/// GPU's call between `ncclGroupStart` and `ncclGroupEnd`, then each rank waits for its own
+/// stream. Every rank thread calls `launch` with the same point and iteration count (the
+/// harness takes its decisions from all-gathered numbers).
+pub struct GroupLauncher {
+    targets: Mutex<Vec<Option<Target>>>,
+    arrived: std::sync::Barrier,
+    launched: std::sync::Barrier,
+    error: Mutex<Option<BackendError>>,
+}
+
+impl GroupLauncher {
+    fn new(n: usize) -> GroupLauncher {
+        GroupLauncher {
+            targets: Mutex::new(vec![None; n]),
+            arrived: std::sync::Barrier::new(n),
+            launched: std::sync::Barrier::new(n),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Enqueue `iters` grouped calls on every rank; returns when all are enqueued, with the
+    /// moment every rank had arrived (the start of the timed batch).
+    fn launch(
+        &self,
+        api: &Api,
+        target: Target,
+        spec: &PointSpec,
+        placement: Placement,
+        iters: usize,
+    ) -> Result<Instant, BackendError> {
+        let poisoned = || BackendError::Failed("a rank thread panicked".into());
+        self.targets.lock().map_err(|_| poisoned())?[target.rank] = Some(target);
+        self.arrived.wait();
+        let start = Instant::now();
+        if target.rank == 0 {
+            let targets: Vec<Target> = self
+                .targets
+                .lock()
+                .map_err(|_| poisoned())?
+                .iter()
+                .flatten()
+                .copied()
+                .collect();
+            let outcome = (|| {
+                for _ in 0..iters {
+                    // SAFETY: no arguments; paired with the group end below.
+                    unsafe { (api.nccl_group_start)() };
+                    let mut first_error = Ok(());
+                    for t in &targets {
+                        // SAFETY: each target's context and buffers were set up by its rank
+                        // for this spec (prepare) before it arrived.
+                        let r = unsafe {
+                            api.cuda(
+                                "cuCtxSetCurrent",
+                                (api.cu_ctx_set_current)(t.ctx as *mut c_void),
+                            )
+                            .and_then(|_| enqueue(api, t, spec, placement))
+                        };
+                        if first_error.is_ok() {
+                            first_error = r;
+                        }
+                    }
+                    // SAFETY: closes the group opened above.
+                    let end = unsafe { (api.nccl_group_end)() };
+                    first_error?;
+                    api.nccl_check(
+                        &format!("ncclGroupEnd after {} on {} GPUs", spec.coll, targets.len()),
+                        end,
+                    )?;
+                }
+                Ok(())
+            })();
+            *self.error.lock().map_err(|_| poisoned())? = outcome.err();
+        }
+        self.launched.wait();
+        match &*self.error.lock().map_err(|_| poisoned())? {
+            Some(e) => Err(BackendError::Failed(e.to_string())),
+            None => Ok(start),
+        }
+    }
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -506,13 +604,14 @@ impl NcclComm {
             unsafe { (api.nccl_comm_init_all)(comms.as_mut_ptr(), n as c_int, devices.as_ptr()) };
         api.nccl_check(&format!("ncclCommInitAll ({n} GPUs)"), rc)?;
         let planes = InProcess::group(n);
+        let launcher = Arc::new(GroupLauncher::new(n));
         comms
             .into_iter()
             .zip(planes)
             .enumerate()
             .map(|(rank, (comm, plane))| {
                 let ctx = api.use_device(devices[rank])?;
-                Self::finish(
+                let mut c = Self::finish(
                     Arc::clone(&api),
                     rank,
                     n,
@@ -520,7 +619,9 @@ impl NcclComm {
                     ctx,
                     comm as usize,
                     Box::new(plane),
-                )
+                )?;
+                c.group = Some(Arc::clone(&launcher));
+                Ok(c)
             })
             .collect()
     }
@@ -558,6 +659,7 @@ impl NcclComm {
             spec: None,
             control,
             events: None,
+            group: None,
         })
     }
 
@@ -588,82 +690,16 @@ impl NcclComm {
         })
     }
 
-    /// Enqueue one call of the prepared collective on the stream.
-    unsafe fn enqueue(&self, spec: &PointSpec, placement: Placement) -> Result<(), BackendError> {
-        let a = &self.api;
-        let layout = spec.layout(self.nranks, self.rank);
-        let ts = spec.dtype.size_bytes() as u64;
-        let (send, recv) = match placement {
-            Placement::OutOfPlace => (self.dev_send, self.dev_recv),
-            Placement::InPlace => (
-                self.dev_recv + layout.send_inplace_offset as u64 * ts,
-                self.dev_recv + layout.recv_inplace_offset as u64 * ts,
-            ),
-        };
-        let (s, r) = (send as *mut c_void, recv as *mut c_void);
-        let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
-        let (comm, stream) = (self.comm as *mut c_void, self.stream as *mut c_void);
-        let rc = match spec.coll {
-            Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
-            Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
-            Collective::ReduceScatter => (a.nccl_reduce_scatter)(s, r, count, dt, op, comm, stream),
-            Collective::Broadcast => {
-                (a.nccl_broadcast)(s, r, count, dt, spec.root as c_int, comm, stream)
-            }
-            Collective::Reduce => {
-                (a.nccl_reduce)(s, r, count, dt, op, spec.root as c_int, comm, stream)
-            }
-            Collective::Alltoall | Collective::Sendrecv => {
-                // NCCL has no alltoall call: grouped sends and receives, as nccl-tests does.
-                (a.nccl_group_start)();
-                let n = self.nranks;
-                let bytes = count as u64 * ts;
-                let mut rc = 0;
-                if spec.coll == Collective::Alltoall {
-                    for peer in 0..n {
-                        let off = peer as u64 * bytes;
-                        rc |= (a.nccl_send)(
-                            (send + off) as *mut c_void,
-                            count,
-                            dt,
-                            peer as c_int,
-                            comm,
-                            stream,
-                        );
-                        rc |= (a.nccl_recv)(
-                            (recv + off) as *mut c_void,
-                            count,
-                            dt,
-                            peer as c_int,
-                            comm,
-                            stream,
-                        );
-                    }
-                } else {
-                    rc |= (a.nccl_send)(s, count, dt, ((self.rank + 1) % n) as c_int, comm, stream);
-                    rc |= (a.nccl_recv)(
-                        r,
-                        count,
-                        dt,
-                        ((self.rank + n - 1) % n) as c_int,
-                        comm,
-                        stream,
-                    );
-                }
-                let end = (a.nccl_group_end)();
-                if rc != 0 {
-                    rc
-                } else {
-                    end
-                }
-            }
-            Collective::Unknown => {
-                return Err(BackendError::Unsupported(
-                    "cannot run an unknown collective".into(),
-                ))
-            }
-        };
-        a.nccl_check(&format!("nccl {} on rank {}", spec.coll, self.rank), rc)
+    fn target(&self) -> Target {
+        Target {
+            ctx: self.ctx,
+            comm: self.comm,
+            stream: self.stream,
+            dev_send: self.dev_send,
+            dev_recv: self.dev_recv,
+            rank: self.rank,
+            nranks: self.nranks,
+        }
     }
 
     /// Wait for the stream, watching for NCCL async errors (abort and fail on one).
@@ -705,6 +741,81 @@ impl NcclComm {
             }
         }
     }
+}
+
+/// Enqueue one call of the prepared collective on the stream.
+unsafe fn enqueue(
+    a: &Api,
+    t: &Target,
+    spec: &PointSpec,
+    placement: Placement,
+) -> Result<(), BackendError> {
+    let layout = spec.layout(t.nranks, t.rank);
+    let ts = spec.dtype.size_bytes() as u64;
+    let (send, recv) = match placement {
+        Placement::OutOfPlace => (t.dev_send, t.dev_recv),
+        Placement::InPlace => (
+            t.dev_recv + layout.send_inplace_offset as u64 * ts,
+            t.dev_recv + layout.recv_inplace_offset as u64 * ts,
+        ),
+    };
+    let (s, r) = (send as *mut c_void, recv as *mut c_void);
+    let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
+    let (comm, stream) = (t.comm as *mut c_void, t.stream as *mut c_void);
+    let rc = match spec.coll {
+        Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
+        Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
+        Collective::ReduceScatter => (a.nccl_reduce_scatter)(s, r, count, dt, op, comm, stream),
+        Collective::Broadcast => {
+            (a.nccl_broadcast)(s, r, count, dt, spec.root as c_int, comm, stream)
+        }
+        Collective::Reduce => {
+            (a.nccl_reduce)(s, r, count, dt, op, spec.root as c_int, comm, stream)
+        }
+        Collective::Alltoall | Collective::Sendrecv => {
+            // NCCL has no alltoall call: grouped sends and receives, as nccl-tests does.
+            (a.nccl_group_start)();
+            let n = t.nranks;
+            let bytes = count as u64 * ts;
+            let mut rc = 0;
+            if spec.coll == Collective::Alltoall {
+                for peer in 0..n {
+                    let off = peer as u64 * bytes;
+                    rc |= (a.nccl_send)(
+                        (send + off) as *mut c_void,
+                        count,
+                        dt,
+                        peer as c_int,
+                        comm,
+                        stream,
+                    );
+                    rc |= (a.nccl_recv)(
+                        (recv + off) as *mut c_void,
+                        count,
+                        dt,
+                        peer as c_int,
+                        comm,
+                        stream,
+                    );
+                }
+            } else {
+                rc |= (a.nccl_send)(s, count, dt, ((t.rank + 1) % n) as c_int, comm, stream);
+                rc |= (a.nccl_recv)(r, count, dt, ((t.rank + n - 1) % n) as c_int, comm, stream);
+            }
+            let end = (a.nccl_group_end)();
+            if rc != 0 {
+                rc
+            } else {
+                end
+            }
+        }
+        Collective::Unknown => {
+            return Err(BackendError::Unsupported(
+                "cannot run an unknown collective".into(),
+            ))
+        }
+    };
+    a.nccl_check(&format!("nccl {} on rank {}", spec.coll, t.rank), rc)
 }
 
 impl Communicator for NcclComm {
@@ -806,16 +917,24 @@ impl Communicator for NcclComm {
             .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
         self.current()?;
         let stream = self.stream as *mut c_void;
-        let start = Instant::now();
+        let mut start = Instant::now();
         if let Some((a, _)) = self.events {
             // SAFETY: an event created for this rank, recorded on its stream.
             self.api.cuda("cuEventRecord", unsafe {
                 (self.api.cu_event_record)(a as *mut c_void, stream)
             })?;
         }
-        for _ in 0..iters {
-            // SAFETY: buffers sized by prepare for this spec in both placements.
-            unsafe { self.enqueue(&spec, placement)? };
+        match &self.group {
+            Some(group) => {
+                start = group.launch(&self.api, self.target(), &spec, placement, iters)?;
+                self.current()?;
+            }
+            None => {
+                for _ in 0..iters {
+                    // SAFETY: buffers sized by prepare for this spec in both placements.
+                    unsafe { enqueue(&self.api, &self.target(), &spec, placement)? };
+                }
+            }
         }
         if let Some((_, b)) = self.events {
             // SAFETY: as above.

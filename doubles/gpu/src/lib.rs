@@ -10,6 +10,8 @@
 //!   processes — through files in a directory named by the unique id (publish, then wait for
 //!   every peer's part), in call order, on the caller's stream;
 //! - `ncclGroupStart/End` batch sends and receives so a rank posts all sends before waiting;
+//!   a thread that calls several communicators outside a group is refused (ncclInvalidUsage),
+//!   as NCCL requires grouping when one thread drives several devices;
 //! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:BYTES |
 //!   hang:RANK:BYTES | die:RANK:BYTES` (RANK's first collective moving at least BYTES never
 //!   completes with an async error / never completes / kills the process);
@@ -431,6 +433,7 @@ pub struct UniqueId {
 const NCCL_SUCCESS: NcclResult = 0;
 const NCCL_SYSTEM_ERROR: NcclResult = 2;
 const NCCL_INVALID_ARGUMENT: NcclResult = 4;
+const NCCL_INVALID_USAGE: NcclResult = 5;
 const NCCL_REMOTE_ERROR: NcclResult = 6;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -833,6 +836,47 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
     NCCL_SUCCESS
 }
 
+std::thread_local! {
+    /// The communicator this thread last called outside a group.
+    static UNGROUPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Every NCCL call on a communicator passes here. As NCCL documents, a thread that drives
+/// several devices must group its calls (an ungrouped call may block waiting for a peer the
+/// same thread has yet to launch): a thread calling a second communicator outside a group
+/// gets ncclInvalidUsage. `NCCLPROBE_TEST_DOUBLE_TRACE=FILE` appends one line per call:
+/// `thread=<id> rank=<r> grouped=<bool> call=<name>`, for tests that check who launched what.
+unsafe fn called(c: *mut c_void, call: &str) -> Result<(), NcclResult> {
+    let depth = GROUP.with(|g| g.borrow().0);
+    let comm = comm_of(c);
+    if let Ok(path) = std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE") {
+        use std::io::Write;
+        let line = format!(
+            "thread={:?} rank={} grouped={} call={call}\n",
+            std::thread::current().id(),
+            comm.rank,
+            depth > 0
+        );
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+    if depth == 0 {
+        let before = UNGROUPED.with(|u| u.replace(c as usize));
+        if before != 0 && before != c as usize {
+            eprintln!(
+                "TEST DOUBLE: {call} on a second communicator from one thread outside ncclGroupStart/End"
+            );
+            return Err(NCCL_INVALID_USAGE);
+        }
+    }
+    Ok(())
+}
+
 unsafe fn p2p(
     send: bool,
     buf: *const c_void,
@@ -842,6 +886,9 @@ unsafe fn p2p(
     c: *mut c_void,
     s: *mut c_void,
 ) -> NcclResult {
+    if let Err(rc) = called(c, if send { "ncclSend" } else { "ncclRecv" }) {
+        return rc;
+    }
     let Some(dtype) = dtype_of(dt) else {
         return NCCL_INVALID_ARGUMENT;
     };
@@ -915,6 +962,16 @@ unsafe fn collective(
     c: *mut c_void,
     s: *mut c_void,
 ) -> NcclResult {
+    let name = match kind {
+        Coll::AllReduce => "ncclAllReduce",
+        Coll::AllGather => "ncclAllGather",
+        Coll::ReduceScatter => "ncclReduceScatter",
+        Coll::Broadcast(_) => "ncclBroadcast",
+        Coll::Reduce(_) => "ncclReduce",
+    };
+    if let Err(rc) = called(c, name) {
+        return rc;
+    }
     let Some(dtype) = dtype_of(dt) else {
         return NCCL_INVALID_ARGUMENT;
     };
@@ -1082,4 +1139,74 @@ pub unsafe extern "C" fn ncclReduce(
         c,
         st,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two communicators of one clique, driven by this thread; a stream per rank.
+    unsafe fn clique() -> ([*mut c_void; 2], [*mut c_void; 2], [u64; 2]) {
+        assert_eq!(cuInit(0), CUDA_SUCCESS);
+        let mut comms = [std::ptr::null_mut(); 2];
+        assert_eq!(
+            ncclCommInitAll(comms.as_mut_ptr(), 2, [0, 1].as_ptr()),
+            NCCL_SUCCESS
+        );
+        let mut streams = [std::ptr::null_mut(); 2];
+        let mut bufs = [0u64; 2];
+        for r in 0..2 {
+            assert_eq!(cuStreamCreate(&mut streams[r], 0), CUDA_SUCCESS);
+            assert_eq!(cuMemAlloc_v2(&mut bufs[r], 16), CUDA_SUCCESS);
+            let data = [r as f32 + 1.0; 4];
+            assert_eq!(
+                cuMemcpyHtoD_v2(bufs[r], data.as_ptr() as *const c_void, 16),
+                CUDA_SUCCESS
+            );
+        }
+        (comms, streams, bufs)
+    }
+
+    #[test]
+    fn one_thread_must_group_calls_on_several_communicators() {
+        // SAFETY: handles made by the double itself, buffers of 4 floats.
+        unsafe {
+            let (comms, streams, bufs) = clique();
+            let b = |r: usize| bufs[r] as *mut c_void;
+            assert_eq!(
+                ncclAllReduce(b(0), b(0), 4, 7, 0, comms[0], streams[0]),
+                NCCL_SUCCESS
+            );
+            assert_eq!(
+                ncclAllReduce(b(1), b(1), 4, 7, 0, comms[1], streams[1]),
+                NCCL_INVALID_USAGE
+            );
+        }
+    }
+
+    #[test]
+    fn grouped_calls_from_one_thread_complete_and_reduce() {
+        // SAFETY: as above.
+        unsafe {
+            let (comms, streams, bufs) = clique();
+            assert_eq!(ncclGroupStart(), NCCL_SUCCESS);
+            for r in 0..2 {
+                let p = bufs[r] as *mut c_void;
+                assert_eq!(
+                    ncclAllReduce(p, p, 4, 7, 0, comms[r], streams[r]),
+                    NCCL_SUCCESS
+                );
+            }
+            assert_eq!(ncclGroupEnd(), NCCL_SUCCESS);
+            for r in 0..2 {
+                assert_eq!(cuStreamSynchronize(streams[r]), CUDA_SUCCESS);
+                let mut out = [0f32; 4];
+                assert_eq!(
+                    cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, bufs[r], 16),
+                    CUDA_SUCCESS
+                );
+                assert_eq!(out, [3.0; 4]);
+            }
+        }
+    }
 }

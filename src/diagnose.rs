@@ -323,7 +323,12 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
         .collect();
     for (file, t) in &inp.topos {
         for (a, b, code) in t.p2p.iter().filter(|(_, _, c)| c != "OK") {
-            p2p.push(ev(file, 0, format!("topo -p2p: {a} -> {b} {code}")));
+            let source = if file == "(live)" {
+                "NVML P2P read status"
+            } else {
+                "topo -p2p"
+            };
+            p2p.push(ev(file, 0, format!("{source}: {a} -> {b} {code}")));
         }
     }
     if !p2p.is_empty() {
@@ -458,6 +463,34 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
                 "A narrower link (fewer lanes) caps every transfer to and from the GPU; a lower speed at idle is normal power saving, under load it means a bad riser, slot or BIOS setting.",
                 "Re-seat the card or riser, check the slot's lane wiring and BIOS PCIe settings; compare with `nvidia-smi -q -d PCI` under load.",
                 "DCGM diag PCIe checks (reference/anchors.md §3.2, §6.5)");
+        }
+        let translated: Vec<&crate::live::PciGpu> = l
+            .sysfs_gpus
+            .iter()
+            .filter(|g| matches!(g.iommu_type.as_deref(), Some("DMA" | "DMA-FQ")))
+            .collect();
+        if translated.len() >= 2 {
+            let mut evidence: Vec<Evidence> = translated
+                .iter()
+                .map(|g| {
+                    value_ev(format!(
+                        "{}: IOMMU group {}, type {}",
+                        g.address,
+                        g.iommu_group.as_deref().unwrap_or("?"),
+                        g.iommu_type.as_deref().unwrap_or("?")
+                    ))
+                })
+                .collect();
+            if !l.iommu_cmdline.is_empty() {
+                evidence.push(value_ev(format!(
+                    "kernel command line: {}",
+                    l.iommu_cmdline.join(" ")
+                )));
+            }
+            push("pcie.iommu-translated", Severity::Warning, "The IOMMU translates the GPUs' DMA (not passthrough)".into(), evidence,
+                "With the IOMMU translating, GPU peer-to-peer traffic is redirected through the root complex (or blocked with ACS on the switches): P2P through PCIe switches gets slow or hangs, and users report all-reduce bandwidth recovering only after IOMMU passthrough or off.",
+                "Boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt) or disable the IOMMU in the BIOS on bare metal, and disable ACS on the PCIe switches; then re-run ncclprobe sweep.",
+                "NCCL user guide, troubleshooting: PCI Access Control Services (ACS) and IOMMU; nccl#841, nccl#1285, nccl#1086 (reference/anchors.md §4.2)");
         }
         if let Some(bytes) = l.devshm_bytes.filter(|&b| b < 512 << 20) {
             push("devshm.small", Severity::Warning, format!("/dev/shm is only {} MiB", bytes >> 20), vec![value_ev(format!("/dev/shm size {bytes} bytes"))],
@@ -674,6 +707,8 @@ mod tests {
             cpu: None,
             nics: Vec::new(),
             infiniband: Vec::new(),
+            iommu_units: Vec::new(),
+            iommu_cmdline: Vec::new(),
             env: BTreeMap::new(),
             topology: None,
         }
@@ -681,6 +716,54 @@ mod tests {
 
     fn ids(inputs: &Inputs) -> Vec<String> {
         rules(inputs).into_iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn translated_iommu_on_several_gpus_is_a_warning_and_passthrough_is_not() {
+        let gpu = |address: &str, kind: &str| PciGpu {
+            address: address.into(),
+            iommu_group: Some("7".into()),
+            iommu_type: Some(kind.into()),
+            ..Default::default()
+        };
+        let mut facts = live(
+            vec![gpu("0000:3b:00.0", "DMA-FQ"), gpu("0000:5e:00.0", "DMA")],
+            Some(8 << 30),
+        );
+        facts.iommu_cmdline = vec!["intel_iommu=on".into()];
+        let f = rules(&Inputs {
+            live: Some(facts),
+            ..Default::default()
+        });
+        let iommu = f
+            .iter()
+            .find(|f| f.id == "pcie.iommu-translated")
+            .expect("finding");
+        assert_eq!(iommu.severity, Severity::Warning);
+        assert_eq!(iommu.evidence.len(), 3);
+        assert!(iommu.evidence[0]
+            .text
+            .contains("0000:3b:00.0: IOMMU group 7, type DMA-FQ"));
+        assert!(iommu.evidence[2].text.contains("intel_iommu=on"));
+
+        let passthrough = live(
+            vec![
+                gpu("0000:3b:00.0", "identity"),
+                gpu("0000:5e:00.0", "identity"),
+            ],
+            Some(8 << 30),
+        );
+        assert!(!ids(&Inputs {
+            live: Some(passthrough),
+            ..Default::default()
+        })
+        .contains(&"pcie.iommu-translated".to_string()));
+        let one = live(vec![gpu("0000:3b:00.0", "DMA")], Some(8 << 30));
+        assert!(!ids(&Inputs {
+            live: Some(one),
+            ..Default::default()
+        })
+        .contains(&"pcie.iommu-translated".to_string()));
     }
 
     #[test]

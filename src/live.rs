@@ -35,6 +35,10 @@ pub struct PciGpu {
     pub max_link_width: Option<u32>,
     /// The chain of PCI bridges from the root complex down to the device.
     pub pci_path: Vec<String>,
+    /// The device's IOMMU group and how the group's DMA is handled (`identity` =
+    /// passthrough; `DMA`/`DMA-FQ` = translated), when an IOMMU is on.
+    pub iommu_group: Option<String>,
+    pub iommu_type: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -59,6 +63,9 @@ pub struct Facts {
     pub cpu: Option<String>,
     pub nics: Vec<(String, Option<u64>)>,
     pub infiniband: Vec<String>,
+    /// IOMMU units in sysfs (`dmar0`, `ivhd0`…) and the iommu settings on the kernel command line.
+    pub iommu_units: Vec<String>,
+    pub iommu_cmdline: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub topology: Option<Topology>,
 }
@@ -91,7 +98,15 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
                 .filter(|c| c.starts_with("pci") || c.chars().filter(|&ch| ch == ':').count() == 2)
                 .map(str::to_string)
                 .collect();
+            let iommu_group = std::fs::read_link(p.join("iommu_group"))
+                .ok()
+                .and_then(|g| g.file_name().map(|n| n.to_string_lossy().into_owned()));
+            let iommu_type = iommu_group
+                .as_ref()
+                .and_then(|g| read(&roots.sys.join("kernel/iommu_groups").join(g).join("type")));
             Some(PciGpu {
+                iommu_group,
+                iommu_type,
                 address: e.file_name().to_string_lossy().into_owned(),
                 numa_node: read(&p.join("numa_node")).and_then(|s| s.parse().ok()),
                 current_link_speed: read(&p.join("current_link_speed")),
@@ -129,6 +144,48 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
     }
 }
 
+/// Drivers ship `libnvidia-ml.so.1`; the unversioned name nvml-wrapper looks for by default
+/// comes only with development packages (and is missing in most containers).
+const NVML_LIB: &str = "libnvidia-ml.so.1";
+
+fn nvml_init() -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {
+    nvml_wrapper::Nvml::builder()
+        .lib_path(std::ffi::OsStr::new(NVML_LIB))
+        .init()
+        .or_else(|_| nvml_wrapper::Nvml::init())
+}
+
+/// NVML's P2P read status between two GPUs as `nvidia-smi topo -p2p r` writes it (`DR`, P2P
+/// disabled by a registry key, is ours: nvidia-smi has no code for it). nvml-wrapper has no
+/// call for it, so the symbol comes from the library NVML was initialised from (the same
+/// loaded instance, so the device handles are valid there).
+fn p2p_read_status(
+    lib: &nvml_wrapper_sys::bindings::NvmlLib,
+    a: &nvml_wrapper::Device,
+    b: &nvml_wrapper::Device,
+) -> Option<&'static str> {
+    let f = lib.nvmlDeviceGetP2PStatus.as_ref().ok()?;
+    let mut status = 0;
+    // SAFETY: handles of live devices of an initialised NVML; a valid out-pointer.
+    let rc = unsafe {
+        f(
+            a.handle(),
+            b.handle(),
+            nvml_wrapper_sys::bindings::nvmlGpuP2PCapsIndex_enum_NVML_P2P_CAPS_INDEX_READ,
+            &mut status,
+        )
+    };
+    (rc == 0).then_some(match status {
+        0 => "OK",
+        1 => "CNS",
+        2 => "GNS",
+        3 => "TNS",
+        4 => "DR",
+        5 => "NS",
+        _ => "U",
+    })
+}
+
 fn nvml_facts() -> (
     Result<Vec<NvmlGpu>, String>,
     Option<String>,
@@ -136,7 +193,7 @@ fn nvml_facts() -> (
 ) {
     use nvml_wrapper::enum_wrappers::device::TopologyLevel;
     use nvml_wrapper::enums::device::UsedGpuMemory;
-    let nvml = match nvml_wrapper::Nvml::init() {
+    let nvml = match nvml_init() {
         Ok(n) => n,
         Err(e) => {
             return (
@@ -193,6 +250,10 @@ fn nvml_facts() -> (
         ..Default::default()
     };
     topo.devices = (0..count).map(|i| format!("GPU{i}")).collect();
+    // SAFETY: loading the library NVML already has open (dlopen hands back the same instance).
+    let raw = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(NVML_LIB) }
+        .or_else(|_| unsafe { nvml_wrapper_sys::bindings::NvmlLib::new("libnvidia-ml.so") })
+        .ok();
     for i in 0..count {
         let Ok(a) = nvml.device_by_index(i) else {
             continue;
@@ -213,6 +274,7 @@ fn nvml_facts() -> (
             let Ok(b) = nvml.device_by_index(j) else {
                 continue;
             };
+            let p2p = raw.as_ref().and_then(|lib| p2p_read_status(lib, &a, &b));
             let peer_bus = gpus
                 .get(j as usize)
                 .map(|g| g.bus_id.to_lowercase())
@@ -230,6 +292,10 @@ fn nvml_facts() -> (
             };
             topo.links
                 .push((format!("GPU{i}"), format!("GPU{j}"), code));
+            if let Some(p2p) = p2p {
+                topo.p2p
+                    .push((format!("GPU{i}"), format!("GPU{j}"), p2p.to_string()));
+            }
         }
     }
     (Ok(gpus), driver, Some(topo))
@@ -297,6 +363,22 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
         })
         .unwrap_or_default();
     infiniband.sort();
+    let mut iommu_units: Vec<String> = std::fs::read_dir(roots.sys.join("class/iommu"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    iommu_units.sort();
+    let iommu_cmdline = read(&roots.proc_.join("cmdline"))
+        .map(|c| {
+            c.split_whitespace()
+                .filter(|t| t.contains("iommu"))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
     let topology = nvml_topo.or_else(|| {
         (!sysfs_gpus.is_empty()).then(|| {
             let mut t = Topology { legend: "new".into(), ..Default::default() };
@@ -324,6 +406,8 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
         cpu,
         nics,
         infiniband,
+        iommu_units,
+        iommu_cmdline,
         env: crate::model::relevant_env(),
         topology,
     }
@@ -401,8 +485,23 @@ mod tests {
         ] {
             std::fs::write(dev.join(f), format!("{v}\n")).unwrap();
         }
+        // An IOMMU translating the GPU's group.
+        let group = sys.join("kernel/iommu_groups/42");
+        std::fs::create_dir_all(&group).unwrap();
+        std::fs::write(group.join("type"), "DMA-FQ\n").unwrap();
+        std::os::unix::fs::symlink(
+            "../../../../kernel/iommu_groups/42",
+            dev.join("iommu_group"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(sys.join("class/iommu/dmar0")).unwrap();
         let proc_ = root.path().join("proc");
         std::fs::create_dir_all(&proc_).unwrap();
+        std::fs::write(
+            proc_.join("cmdline"),
+            "BOOT_IMAGE=/vmlinuz root=/dev/sda1 intel_iommu=on quiet\n",
+        )
+        .unwrap();
         std::fs::write(
             proc_.join("version"),
             "Linux version 5.15.153.1-microsoft-standard-WSL2\n",
@@ -430,5 +529,9 @@ mod tests {
         assert_eq!(facts.wsl2_evidence.len(), 2);
         assert_eq!(facts.cpu.as_deref(), Some("AuthenticAMD: AMD EPYC 7763"));
         assert!(facts.devshm_bytes.is_some());
+        assert_eq!(facts.sysfs_gpus[0].iommu_group.as_deref(), Some("42"));
+        assert_eq!(facts.sysfs_gpus[0].iommu_type.as_deref(), Some("DMA-FQ"));
+        assert_eq!(facts.iommu_units, ["dmar0"]);
+        assert_eq!(facts.iommu_cmdline, ["intel_iommu=on"]);
     }
 }

@@ -14,21 +14,7 @@ use std::time::{Duration, Instant};
 
 /// A directory where `libcuda.so.1` and `libnccl.so.2` are the test double.
 fn doubles() -> tempfile::TempDir {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_ncclprobe"));
-    let lib = bin
-        .parent()
-        .unwrap()
-        .join("libncclprobe_test_double_gpu.so");
-    assert!(
-        lib.exists(),
-        "{} is missing: build the test double with `cargo build --release -p ncclprobe-test-double-gpu` (ci/test does)",
-        lib.display()
-    );
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["libcuda.so.1", "libnccl.so.2"] {
-        std::os::unix::fs::symlink(&lib, dir.path().join(name)).unwrap();
-    }
-    dir
+    common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"])
 }
 
 fn probe(dir: &Path) -> Command {

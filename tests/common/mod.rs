@@ -9,6 +9,26 @@ pub fn bin() -> assert_cmd::Command {
         .expect("the ncclprobe binary is built by cargo test")
 }
 
+/// A directory where `names` (e.g. `libcuda.so.1`, `libnccl.so.2`, `libnvidia-ml.so.1`) are the
+/// GPU TEST DOUBLE (doubles/gpu), for LD_LIBRARY_PATH.
+pub fn test_double_dir(names: &[&str]) -> tempfile::TempDir {
+    let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ncclprobe"));
+    let lib = bin
+        .parent()
+        .expect("target directory")
+        .join("libncclprobe_test_double_gpu.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: build the test double with `cargo build -p ncclprobe-test-double-gpu` (ci/test does)",
+        lib.display()
+    );
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for name in names {
+        std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("symlink");
+    }
+    dir
+}
+
 /// Strictly parsed: unknown fields are an error (the record's contract).
 pub fn read_record(path: &Path) -> RunRecord {
     let text =

@@ -1,6 +1,7 @@
-//! TEST DOUBLE — not CUDA, not NCCL. One shared library that answers to both `libcuda.so.1`
-//! and `libnccl.so.2` (tests symlink both names to it), so ncclprobe's NCCL backend can run end
-//! to end on machines without a GPU.
+//! TEST DOUBLE — not CUDA, not NCCL, not NVML. One shared library that answers to
+//! `libcuda.so.1`, `libnccl.so.2` and `libnvidia-ml.so.1` (tests symlink those names to it), so
+//! ncclprobe's NCCL backend and live topology run end to end on machines without a GPU (the
+//! NVML part: `nvml.rs`).
 //!
 //! It implements the semantics the backend relies on, not canned numbers:
 //! - "device memory" is host memory; copies really copy;
@@ -18,6 +19,8 @@
 //!   `NCCLPROBE_TEST_DOUBLE_GPUS` sets the device count (2).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
+
+mod nvml;
 
 use ncclprobe::dtype::{accumulate_bytes, scale_avg_bytes, Dtype, RedOp};
 use std::collections::{HashMap, VecDeque};

@@ -1,0 +1,316 @@
+//! TEST DOUBLE — not NVML. Answers as `libnvidia-ml.so.1` for a machine described by
+//! environment variables, so the live `topo`/`diagnose` paths run on machines without a GPU:
+//! - `NCCLPROBE_TEST_DOUBLE_GPUS=N` GPUs (2), bus ids `00000000:{0x18 + 0x10 i}:00.0`;
+//! - `NCCLPROBE_TEST_DOUBLE_LINKS=0-1:NV4,0-2:SYS/CNS,...` the link between two GPUs (NVn:
+//!   n active NVLinks to the peer; else the PCIe common ancestor PIX/PXB/PHB/NODE/SYS;
+//!   unlisted pairs PHB) and, after `/`, the P2P read status as nvidia-smi's code (OK);
+//! - `NCCLPROBE_TEST_DOUBLE_PROCS=PID:GPU:BYTES,...` running compute processes;
+//! - `NCCLPROBE_TEST_DOUBLE_PCIE_WIDTH=GPU:WIDTH,...` a GPU's current link width (of x16).
+//!
+//! Device handles are `index + 1` cast to a pointer.
+
+use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlPciInfo_t, nvmlProcessInfo_t};
+use std::ffi::{c_char, c_uint};
+
+type NvmlReturn = c_uint;
+const SUCCESS: NvmlReturn = 0;
+const INVALID_ARGUMENT: NvmlReturn = 2;
+const INSUFFICIENT_SIZE: NvmlReturn = 7;
+const MAX_NVLINKS: c_uint = 18;
+
+fn gpus() -> usize {
+    super::device_count().max(0) as usize
+}
+
+fn env_list(key: &str) -> Vec<String> {
+    std::env::var(key)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// (link code, P2P code) between two GPUs.
+fn link(a: usize, b: usize) -> (String, String) {
+    for entry in env_list("NCCLPROBE_TEST_DOUBLE_LINKS") {
+        let Some((pair, what)) = entry.split_once(':') else {
+            continue;
+        };
+        let Some((x, y)) = pair.split_once('-') else {
+            continue;
+        };
+        let (Ok(x), Ok(y)) = (x.parse::<usize>(), y.parse::<usize>()) else {
+            continue;
+        };
+        if (x, y) == (a, b) || (y, x) == (a, b) {
+            let (code, p2p) = what.split_once('/').unwrap_or((what, "OK"));
+            return (code.to_string(), p2p.to_string());
+        }
+    }
+    ("PHB".into(), "OK".into())
+}
+
+fn nvlinks(a: usize, b: usize) -> usize {
+    link(a, b)
+        .0
+        .strip_prefix("NV")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The peer at the other end of GPU `a`'s NVLink `l`: links are numbered peer by peer.
+fn nvlink_peer(a: usize, l: usize) -> Option<usize> {
+    let mut next = 0;
+    for b in (0..gpus()).filter(|&b| b != a) {
+        next += nvlinks(a, b);
+        if l < next {
+            return Some(b);
+        }
+    }
+    None
+}
+
+fn index_of(d: nvmlDevice_t) -> Option<usize> {
+    let i = (d as usize).checked_sub(1)?;
+    (i < gpus()).then_some(i)
+}
+
+fn bus_id(i: usize) -> String {
+    format!("00000000:{:02X}:00.0", 0x18 + 0x10 * i)
+}
+
+unsafe fn write_str(out: *mut c_char, len: c_uint, s: &str) -> NvmlReturn {
+    if out.is_null() || (len as usize) <= s.len() {
+        return INSUFFICIENT_SIZE;
+    }
+    std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, out, s.len());
+    *out.add(s.len()) = 0;
+    SUCCESS
+}
+
+unsafe fn pci_info(i: usize, out: *mut nvmlPciInfo_t) -> NvmlReturn {
+    let mut info: nvmlPciInfo_t = std::mem::zeroed();
+    let id = bus_id(i);
+    for (dst, src) in info.busId.iter_mut().zip(id.bytes()) {
+        *dst = src as c_char;
+    }
+    info.bus = (0x18 + 0x10 * i) as c_uint;
+    info.pciDeviceId = 0x20b0_10de;
+    *out = info;
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(out: *mut c_char, len: c_uint) -> NvmlReturn {
+    write_str(out, len, "535.00 (test double)")
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(n: *mut c_uint) -> NvmlReturn {
+    *n = gpus() as c_uint;
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    i: c_uint,
+    d: *mut nvmlDevice_t,
+) -> NvmlReturn {
+    if i as usize >= gpus() {
+        return INVALID_ARGUMENT;
+    }
+    *d = (i as usize + 1) as nvmlDevice_t;
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    d: nvmlDevice_t,
+    out: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    match index_of(d) {
+        Some(i) => write_str(out, len, &format!("ncclprobe test double GPU {i}")),
+        None => INVALID_ARGUMENT,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
+    d: nvmlDevice_t,
+    out: *mut nvmlPciInfo_t,
+) -> NvmlReturn {
+    match index_of(d) {
+        Some(i) => pci_info(i, out),
+        None => INVALID_ARGUMENT,
+    }
+}
+
+unsafe fn pcie(d: nvmlDevice_t, out: *mut c_uint, value: impl Fn(usize) -> c_uint) -> NvmlReturn {
+    match index_of(d) {
+        Some(i) => {
+            *out = value(i);
+            SUCCESS
+        }
+        None => INVALID_ARGUMENT,
+    }
+}
+
+fn current_width(i: usize) -> c_uint {
+    env_list("NCCLPROBE_TEST_DOUBLE_PCIE_WIDTH")
+        .iter()
+        .filter_map(|e| e.split_once(':'))
+        .find(|(g, _)| g.parse() == Ok(i))
+        .and_then(|(_, w)| w.parse().ok())
+        .unwrap_or(16)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(
+    d: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    pcie(d, out, |_| 4)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkGeneration(
+    d: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    pcie(d, out, |_| 4)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkWidth(
+    d: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    pcie(d, out, current_width)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkWidth(
+    d: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    pcie(d, out, |_| 16)
+}
+
+/// As NVML: with too small a buffer, the count and INSUFFICIENT_SIZE.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    d: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    let mine: Vec<(c_uint, u64)> = env_list("NCCLPROBE_TEST_DOUBLE_PROCS")
+        .iter()
+        .filter_map(|e| {
+            let mut it = e.split(':');
+            let pid = it.next()?.parse().ok()?;
+            let gpu: usize = it.next()?.parse().ok()?;
+            let bytes = it.next()?.parse().ok()?;
+            (gpu == i).then_some((pid, bytes))
+        })
+        .collect();
+    let room = *count as usize;
+    *count = mine.len() as c_uint;
+    if room < mine.len() || (infos.is_null() && !mine.is_empty()) {
+        return INSUFFICIENT_SIZE;
+    }
+    for (k, (pid, bytes)) in mine.into_iter().enumerate() {
+        *infos.add(k) = nvmlProcessInfo_t {
+            pid,
+            usedGpuMemory: bytes,
+            gpuInstanceId: u32::MAX,
+            computeInstanceId: u32::MAX,
+        };
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    d: nvmlDevice_t,
+    l: c_uint,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    if l >= MAX_NVLINKS {
+        return INVALID_ARGUMENT;
+    }
+    *out = nvlink_peer(i, l as usize).is_some() as c_uint;
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
+    d: nvmlDevice_t,
+    l: c_uint,
+    out: *mut nvmlPciInfo_t,
+) -> NvmlReturn {
+    match index_of(d).and_then(|i| nvlink_peer(i, l as usize)) {
+        Some(peer) => pci_info(peer, out),
+        None => INVALID_ARGUMENT,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetTopologyCommonAncestor(
+    a: nvmlDevice_t,
+    b: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    let (Some(a), Some(b)) = (index_of(a), index_of(b)) else {
+        return INVALID_ARGUMENT;
+    };
+    *out = match link(a, b).0.as_str() {
+        "PIX" => 10,
+        "PXB" => 20,
+        "PHB" => 30,
+        "SYS" => 50,
+        // NVLink pairs sit under one CPU in this double.
+        _ => 40,
+    };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetP2PStatus(
+    a: nvmlDevice_t,
+    b: nvmlDevice_t,
+    _caps: c_uint,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    let (Some(a), Some(b)) = (index_of(a), index_of(b)) else {
+        return INVALID_ARGUMENT;
+    };
+    *out = match link(a, b).1.as_str() {
+        "OK" => 0,
+        "CNS" => 1,
+        "GNS" => 2,
+        "TNS" => 3,
+        "DR" => 4,
+        "NS" => 5,
+        _ => 6,
+    };
+    SUCCESS
+}

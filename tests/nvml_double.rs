@@ -1,0 +1,103 @@
+//! Live `topo` and `diagnose` through NVML, on machines without a GPU: the TEST DOUBLE
+//! (doubles/gpu/src/nvml.rs) answers as `libnvidia-ml.so.1` for a machine described in its
+//! environment variables. Only the versioned name is provided, as drivers and containers do.
+
+mod common;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Two NVLink pairs on two sockets, P2P not supported across them; a process holding memory on
+/// GPUs 0 and 1; GPU 3 on a x8 link.
+const LINKS: &str = "0-1:NV4,2-3:NV4,0-2:SYS/CNS,0-3:SYS/CNS,1-2:SYS/CNS,1-3:SYS/CNS";
+
+fn probe(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(args)
+        .env("LD_LIBRARY_PATH", dir)
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+        .env("NCCLPROBE_TEST_DOUBLE_LINKS", LINKS)
+        .env(
+            "NCCLPROBE_TEST_DOUBLE_PROCS",
+            "4242:0:1073741824,4242:1:524288000,777:2:1024",
+        )
+        .env("NCCLPROBE_TEST_DOUBLE_PCIE_WIDTH", "3:8")
+        .env("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+        .output()
+        .expect("run ncclprobe")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn live_topo_reads_nvlinks_pcie_ancestors_and_p2p_status() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let out = probe(d.path(), &["topo", "--format", "csv"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = text(&out.stdout);
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "from,to,link");
+    assert_eq!(rows.len(), 1 + 12, "{csv}");
+    for row in [
+        "GPU0,GPU1,NV4",
+        "GPU1,GPU0,NV4",
+        "GPU2,GPU3,NV4",
+        "GPU0,GPU2,SYS",
+        "GPU3,GPU1,SYS",
+    ] {
+        assert!(rows.contains(&row), "{row} missing in\n{csv}");
+    }
+
+    let out = probe(d.path(), &["topo", "--format", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let p2p = v["p2p"].as_array().expect("p2p cells from NVML");
+    assert_eq!(p2p.len(), 12);
+    let code = |a: &str, b: &str| {
+        p2p.iter()
+            .find(|c| c[0] == a && c[1] == b)
+            .and_then(|c| c[2].as_str())
+            .map(str::to_string)
+    };
+    assert_eq!(code("GPU0", "GPU1").as_deref(), Some("OK"));
+    assert_eq!(code("GPU2", "GPU0").as_deref(), Some("CNS"));
+}
+
+#[test]
+fn live_diagnose_finds_what_nvml_shows() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let out = probe(d.path(), &["diagnose", "--format", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    let find = |id: &str| {
+        findings
+            .iter()
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {v:#}"))
+    };
+    let evidence = |id: &str| find(id)["evidence"].to_string();
+    assert!(
+        evidence("gpu.process-on-multiple-gpus").contains("PID 4242 holds memory on GPUs [0, 1]")
+    );
+    assert!(!evidence("gpu.process-on-multiple-gpus").contains("777"));
+    assert!(evidence("p2p.unavailable").contains("NVML P2P read status: GPU0 -> GPU2 CNS"));
+    assert!(evidence("topo.cross-numa").contains("GPU1 <-> GPU3: SYS"));
+    assert!(evidence("pcie.downgraded").contains("PCIe width x8 of x16 (NVML)"));
+    assert_eq!(find("pcie.downgraded")["severity"], "warning");
+    // NVML answered: the facts say which GPUs it saw and the driver version.
+    assert!(v.to_string().contains("535.00 (test double)"), "{v:#}");
+}
+
+#[test]
+fn without_nvml_topo_says_so_and_exits_5() {
+    let d = common::test_double_dir(&[]);
+    let out = probe(d.path(), &["topo"]);
+    // This machine has no NVIDIA GPU in sysfs either (CI machines have none).
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(err.contains("NVML unavailable (libnvidia-ml.so.1"), "{err}");
+}

@@ -30,8 +30,13 @@ int main(int argc, char **argv) {
   size_t maxb = argc > 2 ? strtoull(argv[2], NULL, 10) : 256u << 20;
   int samples = argc > 3 ? atoi(argv[3]) : 21;
   float *send = malloc(maxb), *recv = malloc(maxb);
-  memset(send, 0, maxb);
-  memset(recv, 0, maxb);
+  /* Real, non-zero inputs, as ncclprobe uses. Zeros would be unfair to the harness: the
+   * compiler turns malloc + memset(0) into calloc, whose fresh pages all map the kernel's one
+   * shared zero page until written, so the send buffer would be read from cache. */
+  for (size_t i = 0; i < maxb / sizeof(float); i++) {
+    send[i] = (float)(i % 251 + rank);
+    recv[i] = -1.0f;
+  }
   double *t = malloc(sizeof(double) * samples);
   for (size_t size = minb; size <= maxb; size *= 2) {
     size_t count = size / sizeof(float);

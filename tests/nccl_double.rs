@@ -374,3 +374,53 @@ fn cuda_event_timing() {
         .iter()
         .all(|p| p.time_s > 0.0 && p.wrong == Some(0)));
 }
+
+/// cudarc's loader tries `libcuda.so` before `libcuda.so.1`: a different library under that
+/// name (a toolkit stub, here a copy of the double: a separate instance) is refused before any
+/// cudarc call, naming both files.
+#[test]
+fn a_second_cuda_library_earlier_on_cudarcs_list_is_refused() {
+    let d = doubles();
+    let real = std::fs::canonicalize(d.path().join("libcuda.so.1")).unwrap();
+    std::fs::copy(&real, d.path().join("libcuda.so")).unwrap();
+    let mut c = probe(d.path());
+    c.args(["sweep", "--backend", "nccl"]);
+    let (out, _) = run(c);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("two CUDA driver libraries: libcuda.so.1 is"),
+        "{err}"
+    );
+    assert!(err.contains("/libcuda.so first"), "{err}");
+}
+
+/// A library that answers to libcuda.so.1 but is not the driver: exit 5, no panic.
+#[test]
+fn a_libcuda_without_cuinit_is_not_the_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists())
+    .expect("libm.so.6 (Debian's libc6) to stand in for a wrong libcuda.so.1");
+    std::os::unix::fs::symlink(libm, dir.path().join("libcuda.so.1")).unwrap();
+    let d = doubles();
+    std::os::unix::fs::symlink(
+        d.path().join("libnccl.so.2"),
+        dir.path().join("libnccl.so.2"),
+    )
+    .unwrap();
+    let mut c = probe(dir.path());
+    c.args(["sweep", "--backend", "nccl"]);
+    let (out, _) = run(c);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("libcuda.so.1 has no cuInit: not the CUDA driver"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -3,6 +3,7 @@
 //! The harness runs the same code on every rank (threads for `host`, processes for `mpi`),
 //! talking to its rank's communicator; only rank 0 writes results.
 
+pub mod cuda;
 pub mod host;
 pub mod mpi;
 pub mod nccl;
@@ -141,5 +142,13 @@ impl AlignedBuf {
     }
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.words.as_mut_ptr() as *mut u8
+    }
+}
+
+/// What the dynamic loader said (libloading keeps dlerror's text in the error's source).
+pub fn dl_error(e: &libloading::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => cause.to_string(),
+        None => e.to_string(),
     }
 }

@@ -88,8 +88,13 @@ impl Nccl {
     pub fn unique_id(&self) -> Result<[u8; 128], String> {
         type GetUniqueId = unsafe extern "C" fn(*mut [u8; 128]) -> c_int;
         // SAFETY: the symbol has this C signature in every NCCL 2.x (nccl.h).
-        let f = unsafe { self.lib.get::<GetUniqueId>(b"ncclGetUniqueId\0") }
-            .map_err(|e| format!("{}: no ncclGetUniqueId: {e}", self.path.display()))?;
+        let f = unsafe { self.lib.get::<GetUniqueId>(b"ncclGetUniqueId\0") }.map_err(|e| {
+            format!(
+                "{}: no ncclGetUniqueId: {}",
+                self.path.display(),
+                super::dl_error(&e)
+            )
+        })?;
         let mut id = [0u8; 128];
         // SAFETY: `id` is a valid 128-byte out buffer (ncclUniqueId is char[128]).
         let rc = unsafe { f(&mut id) };
@@ -126,7 +131,7 @@ impl Nccl {
         let mut n = name.as_bytes().to_vec();
         n.push(0);
         // SAFETY: only the address is looked up, never called.
-        unsafe { self.lib.get::<*const ()>(&n).is_ok() }
+        unsafe { self.lib.get::<*const ()>(&n[..]).is_ok() }
     }
 }
 
@@ -232,11 +237,11 @@ fn try_load(route: Route, candidate: &Path) -> Result<Nccl, String> {
     };
     // SAFETY: loading a shared library runs its initialisers; NCCL's are benign and this is
     // the documented way to use it without linking.
-    let lib = unsafe { libloading::Library::new(candidate) }.map_err(|e| e.to_string())?;
+    let lib = unsafe { libloading::Library::new(candidate) }.map_err(|e| super::dl_error(&e))?;
     type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
     // SAFETY: C signature from nccl.h.
     let get = unsafe { lib.get::<GetVersion>(b"ncclGetVersion\0") }
-        .map_err(|e| format!("not NCCL (no ncclGetVersion): {e}"))?;
+        .map_err(|e| format!("not NCCL (no ncclGetVersion): {}", super::dl_error(&e)))?;
     let mut code: c_int = 0;
     // SAFETY: `code` is a valid out pointer.
     let rc = unsafe { get(&mut code) };
@@ -288,41 +293,14 @@ pub struct CudaDriver {
     pub devices: i32,
 }
 
+/// The CUDA driver, opened and verified (see `cuda`), initialised, its GPUs counted.
 pub fn find_cuda_driver() -> Result<CudaDriver, String> {
-    // SAFETY: as for NCCL: loading the driver library by its documented name.
-    let lib = unsafe { libloading::Library::new("libcuda.so.1") }
-        .map_err(|e| format!("no CUDA driver (libcuda.so.1) found: {e}"))?;
-    // cuInit starts driver threads: the library must never be unloaded under them.
-    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
-    type CuInit = unsafe extern "C" fn(u32) -> c_int;
-    type CuIntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
-    // SAFETY: C signatures from cuda.h (cuInit, cuDriverGetVersion, cuDeviceGetCount).
-    unsafe {
-        let init = lib
-            .get::<CuInit>(b"cuInit\0")
-            .map_err(|e| format!("libcuda.so.1 has no cuInit: {e}"))?;
-        let rc = init(0);
-        if rc != 0 {
-            return Err(format!("CUDA driver found but cuInit failed with CUresult {rc} (no usable GPU or driver/library mismatch)"));
-        }
-        let mut version = 0;
-        if let Ok(f) = lib.get::<CuIntOut>(b"cuDriverGetVersion\0") {
-            f(&mut version);
-        }
-        let mut devices = 0;
-        let count = lib
-            .get::<CuIntOut>(b"cuDeviceGetCount\0")
-            .map_err(|e| format!("libcuda.so.1 has no cuDeviceGetCount: {e}"))?;
-        let rc = count(&mut devices);
-        if rc != 0 {
-            return Err(format!("cuDeviceGetCount failed with CUresult {rc}"));
-        }
-        Ok(CudaDriver {
-            path: mapped_path("libcuda.so").unwrap_or_else(|| "libcuda.so.1".into()),
-            driver_version: version,
-            devices,
-        })
-    }
+    let d = super::cuda::probe()?;
+    Ok(CudaDriver {
+        path: d.path,
+        driver_version: d.version,
+        devices: d.devices,
+    })
 }
 
 /// One line for `--backend nccl` errors: what was found, what is missing.

@@ -1,56 +1,35 @@
 //! The `nccl` backend: one rank per GPU, CUDA driver API and NCCL both loaded at run time.
 //!
-//! Every CUDA/NCCL call goes through `Api`, resolved once with each missing symbol named.
+//! CUDA calls go through cudarc's driver bindings once `cuda::open` has verified the library
+//! (so cudarc cannot panic); NCCL calls through `Api`, resolved once with each missing symbol
+//! named. Result codes stay plain integers for NCCL (a newer NCCL may return codes cudarc's
+//! enums lack); cudarc supplies the NCCL argument types.
 //! Timing is nccl-tests': host wall clock from the first enqueue of a batch to the stream's
 //! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
 //! communicator and fails the run, naming the collective, size and rank).
 
+use super::cuda;
 use super::nccl::Nccl;
 use super::{AlignedBuf, BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{Dtype, RedOp};
+use cudarc::driver::sys as cu;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// `ncclUniqueId`, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct UniqueId {
-    pub internal: [u8; 128],
-}
+use cudarc::nccl::sys::{ncclDataType_t as NcclType, ncclRedOp_t as NcclOp, ncclUniqueId};
 
-type CuInit = unsafe extern "C" fn(u32) -> c_int;
-type CuIntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
-type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
-type CuDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
-type CuPrimaryCtxRetain = unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int;
-type CuCtxSetCurrent = unsafe extern "C" fn(*mut c_void) -> c_int;
-type CuMemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> c_int;
-type CuMemAlloc = unsafe extern "C" fn(*mut u64, usize) -> c_int;
-type CuMemFree = unsafe extern "C" fn(u64) -> c_int;
-type CuMemAllocHost = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
-type CuMemFreeHost = unsafe extern "C" fn(*mut c_void) -> c_int;
-type CuMemcpyHtoD = unsafe extern "C" fn(u64, *const c_void, usize) -> c_int;
-type CuMemcpyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> c_int;
-type CuMemcpyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, *mut c_void) -> c_int;
-type CuMemcpyDtoHAsync = unsafe extern "C" fn(*mut c_void, u64, usize, *mut c_void) -> c_int;
-type CuStreamCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
-type CuStream = unsafe extern "C" fn(*mut c_void) -> c_int;
-type CuEventCreate = unsafe extern "C" fn(*mut *mut c_void, u32) -> c_int;
-type CuEventRecord = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
-type CuEventElapsed = unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void) -> c_int;
-
-type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, UniqueId, c_int) -> c_int;
+type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, ncclUniqueId, c_int) -> c_int;
 type NcclCommInitAll = unsafe extern "C" fn(*mut *mut c_void, c_int, *const c_int) -> c_int;
 type NcclGroup = unsafe extern "C" fn() -> c_int;
 type NcclAllReduce = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    c_int,
-    c_int,
+    NcclType,
+    NcclOp,
     *mut c_void,
     *mut c_void,
 ) -> c_int;
@@ -58,7 +37,7 @@ type NcclAllGather = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    c_int,
+    NcclType,
     *mut c_void,
     *mut c_void,
 ) -> c_int;
@@ -66,7 +45,7 @@ type NcclBroadcast = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    c_int,
+    NcclType,
     c_int,
     *mut c_void,
     *mut c_void,
@@ -75,41 +54,20 @@ type NcclReduce = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    c_int,
-    c_int,
+    NcclType,
+    NcclOp,
     c_int,
     *mut c_void,
     *mut c_void,
 ) -> c_int;
 type NcclSendRecv =
-    unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+    unsafe extern "C" fn(*mut c_void, usize, NcclType, c_int, *mut c_void, *mut c_void) -> c_int;
 type NcclAsyncError = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
 type NcclCommFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
 /// Every CUDA driver and NCCL entry point the backend calls.
 pub struct Api {
     pub nccl: Nccl,
-    cu_init: CuInit,
-    cu_device_get_count: CuIntOut,
-    cu_device_get: CuDeviceGet,
-    cu_device_get_name: CuDeviceGetName,
-    cu_primary_ctx_retain: CuPrimaryCtxRetain,
-    cu_ctx_set_current: CuCtxSetCurrent,
-    cu_mem_get_info: CuMemGetInfo,
-    cu_mem_alloc: CuMemAlloc,
-    cu_mem_free: CuMemFree,
-    cu_mem_alloc_host: CuMemAllocHost,
-    cu_mem_free_host: CuMemFreeHost,
-    cu_memcpy_htod: CuMemcpyHtoD,
-    cu_memcpy_dtoh: CuMemcpyDtoH,
-    cu_memcpy_htod_async: CuMemcpyHtoDAsync,
-    cu_memcpy_dtoh_async: CuMemcpyDtoHAsync,
-    cu_stream_create: CuStreamCreate,
-    cu_stream_query: CuStream,
-    cu_stream_synchronize: CuStream,
-    cu_event_create: CuEventCreate,
-    cu_event_record: CuEventRecord,
-    cu_event_elapsed: CuEventElapsed,
     nccl_comm_init_rank: NcclCommInitRank,
     nccl_comm_init_all: NcclCommInitAll,
     nccl_group_start: NcclGroup,
@@ -127,8 +85,6 @@ pub struct Api {
     pub devices: c_int,
 }
 
-const CUDA_ERROR_NOT_READY: c_int = 600;
-
 fn sym<T: Copy>(
     lib: &libloading::Library,
     what: &str,
@@ -139,7 +95,7 @@ fn sym<T: Copy>(
     n.push(0);
     // SAFETY: `T` is the C signature of `name` as declared in cuda.h / nccl.h; the library is
     // never unloaded, so the copied function pointer stays valid.
-    match unsafe { lib.get::<T>(&n) } {
+    match unsafe { lib.get::<T>(&n[..]) } {
         Ok(s) => Some(*s),
         Err(_) => {
             missing.push(format!("{name} ({what})"));
@@ -151,43 +107,25 @@ fn sym<T: Copy>(
 impl Api {
     /// Resolve every symbol; all missing ones are named in one error.
     pub fn load(nccl: Nccl) -> Result<Api, BackendError> {
-        // SAFETY: loading the CUDA driver library by its documented name; never unloaded.
-        let cuda = unsafe { libloading::Library::new("libcuda.so.1") }.map_err(|e| {
-            BackendError::Unavailable(format!("no CUDA driver (libcuda.so.1) found: {e}"))
-        })?;
-        let cuda = Box::leak(Box::new(cuda));
+        // The driver, verified so that cudarc's calls below cannot panic (see `cuda`).
+        let driver = cuda::probe().map_err(BackendError::Unavailable)?;
+        if driver.devices == 0 {
+            return Err(BackendError::Unavailable(format!(
+                "the CUDA driver at {} sees no GPU",
+                driver.path.display()
+            )));
+        }
         // The NCCL handle is kept alive by `nccl` (never unloaded); reopen for symbol lookup.
         // SAFETY: the same file is already loaded; this only takes another reference.
-        let nlib = unsafe { libloading::Library::new(&nccl.path) }
-            .map_err(|e| BackendError::Unavailable(format!("{}: {e}", nccl.path.display())))?;
+        let nlib = unsafe { libloading::Library::new(&nccl.path) }.map_err(|e| {
+            BackendError::Unavailable(format!("{}: {}", nccl.path.display(), super::dl_error(&e)))
+        })?;
         let nlib = Box::leak(Box::new(nlib));
         let mut missing = Vec::new();
-        let c = "libcuda.so.1";
         let n = "NCCL";
         let api = (|| {
             let nccl = nccl;
             Some(Api {
-                cu_init: sym(cuda, c, "cuInit", &mut missing)?,
-                cu_device_get_count: sym(cuda, c, "cuDeviceGetCount", &mut missing)?,
-                cu_device_get: sym(cuda, c, "cuDeviceGet", &mut missing)?,
-                cu_device_get_name: sym(cuda, c, "cuDeviceGetName", &mut missing)?,
-                cu_primary_ctx_retain: sym(cuda, c, "cuDevicePrimaryCtxRetain", &mut missing)?,
-                cu_ctx_set_current: sym(cuda, c, "cuCtxSetCurrent", &mut missing)?,
-                cu_mem_get_info: sym(cuda, c, "cuMemGetInfo_v2", &mut missing)?,
-                cu_mem_alloc: sym(cuda, c, "cuMemAlloc_v2", &mut missing)?,
-                cu_mem_free: sym(cuda, c, "cuMemFree_v2", &mut missing)?,
-                cu_mem_alloc_host: sym(cuda, c, "cuMemAllocHost_v2", &mut missing)?,
-                cu_mem_free_host: sym(cuda, c, "cuMemFreeHost", &mut missing)?,
-                cu_memcpy_htod: sym(cuda, c, "cuMemcpyHtoD_v2", &mut missing)?,
-                cu_memcpy_dtoh: sym(cuda, c, "cuMemcpyDtoH_v2", &mut missing)?,
-                cu_memcpy_htod_async: sym(cuda, c, "cuMemcpyHtoDAsync_v2", &mut missing)?,
-                cu_memcpy_dtoh_async: sym(cuda, c, "cuMemcpyDtoHAsync_v2", &mut missing)?,
-                cu_stream_create: sym(cuda, c, "cuStreamCreate", &mut missing)?,
-                cu_stream_query: sym(cuda, c, "cuStreamQuery", &mut missing)?,
-                cu_stream_synchronize: sym(cuda, c, "cuStreamSynchronize", &mut missing)?,
-                cu_event_create: sym(cuda, c, "cuEventCreate", &mut missing)?,
-                cu_event_record: sym(cuda, c, "cuEventRecord", &mut missing)?,
-                cu_event_elapsed: sym(cuda, c, "cuEventElapsedTime", &mut missing)?,
                 nccl_comm_init_rank: sym(nlib, n, "ncclCommInitRank", &mut missing)?,
                 nccl_comm_init_all: sym(nlib, n, "ncclCommInitAll", &mut missing)?,
                 nccl_group_start: sym(nlib, n, "ncclGroupStart", &mut missing)?,
@@ -212,34 +150,12 @@ impl Api {
                 missing.join(", ")
             )));
         };
-        // SAFETY: plain driver calls with valid out-pointers.
-        unsafe {
-            let rc = (api.cu_init)(0);
-            if rc != 0 {
-                return Err(BackendError::Unavailable(format!(
-                    "cuInit failed with CUresult {rc}: no usable GPU"
-                )));
-            }
-            let mut n = 0;
-            let rc = (api.cu_device_get_count)(&mut n);
-            if rc != 0 || n == 0 {
-                return Err(BackendError::Unavailable(format!(
-                    "the CUDA driver sees no GPU (cuDeviceGetCount: {n}, CUresult {rc})"
-                )));
-            }
-            api.devices = n;
-        }
+        api.devices = driver.devices;
         Ok(api)
     }
 
-    fn cuda(&self, what: &str, rc: c_int) -> Result<(), BackendError> {
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(BackendError::Failed(format!(
-                "{what} failed with CUresult {rc}"
-            )))
-        }
+    fn cuda(&self, what: &str, rc: cu::CUresult) -> Result<(), BackendError> {
+        cuda::check(what, rc).map_err(BackendError::Failed)
     }
 
     fn nccl_check(&self, what: &str, rc: c_int) -> Result<(), BackendError> {
@@ -256,8 +172,8 @@ impl Api {
     pub fn device_name(&self, dev: c_int) -> String {
         let mut buf = [0 as c_char; 128];
         // SAFETY: buffer and length match.
-        let rc = unsafe { (self.cu_device_get_name)(buf.as_mut_ptr(), buf.len() as c_int, dev) };
-        if rc != 0 {
+        let rc = unsafe { cu::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        if rc != cu::CUresult::CUDA_SUCCESS {
             return format!("GPU {dev}");
         }
         // SAFETY: the driver NUL-terminates within the given length.
@@ -269,15 +185,15 @@ impl Api {
     /// Make `dev`'s primary context current on this thread.
     pub fn use_device(&self, dev: c_int) -> Result<usize, BackendError> {
         let mut d = 0;
-        let mut ctx = std::ptr::null_mut();
+        let mut ctx: cu::CUcontext = std::ptr::null_mut();
         // SAFETY: valid out-pointers; dev checked by the driver.
         unsafe {
-            self.cuda("cuDeviceGet", (self.cu_device_get)(&mut d, dev))?;
+            self.cuda("cuDeviceGet", cu::cuDeviceGet(&mut d, dev))?;
             self.cuda(
                 "cuDevicePrimaryCtxRetain",
-                (self.cu_primary_ctx_retain)(&mut ctx, d),
+                cu::cuDevicePrimaryCtxRetain(&mut ctx, d),
             )?;
-            self.cuda("cuCtxSetCurrent", (self.cu_ctx_set_current)(ctx))?;
+            self.cuda("cuCtxSetCurrent", cu::cuCtxSetCurrent(ctx))?;
         }
         Ok(ctx as usize)
     }
@@ -286,14 +202,12 @@ impl Api {
     pub fn free_memory(&self) -> Option<usize> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers.
-        (unsafe { (self.cu_mem_get_info)(&mut free, &mut total) } == 0).then_some(free)
+        (unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) } == cu::CUresult::CUDA_SUCCESS)
+            .then_some(free)
     }
 
-    pub fn unique_id(&self) -> Result<UniqueId, BackendError> {
-        self.nccl
-            .unique_id()
-            .map(|internal| UniqueId { internal })
-            .map_err(BackendError::Failed)
+    pub fn unique_id(&self) -> Result<[u8; 128], BackendError> {
+        self.nccl.unique_id().map_err(BackendError::Failed)
     }
 
     /// Copy bandwidth in bytes/s between host and the current device, host→device or
@@ -306,17 +220,17 @@ impl Api {
         to_device: bool,
     ) -> Result<f64, BackendError> {
         let mut dev = 0u64;
-        let mut stream = std::ptr::null_mut();
+        let mut stream: cu::CUstream = std::ptr::null_mut();
         // SAFETY: every pointer below is allocated here with `bytes` bytes and freed at the end.
         unsafe {
-            self.cuda("cuMemAlloc", (self.cu_mem_alloc)(&mut dev, bytes))?;
-            self.cuda("cuStreamCreate", (self.cu_stream_create)(&mut stream, 0))?;
+            self.cuda("cuMemAlloc", cu::cuMemAlloc_v2(&mut dev, bytes))?;
+            self.cuda("cuStreamCreate", cu::cuStreamCreate(&mut stream, 0))?;
             let mut pageable = Vec::new();
             let mut pinned_ptr = std::ptr::null_mut();
             let host = if pinned {
                 self.cuda(
                     "cuMemAllocHost",
-                    (self.cu_mem_alloc_host)(&mut pinned_ptr, bytes),
+                    cu::cuMemAllocHost_v2(&mut pinned_ptr, bytes),
                 )?;
                 pinned_ptr
             } else {
@@ -330,57 +244,58 @@ impl Api {
                     (true, true) => {
                         self.cuda(
                             "cuMemcpyHtoDAsync",
-                            (self.cu_memcpy_htod_async)(dev, host, bytes, stream),
+                            cu::cuMemcpyHtoDAsync_v2(dev, host, bytes, stream),
                         )?;
-                        self.cuda("cuStreamSynchronize", (self.cu_stream_synchronize)(stream))?;
+                        self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
                     }
                     (true, false) => {
                         self.cuda(
                             "cuMemcpyDtoHAsync",
-                            (self.cu_memcpy_dtoh_async)(host, dev, bytes, stream),
+                            cu::cuMemcpyDtoHAsync_v2(host, dev, bytes, stream),
                         )?;
-                        self.cuda("cuStreamSynchronize", (self.cu_stream_synchronize)(stream))?;
+                        self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
                     }
                     (false, true) => {
-                        self.cuda("cuMemcpyHtoD", (self.cu_memcpy_htod)(dev, host, bytes))?
+                        self.cuda("cuMemcpyHtoD", cu::cuMemcpyHtoD_v2(dev, host, bytes))?
                     }
                     (false, false) => {
-                        self.cuda("cuMemcpyDtoH", (self.cu_memcpy_dtoh)(host, dev, bytes))?
+                        self.cuda("cuMemcpyDtoH", cu::cuMemcpyDtoH_v2(host, dev, bytes))?
                     }
                 }
                 best = best.min(t.elapsed().as_secs_f64());
             }
             if pinned {
-                (self.cu_mem_free_host)(pinned_ptr);
+                cu::cuMemFreeHost(pinned_ptr);
             }
-            (self.cu_mem_free)(dev);
+            cu::cuMemFree_v2(dev);
             Ok(bytes as f64 / best)
         }
     }
 }
 
-fn nccl_dtype(d: Dtype) -> c_int {
+fn nccl_dtype(d: Dtype) -> NcclType {
     match d {
-        Dtype::Int8 => 0,
-        Dtype::Uint8 => 1,
-        Dtype::Int32 => 2,
-        Dtype::Uint32 => 3,
-        Dtype::Int64 => 4,
-        Dtype::Uint64 => 5,
-        Dtype::Half => 6,
-        Dtype::Float => 7,
-        Dtype::Double => 8,
-        Dtype::Bfloat16 => 9,
+        Dtype::Int8 => NcclType::ncclInt8,
+        Dtype::Uint8 => NcclType::ncclUint8,
+        Dtype::Int32 => NcclType::ncclInt32,
+        Dtype::Uint32 => NcclType::ncclUint32,
+        Dtype::Int64 => NcclType::ncclInt64,
+        Dtype::Uint64 => NcclType::ncclUint64,
+        Dtype::Half => NcclType::ncclFloat16,
+        Dtype::Float => NcclType::ncclFloat32,
+        Dtype::Double => NcclType::ncclFloat64,
+        // NCCL 2.10 and newer; the oldest NCCL we load is 2.18.
+        Dtype::Bfloat16 => NcclType::ncclBfloat16,
     }
 }
 
-fn nccl_op(o: RedOp) -> c_int {
+fn nccl_op(o: RedOp) -> NcclOp {
     match o {
-        RedOp::Sum => 0,
-        RedOp::Prod => 1,
-        RedOp::Max => 2,
-        RedOp::Min => 3,
-        RedOp::Avg => 4,
+        RedOp::Sum => NcclOp::ncclSum,
+        RedOp::Prod => NcclOp::ncclProd,
+        RedOp::Max => NcclOp::ncclMax,
+        RedOp::Min => NcclOp::ncclMin,
+        RedOp::Avg => NcclOp::ncclAvg,
     }
 }
 
@@ -527,7 +442,7 @@ impl GroupLauncher {
                         let r = unsafe {
                             api.cuda(
                                 "cuCtxSetCurrent",
-                                (api.cu_ctx_set_current)(t.ctx as *mut c_void),
+                                cu::cuCtxSetCurrent(t.ctx as cu::CUcontext),
                             )
                             .and_then(|_| enqueue(api, t, spec, placement))
                         };
@@ -570,19 +485,19 @@ impl NcclComm {
     ) -> Result<NcclComm, BackendError> {
         let ctx = api.use_device(device)?;
         let id = if rank == 0 {
-            api.unique_id()?.internal.to_vec()
+            api.unique_id()?.to_vec()
         } else {
             Vec::new()
         };
         let ids = control.allgather(&id)?;
-        let mut uid = UniqueId {
-            internal: [0u8; 128],
-        };
+        let mut uid = ncclUniqueId { internal: [0; 128] };
         let root = ids
             .first()
             .filter(|b| b.len() == 128)
             .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
-        uid.internal.copy_from_slice(root);
+        for (dst, &src) in uid.internal.iter_mut().zip(root) {
+            *dst = src as c_char;
+        }
         let mut comm = std::ptr::null_mut();
         // SAFETY: out-pointer valid; id by value as ncclCommInitRank takes it.
         let rc =
@@ -638,7 +553,7 @@ impl NcclComm {
         let mut stream = std::ptr::null_mut();
         // SAFETY: out-pointer valid; context current.
         api.cuda("cuStreamCreate", unsafe {
-            (api.cu_stream_create)(&mut stream, 0)
+            cu::cuStreamCreate(&mut stream, 0)
         })?;
         if let Ok(mut list) = live_comms().lock() {
             list.push((Arc::clone(&api), comm));
@@ -671,9 +586,9 @@ impl NcclComm {
         // SAFETY: valid out-pointers; default flags (timing enabled).
         unsafe {
             self.api
-                .cuda("cuEventCreate", (self.api.cu_event_create)(&mut a, 0))?;
+                .cuda("cuEventCreate", cu::cuEventCreate(&mut a, 0))?;
             self.api
-                .cuda("cuEventCreate", (self.api.cu_event_create)(&mut b, 0))?;
+                .cuda("cuEventCreate", cu::cuEventCreate(&mut b, 0))?;
         }
         self.events = Some((a as usize, b as usize));
         Ok(())
@@ -686,7 +601,7 @@ impl NcclComm {
     fn current(&self) -> Result<(), BackendError> {
         // SAFETY: the context handle came from cuDevicePrimaryCtxRetain.
         self.api.cuda("cuCtxSetCurrent", unsafe {
-            (self.api.cu_ctx_set_current)(self.ctx as *mut c_void)
+            cu::cuCtxSetCurrent(self.ctx as cu::CUcontext)
         })
     }
 
@@ -708,13 +623,13 @@ impl NcclComm {
         let mut spins = 0u32;
         loop {
             // SAFETY: the stream belongs to this rank.
-            let rc = unsafe { (a.cu_stream_query)(self.stream as *mut c_void) };
-            if rc == 0 {
+            let rc = unsafe { cu::cuStreamQuery(self.stream as cu::CUstream) };
+            if rc == cu::CUresult::CUDA_SUCCESS {
                 return Ok(());
             }
-            if rc != CUDA_ERROR_NOT_READY {
+            if rc != cu::CUresult::CUDA_ERROR_NOT_READY {
                 return Err(BackendError::Failed(format!(
-                    "cuStreamQuery failed with CUresult {rc} during {} on rank {}",
+                    "cuStreamQuery failed with {rc:?} during {} on rank {}",
                     spec.coll, self.rank
                 )));
             }
@@ -835,19 +750,16 @@ impl Communicator for NcclComm {
             // SAFETY: freeing our own allocations, then allocating the new size.
             unsafe {
                 if self.capacity > 0 {
-                    (self.api.cu_mem_free)(self.dev_send);
-                    (self.api.cu_mem_free)(self.dev_recv);
+                    cu::cuMemFree_v2(self.dev_send);
+                    cu::cuMemFree_v2(self.dev_recv);
                 }
                 self.capacity = 0;
                 let alloc = |p: &mut u64| {
-                    let rc = (self.api.cu_mem_alloc)(p, bytes.max(1));
-                    if rc != 0 {
+                    let rc = cu::cuMemAlloc_v2(p, bytes.max(1));
+                    if rc != cu::CUresult::CUDA_SUCCESS {
                         Err(BackendError::Alloc {
                             bytes: bytes as u64,
-                            reason: format!(
-                                "cuMemAlloc on GPU {} failed with CUresult {rc}",
-                                self.device
-                            ),
+                            reason: format!("cuMemAlloc on GPU {} failed with {rc:?}", self.device),
                         })
                     } else {
                         Ok(())
@@ -878,7 +790,7 @@ impl Communicator for NcclComm {
         unsafe {
             self.api.cuda(
                 "cuMemcpyHtoD",
-                (self.api.cu_memcpy_htod)(
+                cu::cuMemcpyHtoD_v2(
                     self.dev_send,
                     self.host_send.bytes().as_ptr() as *const c_void,
                     n,
@@ -886,7 +798,7 @@ impl Communicator for NcclComm {
             )?;
             self.api.cuda(
                 "cuMemcpyHtoD",
-                (self.api.cu_memcpy_htod)(
+                cu::cuMemcpyHtoD_v2(
                     self.dev_recv,
                     self.host_recv.bytes().as_ptr() as *const c_void,
                     n,
@@ -902,7 +814,7 @@ impl Communicator for NcclComm {
         unsafe {
             self.api.cuda(
                 "cuMemcpyDtoH",
-                (self.api.cu_memcpy_dtoh)(
+                cu::cuMemcpyDtoH_v2(
                     self.host_recv.bytes_mut().as_mut_ptr() as *mut c_void,
                     self.dev_recv,
                     n,
@@ -916,12 +828,12 @@ impl Communicator for NcclComm {
             .spec
             .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
         self.current()?;
-        let stream = self.stream as *mut c_void;
+        let stream = self.stream as cu::CUstream;
         let mut start = Instant::now();
         if let Some((a, _)) = self.events {
             // SAFETY: an event created for this rank, recorded on its stream.
             self.api.cuda("cuEventRecord", unsafe {
-                (self.api.cu_event_record)(a as *mut c_void, stream)
+                cu::cuEventRecord(a as cu::CUevent, stream)
             })?;
         }
         match &self.group {
@@ -939,7 +851,7 @@ impl Communicator for NcclComm {
         if let Some((_, b)) = self.events {
             // SAFETY: as above.
             self.api.cuda("cuEventRecord", unsafe {
-                (self.api.cu_event_record)(b as *mut c_void, stream)
+                cu::cuEventRecord(b as cu::CUevent, stream)
             })?;
         }
         self.wait(&spec)?;
@@ -949,7 +861,7 @@ impl Communicator for NcclComm {
                 let mut ms = 0f32;
                 // SAFETY: both events completed (the stream is idle).
                 self.api.cuda("cuEventElapsedTime", unsafe {
-                    (self.api.cu_event_elapsed)(&mut ms, a as *mut c_void, b as *mut c_void)
+                    cu::cuEventElapsedTime(&mut ms, a as cu::CUevent, b as cu::CUevent)
                 })?;
                 Ok(ms as f64 * 1e-3)
             }
@@ -984,8 +896,8 @@ impl Drop for NcclComm {
             }
             (self.api.nccl_destroy)(self.comm as *mut c_void);
             if self.capacity > 0 {
-                (self.api.cu_mem_free)(self.dev_send);
-                (self.api.cu_mem_free)(self.dev_recv);
+                cu::cuMemFree_v2(self.dev_send);
+                cu::cuMemFree_v2(self.dev_recv);
             }
         }
     }

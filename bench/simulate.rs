@@ -18,6 +18,7 @@ fn setup<'a>(model: &'a ncclprobe::analysis::models::Model, curve: &'a Curve) ->
         gradient_as_bucket_view: true,
         hook: Hook::None,
         copy_bytes_per_s: 300e9,
+        overlap_slowdown: 0.0,
     }
 }
 

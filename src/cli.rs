@@ -147,6 +147,11 @@ pub struct DdpArgs {
     /// Model DDP(gradient_as_bucket_view=True).
     #[arg(long)]
     pub gradient_as_bucket_view: bool,
+    /// Compute slowdown while all-reduces overlap backward (σ, 0 to 1): backward stretches by
+    /// σ × the communication time inside it. NCCL kernels take SMs from the backward kernels;
+    /// 0.05-0.15 is typical, more on GPUs with few SMs.
+    #[arg(long, default_value_t = 0.0)]
+    pub overlap_slowdown: f64,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
 }

@@ -21,6 +21,16 @@ fn positive(flag: &str, v: f64) -> Result<f64, Failure> {
     }
 }
 
+fn fraction(flag: &str, v: f64) -> Result<f64, Failure> {
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be a fraction between 0 and 1, got {v}"
+        )))
+    }
+}
+
 fn load_model(spec: &str) -> Result<Model, Failure> {
     models::load(spec).map_err(|e| Failure::usage(format!("--model: {e}")))
 }
@@ -134,6 +144,7 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
         gradient_as_bucket_view: args.gradient_as_bucket_view,
         hook,
         copy_bytes_per_s: 300e9,
+        overlap_slowdown: fraction("--overlap-slowdown", args.overlap_slowdown)?,
     };
     let grid = setup.grid(&caps, &accs);
     let default_cap = if caps.contains(&25.0) { 25.0 } else { caps[0] };
@@ -158,6 +169,7 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
                 "link": link.describe(),
                 "hook": hook,
                 "gradient_as_bucket_view": args.gradient_as_bucket_view,
+                "overlap_slowdown": setup.overlap_slowdown,
                 "first_bucket_bytes": setup.first_bucket_bytes,
                 "one_gpu": {"iters_per_s": one_gpu_it, "samples_per_s": one_gpu_it * args.batch_size as f64},
                 "first_iteration_s": setup.first_iteration_s(),
@@ -177,6 +189,12 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
                 model.source
             );
             println!("# link: {}", link.describe());
+            if setup.overlap_slowdown > 0.0 {
+                println!(
+                    "# backward slows by {:.0}% of the communication time that overlaps it (--overlap-slowdown)",
+                    setup.overlap_slowdown * 100.0
+                );
+            }
             println!(
                 "# {} GPUs, batch {} per GPU; one GPU: {:.1} ms per step = {:.2} it/s (forward {:.1} ms, backward {:.1} ms, optimizer {:.1} ms)",
                 args.world_size,

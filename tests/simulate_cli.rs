@@ -255,3 +255,62 @@ fn bad_input_is_named() {
             .stderr(contains(*message));
     }
 }
+
+fn step_time(extra: &[&str]) -> (f64, Value) {
+    let out = bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet50",
+            "--world-size",
+            "4",
+        ])
+        .args(["--compute-ms", "300", "--busbw", "2", "--latency-us", "30"])
+        .args([
+            "--bucket-cap-mb",
+            "25",
+            "--accumulation",
+            "1",
+            "--format",
+            "json",
+        ])
+        .args(extra)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    (v["configurations"][0]["step_time_s"].as_f64().unwrap(), v)
+}
+
+#[test]
+fn overlap_slowdown_lengthens_overlapped_steps_and_is_recorded() {
+    let (plain, _) = step_time(&[]);
+    let (slowed, v) = step_time(&["--overlap-slowdown", "0.15"]);
+    assert_eq!(v["overlap_slowdown"], 0.15);
+    assert!(slowed > plain, "{slowed} vs {plain}");
+    bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet50",
+            "--world-size",
+            "4",
+        ])
+        .args([
+            "--compute-ms",
+            "300",
+            "--busbw",
+            "2",
+            "--overlap-slowdown",
+            "1.5",
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "--overlap-slowdown: must be a fraction between 0 and 1, got 1.5",
+        ));
+}

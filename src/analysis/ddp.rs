@@ -56,6 +56,9 @@ pub struct Setup<'a> {
     pub hook: Hook,
     /// Device copy bandwidth for the bucket→grad copy-back (without gradient_as_bucket_view).
     pub copy_bytes_per_s: f64,
+    /// σ, the compute slowdown while communication overlaps backward: backward stretches by
+    /// σ × the communication time inside it (Calculon's constant fraction; ddp.md §3, §7.1).
+    pub overlap_slowdown: f64,
 }
 
 /// One point of the grid.
@@ -199,6 +202,18 @@ fn wire_bytes(bytes: u64, elem_bytes_hint: u64, hook: Hook) -> f64 {
 /// stream was busy. Bucket k starts after it is ready, after bucket k-1 was launched, and after
 /// the stream finished bucket k-1.
 pub fn comm_timeline(buckets: &[Bucket], setup: &Setup) -> (f64, f64) {
+    let (end, busy, _) = comm_timeline_within(buckets, setup, 1.0, 0.0);
+    (end, busy)
+}
+
+/// The same, with ready times stretched by `stretch`; also the communication time that falls
+/// before `until` (overlapping backward when `until` is its end).
+fn comm_timeline_within(
+    buckets: &[Bucket],
+    setup: &Setup,
+    stretch: f64,
+    until: f64,
+) -> (f64, f64, f64) {
     let elem = setup
         .model
         .tensors
@@ -208,8 +223,9 @@ pub fn comm_timeline(buckets: &[Bucket], setup: &Setup) -> (f64, f64) {
     let mut launch: f64 = 0.0;
     let mut end: f64 = 0.0;
     let mut busy = 0.0;
+    let mut inside = 0.0;
     for b in buckets {
-        launch = launch.max(b.ready_s);
+        launch = launch.max(b.ready_s * stretch);
         let start = launch.max(end);
         let t = setup.curve.time_s(
             Collective::AllReduce,
@@ -218,8 +234,9 @@ pub fn comm_timeline(buckets: &[Bucket], setup: &Setup) -> (f64, f64) {
         );
         end = start + t;
         busy += t;
+        inside += (end.min(until) - start).max(0.0);
     }
-    (end, busy)
+    (end, busy, inside)
 }
 
 impl Setup<'_> {
@@ -249,9 +266,17 @@ impl Setup<'_> {
         if self.world_size < 2 {
             return (self.compute.forward_s + self.compute.backward_s, 0.0);
         }
-        let (end, busy) = comm_timeline(buckets, self);
+        let backward = self.compute.backward_s;
+        let (mut end, busy, inside) = comm_timeline_within(buckets, self, 1.0, backward);
+        let mut stretched = backward;
+        if self.overlap_slowdown > 0.0 && backward > 0.0 {
+            // Backward slows while all-reduces run beside it; gradients become ready
+            // correspondingly later. One iteration, as Calculon does.
+            stretched = backward + self.overlap_slowdown * inside;
+            end = comm_timeline_within(buckets, self, stretched / backward, 0.0).0;
+        }
         (
-            self.compute.forward_s + self.compute.backward_s.max(end) + self.copy_back_s(),
+            self.compute.forward_s + stretched.max(end) + self.copy_back_s(),
             busy,
         )
     }
@@ -488,7 +513,57 @@ mod tests {
             gradient_as_bucket_view: true,
             hook: Hook::None,
             copy_bytes_per_s: 300e9,
+            overlap_slowdown: 0.0,
         }
+    }
+
+    #[test]
+    fn overlap_slowdown_stretches_backward_by_the_overlapped_communication() {
+        let (model, _) = preset("resnet50").unwrap();
+        // Slow enough that all-reduces run through much of backward.
+        let curve = Curve::AlphaBeta {
+            latency_s: 20e-6,
+            busbw_bytes_per_s: 1e9,
+        };
+        let plain = setup(&model, &curve, 2);
+        let config = Config {
+            bucket_cap_mb: 5.0,
+            accumulation: 1,
+            no_sync: true,
+        };
+        let buckets = plain.buckets(5.0);
+        let backward = plain.compute.backward_s;
+        let (_, _, inside) = comm_timeline_within(&buckets, &plain, 1.0, backward);
+        assert!(inside > 0.3 * backward, "{inside} of {backward}");
+        let slowed = Setup {
+            overlap_slowdown: 0.1,
+            ..plain.clone()
+        };
+        let stretched = backward + 0.1 * inside;
+        let end = comm_timeline_within(&buckets, &plain, stretched / backward, 0.0).0;
+        let expected = plain.compute.forward_s + stretched.max(end) + plain.compute.optimizer_s;
+        let got = slowed.evaluate(config).step_time_s;
+        assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
+        assert!(got > plain.evaluate(config).step_time_s);
+
+        // One bucket, ready when backward ends: nothing overlaps, σ changes nothing.
+        let one = model.grad_bytes() as f64 / MIB + 1.0;
+        let whole = Config {
+            bucket_cap_mb: one,
+            ..config
+        };
+        let first = Setup {
+            first_bucket_bytes: model.grad_bytes() + 1,
+            ..plain.clone()
+        };
+        let first_slowed = Setup {
+            overlap_slowdown: 0.1,
+            ..first.clone()
+        };
+        assert_eq!(
+            first.evaluate(whole).step_time_s,
+            first_slowed.evaluate(whole).step_time_s
+        );
     }
 
     #[test]
@@ -670,6 +745,22 @@ mod tests {
             let without = s.evaluate(Config { bucket_cap_mb: cap, accumulation: k, no_sync: false });
             prop_assert!(with.comm_s <= without.comm_s + 1e-12);
             prop_assert!(with.step_time_s <= without.step_time_s + 1e-12);
+        }
+
+        #[test]
+        fn overlap_slowdown_never_makes_a_step_faster_nor_costs_more_than_sigma_times_comm(
+            bw in 0.1f64..100.0, cap in 0.5f64..200.0, sigma in 0.0f64..1.0, n in 2usize..9,
+        ) {
+            let (model, _) = preset("bert-base").unwrap();
+            let curve = Curve::AlphaBeta { latency_s: 20e-6, busbw_bytes_per_s: bw * 1e9 };
+            let plain = setup(&model, &curve, n);
+            let slowed = Setup { overlap_slowdown: sigma, ..plain.clone() };
+            let config = Config { bucket_cap_mb: cap, accumulation: 1, no_sync: true };
+            let (a, b) = (plain.evaluate(config), slowed.evaluate(config));
+            prop_assert!(b.step_time_s >= a.step_time_s - 1e-12);
+            // Backward stretches by at most σ × the communication inside it, and the
+            // all-reduces shift by no more than that.
+            prop_assert!(b.step_time_s <= a.step_time_s + sigma * a.comm_s + 1e-9);
         }
 
         #[test]

@@ -35,9 +35,11 @@ pub const ENTRY_POINTS: &[&str] = &[
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuStreamCreate",
+    "cuStreamDestroy_v2",
     "cuStreamQuery",
     "cuStreamSynchronize",
     "cuEventCreate",
+    "cuEventDestroy_v2",
     "cuEventRecord",
     "cuEventElapsedTime",
 ];

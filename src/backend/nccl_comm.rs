@@ -221,54 +221,63 @@ impl Api {
     ) -> Result<f64, BackendError> {
         let mut dev = 0u64;
         let mut stream: cu::CUstream = std::ptr::null_mut();
-        // SAFETY: every pointer below is allocated here with `bytes` bytes and freed at the end.
+        let mut pinned_ptr = std::ptr::null_mut();
+        // SAFETY: every pointer below is allocated here with `bytes` bytes and freed at the
+        // end, whichever call fails.
         unsafe {
-            self.cuda("cuMemAlloc", cu::cuMemAlloc_v2(&mut dev, bytes))?;
-            self.cuda("cuStreamCreate", cu::cuStreamCreate(&mut stream, 0))?;
-            let mut pageable = Vec::new();
-            let mut pinned_ptr = std::ptr::null_mut();
-            let host = if pinned {
-                self.cuda(
-                    "cuMemAllocHost",
-                    cu::cuMemAllocHost_v2(&mut pinned_ptr, bytes),
-                )?;
-                pinned_ptr
-            } else {
-                pageable.resize(bytes, 1u8);
-                pageable.as_mut_ptr() as *mut c_void
-            };
-            let mut best = f64::INFINITY;
-            for _ in 0..5 {
-                let t = Instant::now();
-                match (pinned, to_device) {
-                    (true, true) => {
-                        self.cuda(
-                            "cuMemcpyHtoDAsync",
-                            cu::cuMemcpyHtoDAsync_v2(dev, host, bytes, stream),
-                        )?;
-                        self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+            let measured = (|| {
+                self.cuda("cuMemAlloc", cu::cuMemAlloc_v2(&mut dev, bytes))?;
+                self.cuda("cuStreamCreate", cu::cuStreamCreate(&mut stream, 0))?;
+                let mut pageable = Vec::new();
+                let host = if pinned {
+                    self.cuda(
+                        "cuMemAllocHost",
+                        cu::cuMemAllocHost_v2(&mut pinned_ptr, bytes),
+                    )?;
+                    pinned_ptr
+                } else {
+                    pageable.resize(bytes, 1u8);
+                    pageable.as_mut_ptr() as *mut c_void
+                };
+                let mut best = f64::INFINITY;
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    match (pinned, to_device) {
+                        (true, true) => {
+                            self.cuda(
+                                "cuMemcpyHtoDAsync",
+                                cu::cuMemcpyHtoDAsync_v2(dev, host, bytes, stream),
+                            )?;
+                            self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+                        }
+                        (true, false) => {
+                            self.cuda(
+                                "cuMemcpyDtoHAsync",
+                                cu::cuMemcpyDtoHAsync_v2(host, dev, bytes, stream),
+                            )?;
+                            self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+                        }
+                        (false, true) => {
+                            self.cuda("cuMemcpyHtoD", cu::cuMemcpyHtoD_v2(dev, host, bytes))?
+                        }
+                        (false, false) => {
+                            self.cuda("cuMemcpyDtoH", cu::cuMemcpyDtoH_v2(host, dev, bytes))?
+                        }
                     }
-                    (true, false) => {
-                        self.cuda(
-                            "cuMemcpyDtoHAsync",
-                            cu::cuMemcpyDtoHAsync_v2(host, dev, bytes, stream),
-                        )?;
-                        self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
-                    }
-                    (false, true) => {
-                        self.cuda("cuMemcpyHtoD", cu::cuMemcpyHtoD_v2(dev, host, bytes))?
-                    }
-                    (false, false) => {
-                        self.cuda("cuMemcpyDtoH", cu::cuMemcpyDtoH_v2(host, dev, bytes))?
-                    }
+                    best = best.min(t.elapsed().as_secs_f64());
                 }
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            if pinned {
+                Ok(bytes as f64 / best)
+            })();
+            if !pinned_ptr.is_null() {
                 cu::cuMemFreeHost(pinned_ptr);
             }
-            cu::cuMemFree_v2(dev);
-            Ok(bytes as f64 / best)
+            if !stream.is_null() {
+                cu::cuStreamDestroy_v2(stream);
+            }
+            if dev != 0 {
+                cu::cuMemFree_v2(dev);
+            }
+            measured
         }
     }
 }
@@ -895,6 +904,13 @@ impl Drop for NcclComm {
                 list.retain(|(_, c)| *c != self.comm);
             }
             (self.api.nccl_destroy)(self.comm as *mut c_void);
+            // The communicator's work is done or aborted: its stream, events and buffers go.
+            let _ = self.current();
+            if let Some((a, b)) = self.events {
+                cu::cuEventDestroy_v2(a as cu::CUevent);
+                cu::cuEventDestroy_v2(b as cu::CUevent);
+            }
+            cu::cuStreamDestroy_v2(self.stream as cu::CUstream);
             if self.capacity > 0 {
                 cu::cuMemFree_v2(self.dev_send);
                 cu::cuMemFree_v2(self.dev_recv);

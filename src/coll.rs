@@ -15,6 +15,12 @@ pub enum Collective {
     Reduce,
     Alltoall,
     Sendrecv,
+    /// nccl-tests' other binaries (gather_perf, scatter_perf, hypercube_perf, alltoallv_perf):
+    /// read from their logs with their own bandwidth formulas, never measured by ncclprobe.
+    Gather,
+    Scatter,
+    Hypercube,
+    Alltoallv,
     /// An imported result whose collective the log does not say (never measured).
     Unknown,
 }
@@ -30,6 +36,19 @@ impl Collective {
         Collective::Sendrecv,
     ];
 
+    /// Collectives that exist only in imported nccl-tests logs.
+    pub const IMPORTED_ONLY: [Collective; 4] = [
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::Hypercube,
+        Collective::Alltoallv,
+    ];
+
+    /// Whether ncclprobe's backends run it.
+    pub fn is_measured(self) -> bool {
+        Collective::ALL.contains(&self)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Collective::AllReduce => "all_reduce",
@@ -39,6 +58,10 @@ impl Collective {
             Collective::Reduce => "reduce",
             Collective::Alltoall => "alltoall",
             Collective::Sendrecv => "sendrecv",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
+            Collective::Hypercube => "hypercube",
+            Collective::Alltoallv => "alltoallv",
             Collective::Unknown => "unknown",
         }
     }
@@ -54,6 +77,7 @@ impl Collective {
             .to_ascii_lowercase();
         Collective::ALL
             .into_iter()
+            .chain(Collective::IMPORTED_ONLY)
             .find(|c| c.name().replace('_', "") == norm)
     }
 
@@ -65,7 +89,10 @@ impl Collective {
     }
 
     pub fn is_rooted(self) -> bool {
-        matches!(self, Collective::Broadcast | Collective::Reduce)
+        matches!(
+            self,
+            Collective::Broadcast | Collective::Reduce | Collective::Gather | Collective::Scatter
+        )
     }
 
     /// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md and src/<coll>.cu).
@@ -73,10 +100,16 @@ impl Collective {
         let n = nranks as f64;
         match self {
             Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => {
-                (n - 1.0) / n
-            }
-            Collective::Broadcast | Collective::Reduce | Collective::Sendrecv => 1.0,
+            Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::Alltoall
+            | Collective::Alltoallv
+            | Collective::Gather
+            | Collective::Scatter => (n - 1.0) / n,
+            Collective::Broadcast
+            | Collective::Reduce
+            | Collective::Sendrecv
+            | Collective::Hypercube => 1.0,
             // No formula is known; imported values are used as printed.
             Collective::Unknown => 1.0,
         }
@@ -131,15 +164,15 @@ impl Layout {
             | Collective::Reduce
             | Collective::Sendrecv
             | Collective::Unknown => (count, count, count, 0, 0),
-            Collective::AllGather => {
+            Collective::AllGather | Collective::Gather | Collective::Hypercube => {
                 let per = count / n;
                 (per, per * n, per, rank * per, 0)
             }
-            Collective::ReduceScatter => {
+            Collective::ReduceScatter | Collective::Scatter => {
                 let per = count / n;
                 (per * n, per, per, 0, rank * per)
             }
-            Collective::Alltoall => {
+            Collective::Alltoall | Collective::Alltoallv => {
                 let per = count / n;
                 (per * n, per * n, per, 0, 0)
             }
@@ -170,9 +203,13 @@ pub fn algbw_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) 
     let ts = dtype.size_bytes() as f64;
     let param = layout.param_count as f64;
     match coll {
-        Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => {
-            param * ts * nranks as f64
-        }
+        Collective::AllGather
+        | Collective::ReduceScatter
+        | Collective::Alltoall
+        | Collective::Alltoallv
+        | Collective::Gather
+        | Collective::Scatter => param * ts * nranks as f64,
+        Collective::Hypercube => param * ts * (nranks as f64 - 1.0),
         _ => param * ts,
     }
 }

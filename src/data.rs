@@ -98,7 +98,13 @@ impl Generator {
         match self.coll {
             Collective::AllReduce => whole(Expect::Reduced),
             Collective::Reduce if rank == self.root => whole(Expect::Reduced),
-            Collective::Reduce | Collective::Unknown => Vec::new(),
+            Collective::Reduce => Vec::new(),
+            // Never generated: no backend runs them.
+            Collective::Gather
+            | Collective::Scatter
+            | Collective::Hypercube
+            | Collective::Alltoallv
+            | Collective::Unknown => Vec::new(),
             Collective::Broadcast => whole(Expect::Input(self.root)),
             Collective::Sendrecv => whole(Expect::Input((rank + n - 1) % n)),
             Collective::ReduceScatter => {

@@ -131,7 +131,7 @@ impl Plan {
             "--collective",
             &args.what.collective,
             &Collective::ALL,
-            Collective::parse,
+            |s| Collective::parse(s).filter(|c| c.is_measured()),
             "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv",
         )?;
         let dtypes = parse_list(

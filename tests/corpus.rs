@@ -180,11 +180,13 @@ const NCCL_TESTS: &[ImportCase] = &[
         false,
     ),
     ("29-", RunStatus::Truncated, None, 0, 0, true),
+    // Unnamed, bandwidths too small for their ratio, but 128 B of 4 floats = 8 ranks of a
+    // reduce-scatter: the source says reduce_scatter_perf on 2 nodes x 4 GPUs.
     (
         "31-",
         RunStatus::Truncated,
-        Some(Collective::Unknown),
-        0,
+        Some(Collective::ReduceScatter),
+        8,
         14,
         true,
     ),

@@ -210,7 +210,12 @@ impl HostComm {
         let (_, my_recv, my_scratch) = slots[me];
         let per_bytes = layout.param_count * elem;
         match spec.coll {
-            Collective::Unknown => {}
+            // `prepare` refused them (PointSpec::runnable).
+            Collective::Gather
+            | Collective::Scatter
+            | Collective::Hypercube
+            | Collective::Alltoallv
+            | Collective::Unknown => {}
             Collective::AllReduce => {
                 // Each rank reduces its chunk and writes the result straight into every rank's
                 // output: inputs read once, outputs written once, no gather phase. Only this

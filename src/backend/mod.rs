@@ -42,12 +42,14 @@ impl PointSpec {
         Layout::new(self.coll, self.count, nranks, rank)
     }
 
-    /// Imports can name an `unknown` collective; no backend can run one.
+    /// Imports can name collectives no backend runs (`unknown`, gather, scatter, …).
     pub fn runnable(&self) -> Result<(), BackendError> {
-        if self.coll == Collective::Unknown {
-            return Err(BackendError::Unsupported(
-                "cannot run an unknown collective".into(),
-            ));
+        if !self.coll.is_measured() {
+            return Err(BackendError::Unsupported(format!(
+                "cannot run {}: ncclprobe measures {}",
+                self.coll,
+                Collective::ALL.map(|c| c.name()).join(", ")
+            )));
         }
         Ok(())
     }

@@ -168,7 +168,12 @@ impl MpiComm {
         let in_place = placement == Placement::InPlace;
         let count = layout.param_count as c_int;
         let rc = match spec.coll {
-            Collective::Unknown => 0,
+            // `prepare` refused them (PointSpec::runnable).
+            Collective::Gather
+            | Collective::Scatter
+            | Collective::Hypercube
+            | Collective::Alltoallv
+            | Collective::Unknown => 0,
             Collective::AllReduce => {
                 let s = if in_place { in_place_ptr } else { send };
                 ffi::MPI_Allreduce(s, recv, count, dt, op, comm)

@@ -733,10 +733,15 @@ unsafe fn enqueue(
                 end
             }
         }
-        Collective::Unknown => {
-            return Err(BackendError::Unsupported(
-                "cannot run an unknown collective".into(),
-            ))
+        Collective::Gather
+        | Collective::Scatter
+        | Collective::Hypercube
+        | Collective::Alltoallv
+        | Collective::Unknown => {
+            return Err(BackendError::Unsupported(format!(
+                "cannot run {}",
+                spec.coll
+            )))
         }
     };
     a.nccl_check(&format!("nccl {} on rank {}", spec.coll, t.rank), rc)

@@ -367,9 +367,30 @@ impl Parsed {
     }
 }
 
-/// Which collective a table is, from the columns when the log does not name it: the ratio of
-/// busbw to algbw is nccl-tests' factor (2(n-1)/n, (n-1)/n or 1), and nccl-tests never checks
-/// sendrecv and alltoall in place (their in-place #wrong is N/A while out-of-place is a count).
+/// `size / (count × type size)` when every row agrees: 1 for all_reduce, broadcast, reduce and
+/// sendrecv; the rank count for all_gather, reduce_scatter, alltoall, gather and scatter
+/// (nccl-tests prints the larger buffer's bytes, `count` is per rank). Exact, unlike the
+/// bandwidth ratio, and there even when the bandwidths print as 0.
+fn size_ratio(rows: &[&Row]) -> Option<u64> {
+    let mut k = None;
+    for r in rows.iter().filter(|r| r.count > 0) {
+        let elem = r.count * Dtype::parse(&r.dtype)?.size_bytes() as u64;
+        if r.size % elem != 0 {
+            return None;
+        }
+        match k {
+            None => k = Some(r.size / elem),
+            Some(prev) if prev != r.size / elem => return None,
+            Some(_) => {}
+        }
+    }
+    k
+}
+
+/// Which collective a table is, from the columns when the log does not name it: a reduction op
+/// and a root, the size/count ratio (above), the ratio of busbw to algbw (nccl-tests' factor
+/// 2(n-1)/n, (n-1)/n or 1), and that nccl-tests never checks sendrecv and alltoall in place
+/// (their in-place #wrong is N/A while out-of-place is a count).
 fn infer_collective(rows: &[&Row]) -> (Collective, String) {
     let has_op = rows
         .iter()
@@ -382,24 +403,34 @@ fn infer_collective(rows: &[&Row]) -> (Collective, String) {
             .filter(|r| r.halves[0].wrong.is_some() && r.halves[1].wrong.is_none())
             .count()
             == checked;
+    let inplace_checked = checked > 0 && !inplace_unchecked;
     // Two printed decimals: only bandwidths of 1 GB/s and more give the ratio to 1%.
     let ratio = rows
         .iter()
         .filter(|r| r.halves[0].algbw_gbps >= 1.0)
         .max_by_key(|r| r.size)
         .map(|r| r.halves[0].busbw_gbps / r.halves[0].algbw_gbps);
-    let unknown = (
-        Collective::Unknown,
-        "unknown: the log does not name it and the columns do not tell".to_string(),
-    );
+    let k = size_ratio(rows);
+    let unknown = |why: String| (Collective::Unknown, format!("unknown: {why}"));
     match (has_op, rooted, ratio) {
         (true, true, _) => (
             Collective::Reduce,
             "inferred: a reduction op and a root".into(),
         ),
+        (false, true, _) if k.is_some_and(|k| k > 1) => unknown(format!(
+            "a root, no reduction op and size = count x {} ranks: gather or scatter",
+            k.unwrap_or(0)
+        )),
         (false, true, _) => (
             Collective::Broadcast,
             "inferred: a root and no reduction op".into(),
+        ),
+        (true, false, _) if k.is_some_and(|k| k > 1) => (
+            Collective::ReduceScatter,
+            format!(
+                "inferred: reduction op, size = count x {} ranks",
+                k.unwrap_or(0)
+            ),
         ),
         (true, false, Some(r)) if (r - 1.0).abs() < 0.02 && inplace_unchecked => (
             Collective::Sendrecv,
@@ -409,9 +440,28 @@ fn infer_collective(rows: &[&Row]) -> (Collective, String) {
             Collective::AllReduce,
             format!("inferred: reduction op, busbw/algbw = {r:.2} (2(n-1)/n)"),
         ),
-        (true, false, Some(r)) if r > 0.0 => (
+        (true, false, _) if k == Some(1) && inplace_checked => (
+            Collective::AllReduce,
+            "inferred: reduction op, size = count x type size, in-place checked (sendrecv never is)"
+                .into(),
+        ),
+        (true, false, Some(r)) if r > 0.0 && k != Some(1) => (
             Collective::ReduceScatter,
             format!("inferred: reduction op, busbw/algbw = {r:.2} ((n-1)/n)"),
+        ),
+        (false, false, _) if k.is_some_and(|k| k > 1) && inplace_unchecked => (
+            Collective::Alltoall,
+            format!(
+                "inferred: no op, size = count x {} ranks, in-place not checked (alltoall)",
+                k.unwrap_or(0)
+            ),
+        ),
+        (false, false, _) if k.is_some_and(|k| k > 1) && inplace_checked => (
+            Collective::AllGather,
+            format!(
+                "inferred: no op, size = count x {} ranks, in-place checked (all_gather)",
+                k.unwrap_or(0)
+            ),
         ),
         (false, false, Some(r)) if r < 0.98 && inplace_unchecked => (
             Collective::Alltoall,
@@ -421,8 +471,23 @@ fn infer_collective(rows: &[&Row]) -> (Collective, String) {
             Collective::AllGather,
             format!("inferred: no op, busbw/algbw = {r:.2}, in-place checked (all_gather)"),
         ),
-        _ => unknown,
+        _ => unknown("the log does not name it and the columns do not tell".into()),
     }
+}
+
+/// The rank count from the size/count ratio, for collectives whose printed size spans all ranks.
+fn nranks_from_size(coll: Collective, rows: &[&Row]) -> Option<usize> {
+    let spans_ranks = matches!(
+        coll,
+        Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::Alltoall
+            | Collective::Gather
+            | Collective::Scatter
+    );
+    size_ratio(rows)
+        .filter(|&k| spans_ranks && k > 1)
+        .map(|k| k as usize)
 }
 
 fn nranks_from_ratio(coll: Collective, rows: &[&Row]) -> Option<usize> {
@@ -600,6 +665,8 @@ fn build(path: &Path, mut p: Parsed) -> Result<RunRecord, InputError> {
         };
         let (nranks, nfrom) = if ranks_consistent {
             (p.ranks.len(), "the '# Rank' lines".to_string())
+        } else if let Some(n) = nranks_from_size(coll, &g_rows) {
+            (n, "size / (count x type size)".to_string())
         } else if let Some(n) = nranks_from_ratio(coll, &g_rows) {
             (n, "busbw/algbw of the largest size".to_string())
         } else if let Some(n) = p.info_nranks {

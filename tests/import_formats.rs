@@ -1,0 +1,117 @@
+//! nccl-tests output variants that the field corpus lacks, built from nccl-tests' own printf
+//! formats (tests/fixtures/formats/, each says how on its first line): the binaries beyond the
+//! seven ncclprobe measures, and the -S, -I and -C columns.
+
+mod common;
+
+use common::{bin, read_record};
+use ncclprobe::coll::{Collective, Placement};
+use ncclprobe::model::{RunRecord, RunStatus};
+
+fn import(name: &str) -> RunRecord {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    bin()
+        .args([
+            "import",
+            &format!("tests/fixtures/formats/{name}"),
+            "--json",
+        ])
+        .arg(&json)
+        .assert()
+        .success();
+    read_record(&json)
+}
+
+#[test]
+fn a_named_gather_keeps_its_name_and_nccl_tests_bus_factor() {
+    let r = import("gather-named.txt");
+    assert_eq!(r.status, RunStatus::Complete);
+    assert_eq!(r.backend.nranks, 2);
+    assert_eq!(r.points.len(), 8);
+    assert!(r.points.iter().all(|p| p.collective == Collective::Gather));
+    let first = &r.points[0];
+    assert_eq!(
+        (first.size_bytes, first.count, first.root),
+        (1048576, 131072, 0)
+    );
+    // Printed values are kept; gather's factor (n-1)/n = 0.5 agrees with them.
+    assert!((first.busbw_bytes_per_s / first.algbw_bytes_per_s - 0.5).abs() < 0.01);
+    assert_eq!(Collective::Gather.busbw_factor(2), 0.5);
+    assert_eq!(Collective::Hypercube.busbw_factor(8), 1.0);
+}
+
+#[test]
+fn an_unnamed_gather_is_not_mistaken_for_a_broadcast() {
+    let r = import("gather-unnamed.txt");
+    assert!(r.points.iter().all(|p| p.collective == Collective::Unknown));
+    let from = &r.import.as_ref().unwrap().collective_from;
+    assert!(from.contains("gather or scatter"), "{from}");
+}
+
+#[test]
+fn timestamps_after_the_in_place_half_are_skipped() {
+    let r = import("timestamps-S.txt");
+    assert_eq!(r.status, RunStatus::Complete);
+    assert_eq!(r.points.len(), 4);
+    assert!(r
+        .points
+        .iter()
+        .all(|p| p.collective == Collective::AllGather));
+    let inplace = r
+        .points
+        .iter()
+        .find(|p| p.placement == Placement::InPlace && p.size_bytes == 2097152)
+        .unwrap();
+    assert_eq!(inplace.wrong, Some(0));
+    assert!((inplace.busbw_bytes_per_s - 33.93e9).abs() < 1.0);
+    assert_eq!(
+        r.backend
+            .library_versions
+            .get("nccl-tests")
+            .map(String::as_str),
+        Some("2.17.1")
+    );
+}
+
+#[test]
+fn per_iteration_columns_do_not_shift_the_in_place_half() {
+    let r = import("per-iteration-I.txt");
+    assert_eq!(r.points.len(), 6);
+    let inplace = r
+        .points
+        .iter()
+        .find(|p| p.placement == Placement::InPlace && p.size_bytes == 4194304)
+        .unwrap();
+    assert!(
+        (inplace.time_s - 62.50e-6).abs() < 1e-12,
+        "{}",
+        inplace.time_s
+    );
+    assert!((inplace.busbw_bytes_per_s - 117.44e9).abs() < 1.0);
+}
+
+#[test]
+fn cputime_columns_and_zero_bandwidths_still_tell_an_all_reduce() {
+    let r = import("cputime-C.txt");
+    assert_eq!(r.points.len(), 4);
+    assert!(
+        r.points
+            .iter()
+            .all(|p| p.collective == Collective::AllReduce),
+        "{:?}",
+        r.import
+    );
+    assert!((r.points[0].time_s - 10.50e-6).abs() < 1e-12);
+}
+
+#[test]
+fn sweep_refuses_collectives_it_only_imports() {
+    bin()
+        .args(["sweep", "--collective", "gather"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "--collective: unknown value 'gather'",
+        ));
+}

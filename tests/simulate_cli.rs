@@ -256,16 +256,18 @@ fn bad_input_is_named() {
     }
 }
 
+const RESNET50_ON_4: [&str; 6] = [
+    "simulate",
+    "ddp",
+    "--model",
+    "resnet50",
+    "--world-size",
+    "4",
+];
+
 fn step_time(extra: &[&str]) -> (f64, Value) {
     let out = bin()
-        .args([
-            "simulate",
-            "ddp",
-            "--model",
-            "resnet50",
-            "--world-size",
-            "4",
-        ])
+        .args(RESNET50_ON_4)
         .args(["--compute-ms", "300", "--busbw", "2", "--latency-us", "30"])
         .args([
             "--bucket-cap-mb",
@@ -292,14 +294,7 @@ fn overlap_slowdown_lengthens_overlapped_steps_and_is_recorded() {
     assert_eq!(v["overlap_slowdown"], 0.15);
     assert!(slowed > plain, "{slowed} vs {plain}");
     bin()
-        .args([
-            "simulate",
-            "ddp",
-            "--model",
-            "resnet50",
-            "--world-size",
-            "4",
-        ])
+        .args(RESNET50_ON_4)
         .args([
             "--compute-ms",
             "300",

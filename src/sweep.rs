@@ -697,10 +697,22 @@ fn device_memory_limit(free: usize) -> u64 {
 }
 
 fn nccl_libraries(api: &crate::backend::nccl_comm::Api) -> BTreeMap<String, String> {
-    [(
-        "nccl".to_string(),
-        format!("{} ({})", api.nccl.version(), api.nccl.path.display()),
-    )]
+    let (driver_path, driver_version) = &api.driver;
+    [
+        (
+            "nccl".to_string(),
+            format!("{} ({})", api.nccl.version(), api.nccl.path.display()),
+        ),
+        (
+            "cuda-driver".to_string(),
+            format!(
+                "{}.{} ({})",
+                driver_version / 1000,
+                driver_version % 1000 / 10,
+                driver_path.display()
+            ),
+        ),
+    ]
     .into()
 }
 

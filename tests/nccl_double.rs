@@ -86,6 +86,12 @@ fn one_process_two_gpus_every_collective_checked() {
     assert_eq!(r.backend.name, "nccl");
     assert_eq!(r.backend.nranks, 2);
     assert!(r.backend.library_versions["nccl"].starts_with("2.18.5"));
+    // The double's cuDriverGetVersion says 12040; the path is the file libcuda.so.1 resolves to.
+    let driver = &r.backend.library_versions["cuda-driver"];
+    assert!(
+        driver.starts_with("12.4 (") && driver.contains("libncclprobe_test_double_gpu.so"),
+        "{driver}"
+    );
     assert_eq!(
         r.backend.ranks[1].device.as_deref(),
         Some(" 1 ncclprobe test double GPU 1")

@@ -83,6 +83,8 @@ pub struct Api {
     nccl_abort: NcclCommFn,
     nccl_destroy: NcclCommFn,
     pub devices: c_int,
+    /// The CUDA driver: its file and `cuDriverGetVersion` (e.g. 12040).
+    pub driver: (std::path::PathBuf, i32),
 }
 
 fn sym<T: Copy>(
@@ -142,6 +144,7 @@ impl Api {
                 nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
                 nccl,
                 devices: 0,
+                driver: (driver.path.clone(), driver.version),
             })
         })();
         let Some(mut api) = api else {

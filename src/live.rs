@@ -39,6 +39,8 @@ pub struct PciGpu {
     /// passthrough; `DMA`/`DMA-FQ` = translated), when an IOMMU is on.
     pub iommu_group: Option<String>,
     pub iommu_type: Option<String>,
+    /// CPUs close to the device (`local_cpulist`: nvidia-smi's "CPU Affinity").
+    pub local_cpus: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -107,6 +109,7 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
             Some(PciGpu {
                 iommu_group,
                 iommu_type,
+                local_cpus: read(&p.join("local_cpulist")),
                 address: e.file_name().to_string_lossy().into_owned(),
                 numa_node: read(&p.join("numa_node")).and_then(|s| s.parse().ok()),
                 current_link_speed: read(&p.join("current_link_speed")),
@@ -301,6 +304,37 @@ fn nvml_facts() -> (
     (Ok(gpus), driver, Some(topo))
 }
 
+/// nvidia-smi's affinity columns for a GPU, from sysfs.
+fn affinity(g: &PciGpu) -> DeviceInfo {
+    DeviceInfo {
+        cpu_affinity: g.local_cpus.clone(),
+        numa_affinity: g.numa_node.filter(|&n| n >= 0).map(|n| n.to_string()),
+        gpu_numa_id: None,
+    }
+}
+
+/// NVML's bus id (`00000000:18:00.0`, 8-digit domain, upper case) as sysfs names the device
+/// (`0000:18:00.0`).
+fn sysfs_address(nvml_bus_id: &str) -> String {
+    let id = nvml_bus_id.to_ascii_lowercase();
+    match id.split_once(':') {
+        Some((domain, rest)) if domain.len() > 4 => {
+            format!("{}:{rest}", &domain[domain.len() - 4..])
+        }
+        _ => id,
+    }
+}
+
+/// Give NVML's topology the CPU and NUMA affinity sysfs knows for each GPU.
+fn add_affinity(t: &mut Topology, gpus: &[NvmlGpu], sysfs: &[PciGpu]) {
+    for g in gpus {
+        let address = sysfs_address(&g.bus_id);
+        if let Some(p) = sysfs.iter().find(|p| p.address == address) {
+            t.info.insert(format!("GPU{}", g.index), affinity(p));
+        }
+    }
+}
+
 /// `/dev/shm` capacity in bytes.
 pub fn devshm_bytes(dev: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(&dev.join("shm")).ok()?;
@@ -379,13 +413,19 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
                 .collect()
         })
         .unwrap_or_default();
+    let nvml_topo = nvml_topo.map(|mut t| {
+        if let Ok(gpus) = &nvml {
+            add_affinity(&mut t, gpus, &sysfs_gpus);
+        }
+        t
+    });
     let topology = nvml_topo.or_else(|| {
         (!sysfs_gpus.is_empty()).then(|| {
             let mut t = Topology { legend: "new".into(), ..Default::default() };
             for (i, g) in sysfs_gpus.iter().enumerate() {
                 let name = format!("GPU{i}");
                 t.devices.push(name.clone());
-                t.info.insert(name, DeviceInfo { numa_affinity: g.numa_node.map(|n| n.to_string()), ..Default::default() });
+                t.info.insert(name, affinity(g));
                 for (j, h) in sysfs_gpus.iter().enumerate() {
                     if i != j {
                         t.links.push((format!("GPU{i}"), format!("GPU{j}"), link_from_paths(g, h)));
@@ -469,6 +509,27 @@ mod tests {
     }
 
     #[test]
+    fn nvml_bus_ids_find_their_sysfs_devices() {
+        assert_eq!(sysfs_address("00000000:3B:00.0"), "0000:3b:00.0");
+        assert_eq!(sysfs_address("0000:3b:00.0"), "0000:3b:00.0");
+        let mut t = Topology::default();
+        let nvml = [NvmlGpu {
+            index: 0,
+            bus_id: "00000000:3B:00.0".into(),
+            ..Default::default()
+        }];
+        let sysfs = [PciGpu {
+            address: "0000:3b:00.0".into(),
+            numa_node: Some(1),
+            local_cpus: Some("24-47".into()),
+            ..Default::default()
+        }];
+        add_affinity(&mut t, &nvml, &sysfs);
+        assert_eq!(t.info["GPU0"].numa_affinity.as_deref(), Some("1"));
+        assert_eq!(t.info["GPU0"].cpu_affinity.as_deref(), Some("24-47"));
+    }
+
+    #[test]
     fn reads_a_fake_machine() {
         let root = tempfile::tempdir().unwrap();
         let sys = root.path().join("sys");
@@ -482,6 +543,7 @@ mod tests {
             ("max_link_speed", "16.0 GT/s PCIe"),
             ("current_link_width", "8"),
             ("max_link_width", "16"),
+            ("local_cpulist", "24-47,72-95"),
         ] {
             std::fs::write(dev.join(f), format!("{v}\n")).unwrap();
         }
@@ -532,6 +594,16 @@ mod tests {
         assert_eq!(facts.sysfs_gpus[0].iommu_group.as_deref(), Some("42"));
         assert_eq!(facts.sysfs_gpus[0].iommu_type.as_deref(), Some("DMA-FQ"));
         assert_eq!(facts.iommu_units, ["dmar0"]);
+        assert_eq!(
+            facts.sysfs_gpus[0].local_cpus.as_deref(),
+            Some("24-47,72-95")
+        );
+        let topo = facts.topology.expect("a GPU in sysfs gives a topology");
+        assert_eq!(
+            topo.info["GPU0"].cpu_affinity.as_deref(),
+            Some("24-47,72-95")
+        );
+        assert_eq!(topo.info["GPU0"].numa_affinity.as_deref(), Some("1"));
         assert_eq!(facts.iommu_cmdline, ["intel_iommu=on"]);
     }
 }

@@ -252,6 +252,30 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
             "Give each process exactly one GPU: export CUDA_VISIBLE_DEVICES=<its GPU> before starting it (torchrun does this per LOCAL_RANK only if the script calls torch.cuda.set_device(local_rank) before any CUDA work).",
             "seeds/000 (nvidia-smi process list); PyTorch DDP docs: one process per GPU");
     }
+    // NVLink: GPUs of one model with fewer active links than their siblings have links down.
+    if let Some(Ok(gpus)) = inp.live.as_ref().map(|l| &l.nvml) {
+        let mut by_model: BTreeMap<&str, Vec<&live::NvmlGpu>> = BTreeMap::new();
+        for g in gpus {
+            by_model.entry(g.name.as_str()).or_default().push(g);
+        }
+        let mut down = Vec::new();
+        for same in by_model.values() {
+            let most = same.iter().map(|g| g.nvlinks_active).max().unwrap_or(0);
+            for g in same.iter().filter(|g| g.nvlinks_active < most) {
+                down.push(value_ev(format!(
+                    "GPU {} {} ({}): {} active NVLinks, {most} on other GPUs of this model",
+                    g.index, g.name, g.bus_id, g.nvlinks_active
+                )));
+            }
+        }
+        if !down.is_empty() {
+            push("nvlink.down", Severity::Error,
+                "NVLinks are down on some GPUs".into(), down,
+                "A GPU with fewer active NVLinks than its identical siblings has lost links (a bad bridge, cable tray or NVSwitch port, or a link disabled after errors); NCCL routes around them over fewer links or PCIe, and every collective that includes the GPU slows down.",
+                "Check `nvidia-smi nvlink -s` and the error counters (`nvidia-smi nvlink -e`), reseat bridges, run DCGM diagnostics (`dcgmi diag -r 2`), and keep the node out of the job pool until all links are up.",
+                "reference/anchors.md §6.5 (NVLink down; DCGM gpu_nvlinks_expected_up)");
+        }
+    }
     let cvd_unset_live = inp.live.as_ref().is_some_and(|l| {
         let gpus = l
             .nvml
@@ -800,6 +824,33 @@ mod tests {
     }
 
     #[test]
+    fn nvlinks_are_compared_within_one_gpu_model_only() {
+        let gpu = |index: u32, name: &str, links: u32| crate::live::NvmlGpu {
+            index,
+            name: name.into(),
+            nvlinks_active: links,
+            ..Default::default()
+        };
+        let with = |gpus: Vec<crate::live::NvmlGpu>| {
+            let mut facts = live(Vec::new(), Some(8 << 30));
+            facts.nvml = Ok(gpus);
+            ids(&Inputs {
+                live: Some(facts),
+                ..Default::default()
+            })
+        };
+        // A PCIe card beside NVLinked ones is not a down link; all links up is healthy.
+        let mixed = with(vec![
+            gpu(0, "H100 SXM", 18),
+            gpu(1, "H100 SXM", 18),
+            gpu(2, "L4", 0),
+        ]);
+        assert!(!mixed.contains(&"nvlink.down".to_string()));
+        let degraded = with(vec![gpu(0, "H100 SXM", 18), gpu(1, "H100 SXM", 16)]);
+        assert!(degraded.contains(&"nvlink.down".to_string()));
+    }
+
+    #[test]
     fn nvml_link_width_counts_too() {
         let mut facts = live(Vec::new(), None);
         facts.nvml = Ok(vec![crate::live::NvmlGpu {
@@ -809,6 +860,7 @@ mod tests {
             pcie_gen: Some((4, 4)),
             pcie_width: Some((4, 16)),
             processes: Vec::new(),
+            nvlinks_active: 0,
         }]);
         let f = rules(&Inputs {
             live: Some(facts),

@@ -52,6 +52,8 @@ pub struct NvmlGpu {
     pub pcie_width: Option<(u32, u32)>,
     /// (pid, bytes of GPU memory) of running compute processes.
     pub processes: Vec<(u32, Option<u64>)>,
+    /// NVLinks NVML reports active.
+    pub nvlinks_active: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -245,6 +247,8 @@ fn nvml_facts() -> (
                 .ok()
                 .zip(d.max_pcie_link_width().ok()),
             processes,
+            // Counted with the links below.
+            nvlinks_active: 0,
         });
     }
     // Pairwise links: active NVLinks to the peer's bus id, else the PCIe common ancestor.
@@ -262,13 +266,18 @@ fn nvml_facts() -> (
             continue;
         };
         let mut nvlinks: BTreeMap<String, u32> = BTreeMap::new();
+        let mut active = 0;
         for l in 0..18 {
             let link = a.link_wrapper_for(l);
             if link.is_active().unwrap_or(false) {
+                active += 1;
                 if let Ok(remote) = link.remote_pci_info() {
                     *nvlinks.entry(remote.bus_id.to_lowercase()).or_default() += 1;
                 }
             }
+        }
+        if let Some(g) = gpus.get_mut(i as usize) {
+            g.nvlinks_active = active;
         }
         for j in 0..count {
             if i == j {

@@ -13,11 +13,15 @@ use std::process::{Command, Output};
 const LINKS: &str = "0-1:NV4,2-3:NV4,0-2:SYS/CNS,0-3:SYS/CNS,1-2:SYS/CNS,1-3:SYS/CNS";
 
 fn probe(dir: &Path, args: &[&str]) -> Output {
+    probe_links(dir, args, LINKS)
+}
+
+fn probe_links(dir: &Path, args: &[&str], links: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
         .args(args)
         .env("LD_LIBRARY_PATH", dir)
         .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
-        .env("NCCLPROBE_TEST_DOUBLE_LINKS", LINKS)
+        .env("NCCLPROBE_TEST_DOUBLE_LINKS", links)
         .env(
             "NCCLPROBE_TEST_DOUBLE_PROCS",
             "4242:0:1073741824,4242:1:524288000,777:2:1024",
@@ -90,6 +94,47 @@ fn live_diagnose_finds_what_nvml_shows() {
     assert_eq!(find("pcie.downgraded")["severity"], "warning");
     // NVML answered: the facts say which GPUs it saw and the driver version.
     assert!(v.to_string().contains("535.00 (test double)"), "{v:#}");
+}
+
+fn finding_ids(out: &Output) -> Vec<String> {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn a_gpu_with_fewer_active_nvlinks_than_its_siblings_has_links_down() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let args = ["diagnose", "--format", "json"];
+    let healthy = probe_links(d.path(), &args, LINKS);
+    assert!(!finding_ids(&healthy).contains(&"nvlink.down".to_string()));
+
+    // GPUs 2 and 3 lost two of their four links to each other.
+    let degraded = "0-1:NV4,2-3:NV2,0-2:SYS/CNS,0-3:SYS/CNS,1-2:SYS/CNS,1-3:SYS/CNS";
+    let out = probe_links(d.path(), &args, degraded);
+    assert!(finding_ids(&out).contains(&"nvlink.down".to_string()));
+    let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "nvlink.down")
+        .unwrap();
+    assert_eq!(f["severity"], "error");
+    let evidence = f["evidence"].to_string();
+    assert!(
+        evidence.contains(
+            "GPU 2 ncclprobe test double GPU (00000000:38:00.0): 2 active NVLinks, 4 on other GPUs"
+        ),
+        "{evidence}"
+    );
+    assert!(evidence.contains("GPU 3"), "{evidence}");
+    assert!(!evidence.contains("GPU 0"), "{evidence}");
 }
 
 #[test]

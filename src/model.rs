@@ -127,6 +127,9 @@ pub struct Settings {
     /// nccl backend: batches timed by CUDA events on the stream rather than the host clock.
     #[serde(default)]
     pub cuda_events: bool,
+    /// nccl backend: buffers from ncclMemAlloc, registered with the communicator (-R 1).
+    #[serde(default)]
+    pub register: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -266,6 +266,7 @@ impl Plan {
             point_budget_s: t.point_budget,
             timeout_s: t.timeout,
             cuda_events: t.cuda_events,
+            register: args.backend.register == 1,
         };
         let fault = args.inject_fault.as_deref().map(Fault::parse).transpose()?;
         Ok(Plan {

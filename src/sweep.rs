@@ -588,11 +588,31 @@ fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
 pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
     let env = Environment::detect();
     let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
+    if args.backend.register != 0 && selection.backend != BackendChoice::Nccl {
+        return Err(Failure::usage(format!(
+            "-R/--register: buffer registration is an NCCL feature; the {} backend has none ({})",
+            rank0_backend_name(&selection),
+            selection.reason
+        )));
+    }
     match selection.backend {
         BackendChoice::Mpi => run_mpi(args, selection),
         BackendChoice::Nccl => run_nccl(args, selection),
         _ => run_host(args, selection),
     }
+}
+
+/// What `--cuda-events` and `-R 1` ask of a communicator, before its first point.
+fn configure(comm: &mut crate::backend::nccl_comm::NcclComm, plan: &Plan) -> Result<(), Failure> {
+    if plan.settings.cuda_events {
+        comm.use_cuda_events()
+            .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
+    }
+    if plan.settings.register {
+        comm.use_registration()
+            .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
+    }
+    Ok(())
 }
 
 fn run_host(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure> {
@@ -783,10 +803,7 @@ fn run_nccl_rank(
     watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
     let mut comm = NcclComm::new(std::sync::Arc::clone(api), rank, world, device, plane)
         .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
-    if args.timing.cuda_events {
-        comm.use_cuda_events()
-            .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
-    }
+    configure(&mut comm, &plan)?;
     watchdog.disarm();
     let rank0 = (rank == 0).then(|| {
         let r0 = make_rank0(
@@ -943,11 +960,8 @@ fn run_nccl(args: &SweepArgs, selection: Selection) -> Result<ExitCode, Failure>
         .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))
         .and_then(|mut comms| {
             watchdog.disarm();
-            if args.timing.cuda_events {
-                for c in &mut comms {
-                    c.use_cuda_events()
-                        .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
-                }
+            for c in &mut comms {
+                configure(c, &plan)?;
             }
             run_threads(comms, &plan, &watchdog, &rank0, args)
         });

@@ -63,6 +63,21 @@ type NcclReduce = unsafe extern "C" fn(
 type NcclSendRecv =
     unsafe extern "C" fn(*mut c_void, usize, NcclType, c_int, *mut c_void, *mut c_void) -> c_int;
 type NcclAsyncError = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
+type NcclMemAlloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
+type NcclMemFree = unsafe extern "C" fn(*mut c_void) -> c_int;
+type NcclCommRegister =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void) -> c_int;
+type NcclCommDeregister = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+
+/// NCCL 2.19's local buffer registration (nccl-tests' -R 1): buffers from `ncclMemAlloc`,
+/// registered with the communicator so NCCL can work on them without internal copies.
+#[derive(Clone, Copy)]
+pub struct Registration {
+    mem_alloc: NcclMemAlloc,
+    mem_free: NcclMemFree,
+    register: NcclCommRegister,
+    deregister: NcclCommDeregister,
+}
 type NcclCommFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
 /// Every CUDA driver and NCCL entry point the backend calls.
@@ -83,6 +98,8 @@ pub struct Api {
     nccl_abort: NcclCommFn,
     nccl_destroy: NcclCommFn,
     pub devices: c_int,
+    /// Present when the library is NCCL 2.19 or newer and has the four entry points.
+    pub registration: Option<Registration>,
     /// The CUDA driver: its file and `cuDriverGetVersion` (e.g. 12040).
     pub driver: (std::path::PathBuf, i32),
 }
@@ -104,6 +121,20 @@ fn sym<T: Copy>(
             None
         }
     }
+}
+
+/// The registration entry points, only from NCCL 2.19 on (they are newer than the 2.18 floor).
+fn optional_registration(lib: &libloading::Library, version_code: i32) -> Option<Registration> {
+    if version_code < 21900 {
+        return None;
+    }
+    let mut ignored = Vec::new();
+    Some(Registration {
+        mem_alloc: sym(lib, "NCCL", "ncclMemAlloc", &mut ignored)?,
+        mem_free: sym(lib, "NCCL", "ncclMemFree", &mut ignored)?,
+        register: sym(lib, "NCCL", "ncclCommRegister", &mut ignored)?,
+        deregister: sym(lib, "NCCL", "ncclCommDeregister", &mut ignored)?,
+    })
 }
 
 impl Api {
@@ -142,6 +173,7 @@ impl Api {
                 nccl_async_error: sym(nlib, n, "ncclCommGetAsyncError", &mut missing)?,
                 nccl_abort: sym(nlib, n, "ncclCommAbort", &mut missing)?,
                 nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
+                registration: optional_registration(nlib, nccl.version_code),
                 nccl,
                 devices: 0,
                 driver: (driver.path.clone(), driver.version),
@@ -384,6 +416,10 @@ pub struct NcclComm {
     events: Option<(usize, usize)>,
     /// `-g N`: the launcher that enqueues every GPU's calls from one thread, grouped.
     group: Option<Arc<GroupLauncher>>,
+    /// `-R 1`: buffers from ncclMemAlloc, registered; the two registration handles.
+    registered: Option<(Registration, [usize; 2])>,
+    /// Set once ncclCommAbort released the communicator: nothing may use it after that.
+    aborted: std::cell::Cell<bool>,
 }
 
 /// What one call on one rank needs: plain handles, so another thread can enqueue it.
@@ -587,6 +623,8 @@ impl NcclComm {
             control,
             events: None,
             group: None,
+            registered: None,
+            aborted: std::cell::Cell::new(false),
         })
     }
 
@@ -603,6 +641,102 @@ impl NcclComm {
                 .cuda("cuEventCreate", cu::cuEventCreate(&mut b, 0))?;
         }
         self.events = Some((a as usize, b as usize));
+        Ok(())
+    }
+
+    /// `-R 1`: allocate buffers with ncclMemAlloc and register them with the communicator.
+    pub fn use_registration(&mut self) -> Result<(), BackendError> {
+        let reg = self.api.registration.ok_or_else(|| {
+            BackendError::Unavailable(format!(
+                "-R 1 needs ncclMemAlloc and ncclCommRegister (NCCL 2.19 or newer); NCCL {} at {} has no buffer registration",
+                self.api.nccl.version(),
+                self.api.nccl.path.display()
+            ))
+        })?;
+        self.registered = Some((reg, [0, 0]));
+        Ok(())
+    }
+
+    /// Free the device buffers (deregistering them first under -R 1).
+    fn free_buffers(&mut self) {
+        if self.capacity == 0 {
+            return;
+        }
+        // SAFETY: our own allocations (and registrations), released once.
+        unsafe {
+            match &mut self.registered {
+                Some((reg, handles)) => {
+                    let comm_alive = !self.aborted.get();
+                    for (buf, handle) in [self.dev_send, self.dev_recv]
+                        .iter()
+                        .zip(handles.iter_mut())
+                    {
+                        if *handle != 0 && comm_alive {
+                            (reg.deregister)(self.comm as *mut c_void, *handle as *mut c_void);
+                            *handle = 0;
+                        }
+                        (reg.mem_free)(*buf as *mut c_void);
+                    }
+                }
+                None => {
+                    cu::cuMemFree_v2(self.dev_send);
+                    cu::cuMemFree_v2(self.dev_recv);
+                }
+            }
+        }
+        self.capacity = 0;
+    }
+
+    /// Allocate both device buffers of `bytes` (registered under -R 1).
+    fn alloc_buffers(&mut self, bytes: usize) -> Result<(), BackendError> {
+        let device = self.device;
+        let failed = |how: String| BackendError::Alloc {
+            bytes: bytes as u64,
+            reason: how,
+        };
+        let comm = self.comm;
+        let nccl = &self.api.nccl;
+        match &mut self.registered {
+            Some((reg, handles)) => {
+                for (buf, handle) in [&mut self.dev_send, &mut self.dev_recv]
+                    .into_iter()
+                    .zip(handles.iter_mut())
+                {
+                    let mut p = std::ptr::null_mut();
+                    // SAFETY: valid out-pointers; the device's context is current.
+                    let rc = unsafe { (reg.mem_alloc)(&mut p, bytes) };
+                    if rc != 0 {
+                        return Err(failed(format!(
+                            "ncclMemAlloc on GPU {device} failed: {}",
+                            nccl.error_string(rc)
+                        )));
+                    }
+                    *buf = p as u64;
+                    let mut h = std::ptr::null_mut();
+                    // SAFETY: a live communicator and the buffer just allocated.
+                    let rc = unsafe { (reg.register)(comm as *mut c_void, p, bytes, &mut h) };
+                    if rc != 0 {
+                        return Err(failed(format!(
+                            "ncclCommRegister on GPU {device} failed: {}",
+                            nccl.error_string(rc)
+                        )));
+                    }
+                    *handle = h as usize;
+                }
+            }
+            None => {
+                for buf in [&mut self.dev_send, &mut self.dev_recv] {
+                    // SAFETY: valid out-pointer; the device's context is current.
+                    let rc = unsafe { cu::cuMemAlloc_v2(buf, bytes) };
+                    if rc != cu::CUresult::CUDA_SUCCESS {
+                        return Err(failed(format!(
+                            "cuMemAlloc on GPU {device} failed with {rc:?}"
+                        )));
+                    }
+                }
+            }
+        }
+        self.capacity = bytes;
         Ok(())
     }
 
@@ -656,6 +790,7 @@ impl NcclComm {
             if async_rc != 0 {
                 // SAFETY: as above; abort makes the stream's NCCL work return.
                 unsafe { (a.nccl_abort)(self.comm as *mut c_void) };
+                self.aborted.set(true);
                 return Err(BackendError::Failed(format!(
                     "NCCL async error on rank {} (GPU {}) during {} of {} bytes: {}; communicator aborted",
                     self.rank,
@@ -771,28 +906,8 @@ impl Communicator for NcclComm {
         self.current()?;
         let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
         if bytes > self.capacity {
-            // SAFETY: freeing our own allocations, then allocating the new size.
-            unsafe {
-                if self.capacity > 0 {
-                    cu::cuMemFree_v2(self.dev_send);
-                    cu::cuMemFree_v2(self.dev_recv);
-                }
-                self.capacity = 0;
-                let alloc = |p: &mut u64| {
-                    let rc = cu::cuMemAlloc_v2(p, bytes.max(1));
-                    if rc != cu::CUresult::CUDA_SUCCESS {
-                        Err(BackendError::Alloc {
-                            bytes: bytes as u64,
-                            reason: format!("cuMemAlloc on GPU {} failed with {rc:?}", self.device),
-                        })
-                    } else {
-                        Ok(())
-                    }
-                };
-                alloc(&mut self.dev_send)?;
-                alloc(&mut self.dev_recv)?;
-            }
-            self.capacity = bytes;
+            self.free_buffers();
+            self.alloc_buffers(bytes.max(1))?;
         }
         self.host_send.ensure(bytes)?;
         self.host_recv.ensure(bytes)?;
@@ -913,23 +1028,23 @@ impl Communicator for NcclComm {
 
 impl Drop for NcclComm {
     fn drop(&mut self) {
-        // SAFETY: our own handles, destroyed once.
+        if let Ok(mut list) = live_comms().lock() {
+            list.retain(|(_, c)| *c != self.comm);
+        }
+        // The communicator's work is done or aborted: registrations go before the
+        // communicator, then buffers, events and the stream.
+        let _ = self.current();
+        self.free_buffers();
+        // SAFETY: our own handles, destroyed once; an aborted communicator is already gone.
         unsafe {
-            if let Ok(mut list) = live_comms().lock() {
-                list.retain(|(_, c)| *c != self.comm);
+            if !self.aborted.get() {
+                (self.api.nccl_destroy)(self.comm as *mut c_void);
             }
-            (self.api.nccl_destroy)(self.comm as *mut c_void);
-            // The communicator's work is done or aborted: its stream, events and buffers go.
-            let _ = self.current();
             if let Some((a, b)) = self.events {
                 cu::cuEventDestroy_v2(a as cu::CUevent);
                 cu::cuEventDestroy_v2(b as cu::CUevent);
             }
             cu::cuStreamDestroy_v2(self.stream as cu::CUstream);
-            if self.capacity > 0 {
-                cu::cuMemFree_v2(self.dev_send);
-                cu::cuMemFree_v2(self.dev_recv);
-            }
         }
     }
 }

@@ -608,6 +608,76 @@ fn op_of(o: c_int) -> Option<RedOp> {
     })
 }
 
+/// A registered buffer: (communicator, start, length, handle).
+type Registered = (usize, usize, usize, usize);
+
+fn registrations() -> &'static Mutex<Vec<Registered>> {
+    static R: OnceLock<Mutex<Vec<Registered>>> = OnceLock::new();
+    R.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+fn is_registered(comm: usize, ptr: usize) -> bool {
+    registrations()
+        .lock()
+        .map(|r| {
+            r.iter()
+                .any(|&(c, s, l, _)| c == comm && ptr >= s && ptr < s + l.max(1))
+        })
+        .unwrap_or(false)
+}
+
+/// NCCL 2.19's allocator: device memory like cuMemAlloc's.
+#[no_mangle]
+pub unsafe extern "C" fn ncclMemAlloc(p: *mut *mut c_void, bytes: usize) -> NcclResult {
+    let mut d = 0u64;
+    if cuMemAlloc_v2(&mut d, bytes) != CUDA_SUCCESS {
+        return NCCL_SYSTEM_ERROR;
+    }
+    *p = d as *mut c_void;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclMemFree(p: *mut c_void) -> NcclResult {
+    match cuMemFree_v2(p as u64) {
+        CUDA_SUCCESS => NCCL_SUCCESS,
+        _ => NCCL_INVALID_ARGUMENT,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommRegister(
+    c: *mut c_void,
+    buf: *mut c_void,
+    bytes: usize,
+    handle: *mut *mut c_void,
+) -> NcclResult {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    if c.is_null() || buf.is_null() || handle.is_null() {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    let h = NEXT.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut r) = registrations().lock() {
+        r.push((c as usize, buf as usize, bytes, h));
+    }
+    *handle = h as *mut c_void;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommDeregister(c: *mut c_void, handle: *mut c_void) -> NcclResult {
+    let Ok(mut r) = registrations().lock() else {
+        return NCCL_SYSTEM_ERROR;
+    };
+    let before = r.len();
+    r.retain(|&(comm, _, _, h)| !(comm == c as usize && h == handle as usize));
+    if r.len() == before {
+        NCCL_INVALID_ARGUMENT
+    } else {
+        NCCL_SUCCESS
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn ncclGetVersion(v: *mut c_int) -> NcclResult {
     *v = std::env::var("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION")
@@ -848,14 +918,17 @@ std::thread_local! {
 /// several devices must group its calls (an ungrouped call may block waiting for a peer the
 /// same thread has yet to launch): a thread calling a second communicator outside a group
 /// gets ncclInvalidUsage. `NCCLPROBE_TEST_DOUBLE_TRACE=FILE` appends one line per call:
-/// `thread=<id> rank=<r> grouped=<bool> call=<name>`, for tests that check who launched what.
-unsafe fn called(c: *mut c_void, call: &str) -> Result<(), NcclResult> {
+/// `thread=<id> rank=<r> grouped=<bool> registered=<bool> call=<name>` (registered: every buffer
+/// of the call lies in one registered with ncclCommRegister), for tests that check who
+/// launched what on which buffers.
+unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
     let depth = GROUP.with(|g| g.borrow().0);
     let comm = comm_of(c);
     if let Ok(path) = std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE") {
         use std::io::Write;
+        let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
         let line = format!(
-            "thread={:?} rank={} grouped={} call={call}\n",
+            "thread={:?} rank={} grouped={} registered={registered} call={call}\n",
             std::thread::current().id(),
             comm.rank,
             depth > 0
@@ -889,7 +962,11 @@ unsafe fn p2p(
     c: *mut c_void,
     s: *mut c_void,
 ) -> NcclResult {
-    if let Err(rc) = called(c, if send { "ncclSend" } else { "ncclRecv" }) {
+    if let Err(rc) = called(
+        c,
+        if send { "ncclSend" } else { "ncclRecv" },
+        &[buf as usize],
+    ) {
         return rc;
     }
     let Some(dtype) = dtype_of(dt) else {
@@ -972,7 +1049,7 @@ unsafe fn collective(
         Coll::Broadcast(_) => "ncclBroadcast",
         Coll::Reduce(_) => "ncclReduce",
     };
-    if let Err(rc) = called(c, name) {
+    if let Err(rc) = called(c, name, &[send as usize, recv as usize]) {
         return rc;
     }
     let Some(dtype) = dtype_of(dt) else {

@@ -205,6 +205,7 @@ impl PointRunner<'_> {
             stats,
             stop_reason,
             per_rank_time_s: per_rank.iter().map(|v| summarize(v).median_s).collect(),
+            nccl_model_time_s: self.comm.model_time_s(placement),
         })
     }
 }

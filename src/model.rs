@@ -182,6 +182,10 @@ pub struct Point {
     pub stop_reason: StopReason,
     /// Median seconds per call on each rank (skew, stragglers).
     pub per_rank_time_s: Vec<f64>,
+    /// What NCCL's own cost model predicts for one call (`ncclGroupSimulateEnd`, NCCL 2.22+):
+    /// the time this topology should give, as NCCL sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_model_time_s: Option<f64>,
 }
 
 /// The numbers to quote for one collective: large-message plateau and small-message latency.

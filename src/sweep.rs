@@ -526,6 +526,9 @@ fn finish(
     for line in copy_bandwidth_lines(&record) {
         rank0.println(&line);
     }
+    for line in cost_model_lines(&record) {
+        rank0.println(&line);
+    }
     let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     if args.output.format == OutputFormat::Json || to_stdout(&args.output.json) {
         let json = crate::render::to_json(&record)?;
@@ -544,6 +547,37 @@ fn finish(
         ));
     }
     Ok(ExitCode::Ok)
+}
+
+/// Per collective and dtype, the largest out-of-place point against NCCL's own cost model.
+fn cost_model_lines(record: &RunRecord) -> Vec<String> {
+    let mut largest: BTreeMap<(String, String), &Point> = BTreeMap::new();
+    for p in record.points.iter().filter(|p| {
+        p.placement == Placement::OutOfPlace && p.nccl_model_time_s.is_some_and(|t| t > 0.0)
+    }) {
+        let key = (p.collective.to_string(), p.dtype.to_string());
+        if largest
+            .get(&key)
+            .is_none_or(|q| q.size_bytes < p.size_bytes)
+        {
+            largest.insert(key, p);
+        }
+    }
+    largest
+        .into_values()
+        .filter_map(|p| {
+            let model = p.nccl_model_time_s?;
+            Some(format!(
+                "# {} {} {}: measured {:.1} us, NCCL's cost model {:.1} us (ncclGroupSimulateEnd): {:.2}x its estimate",
+                p.collective,
+                p.dtype,
+                format_size(p.size_bytes),
+                p.time_s * 1e6,
+                model * 1e6,
+                p.time_s / model
+            ))
+        })
+        .collect()
 }
 
 /// Per GPU and direction: pageable vs pinned copy bandwidth (why DataLoader(pin_memory=True)).

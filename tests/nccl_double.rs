@@ -475,3 +475,48 @@ fn registered_buffers_with_nccl_2_19() {
         "{err}"
     );
 }
+
+/// NCCL 2.22's cost model (ncclGroupSimulateEnd) lands in every point when the library has it;
+/// the double's model is 5 µs + bytes at 10 GB/s per call. Older NCCL: no estimate.
+#[test]
+fn nccl_cost_model_estimates_are_recorded_when_nccl_has_them() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    for (version, expected) in [("22203", true), ("21805", false)] {
+        let json = out_dir.path().join(format!("run-{version}.json"));
+        let mut c = probe(d.path());
+        c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+            .args(SMALL)
+            .args(["--collective", "all_reduce,alltoall", "--json"])
+            .arg(&json);
+        let (out, _) = run(c);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            stdout.contains("# all_reduce float 4 KiB: measured"),
+            expected,
+            "{stdout}"
+        );
+        if expected {
+            assert!(
+                stdout.contains("NCCL's cost model 5.4 us (ncclGroupSimulateEnd)"),
+                "{stdout}"
+            );
+        }
+        let r = read_record(&json);
+        for p in &r.points {
+            match (expected, p.nccl_model_time_s) {
+                (true, Some(t)) if p.collective == Collective::AllReduce => {
+                    let want = (5.0 + p.size_bytes as f64 / 10e3) * 1e-6;
+                    assert!((t - want).abs() < 1e-9, "{} B: {t} vs {want}", p.size_bytes);
+                }
+                (true, Some(t)) => assert!(t > 0.0),
+                (false, None) => {}
+                other => panic!(
+                    "NCCL {version}, {:?} {} B: {other:?}",
+                    p.collective, p.size_bytes
+                ),
+            }
+        }
+    }
+}

@@ -100,6 +100,12 @@ pub trait Communicator {
         Ok(())
     }
 
+    /// What the library's own cost model predicts for one call of the prepared point, where
+    /// it has one (NCCL 2.22's ncclGroupSimulateEnd); seconds.
+    fn model_time_s(&mut self, _placement: Placement) -> Option<f64> {
+        None
+    }
+
     /// Whether in-place results of `coll` are checked (NCCL's in-place alltoall is not).
     fn checks_in_place(&self, _coll: Collective) -> bool {
         true

@@ -19,7 +19,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use cudarc::nccl::sys::{ncclDataType_t as NcclType, ncclRedOp_t as NcclOp, ncclUniqueId};
+use cudarc::nccl::sys::{
+    ncclDataType_t as NcclType, ncclRedOp_t as NcclOp, ncclSimInfo_t, ncclUniqueId,
+};
 
 type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, ncclUniqueId, c_int) -> c_int;
 type NcclCommInitAll = unsafe extern "C" fn(*mut *mut c_void, c_int, *const c_int) -> c_int;
@@ -68,6 +70,7 @@ type NcclMemFree = unsafe extern "C" fn(*mut c_void) -> c_int;
 type NcclCommRegister =
     unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void) -> c_int;
 type NcclCommDeregister = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type NcclGroupSimulateEnd = unsafe extern "C" fn(*mut ncclSimInfo_t) -> c_int;
 
 /// NCCL 2.19's local buffer registration (nccl-tests' -R 1): buffers from `ncclMemAlloc`,
 /// registered with the communicator so NCCL can work on them without internal copies.
@@ -100,6 +103,8 @@ pub struct Api {
     pub devices: c_int,
     /// Present when the library is NCCL 2.19 or newer and has the four entry points.
     pub registration: Option<Registration>,
+    /// NCCL 2.22's cost-model query, when present.
+    simulate: Option<NcclGroupSimulateEnd>,
     /// The CUDA driver: its file and `cuDriverGetVersion` (e.g. 12040).
     pub driver: (std::path::PathBuf, i32),
 }
@@ -174,6 +179,9 @@ impl Api {
                 nccl_abort: sym(nlib, n, "ncclCommAbort", &mut missing)?,
                 nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
                 registration: optional_registration(nlib, nccl.version_code),
+                simulate: (nccl.version_code >= 22200)
+                    .then(|| sym(nlib, n, "ncclGroupSimulateEnd", &mut Vec::new()))
+                    .flatten(),
                 nccl,
                 devices: 0,
                 driver: (driver.path.clone(), driver.version),
@@ -1018,6 +1026,30 @@ impl Communicator for NcclComm {
             self.device,
             self.api.device_name(self.device)
         ))
+    }
+
+    /// NCCL's estimate for one call: the call enqueued in a group that is only simulated
+    /// (nothing runs). NCCL reports microseconds, or a negative value when it has none.
+    fn model_time_s(&mut self, placement: Placement) -> Option<f64> {
+        let simulate = self.api.simulate?;
+        let spec = self.spec?;
+        self.current().ok()?;
+        let mut info = ncclSimInfo_t {
+            size: std::mem::size_of::<ncclSimInfo_t>(),
+            magic: 0x7468_5283,
+            version: self.api.nccl.version_code as u32,
+            estimatedTime: -1.0,
+        };
+        // SAFETY: a group around one enqueue of the prepared point, closed by the simulation;
+        // `info` is initialised as NCCL_SIM_INFO_INITIALIZER does.
+        let rc = unsafe {
+            (self.api.nccl_group_start)();
+            let queued = enqueue(&self.api, &self.target(), &spec, placement);
+            let rc = simulate(&mut info);
+            queued.ok()?;
+            rc
+        };
+        (rc == 0 && info.estimatedTime >= 0.0).then_some(info.estimatedTime as f64 * 1e-6)
     }
 
     fn checks_in_place(&self, coll: Collective) -> bool {

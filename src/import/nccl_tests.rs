@@ -557,6 +557,7 @@ fn point(
         stats: summarize(&[time_s]),
         stop_reason: StopReason::Fixed,
         per_rank_time_s: Vec::new(),
+        nccl_model_time_s: None,
     })
 }
 

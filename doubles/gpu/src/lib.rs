@@ -850,27 +850,81 @@ struct P2p {
     stream: usize,
 }
 
+/// A collective called inside a group: its bytes, and the launch deferred to the group's end.
+type Deferred = (usize, Box<dyn FnOnce()>);
+
+/// This thread's group: depth, queued sends/receives, deferred collectives.
+#[derive(Default)]
+struct Group {
+    depth: usize,
+    p2p: Vec<P2p>,
+    collectives: Vec<Deferred>,
+}
+
 std::thread_local! {
-    static GROUP: std::cell::RefCell<(usize, Vec<P2p>)> = const { std::cell::RefCell::new((0, Vec::new())) };
+    static GROUP: std::cell::RefCell<Group> = std::cell::RefCell::new(Group::default());
+}
+
+fn group_depth() -> usize {
+    GROUP.with(|g| g.borrow().depth)
 }
 
 #[no_mangle]
 pub extern "C" fn ncclGroupStart() -> NcclResult {
-    GROUP.with(|g| g.borrow_mut().0 += 1);
+    GROUP.with(|g| g.borrow_mut().depth += 1);
+    NCCL_SUCCESS
+}
+
+/// Close a group level; at the outermost, hand back what it queued.
+fn close_group() -> Option<(Vec<P2p>, Vec<Deferred>)> {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        g.depth = g.depth.saturating_sub(1);
+        (g.depth == 0).then(|| {
+            (
+                std::mem::take(&mut g.p2p),
+                std::mem::take(&mut g.collectives),
+            )
+        })
+    })
+}
+
+/// `ncclGroupSimulateEnd` (NCCL 2.22): nothing runs; the group's estimated time, in
+/// microseconds, from a plain model of this double (5 µs + bytes at 10 GB/s per call), so
+/// tests can see the estimate travel into the record.
+#[repr(C)]
+pub struct SimInfo {
+    size: usize,
+    magic: u32,
+    version: u32,
+    estimated_time: f32,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult {
+    let Some((p2p, collectives)) = close_group() else {
+        return NCCL_SUCCESS;
+    };
+    if info.is_null() || (*info).magic != 0x7468_5283 {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    let bytes: Vec<usize> = collectives
+        .iter()
+        .map(|(b, _)| *b)
+        .chain(p2p.iter().map(|o| o.bytes))
+        .collect();
+    (*info).estimated_time = bytes.iter().map(|&b| 5.0 + b as f32 / 10e3).sum();
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
-    let ops = GROUP.with(|g| {
-        let mut g = g.borrow_mut();
-        g.0 = g.0.saturating_sub(1);
-        if g.0 == 0 {
-            std::mem::take(&mut g.1)
-        } else {
-            Vec::new()
-        }
-    });
+    let Some((ops, collectives)) = close_group() else {
+        return NCCL_SUCCESS;
+    };
+    for (_, launch) in collectives {
+        launch();
+    }
     // One batch per (comm, stream): all sends, then all receives.
     let mut batches: Vec<(usize, usize, Vec<P2p>)> = Vec::new();
     for op in ops {
@@ -922,7 +976,7 @@ std::thread_local! {
 /// of the call lies in one registered with ncclCommRegister), for tests that check who
 /// launched what on which buffers.
 unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
-    let depth = GROUP.with(|g| g.borrow().0);
+    let depth = group_depth();
     let comm = comm_of(c);
     if let Ok(path) = std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE") {
         use std::io::Write;
@@ -982,8 +1036,8 @@ unsafe fn p2p(
     };
     let grouped = GROUP.with(|g| {
         let mut g = g.borrow_mut();
-        if g.0 > 0 {
-            g.1.push(op);
+        if g.depth > 0 {
+            g.p2p.push(op);
             None
         } else {
             Some(op)
@@ -991,7 +1045,7 @@ unsafe fn p2p(
     });
     if let Some(op) = grouped {
         ncclGroupStart();
-        GROUP.with(|g| g.borrow_mut().1.push(op));
+        GROUP.with(|g| g.borrow_mut().p2p.push(op));
         return ncclGroupEnd();
     }
     NCCL_SUCCESS
@@ -1057,84 +1111,98 @@ unsafe fn collective(
     };
     let op = op_of(op).unwrap_or(RedOp::Sum);
     let comm = comm_of(c);
-    let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
     let (sp, rp) = (send as usize, recv as usize);
     let ts = dtype.size_bytes();
-    stream_of(s).enqueue(Box::new(move || {
-        if comm.faulted(count * ts) {
-            return;
-        }
-        let n = comm.nranks;
-        let me = comm.rank;
-        let input_bytes = match kind {
-            Coll::ReduceScatter => count * n * ts,
-            _ => count * ts,
-        };
-        // Every rank publishes (non-roots of a broadcast an empty part) and waits for every
-        // rank, reading only the parts it needs: the exchange doubles as a barrier.
-        let contributes = !matches!(kind, Coll::Broadcast(root) if root != me);
-        let input: &[u8] = if contributes {
-            std::slice::from_raw_parts(sp as *const u8, input_bytes)
-        } else {
-            &[]
-        };
-        comm.publish(seq, &format!("r{me}"), input);
-        let needs = |r: usize| match kind {
-            Coll::Broadcast(root) => r == root,
-            Coll::Reduce(root) => me == root,
-            _ => true,
-        };
-        let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
-        for r in 0..n {
-            match comm.wait(seq, &format!("r{r}"), needs(r)) {
-                Some(p) if needs(r) => parts.push(Some(p)),
-                Some(_) => parts.push(None),
-                None => return,
+    let stream = s as usize;
+    // Launched at once outside a group; inside one, at ncclGroupEnd (never, if the group is
+    // only simulated). The sequence number is taken at launch, so a simulated call uses none.
+    let launch = move || {
+        let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+        stream_of(stream as *mut c_void).enqueue(Box::new(move || {
+            if comm.faulted(count * ts) {
+                return;
             }
-        }
-        if comm.async_error.load(Ordering::Acquire) != 0 {
-            return;
-        }
-        let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
-        let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
-            let mut present = parts.iter().flatten();
-            let mut acc = present
-                .next()
-                .map(|p| p[range.clone()].to_vec())
-                .unwrap_or_default();
-            for p in present {
-                accumulate_bytes(dtype, &mut acc, &p[range.clone()], op);
+            let n = comm.nranks;
+            let me = comm.rank;
+            let input_bytes = match kind {
+                Coll::ReduceScatter => count * n * ts,
+                _ => count * ts,
+            };
+            // Every rank publishes (non-roots of a broadcast an empty part) and waits for every
+            // rank, reading only the parts it needs: the exchange doubles as a barrier.
+            let contributes = !matches!(kind, Coll::Broadcast(root) if root != me);
+            let input: &[u8] = if contributes {
+                std::slice::from_raw_parts(sp as *const u8, input_bytes)
+            } else {
+                &[]
+            };
+            comm.publish(seq, &format!("r{me}"), input);
+            let needs = |r: usize| match kind {
+                Coll::Broadcast(root) => r == root,
+                Coll::Reduce(root) => me == root,
+                _ => true,
+            };
+            let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+            for r in 0..n {
+                match comm.wait(seq, &format!("r{r}"), needs(r)) {
+                    Some(p) if needs(r) => parts.push(Some(p)),
+                    Some(_) => parts.push(None),
+                    None => return,
+                }
             }
-            if op == RedOp::Avg {
-                scale_avg_bytes(dtype, &mut acc, n);
+            if comm.async_error.load(Ordering::Acquire) != 0 {
+                return;
             }
-            acc
-        };
-        match kind {
-            Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
-            Coll::Reduce(root) if me == root => {
-                out(count * ts).copy_from_slice(&reduce(0..count * ts))
-            }
-            Coll::Reduce(_) => {}
-            Coll::ReduceScatter => {
-                out(count * ts).copy_from_slice(&reduce(me * count * ts..(me + 1) * count * ts))
-            }
-            Coll::AllGather => {
-                let o = out(count * ts * n);
-                for (r, p) in parts.iter().enumerate() {
-                    if let Some(p) = p {
-                        o[r * count * ts..(r + 1) * count * ts].copy_from_slice(p);
+            let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
+            let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
+                let mut present = parts.iter().flatten();
+                let mut acc = present
+                    .next()
+                    .map(|p| p[range.clone()].to_vec())
+                    .unwrap_or_default();
+                for p in present {
+                    accumulate_bytes(dtype, &mut acc, &p[range.clone()], op);
+                }
+                if op == RedOp::Avg {
+                    scale_avg_bytes(dtype, &mut acc, n);
+                }
+                acc
+            };
+            match kind {
+                Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
+                Coll::Reduce(root) if me == root => {
+                    out(count * ts).copy_from_slice(&reduce(0..count * ts))
+                }
+                Coll::Reduce(_) => {}
+                Coll::ReduceScatter => {
+                    out(count * ts).copy_from_slice(&reduce(me * count * ts..(me + 1) * count * ts))
+                }
+                Coll::AllGather => {
+                    let o = out(count * ts * n);
+                    for (r, p) in parts.iter().enumerate() {
+                        if let Some(p) = p {
+                            o[r * count * ts..(r + 1) * count * ts].copy_from_slice(p);
+                        }
+                    }
+                }
+                Coll::Broadcast(root) => {
+                    if let Some(p) = &parts[root] {
+                        out(count * ts).copy_from_slice(p);
                     }
                 }
             }
-            Coll::Broadcast(root) => {
-                if let Some(p) = &parts[root] {
-                    out(count * ts).copy_from_slice(p);
-                }
-            }
-        }
-        comm.cleanup(seq);
-    }));
+            comm.cleanup(seq);
+        }));
+    };
+    if group_depth() > 0 {
+        GROUP.with(|g| {
+            g.borrow_mut()
+                .collectives
+                .push((count * ts, Box::new(launch)))
+        });
+    } else {
+        launch();
+    }
     NCCL_SUCCESS
 }
 

@@ -290,6 +290,11 @@ pub struct TimingArgs {
     /// nccl backend: time each batch with CUDA events on the stream instead of the host clock.
     #[arg(long)]
     pub cuda_events: bool,
+    /// How a sample's time is taken across ranks, as nccl-tests' -a: 0 rank 0's, 1 the
+    /// average, 2 the minimum, 3 the maximum. ncclprobe's default is the maximum (the slowest
+    /// rank is what a collective costs); nccl-tests' is the average.
+    #[arg(short = 'a', long = "average", default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub average: u8,
     /// Seconds a collective may make no progress before the run ends with exit code 4.
     #[arg(long, default_value_t = 300.0)]
     pub timeout: f64,

@@ -133,9 +133,9 @@ impl PointRunner<'_> {
             for (r, v) in all.iter().enumerate().take(n) {
                 per_rank[r].push(*v);
             }
-            let slowest = max_of(&all);
-            samples.push(slowest);
-            measured_s += slowest * iters as f64;
+            let sample = s.across_ranks.pick(&all);
+            samples.push(sample);
+            measured_s += max_of(&all) * iters as f64;
             if let Some(reason) = rule.decide(&samples, measured_s) {
                 break reason;
             }

@@ -130,6 +130,44 @@ pub struct Settings {
     /// nccl backend: buffers from ncclMemAlloc, registered with the communicator (-R 1).
     #[serde(default)]
     pub register: bool,
+    /// How a sample's time is taken across ranks (-a).
+    #[serde(default)]
+    pub across_ranks: AcrossRanks,
+}
+
+/// nccl-tests' `-a`: which rank's time a sample is.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcrossRanks {
+    Rank0,
+    Average,
+    Min,
+    #[default]
+    Max,
+}
+
+impl AcrossRanks {
+    pub fn from_flag(a: u8) -> AcrossRanks {
+        match a {
+            0 => AcrossRanks::Rank0,
+            1 => AcrossRanks::Average,
+            2 => AcrossRanks::Min,
+            _ => AcrossRanks::Max,
+        }
+    }
+
+    /// The sample's time from every rank's.
+    pub fn pick(self, per_rank: &[f64]) -> f64 {
+        if per_rank.is_empty() {
+            return f64::NAN;
+        }
+        match self {
+            AcrossRanks::Rank0 => per_rank[0],
+            AcrossRanks::Average => per_rank.iter().sum::<f64>() / per_rank.len() as f64,
+            AcrossRanks::Min => per_rank.iter().copied().fold(f64::INFINITY, f64::min),
+            AcrossRanks::Max => per_rank.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -169,14 +207,15 @@ pub struct Point {
     pub placement: Placement,
     pub size_bytes: u64,
     pub count: u64,
-    /// The headline time per call: the median over samples of the slowest rank's time.
+    /// The headline time per call: the median over samples (each the slowest rank's time, or
+    /// as `settings.across_ranks` says).
     pub time_s: f64,
     pub algbw_bytes_per_s: f64,
     pub busbw_bytes_per_s: f64,
     /// Elements that differed from the exact expected result, summed over ranks; `None` = not checked.
     pub wrong: Option<u64>,
     pub iters_per_sample: usize,
-    /// Every sample: seconds per call, max over ranks.
+    /// Every sample: seconds per call across ranks (the maximum unless `-a` says otherwise).
     pub samples_s: Vec<f64>,
     pub stats: Summary,
     pub stop_reason: StopReason,
@@ -265,4 +304,20 @@ pub fn relevant_env() -> BTreeMap<String, String> {
     std::env::vars()
         .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("CUDA_"))
         .collect()
+}
+
+#[cfg(test)]
+mod across_ranks_tests {
+    use super::AcrossRanks;
+
+    #[test]
+    fn each_choice_picks_its_rank_time() {
+        let t = [3.0, 1.0, 2.0, 6.0];
+        assert_eq!(AcrossRanks::from_flag(0).pick(&t), 3.0);
+        assert_eq!(AcrossRanks::from_flag(1).pick(&t), 3.0);
+        assert_eq!(AcrossRanks::from_flag(2).pick(&t), 1.0);
+        assert_eq!(AcrossRanks::from_flag(3).pick(&t), 6.0);
+        assert!(AcrossRanks::Max.pick(&[]).is_nan());
+        assert_eq!(AcrossRanks::default(), AcrossRanks::Max);
+    }
 }

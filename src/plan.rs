@@ -211,6 +211,18 @@ impl Plan {
                 max = limit;
             }
         }
+        let across = crate::model::AcrossRanks::from_flag(args.timing.average);
+        if across != crate::model::AcrossRanks::Max {
+            notes.push(format!(
+                "sample times are the {} across ranks (-a {}), not the slowest rank's",
+                match across {
+                    crate::model::AcrossRanks::Rank0 => "time of rank 0",
+                    crate::model::AcrossRanks::Average => "average",
+                    _ => "minimum",
+                },
+                args.timing.average
+            ));
+        }
         let sizes_bytes = size_series(min, max, factor, step);
 
         let t = &args.timing;
@@ -267,6 +279,7 @@ impl Plan {
             timeout_s: t.timeout,
             cuda_events: t.cuda_events,
             register: args.backend.register == 1,
+            across_ranks: across,
         };
         let fault = args.inject_fault.as_deref().map(Fault::parse).transpose()?;
         Ok(Plan {

@@ -389,3 +389,49 @@ fn a_huge_max_is_clipped_and_said() {
         .iter()
         .all(|p| p.size_bytes <= record.settings.as_ref().unwrap().max_bytes));
 }
+
+/// nccl-tests' -a: each sample is the chosen rank time; the per-rank medians are kept either way.
+#[test]
+fn across_ranks_choice_is_applied_and_recorded() {
+    let run = |a: &str| -> ncclprobe::model::RunRecord {
+        let out = bin()
+            .args([
+                "sweep", "--ranks", "3", "-b", "1M", "-e", "1M", "--format", "json", "-a", a,
+            ])
+            .args(FAST)
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).expect("stdout is one JSON record")
+    };
+    let min = run("2");
+    assert_eq!(
+        min.settings.as_ref().unwrap().across_ranks,
+        ncclprobe::model::AcrossRanks::Min
+    );
+    assert!(min
+        .notes
+        .iter()
+        .any(|n| n.contains("sample times are the minimum across ranks (-a 2)")));
+    for p in &min.points {
+        // Every sample is the fastest rank's, so no rank's median is below the samples' minimum.
+        let fastest_rank = p
+            .per_rank_time_s
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        assert!(p.stats.min_s <= fastest_rank + 1e-12, "{p:?}");
+    }
+    let max = run("3");
+    assert_eq!(
+        max.settings.as_ref().unwrap().across_ranks,
+        ncclprobe::model::AcrossRanks::Max
+    );
+    for p in &max.points {
+        let slowest_rank = p.per_rank_time_s.iter().copied().fold(0.0, f64::max);
+        assert!(p.time_s >= slowest_rank - 1e-12, "{p:?}");
+    }
+    bin().args(["sweep", "-a", "4"]).assert().code(2);
+}

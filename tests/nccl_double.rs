@@ -503,6 +503,19 @@ fn nccl_cost_model_estimates_are_recorded_when_nccl_has_them() {
                 "{stdout}"
             );
         }
+        // diagnose compares the record with NCCL's estimates: the double's model is far
+        // faster than the double itself (threads and files), so the finding must appear.
+        let mut d_cmd = Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
+        d_cmd
+            .args(["diagnose", "--format", "json", "--from"])
+            .arg(&json);
+        let (diag, _) = run(d_cmd);
+        let findings = text(&diag.stdout);
+        assert_eq!(
+            findings.contains("NCCL's own cost model predicts"),
+            expected,
+            "{findings}"
+        );
         let r = read_record(&json);
         for p in &r.points {
             match (expected, p.nccl_model_time_s) {

@@ -117,6 +117,9 @@ struct Half {
     busbw_gbps: f64,
     wrong: Option<u64>,
     old_error: bool,
+    /// -I: the fastest and slowest single iteration, µs.
+    iter_min_us: Option<f64>,
+    iter_max_us: Option<f64>,
 }
 
 /// Everything read from a text log, before it becomes a record.
@@ -344,6 +347,8 @@ impl Parsed {
                     "busbw" => out.busbw_gbps = v.parse().ok()?,
                     "#wrong" | "wrong" => out.wrong = v.parse::<f64>().ok().map(|w| w as u64),
                     "error" => out.old_error = true,
+                    "i_min" => out.iter_min_us = v.parse().ok(),
+                    "i_max" => out.iter_max_us = v.parse().ok(),
                     _ => {}
                 }
             }
@@ -535,6 +540,12 @@ fn point(
     };
     let half = row.halves[h];
     let time_s = half.time_us * 1e-6;
+    let mut stats = summarize(&[time_s]);
+    // -I: nccl-tests timed each iteration; keep the extremes it printed.
+    if let (Some(lo), Some(hi)) = (half.iter_min_us, half.iter_max_us) {
+        stats.min_s = lo * 1e-6;
+        stats.max_s = hi * 1e-6;
+    }
     Some(Point {
         collective: coll,
         nranks,
@@ -554,7 +565,7 @@ fn point(
         wrong: half.wrong,
         iters_per_sample: 0,
         samples_s: vec![time_s],
-        stats: summarize(&[time_s]),
+        stats,
         stop_reason: StopReason::Fixed,
         per_rank_time_s: Vec::new(),
         nccl_model_time_s: None,
@@ -814,7 +825,7 @@ pub fn import_json(path: &Path) -> Result<RunRecord, InputError> {
                 algbw_gbps: num(h.get("alg_bw")).unwrap_or(0.0),
                 busbw_gbps: num(h.get("bus_bw")).unwrap_or(0.0),
                 wrong: num(h.get("nwrong")).map(|w| w as u64),
-                old_error: false,
+                ..Half::default()
             })
         };
         let (Some(h0), Some(h1)) = (half("out_of_place"), half("in_place")) else {

@@ -315,9 +315,10 @@ pub struct BackendArgs {
     /// paths, python3's site-packages nvidia/nccl/lib).
     #[arg(long)]
     pub nccl_lib: Option<PathBuf>,
-    /// nccl backend, as nccl-tests' -R 1: allocate buffers with ncclMemAlloc and register them
-    /// with the communicator (zero-copy; NCCL 2.19 or newer). 0 = plain cuMemAlloc buffers.
-    #[arg(short = 'R', long = "register", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    /// nccl backend, as nccl-tests' -R: 1 allocates buffers with ncclMemAlloc and registers
+    /// them with the communicator (zero-copy; NCCL 2.19+), 2 registers them as symmetric
+    /// windows (NCCL 2.27+). 0 = plain cuMemAlloc buffers.
+    #[arg(short = 'R', long = "register", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub register: u8,
 }
 

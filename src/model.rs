@@ -127,12 +127,23 @@ pub struct Settings {
     /// nccl backend: batches timed by CUDA events on the stream rather than the host clock.
     #[serde(default)]
     pub cuda_events: bool,
-    /// nccl backend: buffers from ncclMemAlloc, registered with the communicator (-R 1).
+    /// nccl backend: buffers from ncclMemAlloc registered with the communicator (-R 1:
+    /// `local`, -R 2: `symmetric` windows), or plain allocations (`none`).
     #[serde(default)]
-    pub register: bool,
+    pub registration: Registration,
     /// How a sample's time is taken across ranks (-a).
     #[serde(default)]
     pub across_ranks: AcrossRanks,
+}
+
+/// nccl-tests' `-R`: how the nccl backend's buffers are registered.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Registration {
+    #[default]
+    None,
+    Local,
+    Symmetric,
 }
 
 /// nccl-tests' `-a`: which rank's time a sample is.

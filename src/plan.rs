@@ -278,7 +278,11 @@ impl Plan {
             point_budget_s: t.point_budget,
             timeout_s: t.timeout,
             cuda_events: t.cuda_events,
-            register: args.backend.register == 1,
+            registration: match args.backend.register {
+                0 => crate::model::Registration::None,
+                1 => crate::model::Registration::Local,
+                _ => crate::model::Registration::Symmetric,
+            },
             across_ranks: across,
         };
         let fault = args.inject_fault.as_deref().map(Fault::parse).transpose()?;

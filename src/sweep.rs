@@ -636,14 +636,20 @@ pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
     }
 }
 
-/// What `--cuda-events` and `-R 1` ask of a communicator, before its first point.
+/// What `--cuda-events` and `-R` ask of a communicator, before its first point.
 fn configure(comm: &mut crate::backend::nccl_comm::NcclComm, plan: &Plan) -> Result<(), Failure> {
     if plan.settings.cuda_events {
         comm.use_cuda_events()
             .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
     }
-    if plan.settings.register {
-        comm.use_registration()
+    use crate::backend::nccl_comm::RegistrationMode;
+    let mode = match plan.settings.registration {
+        crate::model::Registration::None => None,
+        crate::model::Registration::Local => Some(RegistrationMode::Local),
+        crate::model::Registration::Symmetric => Some(RegistrationMode::Symmetric),
+    };
+    if let Some(mode) = mode {
+        comm.use_registration(mode)
             .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
     }
     Ok(())

@@ -431,49 +431,65 @@ fn a_libcuda_without_cuinit_is_not_the_driver() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// -R 1 as nccl-tests: buffers from ncclMemAlloc, registered with ncclCommRegister, every
-/// collective on registered buffers; with an NCCL older than 2.19 a clear exit 5.
+/// -R 1 and -R 2 as nccl-tests: buffers from ncclMemAlloc, registered with ncclCommRegister or
+/// as symmetric windows, every collective on registered buffers; an NCCL without the calls
+/// (older than 2.19 / 2.27) is a clear exit 5.
 #[test]
-fn registered_buffers_with_nccl_2_19() {
+fn registered_buffers_when_nccl_has_registration() {
     let d = doubles();
     let out_dir = tempfile::tempdir().unwrap();
-    let json = out_dir.path().join("run.json");
-    let trace = out_dir.path().join("calls.txt");
-    let mut c = probe(d.path());
-    c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "21903")
-        .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
-        .args(SMALL)
-        .args([
-            "--collective",
-            "all_reduce,all_gather,alltoall",
-            "-R",
-            "1",
-            "--json",
-        ])
-        .arg(&json);
-    let (out, _) = run(c);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let r = read_record(&json);
-    assert!(r.settings.as_ref().unwrap().register);
-    assert!(r.points.iter().all(|p| p.wrong != Some(1)));
-    let calls = std::fs::read_to_string(&trace).unwrap();
-    assert!(calls.lines().count() > 20);
-    assert!(
-        calls.lines().all(|l| l.contains(" registered=true ")),
-        "{calls}"
-    );
+    for (flag, version, mode) in [
+        ("1", "21903", ncclprobe::model::Registration::Local),
+        ("2", "22703", ncclprobe::model::Registration::Symmetric),
+    ] {
+        let json = out_dir.path().join(format!("run-{flag}.json"));
+        let trace = out_dir.path().join(format!("calls-{flag}.txt"));
+        let mut c = probe(d.path());
+        c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+            .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+            .args(SMALL)
+            .args([
+                "--collective",
+                "all_reduce,all_gather,alltoall",
+                "-R",
+                flag,
+                "--json",
+            ])
+            .arg(&json);
+        let (out, _) = run(c);
+        assert!(out.status.success(), "-R {flag}: {}", text(&out.stderr));
+        let r = read_record(&json);
+        assert_eq!(r.settings.as_ref().unwrap().registration, mode);
+        assert!(r.points.iter().all(|p| p.wrong != Some(1)));
+        let calls = std::fs::read_to_string(&trace).unwrap();
+        assert!(calls.lines().count() > 20);
+        assert!(
+            calls.lines().all(|l| l.contains(" registered=true ")),
+            "-R {flag}: {calls}"
+        );
+    }
 
-    let mut old = probe(d.path());
-    old.args(SMALL).args(["-R", "1"]);
-    let (out, _) = run(old);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
-    assert!(
-        err.contains(
-            "-R 1 needs ncclMemAlloc and ncclCommRegister (NCCL 2.19 or newer); NCCL 2.18.5 at"
+    for (flag, version, message) in [
+        (
+            "1",
+            "21805",
+            "-R 1 needs ncclMemAlloc and ncclCommRegister (NCCL 2.19 or newer); NCCL 2.18.5 at",
         ),
-        "{err}"
-    );
+        (
+            "2",
+            "22600",
+            "-R 2 needs ncclCommWindowRegister (NCCL 2.27 or newer); NCCL 2.26.0 at",
+        ),
+    ] {
+        let mut old = probe(d.path());
+        old.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+            .args(SMALL)
+            .args(["-R", flag]);
+        let (out, _) = run(old);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{err}");
+        assert!(err.contains(message), "{err}");
+    }
 }
 
 /// NCCL 2.22's cost model (ncclGroupSimulateEnd) lands in every point when the library has it;

@@ -70,6 +70,10 @@ type NcclMemFree = unsafe extern "C" fn(*mut c_void) -> c_int;
 type NcclCommRegister =
     unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void) -> c_int;
 type NcclCommDeregister = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type NcclWindowRegister =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void, c_int) -> c_int;
+/// `NCCL_WIN_COLL_SYMMETRIC` (nccl.h, 2.27).
+const NCCL_WIN_COLL_SYMMETRIC: c_int = 0x01;
 type NcclGroupSimulateEnd = unsafe extern "C" fn(*mut ncclSimInfo_t) -> c_int;
 
 /// NCCL 2.19's local buffer registration (nccl-tests' -R 1): buffers from `ncclMemAlloc`,
@@ -80,6 +84,15 @@ pub struct Registration {
     mem_free: NcclMemFree,
     register: NcclCommRegister,
     deregister: NcclCommDeregister,
+    /// NCCL 2.27's symmetric windows (nccl-tests' -R 2), a collective registration.
+    window: Option<(NcclWindowRegister, NcclCommDeregister)>,
+}
+
+/// How buffers are registered: nccl-tests' -R 1 (local) or -R 2 (symmetric windows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationMode {
+    Local,
+    Symmetric,
 }
 type NcclCommFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
@@ -139,6 +152,14 @@ fn optional_registration(lib: &libloading::Library, version_code: i32) -> Option
         mem_free: sym(lib, "NCCL", "ncclMemFree", &mut ignored)?,
         register: sym(lib, "NCCL", "ncclCommRegister", &mut ignored)?,
         deregister: sym(lib, "NCCL", "ncclCommDeregister", &mut ignored)?,
+        window: (version_code >= 22700)
+            .then(|| {
+                Some((
+                    sym(lib, "NCCL", "ncclCommWindowRegister", &mut ignored)?,
+                    sym(lib, "NCCL", "ncclCommWindowDeregister", &mut ignored)?,
+                ))
+            })
+            .flatten(),
     })
 }
 
@@ -424,8 +445,8 @@ pub struct NcclComm {
     events: Option<(usize, usize)>,
     /// `-g N`: the launcher that enqueues every GPU's calls from one thread, grouped.
     group: Option<Arc<GroupLauncher>>,
-    /// `-R 1`: buffers from ncclMemAlloc, registered; the two registration handles.
-    registered: Option<(Registration, [usize; 2])>,
+    /// `-R 1|2`: buffers from ncclMemAlloc, registered; the two registration handles.
+    registered: Option<(Registration, RegistrationMode, [usize; 2])>,
     /// Set once ncclCommAbort released the communicator: nothing may use it after that.
     aborted: std::cell::Cell<bool>,
 }
@@ -652,16 +673,25 @@ impl NcclComm {
         Ok(())
     }
 
-    /// `-R 1`: allocate buffers with ncclMemAlloc and register them with the communicator.
-    pub fn use_registration(&mut self) -> Result<(), BackendError> {
-        let reg = self.api.registration.ok_or_else(|| {
+    /// `-R 1`: allocate buffers with ncclMemAlloc and register them with the communicator;
+    /// `-R 2`: register them as symmetric windows (a collective call on every rank).
+    pub fn use_registration(&mut self, mode: RegistrationMode) -> Result<(), BackendError> {
+        let nccl = &self.api.nccl;
+        let missing = |flag: &str, needs: &str, since: &str| {
             BackendError::Unavailable(format!(
-                "-R 1 needs ncclMemAlloc and ncclCommRegister (NCCL 2.19 or newer); NCCL {} at {} has no buffer registration",
-                self.api.nccl.version(),
-                self.api.nccl.path.display()
+                "{flag} needs {needs} (NCCL {since} or newer); NCCL {} at {} has none",
+                nccl.version(),
+                nccl.path.display()
             ))
-        })?;
-        self.registered = Some((reg, [0, 0]));
+        };
+        let reg = self
+            .api
+            .registration
+            .ok_or_else(|| missing("-R 1", "ncclMemAlloc and ncclCommRegister", "2.19"))?;
+        if mode == RegistrationMode::Symmetric && reg.window.is_none() {
+            return Err(missing("-R 2", "ncclCommWindowRegister", "2.27"));
+        }
+        self.registered = Some((reg, mode, [0, 0]));
         Ok(())
     }
 
@@ -673,14 +703,18 @@ impl NcclComm {
         // SAFETY: our own allocations (and registrations), released once.
         unsafe {
             match &mut self.registered {
-                Some((reg, handles)) => {
+                Some((reg, mode, handles)) => {
                     let comm_alive = !self.aborted.get();
+                    let deregister = match (*mode, reg.window) {
+                        (RegistrationMode::Symmetric, Some((_, deregister))) => deregister,
+                        _ => reg.deregister,
+                    };
                     for (buf, handle) in [self.dev_send, self.dev_recv]
                         .iter()
                         .zip(handles.iter_mut())
                     {
                         if *handle != 0 && comm_alive {
-                            (reg.deregister)(self.comm as *mut c_void, *handle as *mut c_void);
+                            deregister(self.comm as *mut c_void, *handle as *mut c_void);
                             *handle = 0;
                         }
                         (reg.mem_free)(*buf as *mut c_void);
@@ -705,7 +739,7 @@ impl NcclComm {
         let comm = self.comm;
         let nccl = &self.api.nccl;
         match &mut self.registered {
-            Some((reg, handles)) => {
+            Some((reg, mode, handles)) => {
                 for (buf, handle) in [&mut self.dev_send, &mut self.dev_recv]
                     .into_iter()
                     .zip(handles.iter_mut())
@@ -721,11 +755,21 @@ impl NcclComm {
                     }
                     *buf = p as u64;
                     let mut h = std::ptr::null_mut();
-                    // SAFETY: a live communicator and the buffer just allocated.
-                    let rc = unsafe { (reg.register)(comm as *mut c_void, p, bytes, &mut h) };
+                    let c = comm as *mut c_void;
+                    // SAFETY: a live communicator and the buffer just allocated; every rank
+                    // registers the same size at the same point (windows are collective).
+                    let (call, rc) = unsafe {
+                        match (*mode, reg.window) {
+                            (RegistrationMode::Symmetric, Some((register, _))) => (
+                                "ncclCommWindowRegister",
+                                register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
+                            ),
+                            _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
+                        }
+                    };
                     if rc != 0 {
                         return Err(failed(format!(
-                            "ncclCommRegister on GPU {device} failed: {}",
+                            "{call} on GPU {device} failed: {}",
                             nccl.error_string(rc)
                         )));
                     }

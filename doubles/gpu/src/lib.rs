@@ -678,6 +678,27 @@ pub unsafe extern "C" fn ncclCommDeregister(c: *mut c_void, handle: *mut c_void)
     }
 }
 
+/// NCCL 2.27's symmetric windows: registered like ncclCommRegister's buffers here; the flag
+/// must be NCCL_WIN_COLL_SYMMETRIC (1) or NCCL_WIN_DEFAULT (0).
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommWindowRegister(
+    c: *mut c_void,
+    buf: *mut c_void,
+    bytes: usize,
+    win: *mut *mut c_void,
+    flags: c_int,
+) -> NcclResult {
+    if !(0..=1).contains(&flags) {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    ncclCommRegister(c, buf, bytes, win)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommWindowDeregister(c: *mut c_void, win: *mut c_void) -> NcclResult {
+    ncclCommDeregister(c, win)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn ncclGetVersion(v: *mut c_int) -> NcclResult {
     *v = std::env::var("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION")

@@ -676,6 +676,15 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
                 "Look at the errors after the last row; rerun with --timeout so a hang ends with a message.",
                 "nccl-tests output format (reference/anchors.md §1.4)");
         }
+        let slow = slower_than_nccl_model(r);
+        if !slow.is_empty() {
+            push("result.below-expected", Severity::Warning,
+                "Collectives take far longer than NCCL's own cost model predicts for this machine".into(),
+                slow.into_iter().map(|line| ev(&file, 0, line)).collect(),
+                "NCCL estimated these calls (ncclGroupSimulateEnd) from the topology it detected; measuring more than 1.5x its estimate at the largest size means something outside its model slows them: other traffic on the GPUs or links, thermal or power throttling, a link running below its speed, ACS/IOMMU redirecting P2P, or a slow rank.",
+                "Rerun on an idle machine; check pcie.downgraded, nvlink.down and pcie.iommu-translated (ncclprobe diagnose), clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE), and the per-rank times in the record for a straggler.",
+                "NCCL ncclGroupSimulateEnd (NCCL 2.22+), recorded per point as nccl_model_time_s");
+        }
         if let Some((file_t, topo)) = inp.topos.first() {
             if let Some((expected, pair)) = expected_busbw(topo) {
                 for h in r.headlines.iter().filter(|h| {
@@ -711,22 +720,6 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
             }
         }
     }
-    for r in &inp.runs {
-        let file = r
-            .import
-            .as_ref()
-            .map(|i| i.file.clone())
-            .unwrap_or_else(|| "(run)".into());
-        let slow = slower_than_nccl_model(r);
-        if !slow.is_empty() {
-            push("result.below-expected", Severity::Warning,
-                "Collectives take far longer than NCCL's own cost model predicts for this machine".into(),
-                slow.into_iter().map(|line| ev(&file, 0, line)).collect(),
-                "NCCL estimated these calls (ncclGroupSimulateEnd) from the topology it detected; measuring more than 1.5x its estimate at the largest size means something outside its model slows them: other traffic on the GPUs or links, thermal or power throttling, a link running below its speed, ACS/IOMMU redirecting P2P, or a slow rank.",
-                "Rerun on an idle machine; check pcie.downgraded, nvlink.down and pcie.iommu-translated (ncclprobe diagnose), clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE), and the per-rank times in the record for a straggler.",
-                "NCCL ncclGroupSimulateEnd (NCCL 2.22+), recorded per point as nccl_model_time_s");
-        }
-    }
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out
 }
@@ -734,21 +727,8 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
 /// The largest out-of-place size of each collective and type whose measured time exceeds 1.5x
 /// what NCCL's cost model predicted for it.
 fn slower_than_nccl_model(r: &RunRecord) -> Vec<String> {
-    let mut largest: BTreeMap<(Collective, crate::dtype::Dtype), &crate::model::Point> =
-        BTreeMap::new();
-    for p in r.points.iter().filter(|p| {
-        p.placement == Placement::OutOfPlace && p.nccl_model_time_s.is_some_and(|t| t > 0.0)
-    }) {
-        let key = (p.collective, p.dtype);
-        if largest
-            .get(&key)
-            .is_none_or(|q| q.size_bytes < p.size_bytes)
-        {
-            largest.insert(key, p);
-        }
-    }
-    largest
-        .into_values()
+    crate::model::largest_with_nccl_model(&r.points)
+        .into_iter()
         .filter_map(|p| {
             let model = p.nccl_model_time_s?;
             (p.time_s > 1.5 * model).then(|| {

@@ -136,6 +136,24 @@ pub struct Settings {
     pub across_ranks: AcrossRanks,
 }
 
+/// Per collective and dtype, the largest out-of-place point that carries NCCL's cost-model
+/// estimate: where measured and modelled times are compared.
+pub fn largest_with_nccl_model(points: &[Point]) -> Vec<&Point> {
+    let mut largest: BTreeMap<(Collective, Dtype), &Point> = BTreeMap::new();
+    for p in points.iter().filter(|p| {
+        p.placement == Placement::OutOfPlace && p.nccl_model_time_s.is_some_and(|t| t > 0.0)
+    }) {
+        let key = (p.collective, p.dtype);
+        if largest
+            .get(&key)
+            .is_none_or(|q| q.size_bytes < p.size_bytes)
+        {
+            largest.insert(key, p);
+        }
+    }
+    largest.into_values().collect()
+}
+
 /// nccl-tests' `-R`: how the nccl backend's buffers are registered.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]

@@ -551,20 +551,8 @@ fn finish(
 
 /// Per collective and dtype, the largest out-of-place point against NCCL's own cost model.
 fn cost_model_lines(record: &RunRecord) -> Vec<String> {
-    let mut largest: BTreeMap<(String, String), &Point> = BTreeMap::new();
-    for p in record.points.iter().filter(|p| {
-        p.placement == Placement::OutOfPlace && p.nccl_model_time_s.is_some_and(|t| t > 0.0)
-    }) {
-        let key = (p.collective.to_string(), p.dtype.to_string());
-        if largest
-            .get(&key)
-            .is_none_or(|q| q.size_bytes < p.size_bytes)
-        {
-            largest.insert(key, p);
-        }
-    }
-    largest
-        .into_values()
+    model::largest_with_nccl_model(&record.points)
+        .into_iter()
         .filter_map(|p| {
             let model = p.nccl_model_time_s?;
             Some(format!(

@@ -266,24 +266,20 @@ const RESNET50_ON_4: [&str; 6] = [
 ];
 
 fn step_time(extra: &[&str]) -> (f64, Value) {
-    let out = bin()
-        .args(RESNET50_ON_4)
-        .args(["--compute-ms", "300", "--busbw", "2", "--latency-us", "30"])
-        .args([
-            "--bucket-cap-mb",
-            "25",
-            "--accumulation",
-            "1",
-            "--format",
-            "json",
-        ])
-        .args(extra)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    let v: Value = common::json_stdout(
+        bin()
+            .args(RESNET50_ON_4)
+            .args(["--compute-ms", "300", "--busbw", "2", "--latency-us", "30"])
+            .args([
+                "--bucket-cap-mb",
+                "25",
+                "--accumulation",
+                "1",
+                "--format",
+                "json",
+            ])
+            .args(extra),
+    );
     (v["configurations"][0]["step_time_s"].as_f64().unwrap(), v)
 }
 

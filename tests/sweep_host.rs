@@ -394,17 +394,13 @@ fn a_huge_max_is_clipped_and_said() {
 #[test]
 fn across_ranks_choice_is_applied_and_recorded() {
     let run = |a: &str| -> ncclprobe::model::RunRecord {
-        let out = bin()
-            .args([
-                "sweep", "--ranks", "3", "-b", "1M", "-e", "1M", "--format", "json", "-a", a,
-            ])
-            .args(FAST)
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        serde_json::from_slice(&out).expect("stdout is one JSON record")
+        common::json_stdout(
+            bin()
+                .args([
+                    "sweep", "--ranks", "3", "-b", "1M", "-e", "1M", "--format", "json", "-a", a,
+                ])
+                .args(FAST),
+        )
     };
     let min = run("2");
     assert_eq!(

@@ -29,6 +29,12 @@ pub fn test_double_dir(names: &[&str]) -> tempfile::TempDir {
     dir
 }
 
+/// Run to success and parse stdout as JSON (a run record, simulate's or diagnose's output).
+pub fn json_stdout<T: serde::de::DeserializeOwned>(cmd: &mut assert_cmd::Command) -> T {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).expect("stdout is one JSON document")
+}
+
 /// Strictly parsed: unknown fields are an error (the record's contract).
 pub fn read_record(path: &Path) -> RunRecord {
     let text =

@@ -488,6 +488,31 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
                 "Re-seat the card or riser, check the slot's lane wiring and BIOS PCIe settings; compare with `nvidia-smi -q -d PCI` under load.",
                 "DCGM diag PCIe checks (reference/anchors.md §3.2, §6.5)");
         }
+        let mut redirecting: BTreeMap<&str, (u16, Vec<&str>)> = BTreeMap::new();
+        for g in &l.sysfs_gpus {
+            for (bridge, ctrl) in &g.acs_redirecting {
+                redirecting
+                    .entry(bridge.as_str())
+                    .or_insert((*ctrl, Vec::new()))
+                    .1
+                    .push(g.address.as_str());
+            }
+        }
+        if l.sysfs_gpus.len() >= 2 && !redirecting.is_empty() {
+            let evidence = redirecting
+                .iter()
+                .map(|(bridge, (ctrl, gpus))| {
+                    value_ev(format!(
+                        "bridge {bridge} above GPU {}: ACS control {ctrl:#06x} (P2P request/completion redirect on)",
+                        gpus.join(", ")
+                    ))
+                })
+                .collect();
+            push("pcie.acs-enabled", Severity::Warning, "PCIe ACS redirects GPU peer-to-peer traffic to the root complex".into(), evidence,
+                "With Access Control Services redirecting peer-to-peer requests on the bridges between GPUs, P2P that should stay inside a PCIe switch goes up to the root complex (and through the IOMMU): bandwidth drops, and NCCL can hang or report errors on P2P.",
+                "On bare metal disable ACS on the switch ports (BIOS setting, or `setpci -s <bridge> ECAP_ACS+0x6.w=0000` for each bridge listed, re-applied at every boot); in VMs keep ACS and expect no P2P between these GPUs.",
+                "NCCL user guide, troubleshooting: PCI Access Control Services (ACS); nccl#1086 (reference/anchors.md §4.2)");
+        }
         let translated: Vec<&crate::live::PciGpu> = l
             .sysfs_gpus
             .iter()
@@ -771,6 +796,48 @@ mod tests {
 
     fn ids(inputs: &Inputs) -> Vec<String> {
         rules(inputs).into_iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn acs_redirect_on_bridges_between_gpus_is_a_warning_once_per_bridge() {
+        let gpu = |address: &str, acs: Vec<(String, u16)>| PciGpu {
+            address: address.into(),
+            acs_redirecting: acs,
+            ..Default::default()
+        };
+        let shared = vec![("0000:01:00.0".to_string(), 0x001d)];
+        let facts = live(
+            vec![
+                gpu("0000:03:00.0", shared.clone()),
+                gpu("0000:04:00.0", shared),
+            ],
+            Some(8 << 30),
+        );
+        let f = rules(&Inputs {
+            live: Some(facts),
+            ..Default::default()
+        });
+        let acs = f
+            .iter()
+            .find(|f| f.id == "pcie.acs-enabled")
+            .expect("finding");
+        assert_eq!(acs.severity, Severity::Warning);
+        assert_eq!(acs.evidence.len(), 1);
+        assert!(acs.evidence[0].text.contains(
+            "bridge 0000:01:00.0 above GPU 0000:03:00.0, 0000:04:00.0: ACS control 0x001d"
+        ));
+        let clean = live(
+            vec![
+                gpu("0000:03:00.0", Vec::new()),
+                gpu("0000:04:00.0", Vec::new()),
+            ],
+            None,
+        );
+        assert!(!ids(&Inputs {
+            live: Some(clean),
+            ..Default::default()
+        })
+        .contains(&"pcie.acs-enabled".to_string()));
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct PciGpu {
     pub iommu_type: Option<String>,
     /// CPUs close to the device (`local_cpulist`: nvidia-smi's "CPU Affinity").
     pub local_cpus: Option<String>,
+    /// Bridges above the GPU whose ACS redirects peer-to-peer requests or completions up to
+    /// the root complex, with their ACS control register.
+    pub acs_redirecting: Vec<(String, u16)>,
+    /// Bridges above the GPU whose extended config space could not be read (not root).
+    pub acs_unreadable: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -80,6 +85,45 @@ fn read(path: &Path) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// ACS control bits that send peer-to-peer traffic up to the root complex: P2P Request
+/// Redirect (bit 2) and P2P Completion Redirect (bit 3).
+pub const ACS_P2P_REDIRECT: u16 = 0x000c;
+
+/// The ACS control register of a PCI device from its config space (`Ok(None)`: no ACS
+/// capability; `Err`: the extended config space is not readable, e.g. not root).
+pub fn acs_control(config: &Path) -> Result<Option<u16>, ()> {
+    let bytes = std::fs::read(config).map_err(|_| ())?;
+    if bytes.len() < 0x104 {
+        return Err(());
+    }
+    let u32_at = |o: usize| {
+        bytes
+            .get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    // Extended capabilities: a list from 0x100; id in bits 0-15, next offset in bits 20-31.
+    let mut offset = 0x100;
+    for _ in 0..64 {
+        let Some(header) = u32_at(offset) else {
+            return Ok(None);
+        };
+        if header == 0 || header == u32::MAX {
+            return Ok(None);
+        }
+        if header & 0xffff == 0x000d {
+            return Ok(bytes
+                .get(offset + 6..offset + 8)
+                .map(|b| u16::from_le_bytes([b[0], b[1]])));
+        }
+        let next = (header >> 20) as usize & 0xffc;
+        if next < 0x100 {
+            return Ok(None);
+        }
+        offset = next;
+    }
+    Ok(None)
+}
+
 /// NVIDIA display/3D controllers in sysfs, with NUMA node, link state and PCI path.
 pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
     let dir = roots.sys.join("bus/pci/devices");
@@ -96,7 +140,7 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
                 return None;
             }
             let real = std::fs::canonicalize(&p).unwrap_or(p.clone());
-            let pci_path = real
+            let pci_path: Vec<String> = real
                 .components()
                 .filter_map(|c| c.as_os_str().to_str())
                 .filter(|c| c.starts_with("pci") || c.chars().filter(|&ch| ch == ':').count() == 2)
@@ -108,9 +152,26 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
             let iommu_type = iommu_group
                 .as_ref()
                 .and_then(|g| read(&roots.sys.join("kernel/iommu_groups").join(g).join("type")));
+            // The PCI bridges between the root complex and the GPU (the GPU itself is last).
+            let mut bridges: Vec<&String> =
+                pci_path.iter().filter(|c| !c.starts_with("pci")).collect();
+            bridges.pop();
+            let mut acs_redirecting = Vec::new();
+            let mut acs_unreadable = 0;
+            for b in bridges {
+                match acs_control(&dir.join(b).join("config")) {
+                    Ok(Some(ctrl)) if ctrl & ACS_P2P_REDIRECT != 0 => {
+                        acs_redirecting.push((b.clone(), ctrl))
+                    }
+                    Ok(_) => {}
+                    Err(()) => acs_unreadable += 1,
+                }
+            }
             Some(PciGpu {
                 iommu_group,
                 iommu_type,
+                acs_redirecting,
+                acs_unreadable,
                 local_cpus: read(&p.join("local_cpulist")),
                 address: e.file_name().to_string_lossy().into_owned(),
                 numa_node: read(&p.join("numa_node")).and_then(|s| s.parse().ok()),
@@ -515,6 +576,62 @@ mod tests {
         assert_eq!(link_from_paths(&a, &d), "NODE");
         let e = gpu(&["pci0000:80", "0000:80:01.0", "0000:81:00.0"], 1);
         assert_eq!(link_from_paths(&a, &e), "SYS");
+    }
+
+    /// A config space with an AER capability, then ACS with `ctrl`.
+    fn config_with_acs(ctrl: u16) -> Vec<u8> {
+        let mut c = vec![0u8; 4096];
+        // AER (id 1, version 1) at 0x100, next 0x148; ACS (id 0xd) at 0x148, last.
+        c[0x100..0x104].copy_from_slice(&(0x0001u32 | 1 << 16 | 0x148 << 20).to_le_bytes());
+        c[0x148..0x14c].copy_from_slice(&(0x000du32 | 1 << 16).to_le_bytes());
+        c[0x14e..0x150].copy_from_slice(&ctrl.to_le_bytes());
+        c
+    }
+
+    #[test]
+    fn acs_control_is_found_in_the_extended_capability_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("config");
+        std::fs::write(&f, config_with_acs(0x001d)).unwrap();
+        assert_eq!(acs_control(&f), Ok(Some(0x001d)));
+        std::fs::write(&f, vec![0u8; 4096]).unwrap();
+        assert_eq!(acs_control(&f), Ok(None));
+        // Without root, sysfs gives only the first 64 bytes.
+        std::fs::write(&f, vec![0u8; 64]).unwrap();
+        assert_eq!(acs_control(&f), Err(()));
+        assert_eq!(acs_control(&dir.path().join("missing")), Err(()));
+    }
+
+    #[test]
+    fn acs_is_read_from_the_bridges_above_each_gpu() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = root.path().join("sys");
+        let devices = sys.join("devices/pci0000:00");
+        let root_port = devices.join("0000:00:01.0");
+        let switch = root_port.join("0000:01:00.0");
+        let gpu = switch.join("0000:02:00.0");
+        std::fs::create_dir_all(&gpu).unwrap();
+        std::fs::write(root_port.join("config"), config_with_acs(0x0000)).unwrap();
+        std::fs::write(switch.join("config"), config_with_acs(0x001d)).unwrap();
+        std::fs::write(gpu.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(gpu.join("class"), "0x030200\n").unwrap();
+        let bus = sys.join("bus/pci/devices");
+        std::fs::create_dir_all(&bus).unwrap();
+        for d in [&root_port, &switch, &gpu] {
+            std::os::unix::fs::symlink(d, bus.join(d.file_name().unwrap())).unwrap();
+        }
+        let gpus = sysfs_gpus(&Roots {
+            sys,
+            proc_: root.path().join("proc"),
+            dev: root.path().join("dev"),
+        });
+        assert_eq!(gpus.len(), 1);
+        assert_eq!(gpus[0].address, "0000:02:00.0");
+        assert_eq!(
+            gpus[0].acs_redirecting,
+            [("0000:01:00.0".to_string(), 0x001d)]
+        );
+        assert_eq!(gpus[0].acs_unreadable, 0);
     }
 
     #[test]

@@ -89,12 +89,24 @@ fn read(path: &Path) -> Option<String> {
 /// Redirect (bit 2) and P2P Completion Redirect (bit 3).
 pub const ACS_P2P_REDIRECT: u16 = 0x000c;
 
-/// The ACS control register of a PCI device from its config space (`Ok(None)`: no ACS
-/// capability; `Err`: the extended config space is not readable, e.g. not root).
-pub fn acs_control(config: &Path) -> Result<Option<u16>, ()> {
-    let bytes = std::fs::read(config).map_err(|_| ())?;
+/// What a PCI device's config space says about ACS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acs {
+    /// The extended config space is not readable (not root, or no such file).
+    Unreadable,
+    /// No ACS capability.
+    Absent,
+    /// The ACS control register.
+    Control(u16),
+}
+
+/// The ACS control register of a PCI device, from its config space in sysfs.
+pub fn acs_control(config: &Path) -> Acs {
+    let Ok(bytes) = std::fs::read(config) else {
+        return Acs::Unreadable;
+    };
     if bytes.len() < 0x104 {
-        return Err(());
+        return Acs::Unreadable;
     }
     let u32_at = |o: usize| {
         bytes
@@ -105,23 +117,23 @@ pub fn acs_control(config: &Path) -> Result<Option<u16>, ()> {
     let mut offset = 0x100;
     for _ in 0..64 {
         let Some(header) = u32_at(offset) else {
-            return Ok(None);
+            return Acs::Absent;
         };
         if header == 0 || header == u32::MAX {
-            return Ok(None);
+            return Acs::Absent;
         }
         if header & 0xffff == 0x000d {
-            return Ok(bytes
-                .get(offset + 6..offset + 8)
-                .map(|b| u16::from_le_bytes([b[0], b[1]])));
+            return bytes.get(offset + 6..offset + 8).map_or(Acs::Absent, |b| {
+                Acs::Control(u16::from_le_bytes([b[0], b[1]]))
+            });
         }
         let next = (header >> 20) as usize & 0xffc;
         if next < 0x100 {
-            return Ok(None);
+            return Acs::Absent;
         }
         offset = next;
     }
-    Ok(None)
+    Acs::Absent
 }
 
 /// NVIDIA display/3D controllers in sysfs, with NUMA node, link state and PCI path.
@@ -160,11 +172,11 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
             let mut acs_unreadable = 0;
             for b in bridges {
                 match acs_control(&dir.join(b).join("config")) {
-                    Ok(Some(ctrl)) if ctrl & ACS_P2P_REDIRECT != 0 => {
+                    Acs::Control(ctrl) if ctrl & ACS_P2P_REDIRECT != 0 => {
                         acs_redirecting.push((b.clone(), ctrl))
                     }
-                    Ok(_) => {}
-                    Err(()) => acs_unreadable += 1,
+                    Acs::Control(_) | Acs::Absent => {}
+                    Acs::Unreadable => acs_unreadable += 1,
                 }
             }
             Some(PciGpu {
@@ -593,13 +605,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("config");
         std::fs::write(&f, config_with_acs(0x001d)).unwrap();
-        assert_eq!(acs_control(&f), Ok(Some(0x001d)));
+        assert_eq!(acs_control(&f), Acs::Control(0x001d));
         std::fs::write(&f, vec![0u8; 4096]).unwrap();
-        assert_eq!(acs_control(&f), Ok(None));
+        assert_eq!(acs_control(&f), Acs::Absent);
         // Without root, sysfs gives only the first 64 bytes.
         std::fs::write(&f, vec![0u8; 64]).unwrap();
-        assert_eq!(acs_control(&f), Err(()));
-        assert_eq!(acs_control(&dir.path().join("missing")), Err(()));
+        assert_eq!(acs_control(&f), Acs::Unreadable);
+        assert_eq!(acs_control(&dir.path().join("missing")), Acs::Unreadable);
     }
 
     #[test]

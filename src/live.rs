@@ -136,6 +136,72 @@ pub fn acs_control(config: &Path) -> Acs {
     Acs::Absent
 }
 
+/// The chain of PCI components (root complex, bridges, the device) of a sysfs device path.
+fn pci_path_of(device: &Path) -> Vec<String> {
+    let real = std::fs::canonicalize(device).unwrap_or_else(|_| device.to_path_buf());
+    real.components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .filter(|c| c.starts_with("pci") || c.chars().filter(|&ch| ch == ':').count() == 2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// RDMA NICs (`/sys/class/infiniband`) as PCI devices, named as nvidia-smi's NIC legend does.
+pub fn sysfs_nics(roots: &Roots) -> Vec<(String, PciGpu)> {
+    let Ok(entries) = std::fs::read_dir(roots.sys.join("class/infiniband")) else {
+        return Vec::new();
+    };
+    let mut nics: Vec<(String, PciGpu)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let device = e.path().join("device");
+            let pci_path = pci_path_of(&device);
+            let address = pci_path.last().filter(|a| !a.starts_with("pci"))?.clone();
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                PciGpu {
+                    address,
+                    numa_node: read(&device.join("numa_node")).and_then(|s| s.parse().ok()),
+                    pci_path,
+                    ..Default::default()
+                },
+            ))
+        })
+        .collect();
+    nics.sort_by(|a, b| a.0.cmp(&b.0));
+    nics
+}
+
+/// Put the NICs into a GPU topology: each GPU↔NIC pair's code from the PCI tree (GPUs matched
+/// to their sysfs devices by bus id), NIC↔NIC likewise, and the NIC legend.
+fn add_nics(
+    t: &mut Topology,
+    gpu_buses: &[(String, String)],
+    sysfs: &[PciGpu],
+    nics: &[(String, PciGpu)],
+) {
+    for (i, (name, nic)) in nics.iter().enumerate() {
+        let label = format!("NIC{i}");
+        t.nic_names.insert(label.clone(), name.clone());
+        t.devices.push(label.clone());
+        for (gpu, bus) in gpu_buses {
+            let address = sysfs_address(bus);
+            if let Some(g) = sysfs.iter().find(|g| g.address == address) {
+                let code = link_from_paths(g, nic);
+                t.links.push((gpu.clone(), label.clone(), code.clone()));
+                t.links.push((label.clone(), gpu.clone(), code));
+            }
+        }
+        for (j, (_, other)) in nics.iter().enumerate().filter(|(j, _)| *j != i) {
+            t.links.push((
+                label.clone(),
+                format!("NIC{j}"),
+                link_from_paths(nic, other),
+            ));
+        }
+    }
+}
+
 /// NVIDIA display/3D controllers in sysfs, with NUMA node, link state and PCI path.
 pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
     let dir = roots.sys.join("bus/pci/devices");
@@ -151,13 +217,7 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
             if vendor != "0x10de" || !(class.starts_with("0x0300") || class.starts_with("0x0302")) {
                 return None;
             }
-            let real = std::fs::canonicalize(&p).unwrap_or(p.clone());
-            let pci_path: Vec<String> = real
-                .components()
-                .filter_map(|c| c.as_os_str().to_str())
-                .filter(|c| c.starts_with("pci") || c.chars().filter(|&ch| ch == ':').count() == 2)
-                .map(str::to_string)
-                .collect();
+            let pci_path = pci_path_of(&p);
             let iommu_group = std::fs::read_link(p.join("iommu_group"))
                 .ok()
                 .and_then(|g| g.file_name().map(|n| n.to_string_lossy().into_owned()));
@@ -495,9 +555,15 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
                 .collect()
         })
         .unwrap_or_default();
+    let rdma_nics = sysfs_nics(roots);
     let nvml_topo = nvml_topo.map(|mut t| {
         if let Ok(gpus) = &nvml {
             add_affinity(&mut t, gpus, &sysfs_gpus);
+            let buses: Vec<(String, String)> = gpus
+                .iter()
+                .map(|g| (format!("GPU{}", g.index), g.bus_id.clone()))
+                .collect();
+            add_nics(&mut t, &buses, &sysfs_gpus, &rdma_nics);
         }
         t
     });
@@ -514,6 +580,12 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
                     }
                 }
             }
+            let buses: Vec<(String, String)> = sysfs_gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (format!("GPU{i}"), g.address.clone()))
+                .collect();
+            add_nics(&mut t, &buses, &sysfs_gpus, &rdma_nics);
             t.problems.push("links derived from the PCI tree in sysfs (NVML unavailable): NVLink is not visible this way".into());
             t
         })
@@ -633,7 +705,7 @@ mod tests {
             std::os::unix::fs::symlink(d, bus.join(d.file_name().unwrap())).unwrap();
         }
         let gpus = sysfs_gpus(&Roots {
-            sys,
+            sys: sys.clone(),
             proc_: root.path().join("proc"),
             dev: root.path().join("dev"),
         });

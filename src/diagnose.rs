@@ -444,6 +444,45 @@ pub fn rules(inp: &Inputs) -> Vec<Finding> {
                 }
             }
         }
+        // GPUDirect RDMA: NCCL uses it by default only for a NIC within the GPU's PCIe switch
+        // (NCCL_NET_GDR_LEVEL defaults to PXB).
+        let nics: Vec<&String> = t.devices.iter().filter(|d| !d.starts_with("GPU")).collect();
+        let rank = |code: &str| match code {
+            c if c.starts_with("NV") => 0,
+            "PIX" => 1,
+            "PXB" => 2,
+            "PHB" => 3,
+            "NODE" => 4,
+            _ => 5,
+        };
+        let mut far = Vec::new();
+        for g in &gpus {
+            let nearest = nics
+                .iter()
+                .filter_map(|n| t.link(g, n).map(|code| (rank(code), code, *n)))
+                .min_by_key(|(r, _, _)| *r);
+            if let Some((r, code, nic)) = nearest {
+                if r >= 3 {
+                    let name = t
+                        .nic_names
+                        .get(nic.as_str())
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default();
+                    far.push(ev(
+                        file,
+                        0,
+                        format!("{g}: nearest NIC {nic}{name} is {code}"),
+                    ));
+                }
+            }
+        }
+        if !far.is_empty() {
+            far.truncate(8);
+            push("topo.nic-far-from-gpu", Severity::Info, format!("Some GPUs have no NIC within their PCIe switch ({file})"), far,
+                "NCCL reads and writes GPU memory directly from the NIC (GPUDirect RDMA) only when the NIC is close to the GPU (NCCL_NET_GDR_LEVEL defaults to PXB); for these GPUs inter-node traffic is staged through host memory, costing bandwidth and CPU.",
+                "For multi-node jobs, prefer GPUs with a PIX/PXB NIC, or raise NCCL_NET_GDR_LEVEL (e.g. PHB) after checking with a sweep that it helps; confirm in NCCL_DEBUG=INFO logs (`via NET/IB/…/GDRDMA`).",
+                "reference/anchors.md §6.5 (missing GDRDMA); NCCL environment variables: NCCL_NET_GDR_LEVEL");
+        }
         if !cross.is_empty() {
             cross.truncate(8);
             push("topo.cross-numa", Severity::Warning, format!("GPU pairs cross the CPU interconnect between NUMA nodes ({file})"), cross,

@@ -448,7 +448,16 @@ fn findings_from_the_corpus() {
         (&[("nccl-tests", "25-")], &["result.truncated", "wsl2"]),
         (&[("topo", "01-")], &["p2p.unavailable"]),
         (&[("topo", "10-")], &["topo.cross-numa"]),
-        (&[("topo", "11-")], &["topo.cross-numa"]),
+        // A KVM guest whose one NIC hangs off the host bridge: no GPUDirect RDMA by default.
+        (&[("topo", "07-")], &["topo.nic-far-from-gpu"]),
+        // Two sockets, one mlx4 NIC: SYS from GPU0/1, PHB from GPU2/3.
+        (
+            &[("topo", "11-")],
+            &["topo.cross-numa", "topo.nic-far-from-gpu"],
+        ),
+        // Every GPU has a PIX or PXB NIC.
+        (&[("topo", "06-")], &[]),
+        (&[("topo", "13-")], &[]),
         (&[("topo", "17-")], &["topo.cross-numa"]),
         (
             &[("nccl-tests", "07-"), ("topo", "01-")],

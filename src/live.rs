@@ -287,10 +287,11 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
 const NVML_LIB: &str = "libnvidia-ml.so.1";
 
 fn nvml_init() -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {
+    // When neither loads, the versioned name's error is the one worth reading.
     nvml_wrapper::Nvml::builder()
         .lib_path(std::ffi::OsStr::new(NVML_LIB))
         .init()
-        .or_else(|_| nvml_wrapper::Nvml::init())
+        .or_else(|first| nvml_wrapper::Nvml::init().map_err(|_| first))
 }
 
 /// NVML's P2P read status between two GPUs as `nvidia-smi topo -p2p r` writes it (`DR`, P2P

@@ -61,15 +61,8 @@ pub struct DiagnoseArgs {
 pub struct ImportArgs {
     /// nccl-tests output as posted (text, tagged or prefixed lines are fine) or its -J JSON file.
     pub file: PathBuf,
-    /// Write the run record here (`-` = stdout).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the CSV here (`-` = stdout).
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
-    /// What stdout carries.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    pub format: OutputFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -325,13 +318,38 @@ pub struct BackendArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
-    /// Write the JSON run record here as points complete (`-` = stdout at the end).
+    /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` = stdout
+    /// at the end).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write the CSV here as points complete (`-` = stdout at the end).
+    /// Write the CSV here (like --json; `-` = stdout at the end).
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// What stdout carries.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
+}
+
+impl OutputArgs {
+    fn is_stdout(p: &Option<PathBuf>) -> bool {
+        p.as_ref().is_some_and(|p| p.as_os_str() == "-")
+    }
+
+    pub fn json_to_stdout(&self) -> bool {
+        Self::is_stdout(&self.json)
+    }
+
+    pub fn csv_to_stdout(&self) -> bool {
+        Self::is_stdout(&self.csv)
+    }
+
+    /// Where the record and CSV files go (`-` is stdout, not a file).
+    pub fn sink(&self, record: crate::model::RunRecord) -> crate::render::record::RecordSink {
+        let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+        crate::render::record::RecordSink {
+            record,
+            json_path: file(&self.json),
+            csv_path: file(&self.csv),
+        }
+    }
 }

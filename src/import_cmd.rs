@@ -5,7 +5,7 @@ use crate::coll::Placement;
 use crate::exit::{ExitCode, Failure};
 use crate::import::{nccl_tests, text::InputError};
 use crate::model::{Point, RunRecord};
-use crate::render::{csv, record::write_atomic, table};
+use crate::render::{csv, table};
 use std::path::Path;
 
 /// Every input problem (unreadable, empty, binary, wrong kind) is bad input: exit 2.
@@ -55,24 +55,18 @@ fn print_table(record: &RunRecord) {
 }
 
 pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
-    let record = import_file(&args.file)?;
+    let out = &args.output;
+    let sink = out.sink(import_file(&args.file)?);
+    sink.flush()
+        .map_err(|e| Failure::internal(format!("{e:#}")))?;
+    let record = sink.record;
     let json = crate::render::to_json(&record)?;
     let csv_text = csv::to_string(&record.points).map_err(|e| Failure::internal(e.to_string()))?;
-    let stdout = |p: &Option<std::path::PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    for (path, body) in [
-        (&args.json, json.as_bytes()),
-        (&args.csv, csv_text.as_bytes()),
-    ] {
-        if let Some(p) = path.as_ref().filter(|p| p.as_os_str() != "-") {
-            write_atomic(p, body)
-                .map_err(|e| Failure::internal(format!("writing {}: {e}", p.display())))?;
-        }
-    }
-    match args.format {
+    match out.format {
         OutputFormat::Json => println!("{json}"),
         OutputFormat::Csv => print!("{csv_text}"),
         OutputFormat::Table => {
-            if !stdout(&args.json) && !stdout(&args.csv) {
+            if !out.json_to_stdout() && !out.csv_to_stdout() {
                 let info = record.import.as_ref();
                 println!(
                     "# imported {} ({} points, {} ranks, status {:?})",
@@ -102,10 +96,10 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
             }
         }
     }
-    if stdout(&args.json) {
+    if out.json_to_stdout() {
         println!("{json}");
     }
-    if stdout(&args.csv) {
+    if out.csv_to_stdout() {
         print!("{csv_text}");
     }
     Ok(ExitCode::Ok)

@@ -14,7 +14,6 @@ use crate::units::format_size;
 use crate::watchdog::Watchdog;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -334,15 +333,6 @@ pub fn run_rank(
     Ok(())
 }
 
-fn open_sink(args: &SweepArgs, record: RunRecord) -> RecordSink {
-    let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
-    RecordSink {
-        record,
-        json_path: file(&args.output.json),
-        csv_path: file(&args.output.csv),
-    }
-}
-
 fn new_record(
     plan: &Plan,
     selection: &Selection,
@@ -407,7 +397,7 @@ pub fn now_rfc3339() -> String {
 }
 
 fn make_rank0(args: &SweepArgs, record: RunRecord, watchdog: &Watchdog) -> Rank0 {
-    let sink = Arc::new(Mutex::new(open_sink(args, record)));
+    let sink = Arc::new(Mutex::new(args.output.sink(record)));
     // On a timeout, leave a record that says so (the finished points are already in it). The
     // record is marked before the communicators are aborted, and the process ends while the
     // sink is still locked: an abort wakes the hung rank, whose own error path must not get
@@ -529,12 +519,11 @@ fn finish(
     for line in cost_model_lines(&record) {
         rank0.println(&line);
     }
-    let to_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if args.output.format == OutputFormat::Json || to_stdout(&args.output.json) {
+    if args.output.format == OutputFormat::Json || args.output.json_to_stdout() {
         let json = crate::render::to_json(&record)?;
         println!("{json}");
     }
-    if args.output.format == OutputFormat::Csv || to_stdout(&args.output.csv) {
+    if args.output.format == OutputFormat::Csv || args.output.csv_to_stdout() {
         let csv = crate::render::csv::to_string(&record.points)
             .map_err(|e| Failure::internal(e.to_string()))?;
         print!("{csv}");

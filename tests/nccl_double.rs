@@ -143,10 +143,14 @@ fn one_process_two_gpus_every_collective_checked() {
     );
 }
 
-#[test]
-fn two_processes_torchrun_style() {
-    let d = doubles();
-    let out_dir = tempfile::tempdir().unwrap();
+/// Two ranks as torchrun starts them (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR; our
+/// rendezvous on a free port), each writing `rank<r>.json` into `out`: `more` adds each rank's
+/// own arguments (ending with `--json`) and variables. Their outputs, in rank order.
+fn torchrun_pair(
+    d: &tempfile::TempDir,
+    out: &Path,
+    more: impl Fn(&mut Command, usize),
+) -> Vec<Output> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -155,32 +159,41 @@ fn two_processes_torchrun_style() {
     let children: Vec<_> = (0..2)
         .map(|rank| {
             let mut c = probe(d.path());
-            c.args(SMALL)
-                .args([
-                    "--collective",
-                    "all_reduce,alltoall,broadcast",
-                    "--timeout",
-                    "30",
-                    "--json",
-                ])
-                .arg(out_dir.path().join(format!("rank{rank}.json")))
+            c.args(SMALL);
+            more(&mut c, rank);
+            c.arg(out.join(format!("rank{rank}.json")))
                 .env("RANK", rank.to_string())
                 .env("WORLD_SIZE", "2")
                 .env("LOCAL_RANK", rank.to_string())
-                .env("LOCAL_WORLD_SIZE", "2")
                 .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", "1")
                 .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
-                .env_remove("CUDA_VISIBLE_DEVICES")
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
             c.spawn().unwrap()
         })
         .collect();
-    let outs: Vec<Output> = children
+    children
         .into_iter()
         .map(|c| c.wait_with_output().unwrap())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn two_processes_torchrun_style() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let outs = torchrun_pair(&d, out_dir.path(), |c, _| {
+        c.args([
+            "--collective",
+            "all_reduce,alltoall,broadcast",
+            "--timeout",
+            "30",
+            "--json",
+        ])
+        .env("LOCAL_WORLD_SIZE", "2")
+        .env("MASTER_PORT", "1")
+        .env_remove("CUDA_VISIBLE_DEVICES");
+    });
     for o in &outs {
         assert!(
             o.status.success(),
@@ -278,34 +291,12 @@ fn a_hung_collective_times_out_with_code_4() {
 fn a_rank_that_dies_leaves_the_survivor_to_time_out() {
     let d = doubles();
     let out_dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let start = Instant::now();
-    let children: Vec<_> = (0..2)
-        .map(|rank| {
-            let mut c = probe(d.path());
-            c.args(SMALL)
-                .args(["--timeout", "3", "--json"])
-                .arg(out_dir.path().join(format!("rank{rank}.json")))
-                .env("RANK", rank.to_string())
-                .env("WORLD_SIZE", "2")
-                .env("LOCAL_RANK", rank.to_string())
-                .env("CUDA_VISIBLE_DEVICES", rank.to_string())
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
-                .env("NCCLPROBE_TEST_DOUBLE_FAULT", "die:1:512")
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            c.spawn().unwrap()
-        })
-        .collect();
-    let outs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let outs = torchrun_pair(&d, out_dir.path(), |c, rank| {
+        c.args(["--timeout", "3", "--json"])
+            .env("CUDA_VISIBLE_DEVICES", rank.to_string())
+            .env("NCCLPROBE_TEST_DOUBLE_FAULT", "die:1:512");
+    });
     assert_eq!(
         outs[1].status.code(),
         Some(9),

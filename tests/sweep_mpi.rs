@@ -135,8 +135,12 @@ fn four_ranks_oversubscribed() {
     assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), sizes);
 }
 
-#[test]
-fn a_rank_that_dies_ends_the_run_within_the_timeout() {
+/// Two ranks sweeping 1K..64K with an injected fault and a timeout: the outcome, how long it
+/// took, and the record path (in the returned directory).
+fn faulted_run(
+    timeout: &str,
+    fault: &str,
+) -> (Output, Duration, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let mut args = vec![
@@ -146,14 +150,20 @@ fn a_rank_that_dies_ends_the_run_within_the_timeout() {
         "-e",
         "64K",
         "--timeout",
-        "5",
+        timeout,
         "--inject-fault",
-        "die:1:16K",
+        fault,
         "--json",
         json.to_str().unwrap(),
     ];
     args.extend(FAST);
     let (out, took) = mpirun(2, &args);
+    (out, took, json, dir)
+}
+
+#[test]
+fn a_rank_that_dies_ends_the_run_within_the_timeout() {
+    let (out, took, json, _dir) = faulted_run("5", "die:1:16K");
     assert!(!out.status.success(), "a dead rank must fail the run");
     assert!(took < Duration::from_secs(30), "survivors hung: {took:?}");
     let record = read_record(&json);
@@ -167,23 +177,7 @@ fn a_rank_that_dies_ends_the_run_within_the_timeout() {
 
 #[test]
 fn a_stalled_rank_times_out_with_code_4() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("run.json");
-    let mut args = vec![
-        "sweep",
-        "-b",
-        "1K",
-        "-e",
-        "64K",
-        "--timeout",
-        "2",
-        "--inject-fault",
-        "stall:1:8K",
-        "--json",
-        json.to_str().unwrap(),
-    ];
-    args.extend(FAST);
-    let (out, took) = mpirun(2, &args);
+    let (out, took, json, _dir) = faulted_run("2", "stall:1:8K");
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "stderr:\n{stderr}");
     assert!(

@@ -140,14 +140,19 @@ pub fn from_safetensors(path: &Path) -> Result<Model, ModelError> {
     if tensors.is_empty() {
         return Err(bad("the header lists no tensors".into()));
     }
-    Ok(Model {
+    Ok(file_model(path, tensors, "safetensors header of"))
+}
+
+/// A model read from a file: named after the file, its source saying how it was read.
+fn file_model(path: &Path, tensors: Vec<Tensor>, how: &str) -> Model {
+    Model {
         name: path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
         tensors,
-        source: format!("safetensors header of {}", path.display()),
-    })
+        source: format!("{how} {}", path.display()),
+    }
 }
 
 #[derive(Deserialize)]
@@ -187,14 +192,7 @@ pub fn from_json_list(path: &Path) -> Result<Model, ModelError> {
             elem_bytes,
         });
     }
-    Ok(Model {
-        name: path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        tensors,
-        source: format!("tensor list {}", path.display()),
-    })
+    Ok(file_model(path, tensors, "tensor list"))
 }
 
 /// `--model`: a preset name, a `.safetensors` file, or a `.json` tensor list.

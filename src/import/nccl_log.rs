@@ -3,6 +3,7 @@
 //! environment, P2P and /dev/shm trouble, NCCL warnings and errors, and PyTorch's watchdog
 //! timeouts (old and new formats).
 
+use super::text::static_regex;
 use super::text::{self, InputError, Line};
 use regex::Regex;
 use serde::Serialize;
@@ -67,13 +68,9 @@ pub struct LogFacts {
     pub nccl_lines: usize,
 }
 
-fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
-}
-
 fn channel_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    re(
+    static_regex(
         &R,
         r"(?:Channel|Ring) \d+(?:/\d+)? : (?P<from>\d+)(?:\[[0-9a-fA-Fx]+\])? -> (?P<to>\d+)(?:\[[0-9a-fA-Fx]+\])?(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$",
     )
@@ -81,7 +78,7 @@ fn channel_re() -> &'static Regex {
 
 fn comm_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    re(
+    static_regex(
         &R,
         r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<n>\d+) cudaDev (?P<dev>\d+)(?: nvmlDev \d+)? busId (?P<bus>[0-9a-fA-F]+)",
     )
@@ -89,7 +86,7 @@ fn comm_re() -> &'static Regex {
 
 fn nnodes_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    re(
+    static_regex(
         &R,
         r"rank (?P<rank>\d+) nRanks (?P<n>\d+) nNodes (?P<nodes>\d+) localRanks (?P<local>\d+)",
     )
@@ -97,7 +94,7 @@ fn nnodes_re() -> &'static Regex {
 
 fn env_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    re(
+    static_regex(
         &R,
         r"\b(?P<k>NCCL_[A-Z0-9_]+) set by environment to (?P<v>\S*)",
     )
@@ -105,7 +102,7 @@ fn env_re() -> &'static Regex {
 
 fn watchdog_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    re(
+    static_regex(
         &R,
         r"\[(?:PG (?:ID )?(?P<pg>\S+)(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\((?P<body>.*)",
     )

@@ -2,6 +2,7 @@
 //! `error` and new `#wrong` columns, with or without `redop`/`root`, tagged and prefixed lines,
 //! interleaved NCCL INFO lines, duplicated headers, cut-off runs) and the `-J` JSON file.
 
+use super::text::static_regex;
 use super::text::{self, InputError, Line};
 use crate::coll::{Collective, Placement};
 use crate::dtype::{Dtype, RedOp};
@@ -16,13 +17,9 @@ use std::sync::OnceLock;
 
 pub const EXPECTED: &str = "nccl-tests output (the *_perf table, or its -J JSON file)";
 
-fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
-}
-
 fn rank_line() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    re(
+    static_regex(
         &RE,
         r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$",
     )
@@ -30,17 +27,17 @@ fn rank_line() -> &'static Regex {
 
 fn perf_name() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    re(&RE, r"\b([a-z_]+?)_perf(?:_mpi)?\b")
+    static_regex(&RE, r"\b([a-z_]+?)_perf(?:_mpi)?\b")
 }
 
 fn nccl_version() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    re(&RE, r"NCCL version (\d+\.\d+\.\d+[^\s]*)")
+    static_regex(&RE, r"NCCL version (\d+\.\d+\.\d+[^\s]*)")
 }
 
 fn nranks_info() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    re(&RE, r"\bn[Rr]anks (\d+)")
+    static_regex(&RE, r"\bn[Rr]anks (\d+)")
 }
 
 /// Column layout from a header line: the columns before the first `time`, then one half.

@@ -1,7 +1,7 @@
 //! `nvidia-smi` default output: the GPU list and the process table (which PID holds memory on
 //! which GPU — the evidence that a process is not pinned to one GPU).
 
-use super::text::{self, InputError};
+use super::text::{self, static_regex, InputError};
 use regex::Regex;
 use serde::Serialize;
 use std::path::Path;
@@ -30,18 +30,18 @@ pub struct Smi {
 
 fn process_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    R.get_or_init(|| {
-        Regex::new(r"^\|\s+(?P<gpu>\d+)\s+(?:\S+\s+\S+\s+)?(?P<pid>\d+)\s+(?P<kind>C\+G|M\+C|C|G|M)\s+(?P<name>.+?)\s+(?P<mem>\d+|N/A)(?:MiB)?\s*\|\s*$")
-            .expect("static regex")
-    })
+    static_regex(
+        &R,
+        r"^\|\s+(?P<gpu>\d+)\s+(?:\S+\s+\S+\s+)?(?P<pid>\d+)\s+(?P<kind>C\+G|M\+C|C|G|M)\s+(?P<name>.+?)\s+(?P<mem>\d+|N/A)(?:MiB)?\s*\|\s*$",
+    )
 }
 
 fn gpu_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
-    R.get_or_init(|| {
-        Regex::new(r"^\|\s+(?P<idx>\d+)\s+(?P<name>(?:NVIDIA|Tesla|GeForce|Quadro|RTX|A\d|H\d|L\d|TITAN)[^|]*?)\s+(?:On|Off)\s+\|\s+(?P<bus>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)")
-            .expect("static regex")
-    })
+    static_regex(
+        &R,
+        r"^\|\s+(?P<idx>\d+)\s+(?P<name>(?:NVIDIA|Tesla|GeForce|Quadro|RTX|A\d|H\d|L\d|TITAN)[^|]*?)\s+(?:On|Off)\s+\|\s+(?P<bus>[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)",
+    )
 }
 
 pub fn parse_str(input: &str) -> Smi {

@@ -39,21 +39,25 @@ pub struct Line {
     pub tag_rank: Option<usize>,
 }
 
+/// A regex compiled once from a pattern written in the source (a true invariant: a pattern
+/// that does not compile is a bug the first test run shows).
+pub fn static_regex(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(pattern).expect("static regex"))
+}
+
 fn ansi() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07").expect("static regex")
-    })
+    static_regex(&RE, r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 }
 
 fn prefixes() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     // [1,0]<stdout>: (Open MPI --tag-output), (head, rank=0, pid=123) (Ray-style launchers),
     // "0: " (srun -l) in front of nccl-tests lines.
-    RE.get_or_init(|| {
-        Regex::new(r"^(?:\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:|\([^()]*\brank=(?P<rank2>\d+)[^()]*\)\s?|(?P<rank3>\d{1,5}): )")
-            .expect("static regex")
-    })
+    static_regex(
+        &RE,
+        r"^(?:\[(?P<job>\d+),(?P<rank>\d+)\]<std(?:out|err)>:|\([^()]*\brank=(?P<rank2>\d+)[^()]*\)\s?|(?P<rank3>\d{1,5}): )",
+    )
 }
 
 /// Remove decorations from one line.

@@ -291,6 +291,16 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -
     CUDA_SUCCESS
 }
 
+/// An asynchronous copy: `n` bytes from `src` to `dst` when the stream gets to it.
+unsafe fn copy_on_stream(dst: usize, src: usize, n: usize, stream: *mut c_void) -> CUresult {
+    let (d, s) = (SendPtr(dst), SendPtr(src));
+    stream_of(stream).enqueue(Box::new(move || {
+        let (d, s) = (d, s);
+        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
+    }));
+    CUDA_SUCCESS
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     dst: u64,
@@ -298,12 +308,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     n: usize,
     stream: *mut c_void,
 ) -> CUresult {
-    let (d, s) = (SendPtr(dst as usize), SendPtr(src as usize));
-    stream_of(stream).enqueue(Box::new(move || {
-        let (d, s) = (d, s);
-        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
-    }));
-    CUDA_SUCCESS
+    copy_on_stream(dst as usize, src as usize, n, stream)
 }
 
 #[no_mangle]
@@ -313,12 +318,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     n: usize,
     stream: *mut c_void,
 ) -> CUresult {
-    let (d, s) = (SendPtr(dst as usize), SendPtr(src as usize));
-    stream_of(stream).enqueue(Box::new(move || {
-        let (d, s) = (d, s);
-        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
-    }));
-    CUDA_SUCCESS
+    copy_on_stream(dst as usize, src as usize, n, stream)
 }
 
 #[no_mangle]

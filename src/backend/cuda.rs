@@ -127,14 +127,21 @@ pub fn check(what: &str, rc: cu::CUresult) -> Result<(), String> {
 }
 
 /// What the driver says about this machine.
+#[derive(Debug, Clone)]
 pub struct Driver {
     pub path: PathBuf,
     pub version: i32,
     pub devices: i32,
 }
 
-/// Open, initialise and count GPUs.
+/// Open, initialise and count GPUs (once per process).
 pub fn probe() -> Result<Driver, String> {
+    // Backend selection and the backend itself both ask; the driver is initialised once.
+    static PROBED: OnceLock<Result<Driver, String>> = OnceLock::new();
+    PROBED.get_or_init(initialise).clone()
+}
+
+fn initialise() -> Result<Driver, String> {
     let path = open()?;
     // SAFETY: the driver is open and verified; out-pointers are valid.
     unsafe {

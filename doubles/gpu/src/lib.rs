@@ -999,7 +999,8 @@ std::thread_local! {
 unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
     let depth = group_depth();
     let comm = comm_of(c);
-    if let Ok(path) = std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE") {
+    static TRACE: OnceLock<Option<String>> = OnceLock::new();
+    if let Some(path) = TRACE.get_or_init(|| std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE").ok()) {
         use std::io::Write;
         let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
         let line = format!(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
     name = "ncclprobe",
     version = crate::buildinfo::VERSION_LINE,
     about = "Benchmark and diagnose collective communication (NCCL, MPI, host) and the interconnect beneath it",
-    after_help = "Exit codes: 0 ok, 1 internal error, 2 usage or bad input, 3 check failed, 4 timeout, 5 backend unavailable."
+    after_help = crate::exit::help_text()
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -1,13 +1,6 @@
-//! The one table of process exit codes, and the error type that carries one.
-//!
-//! | code | meaning |
-//! |---|---|
-//! | 0 | success |
-//! | 1 | internal error (a bug, an I/O failure writing results, an MPI/backend fault) |
-//! | 2 | usage or bad input (flags, sizes, files) |
-//! | 3 | check or qualification failed (`#wrong` > 0) |
-//! | 4 | timeout: a collective made no progress within `--timeout` |
-//! | 5 | backend unavailable (no MPI in this build, no NCCL, no GPU) |
+//! The one table of process exit codes, and the error type that carries one. `run_cli` is
+//! the only place that turns an outcome into a process exit code; the help text and the
+//! README print this table (a test checks the README against it).
 
 use std::fmt;
 
@@ -19,12 +12,78 @@ pub enum ExitCode {
     CheckFailed = 3,
     Timeout = 4,
     BackendUnavailable = 5,
+    PeerLost = 6,
 }
+
+/// Every exit code and what it means, in order.
+pub const TABLE: &[(ExitCode, &str)] = &[
+    (ExitCode::Ok, "success"),
+    (
+        ExitCode::Internal,
+        "internal error (a bug, an I/O failure writing results, an MPI/backend fault)",
+    ),
+    (ExitCode::Usage, "usage or bad input (flags, sizes, files)"),
+    (
+        ExitCode::CheckFailed,
+        "check failed (`#wrong` > 0) or `diagnose --fail-on` found a finding that severe",
+    ),
+    (
+        ExitCode::Timeout,
+        "timeout: a collective (or rendezvous, or initialisation) made no progress within `--timeout`",
+    ),
+    (
+        ExitCode::BackendUnavailable,
+        "backend unavailable (no MPI in this build, no NCCL, no GPU)",
+    ),
+    (
+        ExitCode::PeerLost,
+        "a peer rank is gone: its connection closed mid-run (it crashed or was killed); this rank stopped",
+    ),
+];
 
 impl ExitCode {
     pub fn code(self) -> i32 {
         self as i32
     }
+
+    pub fn meaning(self) -> &'static str {
+        TABLE
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map(|(_, m)| *m)
+            .unwrap_or("")
+    }
+}
+
+/// The table as the help text ends: "Exit codes: 0 success, 1 internal error, ...".
+pub fn help_text() -> String {
+    let items: Vec<String> = TABLE
+        .iter()
+        .map(|(c, m)| {
+            let short = m.split([' ', '(', ':']).next().unwrap_or(m);
+            let short = match c {
+                ExitCode::Internal => "internal error",
+                ExitCode::CheckFailed => "check failed",
+                ExitCode::BackendUnavailable => "backend unavailable",
+                ExitCode::PeerLost => "peer rank lost",
+                _ => short,
+            };
+            format!("{} {short}", c.code())
+        })
+        .collect();
+    format!(
+        "Exit codes: {} (see the README's exit-code table).",
+        items.join(", ")
+    )
+}
+
+/// The table as the README shows it (Markdown).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| code | meaning |\n|---|---|\n");
+    for (c, m) in TABLE {
+        out.push_str(&format!("| {} | {m} |\n", c.code()));
+    }
+    out
 }
 
 /// An error that knows which exit code it maps to.
@@ -50,6 +109,17 @@ impl Failure {
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ExitCode::BackendUnavailable, message)
     }
+
+    /// A backend error while doing `what`: its kind decides the exit code.
+    pub fn from_backend(what: &str, e: crate::backend::BackendError) -> Self {
+        use crate::backend::BackendError;
+        match e {
+            BackendError::Unavailable(m) => Failure::unavailable(m),
+            BackendError::Unsupported(m) => Failure::usage(m),
+            BackendError::PeerLost(m) => Failure::new(ExitCode::PeerLost, format!("{what}: {m}")),
+            other => Failure::internal(format!("{what}: {other}")),
+        }
+    }
 }
 
 impl fmt::Display for Failure {
@@ -60,9 +130,23 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// Map any error to an exit code: a `Failure` anywhere in the chain decides, else internal.
-pub fn classify(err: &anyhow::Error) -> ExitCode {
-    err.chain()
-        .find_map(|e| e.downcast_ref::<Failure>().map(|f| f.code))
-        .unwrap_or(ExitCode::Internal)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_in_the_table_once_and_in_order() {
+        let codes: Vec<i32> = TABLE.iter().map(|(c, _)| c.code()).collect();
+        assert_eq!(codes, (0..=6).collect::<Vec<_>>());
+        assert_eq!(ExitCode::Timeout.meaning(), TABLE[4].1);
+    }
+
+    #[test]
+    fn help_names_every_code() {
+        let help = help_text();
+        for (c, _) in TABLE {
+            assert!(help.contains(&format!("{} ", c.code())), "{help}");
+        }
+        assert!(help.contains("5 backend unavailable"), "{help}");
+    }
 }

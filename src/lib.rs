@@ -8,22 +8,22 @@ pub mod backend;
 pub mod buildinfo;
 pub mod cli;
 pub mod coll;
+pub mod commands;
 pub mod data;
 pub mod diagnose;
-pub mod diagnose_cmd;
+pub mod documents;
 pub mod dtype;
 pub mod exit;
+pub mod fault_injection;
+pub mod flags;
 pub mod import;
-pub mod import_cmd;
 pub mod live;
 pub mod measure;
 pub mod model;
 pub mod plan;
 pub mod render;
-pub mod simulate;
 pub mod stats;
 pub mod sweep;
-pub mod topo_cmd;
 pub mod units;
 pub mod watchdog;
 
@@ -43,12 +43,16 @@ pub fn run_cli() -> i32 {
         }
     };
     let result = match &cli.command {
-        cli::Command::Sweep(args) => sweep::run(args),
-        cli::Command::Import(args) => import_cmd::run(args),
-        cli::Command::Topo(args) => topo_cmd::run(args),
-        cli::Command::Diagnose(args) => diagnose_cmd::run(args),
-        cli::Command::Simulate(cli::SimulateCommand::Ddp(args)) => simulate::run_ddp(args),
-        cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => simulate::run_fsdp(args),
+        cli::Command::Sweep(args) => commands::sweep::run(args),
+        cli::Command::Import(args) => commands::import::run(args),
+        cli::Command::Topo(args) => commands::topo::run(args),
+        cli::Command::Diagnose(args) => commands::diagnose::run(args),
+        cli::Command::Simulate(cli::SimulateCommand::Ddp(args)) => {
+            commands::simulate::run_ddp(args)
+        }
+        cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => {
+            commands::simulate::run_fsdp(args)
+        }
     };
     match result {
         Ok(code) => code.code(),

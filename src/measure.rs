@@ -6,18 +6,15 @@ use crate::backend::{BackendError, Communicator, PointSpec};
 use crate::coll::{bandwidths, reported_size_bytes, Placement};
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
+use crate::fault_injection::{self, Site};
 use crate::model::Point;
-use crate::plan::{FaultKind, Plan};
+use crate::plan::Plan;
 use crate::stats::{summarize, StopRule};
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
 
 fn backend_failure(what: &str, e: BackendError) -> Failure {
-    match e {
-        BackendError::Unavailable(m) => Failure::unavailable(m),
-        BackendError::Unsupported(m) => Failure::usage(m),
-        other => Failure::internal(format!("{what}: {other}")),
-    }
+    Failure::from_backend(what, e)
 }
 
 fn max_of(values: &[f64]) -> f64 {
@@ -51,12 +48,6 @@ impl PointRunner<'_> {
         Ok(max_of(&all))
     }
 
-    fn inject(&self, kind: FaultKind, size_bytes: u64) -> bool {
-        self.plan
-            .fault
-            .is_some_and(|f| f.kind == kind && f.applies(self.comm.rank(), size_bytes))
-    }
-
     pub fn measure(&mut self, spec: &PointSpec, placement: Placement) -> Result<Point, Failure> {
         let n = self.comm.nranks();
         let rank = self.comm.rank();
@@ -81,16 +72,12 @@ impl PointRunner<'_> {
         fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
         self.comm.upload().map_err(|e| backend_failure(&what, e))?;
 
-        if self.inject(FaultKind::Die, size_bytes) {
-            eprintln!("ncclprobe: rank {rank}: injected fault: exiting during {what}");
-            std::process::exit(9);
-        }
-        if self.inject(FaultKind::Stall, size_bytes) {
-            eprintln!("ncclprobe: rank {rank}: injected fault: stalling in {what}");
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(3600));
-            }
-        }
+        fault_injection::strike(
+            self.plan.fault.as_ref(),
+            rank,
+            size_bytes,
+            Site::BeforeTiming { what: &what },
+        );
 
         // Warm-up: the asked-for count, then more until the asked-for time has passed.
         let first = s.warmup_iters.max(1);
@@ -160,14 +147,17 @@ impl PointRunner<'_> {
             self.comm
                 .download()
                 .map_err(|e| backend_failure(&what, e))?;
-            if self.inject(FaultKind::Corrupt, size_bytes) {
-                corrupt_one_element(
-                    self.comm.buffers().recv,
-                    &layout,
+            fault_injection::strike(
+                self.plan.fault.as_ref(),
+                rank,
+                size_bytes,
+                Site::CheckOutput {
+                    recv: self.comm.buffers().recv,
+                    layout: &layout,
                     placement,
-                    spec.dtype.size_bytes(),
-                );
-            }
+                    elem_bytes: spec.dtype.size_bytes(),
+                },
+            );
             let local = count_wrong(&gen, rank, &layout, placement, self.comm.buffers().recv);
             let total = self
                 .comm
@@ -207,24 +197,5 @@ impl PointRunner<'_> {
             per_rank_time_s: per_rank.iter().map(|v| summarize(v).median_s).collect(),
             nccl_model_time_s: self.comm.model_time_s(placement),
         })
-    }
-}
-
-/// The injected `corrupt` fault: flip every bit of the first output element.
-fn corrupt_one_element(
-    recv: &mut [u8],
-    layout: &crate::coll::Layout,
-    placement: Placement,
-    elem: usize,
-) {
-    if layout.recv_count == 0 {
-        return;
-    }
-    let off = match placement {
-        Placement::OutOfPlace => 0,
-        Placement::InPlace => layout.recv_inplace_offset * elem,
-    };
-    for b in &mut recv[off..off + elem] {
-        *b = !*b;
     }
 }

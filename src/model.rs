@@ -13,6 +13,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     pub schema_version: u32,
+    /// Always `run` (older records without it read as runs).
+    #[serde(default)]
+    pub kind: crate::documents::Kind,
     pub tool: ToolInfo,
     pub source: Source,
     pub status: RunStatus,
@@ -138,6 +141,49 @@ pub struct Settings {
 
 /// Per collective and dtype, the largest out-of-place point that carries NCCL's cost-model
 /// estimate: where measured and modelled times are compared.
+/// Now, as the record writes times: RFC 3339, UTC.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+impl RunRecord {
+    /// A record with nothing measured yet: this tool, this command line, started now.
+    pub fn blank(source: Source, backend: &str, reason: String) -> RunRecord {
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: crate::documents::Kind::Run,
+            tool: crate::buildinfo::tool_info(),
+            source,
+            status: match source {
+                Source::Measured => RunStatus::Running,
+                Source::Imported => RunStatus::Complete,
+            },
+            started_at: now_rfc3339(),
+            finished_at: None,
+            command_line: std::env::args().collect(),
+            backend: BackendInfo {
+                name: backend.into(),
+                reason,
+                nranks: 0,
+                hosts: Vec::new(),
+                ranks: Vec::new(),
+                library_versions: BTreeMap::new(),
+            },
+            env: BTreeMap::new(),
+            settings: None,
+            calibration: Calibration::default(),
+            topology: None,
+            notes: Vec::new(),
+            points: Vec::new(),
+            headlines: Vec::new(),
+            import: None,
+            error: None,
+        }
+    }
+}
+
 pub fn largest_with_nccl_model(points: &[Point]) -> Vec<&Point> {
     let mut largest: BTreeMap<(Collective, Dtype), &Point> = BTreeMap::new();
     for p in points.iter().filter(|p| {

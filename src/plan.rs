@@ -1,61 +1,13 @@
 //! Validated sweep configuration: the parsed flags checked and turned into what to run.
 
-use crate::cli::SweepArgs;
+use crate::cli::{SweepArgs, TimingArgs};
 use crate::coll::Collective;
 use crate::dtype::{Dtype, RedOp};
 use crate::exit::Failure;
+use crate::fault_injection::Fault;
+use crate::flags::{parse_list_or_all, positive};
 use crate::model::Settings;
 use crate::units::{format_size, parse_size};
-
-/// A fault a test asks a rank to commit (hidden `--inject-fault`); never set otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    /// Never return from the collective.
-    Stall,
-    /// Flip one output element before the check counts.
-    Corrupt,
-    /// Exit the process abruptly (a rank that dies).
-    Die,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fault {
-    pub kind: FaultKind,
-    pub rank: usize,
-    /// Only at this size (bytes); any size when `None`.
-    pub size_bytes: Option<u64>,
-}
-
-impl Fault {
-    pub fn parse(text: &str) -> Result<Fault, Failure> {
-        let bad = || {
-            Failure::usage(format!(
-                "--inject-fault: '{text}' is not KIND:RANK[:SIZE] with KIND stall, corrupt or die"
-            ))
-        };
-        let mut parts = text.split(':');
-        let kind = match parts.next() {
-            Some("stall") => FaultKind::Stall,
-            Some("corrupt") => FaultKind::Corrupt,
-            Some("die") => FaultKind::Die,
-            _ => return Err(bad()),
-        };
-        let rank = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
-        let size_bytes = match parts.next() {
-            Some(s) => Some(parse_size(s).map_err(|_| bad())?),
-            None => None,
-        };
-        Ok(Fault {
-            kind,
-            rank,
-            size_bytes,
-        })
-    }
-
-    pub fn applies(&self, rank: usize, size_bytes: u64) -> bool {
-        self.rank == rank && self.size_bytes.is_none_or(|s| s == size_bytes)
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RootChoice {
@@ -73,32 +25,6 @@ pub struct Plan {
     pub settings: Settings,
     pub fault: Option<Fault>,
     pub notes: Vec<String>,
-}
-
-fn parse_list<T: Copy>(
-    flag: &str,
-    text: &str,
-    all: &[T],
-    parse: impl Fn(&str) -> Option<T>,
-    names: &str,
-) -> Result<Vec<T>, Failure> {
-    if text.trim().eq_ignore_ascii_case("all") {
-        return Ok(all.to_vec());
-    }
-    let mut out = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        out.push(parse(item).ok_or_else(|| {
-            Failure::usage(format!(
-                "{flag}: unknown value '{item}'; allowed: {names}, all"
-            ))
-        })?);
-    }
-    if out.is_empty() {
-        return Err(Failure::usage(format!(
-            "{flag}: empty list; allowed: {names}, all"
-        )));
-    }
-    Ok(out)
 }
 
 fn size_flag(flag: &str, text: &str) -> Result<u64, Failure> {
@@ -124,24 +50,55 @@ pub fn size_series(min: u64, max: u64, factor: Option<u64>, step: Option<u64>) -
     sizes
 }
 
+/// The timing flags checked; the sampling they ask for: (fewest, most samples, target
+/// relative half-width of the interval, `None` for a fixed count).
+fn sampling(t: &TimingArgs) -> Result<(usize, usize, Option<f64>), Failure> {
+    positive("--timeout", t.timeout, "seconds")?;
+    positive("--point-budget", t.point_budget, "seconds")?;
+    positive("--sample-time", t.sample_time, "seconds")?;
+    if !(t.warmup_time.is_finite() && t.warmup_time >= 0.0) {
+        return Err(Failure::usage("--warmup-time: must be 0 or more seconds"));
+    }
+    if !(t.target_ci.is_finite() && t.target_ci > 0.0) {
+        return Err(Failure::usage(
+            "--target-ci: must be a positive fraction, e.g. 0.03",
+        ));
+    }
+    if t.iters == Some(0) {
+        return Err(Failure::usage("-n/--iters: must be at least 1"));
+    }
+    match t.samples {
+        Some(0) => Err(Failure::usage("--samples: must be at least 1")),
+        Some(n) => Ok((n, n, None)),
+        None => {
+            if t.min_samples == 0 || t.max_samples < t.min_samples {
+                return Err(Failure::usage(
+                    "--min-samples must be at least 1 and no more than --max-samples",
+                ));
+            }
+            Ok((t.min_samples, t.max_samples, Some(t.target_ci)))
+        }
+    }
+}
+
 impl Plan {
     /// `max_bytes_allowed`: how large a message fits in memory (see `memory_limit`).
     pub fn from_args(args: &SweepArgs, max_bytes_allowed: Option<u64>) -> Result<Plan, Failure> {
-        let collectives = parse_list(
+        let collectives = parse_list_or_all(
             "--collective",
             &args.what.collective,
             &Collective::ALL,
             |s| Collective::parse(s).filter(|c| c.is_measured()),
             "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv",
         )?;
-        let dtypes = parse_list(
+        let dtypes = parse_list_or_all(
             "-d/--datatype",
             &args.what.datatype,
             &Dtype::ALL,
             Dtype::parse,
             "int8, uint8, int32, uint32, int64, uint64, half, bfloat16, float, double",
         )?;
-        let ops = parse_list(
+        let ops = parse_list_or_all(
             "-o/--op",
             &args.what.op,
             &RedOp::ALL,
@@ -226,41 +183,7 @@ impl Plan {
         let sizes_bytes = size_series(min, max, factor, step);
 
         let t = &args.timing;
-        let positive = |flag: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(v)
-            } else {
-                Err(Failure::usage(format!(
-                    "{flag}: must be a positive number of seconds, got {v}"
-                )))
-            }
-        };
-        positive("--timeout", t.timeout)?;
-        positive("--point-budget", t.point_budget)?;
-        positive("--sample-time", t.sample_time)?;
-        if !(t.warmup_time.is_finite() && t.warmup_time >= 0.0) {
-            return Err(Failure::usage("--warmup-time: must be 0 or more seconds"));
-        }
-        if !(t.target_ci.is_finite() && t.target_ci > 0.0) {
-            return Err(Failure::usage(
-                "--target-ci: must be a positive fraction, e.g. 0.03",
-            ));
-        }
-        if t.iters == Some(0) {
-            return Err(Failure::usage("-n/--iters: must be at least 1"));
-        }
-        let (min_samples, max_samples, target) = match t.samples {
-            Some(0) => return Err(Failure::usage("--samples: must be at least 1")),
-            Some(n) => (n, n, None),
-            None => {
-                if t.min_samples == 0 || t.max_samples < t.min_samples {
-                    return Err(Failure::usage(
-                        "--min-samples must be at least 1 and no more than --max-samples",
-                    ));
-                }
-                (t.min_samples, t.max_samples, Some(t.target_ci))
-            }
-        };
+        let (min_samples, max_samples, target) = sampling(t)?;
 
         let settings = Settings {
             min_bytes: min,
@@ -349,19 +272,5 @@ mod tests {
         assert_eq!(size_series(0, 3, None, Some(1)), vec![0, 1, 2, 3]);
         assert_eq!(size_series(32, 32, Some(1), None), vec![32]);
         assert_eq!(size_series(1 << 20, 4 << 20, None, Some(1 << 20)).len(), 4);
-    }
-
-    #[test]
-    fn faults_parse() {
-        assert_eq!(
-            Fault::parse("stall:1:64K").unwrap(),
-            Fault {
-                kind: FaultKind::Stall,
-                rank: 1,
-                size_bytes: Some(65536)
-            }
-        );
-        assert!(Fault::parse("explode:1").is_err());
-        assert!(Fault::parse("die").is_err());
     }
 }

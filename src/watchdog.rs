@@ -1,12 +1,14 @@
-//! A hang is a finding, not a freeze: a thread that ends the process with exit code 4 when the
-//! collective in progress makes no progress within the timeout.
+//! A hang is a finding, not a freeze: a thread that notices when the collective in progress
+//! makes no progress within the timeout and hands a timeout `Failure` to whoever runs the
+//! ranks (see `sweep::launch`), which ends the run with exit code 4. It never ends the
+//! process itself: the ranks may be stuck, the thread that waits for them is not.
 
-use crate::exit::ExitCode;
+use crate::exit::Failure;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 type Probe = Box<dyn Fn() -> Vec<usize> + Send + Sync>;
-type OnTimeout = Box<dyn Fn(&str) + Send + Sync>;
+type OnTimeout = Box<dyn Fn(Failure) + Send + Sync>;
 
 struct State {
     armed: Option<(Instant, String)>,
@@ -63,8 +65,8 @@ impl Watchdog {
         }
     }
 
-    /// Called with the message before the process exits (e.g. to mark the record timed out); the
-    /// hook may end the process itself.
+    /// Called once, from the watchdog's thread, with the timeout; the hook reports it to the
+    /// thread that waits for the ranks (and marks the record, aborts communicators).
     pub fn set_on_timeout(&self, hook: OnTimeout) {
         if let Ok(mut s) = self.state.lock() {
             s.on_timeout = Some(hook);
@@ -72,7 +74,9 @@ impl Watchdog {
     }
 
     fn check(&self) {
-        let Ok(state) = self.state.lock() else { return };
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
         let Some((since, what)) = &state.armed else {
             return;
         };
@@ -90,10 +94,66 @@ impl Watchdog {
                 message.push_str(&format!("; ranks that did not arrive: {}", list.join(", ")));
             }
         }
-        eprintln!("ncclprobe: {message}");
-        if let Some(hook) = &state.on_timeout {
-            hook(&message);
+        // Fire once: the ranks are being abandoned, nothing after this is progress.
+        state.armed = None;
+        let hook = state.on_timeout.take();
+        drop(state);
+        if let Some(hook) = hook {
+            hook(Failure::new(crate::exit::ExitCode::Timeout, message));
         }
-        std::process::exit(ExitCode::Timeout.code());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_stuck_step_is_reported_once_with_what_was_running() {
+        let dog = Watchdog::start(0.05);
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        dog.set_on_timeout(Box::new(move |f| {
+            let _ = tx.lock().map(|t| t.send(f));
+        }));
+        dog.set_missing_ranks_probe(Some(Box::new(|| vec![2])));
+        dog.arm("all_reduce 8 B");
+        let f = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("timeout reported");
+        assert_eq!(f.code, crate::exit::ExitCode::Timeout);
+        assert!(
+            f.message.contains("all_reduce 8 B made no progress"),
+            "{}",
+            f.message
+        );
+        assert!(
+            f.message.contains("ranks that did not arrive: 2"),
+            "{}",
+            f.message
+        );
+        dog.arm("again");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "fires once"
+        );
+    }
+
+    #[test]
+    fn progress_keeps_it_quiet() {
+        let dog = Watchdog::start(0.2);
+        let (tx, rx) = mpsc::channel::<Failure>();
+        let tx = Mutex::new(tx);
+        dog.set_on_timeout(Box::new(move |f| {
+            let _ = tx.lock().map(|t| t.send(f));
+        }));
+        for _ in 0..6 {
+            dog.arm("step");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        dog.disarm();
+        assert!(rx.recv_timeout(Duration::from_millis(400)).is_err());
     }
 }

@@ -62,6 +62,11 @@ fn environment_switches_sockets_inside_one_host_and_shm_failures() {
     assert_eq!(shm["evidence"][0]["line"], 1);
     assert!(shm["source"].as_str().unwrap().contains("anchors.md"));
     assert_eq!(v["facts"]["transports"], serde_json::json!(["NET/Socket"]));
+    // The same text through the typed reader, which refuses unknown fields.
+    let doc: ncclprobe::documents::DiagnosisDocument = serde_json::from_value(v).unwrap();
+    assert_eq!(doc.kind, ncclprobe::documents::Kind::Diagnosis);
+    assert_eq!(doc.schema_version, 1);
+    assert_eq!(doc.facts.transports, vec!["NET/Socket".to_string()]);
 }
 
 const SMI_SEED_000: &str = "\
@@ -181,4 +186,35 @@ fn live_diagnose_reports_without_a_gpu() {
         .success()
         .stdout(contains("(this machine)"))
         .stdout(contains("env.shm-disabled"));
+}
+
+#[test]
+fn csv_lists_every_piece_of_evidence_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("nccl.log");
+    std::fs::write(&log, SHM_OFF_LOG).unwrap();
+    let out = bin()
+        .args(["diagnose", "--format", "csv", "--from"])
+        .arg(&log)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let mut reader = csv::Reader::from_reader(&out[..]);
+    let headers = reader.headers().unwrap().clone();
+    assert_eq!(
+        headers.iter().collect::<Vec<_>>(),
+        vec!["id", "severity", "title", "file", "line", "evidence"]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let shm = rows
+        .iter()
+        .find(|r| &r[0] == "env.shm-disabled")
+        .expect("env.shm-disabled row");
+    assert_eq!(&shm[1], "warning");
+    assert_eq!(&shm[4], "1", "the evidence line number");
+    assert!(shm[5].contains("NCCL_SHM_DISABLE set by environment to 1"));
+    // Errors come first, as in the table.
+    assert_eq!(&rows[0][1], "error");
 }

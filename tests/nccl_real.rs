@@ -6,7 +6,8 @@
 mod common;
 
 use common::bin;
-use ncclprobe::backend::nccl::{find_cuda_driver, find_nccl, Route};
+use ncclprobe::backend::cuda;
+use ncclprobe::backend::nccl::{find_nccl, Route};
 use predicates::str::contains;
 use std::path::PathBuf;
 
@@ -45,7 +46,7 @@ fn the_wheel_loads_reports_its_version_and_makes_unique_ids() {
 
 #[test]
 fn no_cuda_driver_here() {
-    let err = find_cuda_driver().expect_err("these machines have no GPU driver");
+    let err = cuda::probe().expect_err("these machines have no GPU driver");
     assert!(
         err.starts_with("no CUDA driver (libcuda.so.1) found"),
         "{err}"

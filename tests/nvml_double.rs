@@ -57,14 +57,17 @@ fn live_topo_reads_nvlinks_pcie_ancestors_and_p2p_status() {
 
     let out = probe(d.path(), &["topo", "--format", "json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
-    let p2p = v["p2p"].as_array().expect("p2p cells from NVML");
+    // The typed reader refuses unknown fields: the document is exactly what the README says.
+    let doc: ncclprobe::documents::TopologyDocument =
+        serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_eq!(doc.kind, ncclprobe::documents::Kind::Topology);
+    assert_eq!(doc.source, "(live)");
+    let p2p = &doc.topology.p2p;
     assert_eq!(p2p.len(), 12);
     let code = |a: &str, b: &str| {
         p2p.iter()
-            .find(|c| c[0] == a && c[1] == b)
-            .and_then(|c| c[2].as_str())
-            .map(str::to_string)
+            .find(|c| c.0 == a && c.1 == b)
+            .map(|c| c.2.clone())
     };
     assert_eq!(code("GPU0", "GPU1").as_deref(), Some("OK"));
     assert_eq!(code("GPU2", "GPU0").as_deref(), Some("CNS"));

@@ -61,6 +61,11 @@ fn json_has_every_configuration_field() {
         .stdout
         .clone();
     let v: Value = serde_json::from_slice(&out).expect("one JSON document");
+    let doc: ncclprobe::documents::DdpSimulation =
+        serde_json::from_value(v.clone()).expect("a typed simulation document");
+    assert_eq!(doc.kind, ncclprobe::documents::Kind::Simulation);
+    assert_eq!(doc.simulator, ncclprobe::documents::Simulator::Ddp);
+    assert_eq!(doc.configurations.len(), 6 * 7);
     let configs = v["configurations"].as_array().unwrap();
     // 6 caps × (k=1 once + k=2,4,8 with and without no_sync).
     assert_eq!(configs.len(), 6 * 7);
@@ -192,6 +197,9 @@ fn fsdp_memory_and_volume() {
         .stdout
         .clone();
     let v: Value = serde_json::from_slice(&out).unwrap();
+    let doc: ncclprobe::documents::FsdpSimulation =
+        serde_json::from_value(v.clone()).expect("a typed simulation document");
+    assert_eq!(doc.simulator, ncclprobe::documents::Simulator::Fsdp);
     let rows = v["strategies"].as_array().unwrap();
     assert_eq!(rows.len(), 4);
     let bus: Vec<f64> = rows
@@ -224,7 +232,7 @@ fn bad_input_is_named() {
                 "--bucket-cap-mb",
                 "10,abc",
             ],
-            "--bucket-cap-mb: 'abc' is not a valid value",
+            "--bucket-cap-mb: unknown value 'abc'",
         ),
         (
             &["--model", "bert-base", "--busbw=-3"],
@@ -304,4 +312,49 @@ fn overlap_slowdown_lengthens_overlapped_steps_and_is_recorded() {
         .stderr(contains(
             "--overlap-slowdown: must be a fraction between 0 and 1, got 1.5",
         ));
+}
+
+#[test]
+fn csv_has_one_row_per_configuration_and_strategy() {
+    let ddp = bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet18",
+            "--world-size",
+            "2",
+        ])
+        .args([
+            "--compute-ms",
+            "100",
+            "--busbw",
+            "5",
+            "--bucket-cap-mb",
+            "5,25",
+        ])
+        .args(["--accumulation", "1,4", "--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(ddp).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("bucket_cap_mb,accumulation,no_sync,buckets,step_time_s"));
+    // 2 caps × (k=1 once + k=4 with and without no_sync).
+    assert_eq!(lines.len(), 1 + 2 * 3, "{text}");
+    let fsdp = bin()
+        .args(["simulate", "fsdp", "--model", "gpt2", "--world-size", "4"])
+        .args(["--compute-ms", "300", "--busbw", "10", "--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(fsdp).unwrap();
+    assert!(text.starts_with("strategy,bus_bytes_per_gpu,"), "{text}");
+    assert_eq!(text.lines().count(), 1 + 4);
+    // No --gpu-memory-gb: the fits column is empty, not "false".
+    assert!(text.lines().skip(1).all(|l| l.ends_with(',')), "{text}");
 }

@@ -5,7 +5,7 @@ use super::curve::Curve;
 use crate::coll::Collective;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// Plain data parallel: gradients all-reduced (DDP, FSDP NO_SHARD).
@@ -36,7 +36,7 @@ impl Strategy {
 }
 
 /// Training precision setup for the memory budget.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Precision {
     /// Bytes per parameter of the working weights (2 for bf16/fp16 mixed precision).
     pub param_bytes: f64,
@@ -46,7 +46,7 @@ pub struct Precision {
     pub optimizer_bytes: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Estimate {
     pub strategy: Strategy,
     /// Collective calls per step over the whole model: (collective, bytes).

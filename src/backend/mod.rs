@@ -7,7 +7,7 @@ pub mod cuda;
 pub mod host;
 pub mod mpi;
 pub mod nccl;
-pub mod nccl_comm;
+pub mod rendezvous;
 
 use crate::coll::{Collective, Layout, Placement};
 use crate::data::RankBuffers;
@@ -24,6 +24,9 @@ pub enum BackendError {
     Unsupported(String),
     #[error("{0}")]
     Failed(String),
+    /// A peer rank's connection closed: it crashed or was killed.
+    #[error("{0}")]
+    PeerLost(String),
 }
 
 /// What to run at one size.

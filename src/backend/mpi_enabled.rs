@@ -15,16 +15,27 @@ extern "C" {
     fn ncclprobe_mpi_in_place() -> *mut c_void;
 }
 
-/// An initialised MPI world; finalises MPI when dropped.
+/// An initialised MPI world; finalises MPI when the universe is dropped.
 pub struct MpiSession {
-    _universe: mpi::environment::Universe,
+    universe: mpi::environment::Universe,
     pub comm: MpiComm,
 }
 
+impl MpiSession {
+    /// The universe stays with the thread that initialised MPI (it must also finalise it);
+    /// the communicator goes to the rank thread.
+    pub fn split(self) -> (mpi::environment::Universe, MpiComm) {
+        (self.universe, self.comm)
+    }
+}
+
+/// Initialise MPI for one rank thread that is not the main thread: `MPI_THREAD_SERIALIZED`
+/// (one thread calls MPI at a time; the main thread only initialises and finalises).
 pub fn start() -> Result<MpiSession, BackendError> {
-    let universe = mpi::initialize().ok_or_else(|| {
-        BackendError::Unavailable("--backend mpi: MPI was already initialised".into())
-    })?;
+    let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+        .ok_or_else(|| {
+            BackendError::Unavailable("--backend mpi: MPI was already initialised".into())
+        })?;
     let world = universe.world();
     let version = mpi::environment::library_version().unwrap_or_else(|_| "unknown MPI".into());
     let (major, minor) = mpi::environment::version();
@@ -43,7 +54,7 @@ pub fn start() -> Result<MpiSession, BackendError> {
                 version.lines().next().unwrap_or("").trim()
             ),
         },
-        _universe: universe,
+        universe,
     })
 }
 
@@ -111,6 +122,11 @@ pub struct MpiComm {
     half_types: HalfTypes,
     pub library: String,
 }
+
+// SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED and a communicator is used by one
+// thread at a time (the rank thread, then the main thread that drops it after that thread
+// has finished), which is what that level allows.
+unsafe impl Send for MpiComm {}
 
 impl MpiComm {
     fn datatype(&self, dtype: Dtype) -> ffi::MPI_Datatype {

@@ -14,7 +14,8 @@ use std::sync::OnceLock;
 pub const EXPECTED: &str = "an NCCL_DEBUG=INFO log, NCCL/PyTorch error output";
 
 /// A line that supports a fact: file, line number, text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, PartialOrd, Ord)]
+#[serde(deny_unknown_fields)]
 pub struct Evidence {
     pub file: String,
     pub line: usize,
@@ -216,6 +217,16 @@ impl LogFacts {
                 self.nccl_lines += usize::from(!nccl_line);
             }
         }
+        self.topology_line(t, &ev);
+        self.trouble_line(t, &ev);
+        if t.contains("Watchdog caught") {
+            self.watchdog_line(t, &ev);
+        }
+    }
+
+    /// Who talks to whom and how: channels and their transports, ranks, nodes, the network,
+    /// variables NCCL says were set by the environment.
+    fn topology_line(&mut self, t: &str, ev: &dyn Fn() -> Evidence) {
         if let Some(c) = t
             .contains(" via ")
             .then(|| channel_re().captures(t))
@@ -283,6 +294,10 @@ impl LogFacts {
         if t.contains("Bootstrap : Using") {
             self.bootstrap.push(ev());
         }
+    }
+
+    /// Signs of trouble: P2P or GPUDirect off, /dev/shm failures, WSL2, warnings and errors.
+    fn trouble_line(&mut self, t: &str, ev: &dyn Fn() -> Evidence) {
         if t.contains("P2P is disabled between connected GPUs")
             || t.contains("Could not enable P2P")
             || t.contains("intraNodeP2pSupport 0")
@@ -330,11 +345,11 @@ impl LogFacts {
         if interesting && is_error(&lower) && self.errors.len() < 100 {
             self.errors.push(ev());
         }
-        if let Some(c) = t
-            .contains("Watchdog caught")
-            .then(|| watchdog_re().captures(t))
-            .flatten()
-        {
+    }
+
+    /// PyTorch's ProcessGroupNCCL watchdog giving up on a collective.
+    fn watchdog_line(&mut self, t: &str, ev: &dyn Fn() -> Evidence) {
+        if let Some(c) = watchdog_re().captures(t) {
             let body = &c["body"];
             // Fields up to the first ')' that is not part of "Timeout(ms)".
             let field = |k: &str| {

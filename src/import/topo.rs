@@ -44,14 +44,14 @@ fn looks_like_device(token: &str) -> bool {
             && t.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     pub cpu_affinity: Option<String>,
     pub numa_affinity: Option<String>,
     pub gpu_numa_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Topology {
     /// Devices in the matrix's column order.
     pub devices: Vec<String>,
@@ -301,15 +301,6 @@ fn finish(mut p: Parser) -> Result<Topology, String> {
     }
     p.topo.legend = if p.saw_soc { "old" } else { "new" }.into();
     Ok(p.topo)
-}
-
-/// `from,to,link` for every ordered pair, devices named as in the rows.
-pub fn to_csv(topo: &Topology) -> String {
-    let mut out = String::from("from,to,link\n");
-    for (f, t, l) in &topo.links {
-        out.push_str(&format!("{f},{t},{l}\n"));
-    }
-    out
 }
 
 #[cfg(test)]

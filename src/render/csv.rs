@@ -39,10 +39,22 @@ pub fn row(p: &Point) -> [String; 12] {
 }
 
 pub fn to_string(points: &[Point]) -> Result<String, ::csv::Error> {
+    table(&HEADER, points.iter().map(row))
+}
+
+/// Any CSV table: a header, then one row per item (quoted where a field needs it).
+pub fn table<R, I>(
+    header: &[&str],
+    rows: impl IntoIterator<Item = R>,
+) -> Result<String, ::csv::Error>
+where
+    R: IntoIterator<Item = I>,
+    I: AsRef<[u8]>,
+{
     let mut w = ::csv::Writer::from_writer(Vec::new());
-    w.write_record(HEADER)?;
-    for p in points {
-        w.write_record(row(p))?;
+    w.write_record(header)?;
+    for r in rows {
+        w.write_record(r)?;
     }
     let bytes = w
         .into_inner()

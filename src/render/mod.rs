@@ -1,8 +1,12 @@
-//! Renderers: the nccl-tests table, CSV, and the JSON record writer.
+//! Every human and machine output: the nccl-tests table, CSV, the record writer, the topology
+//! matrix, findings, simulations; JSON of any typed document.
 
 pub mod csv;
+pub mod findings;
 pub mod record;
+pub mod simulate;
 pub mod table;
+pub mod topo;
 
 /// Pretty JSON for stdout; a serialisation failure is an internal error.
 pub fn to_json(value: &impl serde::Serialize) -> Result<String, crate::exit::Failure> {

@@ -51,3 +51,24 @@ impl RecordSink {
         Ok(())
     }
 }
+
+/// What stdout carries for a run record: the JSON with `--format json` or `--json -`, the CSV
+/// with `--format csv` or `--csv -` (each once, JSON first).
+pub fn stdout_documents(
+    out: &crate::cli::OutputArgs,
+    record: &RunRecord,
+) -> Result<String, crate::exit::Failure> {
+    use crate::cli::OutputFormat;
+    let mut text = String::new();
+    if out.format == OutputFormat::Json || out.json_to_stdout() {
+        text.push_str(&super::to_json(record)?);
+        text.push('\n');
+    }
+    if out.format == OutputFormat::Csv || out.csv_to_stdout() {
+        text.push_str(
+            &super::csv::to_string(&record.points)
+                .map_err(|e| crate::exit::Failure::internal(e.to_string()))?,
+        );
+    }
+    Ok(text)
+}

@@ -1,7 +1,8 @@
 //! The nccl-tests table, column for column (formats from nccl-tests' src/common.cu), so
 //! existing parsers and eyes read it unchanged. Everything that is ours starts with `#`.
 
-use crate::model::{Headline, Point};
+use crate::coll::Placement;
+use crate::model::{Headline, Point, RunRecord};
 use crate::units::format_size;
 
 pub fn header() -> String {
@@ -148,4 +149,63 @@ mod tests {
         assert_eq!(format_g(0.00001234), "1.234e-05");
         assert_eq!(format_g(12.0), "12");
     }
+}
+
+/// An imported run as text: what was read and guessed, then its table(s) and headlines.
+pub fn imported(file: &str, record: &RunRecord) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let info = record.import.as_ref();
+    let _ = writeln!(
+        out,
+        "# imported {file} ({} points, {} ranks, status {:?})",
+        record.points.len(),
+        record.backend.nranks,
+        record.status
+    );
+    if let Some(info) = info {
+        let _ = writeln!(
+            out,
+            "# collective: {}; ranks from {}",
+            info.collective_from, info.nranks_from
+        );
+    }
+    for note in &record.notes {
+        let _ = writeln!(out, "# note: {note}");
+    }
+    for e in info.iter().flat_map(|i| i.errors.iter().take(5)) {
+        let _ = writeln!(out, "# error in log: {e}");
+    }
+    let mut current = None;
+    let mut group: Vec<Point> = Vec::new();
+    let flush = |out: &mut String, group: &mut Vec<Point>| {
+        if !group.is_empty() {
+            let _ = writeln!(out, "{}", footer(group));
+            group.clear();
+        }
+    };
+    for pair in record.points.chunks(2) {
+        let [oop, inp] = pair else { continue };
+        if oop.placement != Placement::OutOfPlace {
+            continue;
+        }
+        if current != Some(oop.collective) {
+            flush(&mut out, &mut group);
+            current = Some(oop.collective);
+            let _ = writeln!(
+                out,
+                "#\n# Collective test: {}_perf (imported)",
+                oop.collective
+            );
+            let _ = writeln!(out, "{}", header());
+        }
+        let _ = writeln!(out, "{}", row(oop, inp));
+        group.push(oop.clone());
+        group.push(inp.clone());
+    }
+    flush(&mut out, &mut group);
+    for h in &record.headlines {
+        let _ = writeln!(out, "{}", headline(h));
+    }
+    out
 }

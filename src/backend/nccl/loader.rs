@@ -92,7 +92,7 @@ impl Nccl {
             format!(
                 "{}: no ncclGetUniqueId: {}",
                 self.path.display(),
-                super::dl_error(&e)
+                crate::backend::dl_error(&e)
             )
         })?;
         let mut id = [0u8; 128];
@@ -237,11 +237,16 @@ fn try_load(route: Route, candidate: &Path) -> Result<Nccl, String> {
     };
     // SAFETY: loading a shared library runs its initialisers; NCCL's are benign and this is
     // the documented way to use it without linking.
-    let lib = unsafe { libloading::Library::new(candidate) }.map_err(|e| super::dl_error(&e))?;
+    let lib =
+        unsafe { libloading::Library::new(candidate) }.map_err(|e| crate::backend::dl_error(&e))?;
     type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
     // SAFETY: C signature from nccl.h.
-    let get = unsafe { lib.get::<GetVersion>(b"ncclGetVersion\0") }
-        .map_err(|e| format!("not NCCL (no ncclGetVersion): {}", super::dl_error(&e)))?;
+    let get = unsafe { lib.get::<GetVersion>(b"ncclGetVersion\0") }.map_err(|e| {
+        format!(
+            "not NCCL (no ncclGetVersion): {}",
+            crate::backend::dl_error(&e)
+        )
+    })?;
     let mut code: c_int = 0;
     // SAFETY: `code` is a valid out pointer.
     let rc = unsafe { get(&mut code) };
@@ -283,24 +288,6 @@ pub fn find_nccl(explicit: Option<&Path>) -> Result<Nccl, Vec<Attempt>> {
         }
     }
     Err(attempts)
-}
-
-/// The CUDA driver (libcuda.so.1) and its GPUs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CudaDriver {
-    pub path: PathBuf,
-    pub driver_version: i32,
-    pub devices: i32,
-}
-
-/// The CUDA driver, opened and verified (see `cuda`), initialised, its GPUs counted.
-pub fn find_cuda_driver() -> Result<CudaDriver, String> {
-    let d = super::cuda::probe()?;
-    Ok(CudaDriver {
-        path: d.path,
-        driver_version: d.version,
-        devices: d.devices,
-    })
 }
 
 /// One line for `--backend nccl` errors: what was found, what is missing.

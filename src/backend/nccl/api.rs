@@ -1,0 +1,368 @@
+//! The NCCL entry points the backend calls, resolved once from the library `loader` found, each
+//! missing symbol named in one error; the CUDA driver is reached through cudarc once
+//! `cuda::open` has verified it (so cudarc cannot panic). NCCL result codes stay plain integers
+//! (a newer NCCL may return codes cudarc's enums lack); cudarc supplies the argument types.
+
+use super::loader::Nccl;
+use crate::backend::{cuda, BackendError};
+use crate::dtype::{Dtype, RedOp};
+use cudarc::driver::sys as cu;
+use std::ffi::{c_char, c_int, c_void};
+use std::time::Instant;
+
+use cudarc::nccl::sys::{
+    ncclDataType_t as NcclType, ncclRedOp_t as NcclOp, ncclSimInfo_t, ncclUniqueId,
+};
+
+type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, ncclUniqueId, c_int) -> c_int;
+type NcclCommInitAll = unsafe extern "C" fn(*mut *mut c_void, c_int, *const c_int) -> c_int;
+type NcclGroup = unsafe extern "C" fn() -> c_int;
+type NcclAllReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    NcclType,
+    NcclOp,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclAllGather = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    NcclType,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclBroadcast = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    NcclType,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    NcclType,
+    NcclOp,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
+type NcclSendRecv =
+    unsafe extern "C" fn(*mut c_void, usize, NcclType, c_int, *mut c_void, *mut c_void) -> c_int;
+type NcclAsyncError = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
+type NcclMemAlloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
+type NcclMemFree = unsafe extern "C" fn(*mut c_void) -> c_int;
+type NcclCommRegister =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void) -> c_int;
+type NcclCommDeregister = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type NcclWindowRegister =
+    unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut *mut c_void, c_int) -> c_int;
+/// `NCCL_WIN_COLL_SYMMETRIC` (nccl.h, 2.27).
+pub(super) const NCCL_WIN_COLL_SYMMETRIC: c_int = 0x01;
+type NcclGroupSimulateEnd = unsafe extern "C" fn(*mut ncclSimInfo_t) -> c_int;
+
+/// NCCL 2.19's local buffer registration (nccl-tests' -R 1): buffers from `ncclMemAlloc`,
+/// registered with the communicator so NCCL can work on them without internal copies.
+#[derive(Clone, Copy)]
+pub struct Registration {
+    pub(super) mem_alloc: NcclMemAlloc,
+    pub(super) mem_free: NcclMemFree,
+    pub(super) register: NcclCommRegister,
+    pub(super) deregister: NcclCommDeregister,
+    /// NCCL 2.27's symmetric windows (nccl-tests' -R 2), a collective registration.
+    pub(super) window: Option<(NcclWindowRegister, NcclCommDeregister)>,
+}
+
+/// How buffers are registered: nccl-tests' -R 1 (local) or -R 2 (symmetric windows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegistrationMode {
+    Local,
+    Symmetric,
+}
+type NcclCommFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// Every CUDA driver and NCCL entry point the backend calls.
+pub struct Api {
+    pub nccl: Nccl,
+    pub(super) nccl_comm_init_rank: NcclCommInitRank,
+    pub(super) nccl_comm_init_all: NcclCommInitAll,
+    pub(super) nccl_group_start: NcclGroup,
+    pub(super) nccl_group_end: NcclGroup,
+    pub(super) nccl_all_reduce: NcclAllReduce,
+    pub(super) nccl_all_gather: NcclAllGather,
+    pub(super) nccl_reduce_scatter: NcclAllReduce,
+    pub(super) nccl_broadcast: NcclBroadcast,
+    pub(super) nccl_reduce: NcclReduce,
+    pub(super) nccl_send: NcclSendRecv,
+    pub(super) nccl_recv: NcclSendRecv,
+    pub(super) nccl_async_error: NcclAsyncError,
+    pub(super) nccl_abort: NcclCommFn,
+    pub(super) nccl_destroy: NcclCommFn,
+    pub devices: c_int,
+    /// Present when the library is NCCL 2.19 or newer and has the four entry points.
+    pub registration: Option<Registration>,
+    /// NCCL 2.22's cost-model query, when present.
+    pub(super) simulate: Option<NcclGroupSimulateEnd>,
+    /// The CUDA driver: its file and `cuDriverGetVersion` (e.g. 12040).
+    pub driver: (std::path::PathBuf, i32),
+}
+
+fn sym<T: Copy>(
+    lib: &libloading::Library,
+    what: &str,
+    name: &str,
+    missing: &mut Vec<String>,
+) -> Option<T> {
+    let mut n = name.as_bytes().to_vec();
+    n.push(0);
+    // SAFETY: `T` is the C signature of `name` as declared in cuda.h / nccl.h; the library is
+    // never unloaded, so the copied function pointer stays valid.
+    match unsafe { lib.get::<T>(&n[..]) } {
+        Ok(s) => Some(*s),
+        Err(_) => {
+            missing.push(format!("{name} ({what})"));
+            None
+        }
+    }
+}
+
+/// The registration entry points, only from NCCL 2.19 on (they are newer than the 2.18 floor).
+fn optional_registration(lib: &libloading::Library, version_code: i32) -> Option<Registration> {
+    if version_code < 21900 {
+        return None;
+    }
+    let mut ignored = Vec::new();
+    Some(Registration {
+        mem_alloc: sym(lib, "NCCL", "ncclMemAlloc", &mut ignored)?,
+        mem_free: sym(lib, "NCCL", "ncclMemFree", &mut ignored)?,
+        register: sym(lib, "NCCL", "ncclCommRegister", &mut ignored)?,
+        deregister: sym(lib, "NCCL", "ncclCommDeregister", &mut ignored)?,
+        window: (version_code >= 22700)
+            .then(|| {
+                Some((
+                    sym(lib, "NCCL", "ncclCommWindowRegister", &mut ignored)?,
+                    sym(lib, "NCCL", "ncclCommWindowDeregister", &mut ignored)?,
+                ))
+            })
+            .flatten(),
+    })
+}
+
+impl Api {
+    /// Resolve every symbol; all missing ones are named in one error.
+    pub fn load(nccl: Nccl) -> Result<Api, BackendError> {
+        // The driver, verified so that cudarc's calls below cannot panic (see `cuda`).
+        let driver = cuda::probe().map_err(BackendError::Unavailable)?;
+        if driver.devices == 0 {
+            return Err(BackendError::Unavailable(format!(
+                "the CUDA driver at {} sees no GPU",
+                driver.path.display()
+            )));
+        }
+        // The NCCL handle is kept alive by `nccl` (never unloaded); reopen for symbol lookup.
+        // SAFETY: the same file is already loaded; this only takes another reference.
+        let nlib = unsafe { libloading::Library::new(&nccl.path) }.map_err(|e| {
+            BackendError::Unavailable(format!(
+                "{}: {}",
+                nccl.path.display(),
+                crate::backend::dl_error(&e)
+            ))
+        })?;
+        let nlib = Box::leak(Box::new(nlib));
+        let mut missing = Vec::new();
+        let n = "NCCL";
+        let api = (|| {
+            let nccl = nccl;
+            Some(Api {
+                nccl_comm_init_rank: sym(nlib, n, "ncclCommInitRank", &mut missing)?,
+                nccl_comm_init_all: sym(nlib, n, "ncclCommInitAll", &mut missing)?,
+                nccl_group_start: sym(nlib, n, "ncclGroupStart", &mut missing)?,
+                nccl_group_end: sym(nlib, n, "ncclGroupEnd", &mut missing)?,
+                nccl_all_reduce: sym(nlib, n, "ncclAllReduce", &mut missing)?,
+                nccl_all_gather: sym(nlib, n, "ncclAllGather", &mut missing)?,
+                nccl_reduce_scatter: sym(nlib, n, "ncclReduceScatter", &mut missing)?,
+                nccl_broadcast: sym(nlib, n, "ncclBroadcast", &mut missing)?,
+                nccl_reduce: sym(nlib, n, "ncclReduce", &mut missing)?,
+                nccl_send: sym(nlib, n, "ncclSend", &mut missing)?,
+                nccl_recv: sym(nlib, n, "ncclRecv", &mut missing)?,
+                nccl_async_error: sym(nlib, n, "ncclCommGetAsyncError", &mut missing)?,
+                nccl_abort: sym(nlib, n, "ncclCommAbort", &mut missing)?,
+                nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
+                registration: optional_registration(nlib, nccl.version_code),
+                simulate: (nccl.version_code >= 22200)
+                    .then(|| sym(nlib, n, "ncclGroupSimulateEnd", &mut Vec::new()))
+                    .flatten(),
+                nccl,
+                devices: 0,
+                driver: (driver.path.clone(), driver.version),
+            })
+        })();
+        let Some(mut api) = api else {
+            return Err(BackendError::Unavailable(format!(
+                "missing symbols: {}",
+                missing.join(", ")
+            )));
+        };
+        api.devices = driver.devices;
+        Ok(api)
+    }
+
+    pub(super) fn cuda(&self, what: &str, rc: cu::CUresult) -> Result<(), BackendError> {
+        cuda::check(what, rc).map_err(BackendError::Failed)
+    }
+
+    pub(super) fn nccl_check(&self, what: &str, rc: c_int) -> Result<(), BackendError> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(BackendError::Failed(format!(
+                "{what} failed: {}",
+                self.nccl.error_string(rc)
+            )))
+        }
+    }
+
+    pub fn device_name(&self, dev: c_int) -> String {
+        let mut buf = [0 as c_char; 128];
+        // SAFETY: buffer and length match.
+        let rc = unsafe { cu::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        if rc != cu::CUresult::CUDA_SUCCESS {
+            return format!("GPU {dev}");
+        }
+        // SAFETY: the driver NUL-terminates within the given length.
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Make `dev`'s primary context current on this thread.
+    pub fn use_device(&self, dev: c_int) -> Result<usize, BackendError> {
+        let mut d = 0;
+        let mut ctx: cu::CUcontext = std::ptr::null_mut();
+        // SAFETY: valid out-pointers; dev checked by the driver.
+        unsafe {
+            self.cuda("cuDeviceGet", cu::cuDeviceGet(&mut d, dev))?;
+            self.cuda(
+                "cuDevicePrimaryCtxRetain",
+                cu::cuDevicePrimaryCtxRetain(&mut ctx, d),
+            )?;
+            self.cuda("cuCtxSetCurrent", cu::cuCtxSetCurrent(ctx))?;
+        }
+        Ok(ctx as usize)
+    }
+
+    /// Free device memory on the current device.
+    pub fn free_memory(&self) -> Option<usize> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers.
+        (unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) } == cu::CUresult::CUDA_SUCCESS)
+            .then_some(free)
+    }
+
+    pub fn unique_id(&self) -> Result<[u8; 128], BackendError> {
+        self.nccl.unique_id().map_err(BackendError::Failed)
+    }
+
+    /// Copy bandwidth in bytes/s between host and the current device, host→device or
+    /// device→host: pageable (plain memory, synchronous copy) or pinned (page-locked memory,
+    /// async copy then synchronise). Best of five copies.
+    pub fn copy_bandwidth(
+        &self,
+        bytes: usize,
+        pinned: bool,
+        to_device: bool,
+    ) -> Result<f64, BackendError> {
+        let mut dev = 0u64;
+        let mut stream: cu::CUstream = std::ptr::null_mut();
+        let mut pinned_ptr = std::ptr::null_mut();
+        // SAFETY: every pointer below is allocated here with `bytes` bytes and freed at the
+        // end, whichever call fails.
+        unsafe {
+            let measured = (|| {
+                self.cuda("cuMemAlloc", cu::cuMemAlloc_v2(&mut dev, bytes))?;
+                self.cuda("cuStreamCreate", cu::cuStreamCreate(&mut stream, 0))?;
+                let mut pageable = Vec::new();
+                let host = if pinned {
+                    self.cuda(
+                        "cuMemAllocHost",
+                        cu::cuMemAllocHost_v2(&mut pinned_ptr, bytes),
+                    )?;
+                    pinned_ptr
+                } else {
+                    pageable.resize(bytes, 1u8);
+                    pageable.as_mut_ptr() as *mut c_void
+                };
+                let mut best = f64::INFINITY;
+                for _ in 0..5 {
+                    let t = Instant::now();
+                    match (pinned, to_device) {
+                        (true, true) => {
+                            self.cuda(
+                                "cuMemcpyHtoDAsync",
+                                cu::cuMemcpyHtoDAsync_v2(dev, host, bytes, stream),
+                            )?;
+                            self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+                        }
+                        (true, false) => {
+                            self.cuda(
+                                "cuMemcpyDtoHAsync",
+                                cu::cuMemcpyDtoHAsync_v2(host, dev, bytes, stream),
+                            )?;
+                            self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+                        }
+                        (false, true) => {
+                            self.cuda("cuMemcpyHtoD", cu::cuMemcpyHtoD_v2(dev, host, bytes))?
+                        }
+                        (false, false) => {
+                            self.cuda("cuMemcpyDtoH", cu::cuMemcpyDtoH_v2(host, dev, bytes))?
+                        }
+                    }
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                Ok(bytes as f64 / best)
+            })();
+            if !pinned_ptr.is_null() {
+                cu::cuMemFreeHost(pinned_ptr);
+            }
+            if !stream.is_null() {
+                cu::cuStreamDestroy_v2(stream);
+            }
+            if dev != 0 {
+                cu::cuMemFree_v2(dev);
+            }
+            measured
+        }
+    }
+}
+
+pub(super) fn nccl_dtype(d: Dtype) -> NcclType {
+    match d {
+        Dtype::Int8 => NcclType::ncclInt8,
+        Dtype::Uint8 => NcclType::ncclUint8,
+        Dtype::Int32 => NcclType::ncclInt32,
+        Dtype::Uint32 => NcclType::ncclUint32,
+        Dtype::Int64 => NcclType::ncclInt64,
+        Dtype::Uint64 => NcclType::ncclUint64,
+        Dtype::Half => NcclType::ncclFloat16,
+        Dtype::Float => NcclType::ncclFloat32,
+        Dtype::Double => NcclType::ncclFloat64,
+        // NCCL 2.10 and newer; the oldest NCCL we load is 2.18.
+        Dtype::Bfloat16 => NcclType::ncclBfloat16,
+    }
+}
+
+pub(super) fn nccl_op(o: RedOp) -> NcclOp {
+    match o {
+        RedOp::Sum => NcclOp::ncclSum,
+        RedOp::Prod => NcclOp::ncclProd,
+        RedOp::Max => NcclOp::ncclMax,
+        RedOp::Min => NcclOp::ncclMin,
+        RedOp::Avg => NcclOp::ncclAvg,
+    }
+}

@@ -1,0 +1,543 @@
+//! One rank on one GPU: buffers, stream, timing of a batch, completion polling, async errors.
+//!
+//! Timing is nccl-tests': host wall clock from the first enqueue of a batch to the stream's
+//! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
+//! communicator and fails the run, naming the collective, size and rank).
+
+use super::abort::live_comms;
+use super::api::{Api, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
+use super::enqueue::enqueue;
+use super::group::{GroupLauncher, Target};
+use crate::backend::rendezvous::{ControlPlane, InProcess};
+use crate::backend::{AlignedBuf, BackendError, Communicator, PointSpec};
+use crate::coll::{Collective, Placement};
+use crate::data::RankBuffers;
+use cudarc::driver::sys as cu;
+use cudarc::nccl::sys::{ncclSimInfo_t, ncclUniqueId};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One rank on one GPU.
+pub struct NcclComm {
+    api: Arc<Api>,
+    rank: usize,
+    nranks: usize,
+    device: c_int,
+    ctx: usize,
+    comm: usize,
+    stream: usize,
+    dev_send: u64,
+    dev_recv: u64,
+    capacity: usize,
+    host_send: AlignedBuf,
+    host_recv: AlignedBuf,
+    spec: Option<PointSpec>,
+    control: Box<dyn ControlPlane>,
+    /// Time batches with CUDA events on the stream instead of the host clock.
+    events: Option<(usize, usize)>,
+    /// `-g N`: the launcher that enqueues every GPU's calls from one thread, grouped.
+    group: Option<Arc<GroupLauncher>>,
+    /// `-R 1|2`: buffers from ncclMemAlloc, registered; the two registration handles.
+    registered: Option<(Registration, RegistrationMode, [usize; 2])>,
+    /// Set once ncclCommAbort released the communicator: nothing may use it after that.
+    aborted: std::cell::Cell<bool>,
+}
+
+// SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
+// is made current on that thread before every call (`use_device`).
+unsafe impl Send for NcclComm {}
+
+impl NcclComm {
+    /// Build the rank's communicator: rank 0's unique id goes to every rank over `control`.
+    pub fn new(
+        api: Arc<Api>,
+        rank: usize,
+        nranks: usize,
+        device: c_int,
+        mut control: Box<dyn ControlPlane>,
+    ) -> Result<NcclComm, BackendError> {
+        let ctx = api.use_device(device)?;
+        let id = if rank == 0 {
+            api.unique_id()?.to_vec()
+        } else {
+            Vec::new()
+        };
+        let ids = control.allgather(&id)?;
+        let mut uid = ncclUniqueId { internal: [0; 128] };
+        let root = ids
+            .first()
+            .filter(|b| b.len() == 128)
+            .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
+        for (dst, &src) in uid.internal.iter_mut().zip(root) {
+            *dst = src as c_char;
+        }
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; id by value as ncclCommInitRank takes it.
+        let rc =
+            unsafe { (api.nccl_comm_init_rank)(&mut comm, nranks as c_int, uid, rank as c_int) };
+        api.nccl_check(
+            &format!("ncclCommInitRank (rank {rank} of {nranks}, GPU {device})"),
+            rc,
+        )?;
+        Self::finish(api, rank, nranks, device, ctx, comm as usize, control)
+    }
+
+    /// `-g N` in one process: `ncclCommInitAll`, one communicator per GPU, each handed to its thread.
+    pub fn init_all(api: Arc<Api>, devices: &[c_int]) -> Result<Vec<NcclComm>, BackendError> {
+        let n = devices.len();
+        let mut comms = vec![std::ptr::null_mut(); n];
+        api.use_device(devices[0])?;
+        // SAFETY: `comms` has room for `n` handles; devlist has `n` entries.
+        let rc =
+            unsafe { (api.nccl_comm_init_all)(comms.as_mut_ptr(), n as c_int, devices.as_ptr()) };
+        api.nccl_check(&format!("ncclCommInitAll ({n} GPUs)"), rc)?;
+        let planes = InProcess::group(n);
+        let launcher = Arc::new(GroupLauncher::new(n));
+        comms
+            .into_iter()
+            .zip(planes)
+            .enumerate()
+            .map(|(rank, (comm, plane))| {
+                let ctx = api.use_device(devices[rank])?;
+                let mut c = Self::finish(
+                    Arc::clone(&api),
+                    rank,
+                    n,
+                    devices[rank],
+                    ctx,
+                    comm as usize,
+                    Box::new(plane),
+                )?;
+                c.group = Some(Arc::clone(&launcher));
+                Ok(c)
+            })
+            .collect()
+    }
+
+    fn finish(
+        api: Arc<Api>,
+        rank: usize,
+        nranks: usize,
+        device: c_int,
+        ctx: usize,
+        comm: usize,
+        control: Box<dyn ControlPlane>,
+    ) -> Result<NcclComm, BackendError> {
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; context current.
+        api.cuda("cuStreamCreate", unsafe {
+            cu::cuStreamCreate(&mut stream, 0)
+        })?;
+        if let Ok(mut list) = live_comms().lock() {
+            list.push((Arc::clone(&api), comm));
+        }
+        Ok(NcclComm {
+            api,
+            rank,
+            nranks,
+            device,
+            ctx,
+            comm,
+            stream: stream as usize,
+            dev_send: 0,
+            dev_recv: 0,
+            capacity: 0,
+            host_send: AlignedBuf::default(),
+            host_recv: AlignedBuf::default(),
+            spec: None,
+            control,
+            events: None,
+            group: None,
+            registered: None,
+            aborted: std::cell::Cell::new(false),
+        })
+    }
+
+    /// Time with CUDA events recorded on the stream around each batch (device time, without
+    /// the host's enqueue and polling), instead of nccl-tests' host wall clock.
+    pub fn use_cuda_events(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        let (mut a, mut b) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: valid out-pointers; default flags (timing enabled).
+        unsafe {
+            self.api
+                .cuda("cuEventCreate", cu::cuEventCreate(&mut a, 0))?;
+            self.api
+                .cuda("cuEventCreate", cu::cuEventCreate(&mut b, 0))?;
+        }
+        self.events = Some((a as usize, b as usize));
+        Ok(())
+    }
+
+    /// `-R 1`: allocate buffers with ncclMemAlloc and register them with the communicator;
+    /// `-R 2`: register them as symmetric windows (a collective call on every rank).
+    pub fn use_registration(&mut self, mode: RegistrationMode) -> Result<(), BackendError> {
+        let nccl = &self.api.nccl;
+        let missing = |flag: &str, needs: &str, since: &str| {
+            BackendError::Unavailable(format!(
+                "{flag} needs {needs} (NCCL {since} or newer); NCCL {} at {} has none",
+                nccl.version(),
+                nccl.path.display()
+            ))
+        };
+        let reg = self
+            .api
+            .registration
+            .ok_or_else(|| missing("-R 1", "ncclMemAlloc and ncclCommRegister", "2.19"))?;
+        if mode == RegistrationMode::Symmetric && reg.window.is_none() {
+            return Err(missing("-R 2", "ncclCommWindowRegister", "2.27"));
+        }
+        self.registered = Some((reg, mode, [0, 0]));
+        Ok(())
+    }
+
+    /// Free the device buffers (deregistering them first under -R 1).
+    fn free_buffers(&mut self) {
+        if self.capacity == 0 {
+            return;
+        }
+        // SAFETY: our own allocations (and registrations), released once.
+        unsafe {
+            match &mut self.registered {
+                Some((reg, mode, handles)) => {
+                    let comm_alive = !self.aborted.get();
+                    let deregister = match (*mode, reg.window) {
+                        (RegistrationMode::Symmetric, Some((_, deregister))) => deregister,
+                        _ => reg.deregister,
+                    };
+                    for (buf, handle) in [self.dev_send, self.dev_recv]
+                        .iter()
+                        .zip(handles.iter_mut())
+                    {
+                        if *handle != 0 && comm_alive {
+                            deregister(self.comm as *mut c_void, *handle as *mut c_void);
+                            *handle = 0;
+                        }
+                        (reg.mem_free)(*buf as *mut c_void);
+                    }
+                }
+                None => {
+                    cu::cuMemFree_v2(self.dev_send);
+                    cu::cuMemFree_v2(self.dev_recv);
+                }
+            }
+        }
+        self.capacity = 0;
+    }
+
+    /// Allocate both device buffers of `bytes` (registered under -R 1).
+    fn alloc_buffers(&mut self, bytes: usize) -> Result<(), BackendError> {
+        let device = self.device;
+        let failed = |how: String| BackendError::Alloc {
+            bytes: bytes as u64,
+            reason: how,
+        };
+        let comm = self.comm;
+        let nccl = &self.api.nccl;
+        match &mut self.registered {
+            Some((reg, mode, handles)) => {
+                for (buf, handle) in [&mut self.dev_send, &mut self.dev_recv]
+                    .into_iter()
+                    .zip(handles.iter_mut())
+                {
+                    let mut p = std::ptr::null_mut();
+                    // SAFETY: valid out-pointers; the device's context is current.
+                    let rc = unsafe { (reg.mem_alloc)(&mut p, bytes) };
+                    if rc != 0 {
+                        return Err(failed(format!(
+                            "ncclMemAlloc on GPU {device} failed: {}",
+                            nccl.error_string(rc)
+                        )));
+                    }
+                    *buf = p as u64;
+                    let mut h = std::ptr::null_mut();
+                    let c = comm as *mut c_void;
+                    // SAFETY: a live communicator and the buffer just allocated; every rank
+                    // registers the same size at the same point (windows are collective).
+                    let (call, rc) = unsafe {
+                        match (*mode, reg.window) {
+                            (RegistrationMode::Symmetric, Some((register, _))) => (
+                                "ncclCommWindowRegister",
+                                register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
+                            ),
+                            _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
+                        }
+                    };
+                    if rc != 0 {
+                        return Err(failed(format!(
+                            "{call} on GPU {device} failed: {}",
+                            nccl.error_string(rc)
+                        )));
+                    }
+                    *handle = h as usize;
+                }
+            }
+            None => {
+                for buf in [&mut self.dev_send, &mut self.dev_recv] {
+                    // SAFETY: valid out-pointer; the device's context is current.
+                    let rc = unsafe { cu::cuMemAlloc_v2(buf, bytes) };
+                    if rc != cu::CUresult::CUDA_SUCCESS {
+                        return Err(failed(format!(
+                            "cuMemAlloc on GPU {device} failed with {rc:?}"
+                        )));
+                    }
+                }
+            }
+        }
+        self.capacity = bytes;
+        Ok(())
+    }
+
+    pub fn device(&self) -> c_int {
+        self.device
+    }
+
+    fn current(&self) -> Result<(), BackendError> {
+        // SAFETY: the context handle came from cuDevicePrimaryCtxRetain.
+        self.api.cuda("cuCtxSetCurrent", unsafe {
+            cu::cuCtxSetCurrent(self.ctx as cu::CUcontext)
+        })
+    }
+
+    fn target(&self) -> Target {
+        Target {
+            ctx: self.ctx,
+            comm: self.comm,
+            stream: self.stream,
+            dev_send: self.dev_send,
+            dev_recv: self.dev_recv,
+            rank: self.rank,
+            nranks: self.nranks,
+        }
+    }
+
+    /// Wait for the stream, watching for NCCL async errors (abort and fail on one).
+    /// Polling does not sleep while a batch could still be timed: a sleep's granularity
+    /// (50-100 µs on Linux) would land in the measured time. Like nccl-tests it yields the CPU
+    /// between polls (NCCL's proxy threads need it); only waits past 100 ms, long enough that
+    /// 50 µs is noise, sleep between polls.
+    fn wait(&self, spec: &PointSpec) -> Result<(), BackendError> {
+        let a = &self.api;
+        let mut spins = 0u32;
+        let since = Instant::now();
+        loop {
+            // SAFETY: the stream belongs to this rank.
+            let rc = unsafe { cu::cuStreamQuery(self.stream as cu::CUstream) };
+            if rc == cu::CUresult::CUDA_SUCCESS {
+                return Ok(());
+            }
+            if rc != cu::CUresult::CUDA_ERROR_NOT_READY {
+                return Err(BackendError::Failed(format!(
+                    "cuStreamQuery failed with {rc:?} during {} on rank {}",
+                    spec.coll, self.rank
+                )));
+            }
+            let mut async_rc = 0;
+            // SAFETY: a live communicator and a valid out-pointer.
+            unsafe { (a.nccl_async_error)(self.comm as *mut c_void, &mut async_rc) };
+            if async_rc != 0 {
+                // SAFETY: as above; abort makes the stream's NCCL work return.
+                unsafe { (a.nccl_abort)(self.comm as *mut c_void) };
+                self.aborted.set(true);
+                return Err(BackendError::Failed(format!(
+                    "NCCL async error on rank {} (GPU {}) during {} of {} bytes: {}; communicator aborted",
+                    self.rank,
+                    self.device,
+                    spec.coll,
+                    spec.count * spec.dtype.size_bytes(),
+                    a.nccl.error_string(async_rc)
+                )));
+            }
+            spins = spins.saturating_add(1);
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else if since.elapsed() < std::time::Duration::from_millis(100) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+}
+
+impl Communicator for NcclComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
+        spec.runnable()?;
+        self.current()?;
+        let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
+        if bytes > self.capacity {
+            self.free_buffers();
+            self.alloc_buffers(bytes.max(1))?;
+        }
+        self.host_send.ensure(bytes)?;
+        self.host_recv.ensure(bytes)?;
+        self.spec = Some(*spec);
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> RankBuffers<'_> {
+        RankBuffers {
+            send: self.host_send.bytes_mut(),
+            recv: self.host_recv.bytes_mut(),
+        }
+    }
+
+    fn upload(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        let n = self.host_send.bytes().len();
+        // SAFETY: device buffers hold at least `n` bytes (prepare).
+        unsafe {
+            self.api.cuda(
+                "cuMemcpyHtoD",
+                cu::cuMemcpyHtoD_v2(
+                    self.dev_send,
+                    self.host_send.bytes().as_ptr() as *const c_void,
+                    n,
+                ),
+            )?;
+            self.api.cuda(
+                "cuMemcpyHtoD",
+                cu::cuMemcpyHtoD_v2(
+                    self.dev_recv,
+                    self.host_recv.bytes().as_ptr() as *const c_void,
+                    n,
+                ),
+            )
+        }
+    }
+
+    fn download(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        let n = self.host_recv.bytes().len();
+        // SAFETY: as for upload.
+        unsafe {
+            self.api.cuda(
+                "cuMemcpyDtoH",
+                cu::cuMemcpyDtoH_v2(
+                    self.host_recv.bytes_mut().as_mut_ptr() as *mut c_void,
+                    self.dev_recv,
+                    n,
+                ),
+            )
+        }
+    }
+
+    fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
+        self.current()?;
+        let stream = self.stream as cu::CUstream;
+        let mut start = Instant::now();
+        if let Some((a, _)) = self.events {
+            // SAFETY: an event created for this rank, recorded on its stream.
+            self.api.cuda("cuEventRecord", unsafe {
+                cu::cuEventRecord(a as cu::CUevent, stream)
+            })?;
+        }
+        match &self.group {
+            Some(group) => {
+                start = group.launch(&self.api, self.target(), &spec, placement, iters)?;
+                self.current()?;
+            }
+            None => {
+                for _ in 0..iters {
+                    // SAFETY: buffers sized by prepare for this spec in both placements.
+                    unsafe { enqueue(&self.api, &self.target(), &spec, placement)? };
+                }
+            }
+        }
+        if let Some((_, b)) = self.events {
+            // SAFETY: as above.
+            self.api.cuda("cuEventRecord", unsafe {
+                cu::cuEventRecord(b as cu::CUevent, stream)
+            })?;
+        }
+        self.wait(&spec)?;
+        let host_s = start.elapsed().as_secs_f64();
+        match self.events {
+            Some((a, b)) => {
+                let mut ms = 0f32;
+                // SAFETY: both events completed (the stream is idle).
+                self.api.cuda("cuEventElapsedTime", unsafe {
+                    cu::cuEventElapsedTime(&mut ms, a as cu::CUevent, b as cu::CUevent)
+                })?;
+                Ok(ms as f64 * 1e-3)
+            }
+            None => Ok(host_s),
+        }
+    }
+
+    fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+        self.control.allgather(data)
+    }
+
+    fn device_label(&self) -> Option<String> {
+        Some(format!(
+            "{:2} {}",
+            self.device,
+            self.api.device_name(self.device)
+        ))
+    }
+
+    /// NCCL's estimate for one call: the call enqueued in a group that is only simulated
+    /// (nothing runs). NCCL reports microseconds, or a negative value when it has none.
+    fn model_time_s(&mut self, placement: Placement) -> Option<f64> {
+        let simulate = self.api.simulate?;
+        let spec = self.spec?;
+        self.current().ok()?;
+        let mut info = ncclSimInfo_t {
+            size: std::mem::size_of::<ncclSimInfo_t>(),
+            magic: 0x7468_5283,
+            version: self.api.nccl.version_code as u32,
+            estimatedTime: -1.0,
+        };
+        // SAFETY: a group around one enqueue of the prepared point, closed by the simulation;
+        // `info` is initialised as NCCL_SIM_INFO_INITIALIZER does.
+        let rc = unsafe {
+            (self.api.nccl_group_start)();
+            let queued = enqueue(&self.api, &self.target(), &spec, placement);
+            let rc = simulate(&mut info);
+            queued.ok()?;
+            rc
+        };
+        (rc == 0 && info.estimatedTime >= 0.0).then_some(info.estimatedTime as f64 * 1e-6)
+    }
+
+    fn checks_in_place(&self, coll: Collective) -> bool {
+        // As nccl-tests: in-place alltoall/sendrecv overwrite what peers still read.
+        !matches!(coll, Collective::Alltoall | Collective::Sendrecv)
+    }
+}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        if let Ok(mut list) = live_comms().lock() {
+            list.retain(|(_, c)| *c != self.comm);
+        }
+        // The communicator's work is done or aborted: registrations go before the
+        // communicator, then buffers, events and the stream.
+        let _ = self.current();
+        self.free_buffers();
+        // SAFETY: our own handles, destroyed once; an aborted communicator is already gone.
+        unsafe {
+            if !self.aborted.get() {
+                (self.api.nccl_destroy)(self.comm as *mut c_void);
+            }
+            if let Some((a, b)) = self.events {
+                cu::cuEventDestroy_v2(a as cu::CUevent);
+                cu::cuEventDestroy_v2(b as cu::CUevent);
+            }
+            cu::cuStreamDestroy_v2(self.stream as cu::CUstream);
+        }
+    }
+}

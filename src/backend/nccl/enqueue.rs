@@ -1,0 +1,88 @@
+//! One call of the prepared collective on a rank's stream: the NCCL entry point for each
+//! collective, with the buffers and peers nccl-tests gives it.
+
+use super::api::{nccl_dtype, nccl_op, Api};
+use super::group::Target;
+use crate::backend::{BackendError, PointSpec};
+use crate::coll::{Collective, Placement};
+use std::ffi::{c_int, c_void};
+
+/// Enqueue one call of the prepared collective on the stream.
+pub(super) unsafe fn enqueue(
+    a: &Api,
+    t: &Target,
+    spec: &PointSpec,
+    placement: Placement,
+) -> Result<(), BackendError> {
+    let layout = spec.layout(t.nranks, t.rank);
+    let ts = spec.dtype.size_bytes() as u64;
+    let (send, recv) = match placement {
+        Placement::OutOfPlace => (t.dev_send, t.dev_recv),
+        Placement::InPlace => (
+            t.dev_recv + layout.send_inplace_offset as u64 * ts,
+            t.dev_recv + layout.recv_inplace_offset as u64 * ts,
+        ),
+    };
+    let (s, r) = (send as *mut c_void, recv as *mut c_void);
+    let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
+    let (comm, stream) = (t.comm as *mut c_void, t.stream as *mut c_void);
+    let rc = match spec.coll {
+        Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
+        Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
+        Collective::ReduceScatter => (a.nccl_reduce_scatter)(s, r, count, dt, op, comm, stream),
+        Collective::Broadcast => {
+            (a.nccl_broadcast)(s, r, count, dt, spec.root as c_int, comm, stream)
+        }
+        Collective::Reduce => {
+            (a.nccl_reduce)(s, r, count, dt, op, spec.root as c_int, comm, stream)
+        }
+        Collective::Alltoall | Collective::Sendrecv => {
+            // NCCL has no alltoall call: grouped sends and receives, as nccl-tests does.
+            (a.nccl_group_start)();
+            let n = t.nranks;
+            let bytes = count as u64 * ts;
+            let mut rc = 0;
+            if spec.coll == Collective::Alltoall {
+                for peer in 0..n {
+                    let off = peer as u64 * bytes;
+                    rc |= (a.nccl_send)(
+                        (send + off) as *mut c_void,
+                        count,
+                        dt,
+                        peer as c_int,
+                        comm,
+                        stream,
+                    );
+                    rc |= (a.nccl_recv)(
+                        (recv + off) as *mut c_void,
+                        count,
+                        dt,
+                        peer as c_int,
+                        comm,
+                        stream,
+                    );
+                }
+            } else {
+                rc |= (a.nccl_send)(s, count, dt, ((t.rank + 1) % n) as c_int, comm, stream);
+                rc |= (a.nccl_recv)(r, count, dt, ((t.rank + n - 1) % n) as c_int, comm, stream);
+            }
+            let end = (a.nccl_group_end)();
+            if rc != 0 {
+                rc
+            } else {
+                end
+            }
+        }
+        Collective::Gather
+        | Collective::Scatter
+        | Collective::Hypercube
+        | Collective::Alltoallv
+        | Collective::Unknown => {
+            return Err(BackendError::Unsupported(format!(
+                "cannot run {}",
+                spec.coll
+            )))
+        }
+    };
+    a.nccl_check(&format!("nccl {} on rank {}", spec.coll, t.rank), rc)
+}

@@ -1,0 +1,105 @@
+//! `-g N`: one thread enqueues every GPU's calls of a batch between ncclGroupStart/End.
+
+use super::api::Api;
+use super::enqueue::enqueue;
+use crate::backend::{BackendError, PointSpec};
+use crate::coll::Placement;
+use cudarc::driver::sys as cu;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What one call on one rank needs: plain handles, so another thread can enqueue it.
+#[derive(Clone, Copy)]
+pub(super) struct Target {
+    pub(super) ctx: usize,
+    pub(super) comm: usize,
+    pub(super) stream: usize,
+    pub(super) dev_send: u64,
+    pub(super) dev_recv: u64,
+    pub(super) rank: usize,
+    pub(super) nranks: usize,
+}
+
+/// `-g N` in one process, as nccl-tests does it and as NCCL requires when one thread drives
+/// several devices: rank threads hand over their targets, one thread (rank 0's) enqueues every
+/// GPU's call between `ncclGroupStart` and `ncclGroupEnd`, then each rank waits for its own
+/// stream. Every rank thread calls `launch` with the same point and iteration count (the
+/// harness takes its decisions from all-gathered numbers).
+pub struct GroupLauncher {
+    targets: Mutex<Vec<Option<Target>>>,
+    arrived: std::sync::Barrier,
+    launched: std::sync::Barrier,
+    error: Mutex<Option<BackendError>>,
+}
+
+impl GroupLauncher {
+    pub(super) fn new(n: usize) -> GroupLauncher {
+        GroupLauncher {
+            targets: Mutex::new(vec![None; n]),
+            arrived: std::sync::Barrier::new(n),
+            launched: std::sync::Barrier::new(n),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Enqueue `iters` grouped calls on every rank; returns when all are enqueued, with the
+    /// moment every rank had arrived (the start of the timed batch).
+    pub(super) fn launch(
+        &self,
+        api: &Api,
+        target: Target,
+        spec: &PointSpec,
+        placement: Placement,
+        iters: usize,
+    ) -> Result<Instant, BackendError> {
+        let poisoned = || BackendError::Failed("a rank thread panicked".into());
+        self.targets.lock().map_err(|_| poisoned())?[target.rank] = Some(target);
+        self.arrived.wait();
+        let start = Instant::now();
+        if target.rank == 0 {
+            let targets: Vec<Target> = self
+                .targets
+                .lock()
+                .map_err(|_| poisoned())?
+                .iter()
+                .flatten()
+                .copied()
+                .collect();
+            let outcome = (|| {
+                for _ in 0..iters {
+                    // SAFETY: no arguments; paired with the group end below.
+                    unsafe { (api.nccl_group_start)() };
+                    let mut first_error = Ok(());
+                    for t in &targets {
+                        // SAFETY: each target's context and buffers were set up by its rank
+                        // for this spec (prepare) before it arrived.
+                        let r = unsafe {
+                            api.cuda(
+                                "cuCtxSetCurrent",
+                                cu::cuCtxSetCurrent(t.ctx as cu::CUcontext),
+                            )
+                            .and_then(|_| enqueue(api, t, spec, placement))
+                        };
+                        if first_error.is_ok() {
+                            first_error = r;
+                        }
+                    }
+                    // SAFETY: closes the group opened above.
+                    let end = unsafe { (api.nccl_group_end)() };
+                    first_error?;
+                    api.nccl_check(
+                        &format!("ncclGroupEnd after {} on {} GPUs", spec.coll, targets.len()),
+                        end,
+                    )?;
+                }
+                Ok(())
+            })();
+            *self.error.lock().map_err(|_| poisoned())? = outcome.err();
+        }
+        self.launched.wait();
+        match &*self.error.lock().map_err(|_| poisoned())? {
+            Some(e) => Err(BackendError::Failed(e.to_string())),
+            None => Ok(start),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! The `nccl` backend: one rank per GPU, the CUDA driver API and NCCL both loaded at run time.
+//!
+//! `loader` finds NCCL where users have it; `api` resolves its entry points; `comm` is one
+//! rank's communicator; `group` enqueues several GPUs' calls from one thread (`-g N`); `abort`
+//! keeps the live communicators so a timeout can abort them.
+
+mod abort;
+mod api;
+mod comm;
+mod enqueue;
+mod group;
+mod loader;
+
+pub use abort::abort_all;
+pub use api::{Api, RegistrationMode};
+pub use comm::NcclComm;
+pub use loader::{
+    candidates, describe_attempts, find_nccl, python_site_packages, version_string, Attempt, Nccl,
+    Route,
+};

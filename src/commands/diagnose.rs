@@ -1,0 +1,77 @@
+//! `ncclprobe diagnose`: read the inputs (each file's kind detected), run the rules, print.
+
+use super::input::{detect, input_failure, read_run_record, Kind};
+use crate::cli::{DiagnoseArgs, OutputFormat};
+use crate::diagnose::{rules, Inputs};
+use crate::documents::DiagnosisDocument;
+use crate::exit::{ExitCode, Failure};
+use crate::import::{nccl_log, nccl_tests, smi, topo};
+use crate::render;
+
+pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
+    let mut inputs = Inputs::default();
+    for path in &args.from {
+        let kind = detect(path)?;
+        let name = path.display().to_string();
+        match kind {
+            Kind::RunRecord => inputs.runs.push(read_run_record(path)?),
+            Kind::NcclTestsJson => inputs
+                .runs
+                .push(nccl_tests::import_json(path).map_err(input_failure)?),
+            Kind::NcclTests => {
+                inputs
+                    .runs
+                    .push(nccl_tests::import_text(path).map_err(input_failure)?);
+                // nccl-tests output often carries NCCL_DEBUG lines too.
+                if let Ok(log) = nccl_log::parse_file(path) {
+                    inputs.logs.push(log);
+                }
+            }
+            Kind::Topo => inputs
+                .topos
+                .push((name.clone(), topo::parse_file(path).map_err(input_failure)?)),
+            Kind::Smi => inputs
+                .smis
+                .push((name.clone(), smi::parse_file(path).map_err(input_failure)?)),
+            Kind::Log => inputs
+                .logs
+                .push(nccl_log::parse_file(path).map_err(input_failure)?),
+        }
+        inputs.files.push((name, kind.name().to_string()));
+    }
+    if args.from.is_empty() || args.live {
+        let facts = crate::live::collect(&crate::live::Roots::default(), true);
+        if let Some(t) = &facts.topology {
+            inputs.topos.push(("(live)".into(), t.clone()));
+        }
+        inputs.files.push(("(this machine)".into(), "live".into()));
+        inputs.live = Some(facts);
+    }
+    Ok(inputs)
+}
+
+pub fn run(args: &DiagnoseArgs) -> Result<ExitCode, Failure> {
+    let inputs = gather(args)?;
+    let findings = rules(&inputs);
+    let facts = inputs.facts();
+    match args.format {
+        OutputFormat::Json => {
+            let doc = DiagnosisDocument::new(facts, findings.clone());
+            println!("{}", render::to_json(&doc)?);
+        }
+        OutputFormat::Csv => print!(
+            "{}",
+            render::findings::csv(&findings).map_err(|e| Failure::internal(e.to_string()))?
+        ),
+        OutputFormat::Table => print!("{}", render::findings::table(&facts, &findings)),
+    }
+    if let Some(threshold) = args.fail_on {
+        if findings.iter().any(|f| f.severity >= threshold) {
+            return Err(Failure::new(
+                ExitCode::CheckFailed,
+                format!("diagnose: findings at or above {threshold:?}"),
+            ));
+        }
+    }
+    Ok(ExitCode::Ok)
+}

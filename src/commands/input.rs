@@ -1,0 +1,135 @@
+//! Input files as every command reads them: what kind a file is (from its first lines), and
+//! how reading problems become exit code 2 naming the file.
+
+use crate::exit::Failure;
+use crate::import::{nccl_tests, text, text::InputError, topo};
+use crate::model::RunRecord;
+use std::path::Path;
+
+/// Every input problem (unreadable, empty, binary, wrong kind) is bad input: exit 2.
+pub fn input_failure(e: InputError) -> Failure {
+    Failure::usage(e.to_string())
+}
+
+/// What a file is, from its first lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    RunRecord,
+    NcclTestsJson,
+    NcclTests,
+    Topo,
+    Smi,
+    Log,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::RunRecord => "ncclprobe run record",
+            Kind::NcclTestsJson => "nccl-tests JSON",
+            Kind::NcclTests => "nccl-tests output",
+            Kind::Topo => "nvidia-smi topo -m",
+            Kind::Smi => "nvidia-smi",
+            Kind::Log => "NCCL/PyTorch log",
+        }
+    }
+}
+
+fn is_nccl_tests_line(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("# nThread")
+        || t.starts_with("#       size")
+        || t.contains("Collective test starting")
+        || t.contains("Avg bus bandwidth")
+        || (t.starts_with('#') && t.contains("size") && t.contains("algbw"))
+}
+
+fn is_topo_row(line: &str) -> bool {
+    let toks: Vec<&str> = line.split_whitespace().collect();
+    toks.first().is_some_and(|t| t.starts_with("GPU"))
+        && toks
+            .iter()
+            .skip(1)
+            .any(|t| topo::normalise_link(t).is_some_and(|c| c != "X") || *t == "X")
+}
+
+pub fn detect(path: &Path) -> Result<Kind, Failure> {
+    let head = text::head(path, 400).map_err(input_failure)?;
+    let body: Vec<&str> = head
+        .iter()
+        .map(|s| s.as_str())
+        .filter(|l| !l.starts_with("# source:"))
+        .collect();
+    let first = body
+        .iter()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim_start())
+        .unwrap_or("");
+    if first.starts_with('{') {
+        let full = std::fs::read_to_string(path).unwrap_or_default();
+        return Ok(if full.contains("\"schema_version\"") {
+            Kind::RunRecord
+        } else {
+            Kind::NcclTestsJson
+        });
+    }
+    let any = |f: &dyn Fn(&str) -> bool| body.iter().any(|l| f(l));
+    if any(&|l| l.contains("NVIDIA-SMI") || (l.contains("Processes:") && l.starts_with('|'))) {
+        return Ok(Kind::Smi);
+    }
+    if any(&is_nccl_tests_line) {
+        return Ok(Kind::NcclTests);
+    }
+    if any(&is_topo_row) {
+        return Ok(Kind::Topo);
+    }
+    Ok(Kind::Log)
+}
+
+/// nccl-tests output as posted, text or `-J` JSON, decided by the content.
+pub fn import_nccl_tests(path: &Path) -> Result<RunRecord, Failure> {
+    match detect(path)? {
+        Kind::RunRecord | Kind::NcclTestsJson => nccl_tests::import_json(path),
+        _ => nccl_tests::import_text(path),
+    }
+    .map_err(input_failure)
+}
+
+/// An ncclprobe run record, checked against the schema (unknown fields are refused).
+pub fn read_run_record(path: &Path) -> Result<RunRecord, Failure> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{name}: {e}")))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("{name}: not a valid ncclprobe run record: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn kind_of(text: &str) -> Kind {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        detect(f.path()).unwrap()
+    }
+
+    #[test]
+    fn kinds_are_told_apart_by_their_first_lines() {
+        assert_eq!(kind_of("# nThread 1 nGpus 8 minBytes 8\n"), Kind::NcclTests);
+        assert_eq!(
+            kind_of("\tGPU0\tGPU1\nGPU0\t X \tNV12\nGPU1\tNV12\t X \n"),
+            Kind::Topo
+        );
+        assert_eq!(
+            kind_of("+---+\n| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05 |\n"),
+            Kind::Smi
+        );
+        assert_eq!(kind_of("{\"schema_version\": 1}\n"), Kind::RunRecord);
+        assert_eq!(kind_of("{\"nccl-tests\": 1}\n"), Kind::NcclTestsJson);
+        assert_eq!(
+            kind_of("node1:123:123 [0] NCCL INFO Bootstrap : Using eth0\n"),
+            Kind::Log
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! One file per command, orchestration only: read the inputs, call the library, hand the
+//! result to `render`. Shared here: how input files are read and recognised (`input`).
+
+pub mod diagnose;
+pub mod import;
+pub mod input;
+pub mod simulate;
+pub mod sweep;
+pub mod topo;

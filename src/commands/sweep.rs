@@ -1,0 +1,22 @@
+//! `ncclprobe sweep`: pick the backend, refuse what it cannot do, run it.
+
+use crate::cli::SweepArgs;
+use crate::exit::{ExitCode, Failure};
+use crate::sweep::{select_backend, worlds, Backend, Environment};
+
+pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
+    let env = Environment::detect();
+    let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
+    if args.backend.register != 0 && selection.backend != Backend::Nccl {
+        return Err(Failure::usage(format!(
+            "-R/--register: buffer registration is an NCCL feature; the {} backend has none ({})",
+            selection.backend.name(),
+            selection.reason
+        )));
+    }
+    match selection.backend {
+        Backend::Host => worlds::host_threads(args, &selection),
+        Backend::Mpi => worlds::mpi(args, &selection),
+        Backend::Nccl => worlds::nccl(args, &selection),
+    }
+}

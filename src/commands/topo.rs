@@ -1,0 +1,29 @@
+//! `ncclprobe topo`: the link matrix, from a pasted `nvidia-smi topo -m` or this machine.
+
+use super::input::input_failure;
+use crate::cli::{OutputFormat, TopoArgs};
+use crate::documents::TopologyDocument;
+use crate::exit::{ExitCode, Failure};
+use crate::import::topo;
+use crate::render;
+
+pub fn run(args: &TopoArgs) -> Result<ExitCode, Failure> {
+    let (source, topo) = match &args.from {
+        Some(path) => (
+            path.display().to_string(),
+            topo::parse_file(path).map_err(input_failure)?,
+        ),
+        None => (
+            "(live)".to_string(),
+            crate::live::topology().map_err(Failure::unavailable)?,
+        ),
+    };
+    match args.format {
+        OutputFormat::Csv => print!("{}", render::topo::csv(&topo)),
+        OutputFormat::Json => {
+            println!("{}", render::to_json(&TopologyDocument::new(source, topo))?)
+        }
+        OutputFormat::Table => print!("{}", render::topo::table(&topo)),
+    }
+    Ok(ExitCode::Ok)
+}

@@ -1,0 +1,224 @@
+//! What diagnosis can look at (`Inputs`: logs, runs, topologies, nvidia-smi output and this
+//! machine), the questions rules ask of it, and the summary of it that `diagnose` prints.
+
+use super::finding::{value_ev, Evidence};
+use crate::import::nccl_log::LogFacts;
+use crate::import::smi::Smi;
+use crate::import::topo::Topology;
+use crate::live;
+use crate::model::{Headline, RunRecord, RunStatus};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Everything diagnosis can look at. Rules read nothing else (no process environment, no
+/// files): what the machine says is in `live`.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    pub logs: Vec<LogFacts>,
+    pub runs: Vec<RunRecord>,
+    pub topos: Vec<(String, Topology)>,
+    pub smis: Vec<(String, Smi)>,
+    pub live: Option<live::Facts>,
+    /// (file, kind) of every input read.
+    pub files: Vec<(String, String)>,
+}
+
+impl Inputs {
+    /// NCCL_* variables from the live environment and from "set by environment" log lines.
+    pub fn env(&self) -> BTreeMap<String, (String, Evidence)> {
+        let mut env = BTreeMap::new();
+        if let Some(l) = &self.live {
+            for (k, v) in &l.env {
+                env.insert(
+                    k.clone(),
+                    (v.clone(), value_ev(format!("{k}={v} in this environment"))),
+                );
+            }
+        }
+        for log in &self.logs {
+            for (k, (v, e)) in &log.env {
+                env.insert(k.clone(), (v.clone(), e.clone()));
+            }
+        }
+        env
+    }
+
+    pub fn hosts(&self) -> BTreeSet<String> {
+        let mut hosts: BTreeSet<String> = self
+            .logs
+            .iter()
+            .flat_map(|l| l.hosts.iter().cloned())
+            .collect();
+        for r in &self.runs {
+            hosts.extend(r.backend.hosts.iter().cloned());
+        }
+        hosts
+    }
+
+    pub fn nranks(&self) -> Option<usize> {
+        self.logs.iter().filter_map(|l| l.nranks).max().or_else(|| {
+            self.runs
+                .iter()
+                .map(|r| r.backend.nranks)
+                .filter(|&n| n > 0)
+                .max()
+        })
+    }
+
+    pub fn nnodes(&self) -> Option<usize> {
+        self.logs.iter().filter_map(|l| l.nnodes).max()
+    }
+
+    pub fn multi_node(&self) -> bool {
+        self.nnodes().is_some_and(|n| n > 1) || self.hosts().len() > 1
+    }
+
+    /// Transports from channel lines, plus the chosen network when traffic crosses nodes.
+    pub fn transports(&self) -> BTreeMap<String, Vec<Evidence>> {
+        let mut out: BTreeMap<String, Vec<Evidence>> = BTreeMap::new();
+        for l in &self.logs {
+            for (t, e) in &l.transports {
+                out.entry(t.clone())
+                    .or_default()
+                    .extend(e.iter().take(3).cloned());
+            }
+            if let Some((net, e)) = &l.network {
+                if self.multi_node() {
+                    out.entry(format!("NET/{net}")).or_default().push(e.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The summary `diagnose` prints above its findings.
+    pub fn facts(&self) -> Facts {
+        Facts {
+            nccl_version: self
+                .logs
+                .iter()
+                .find_map(|l| l.nccl_version.clone())
+                .or_else(|| {
+                    self.runs
+                        .iter()
+                        .find_map(|r| r.backend.library_versions.get("nccl").cloned())
+                }),
+            transports: self.transports().into_keys().collect(),
+            gdrdma: self.logs.iter().any(|l| l.gdrdma),
+            network: self
+                .logs
+                .iter()
+                .find_map(|l| l.network.as_ref().map(|(n, _)| n.clone())),
+            env: self.env().into_iter().map(|(k, (v, _))| (k, v)).collect(),
+            hosts: self.hosts().into_iter().collect(),
+            ranks: self.nranks(),
+            nodes: self.nnodes(),
+            inputs: self
+                .files
+                .iter()
+                .map(|(file, kind)| InputFile {
+                    file: file.clone(),
+                    kind: kind.clone(),
+                })
+                .collect(),
+            topology: self.topos.first().map(|(file, t)| TopologySummary {
+                file: file.clone(),
+                devices: t.devices.clone(),
+                links: t.links.len(),
+            }),
+            runs: self
+                .runs
+                .iter()
+                .map(|r| RunSummary {
+                    file: r.import.as_ref().map(|i| i.file.clone()),
+                    status: r.status,
+                    points: r.points.len(),
+                    headlines: r.headlines.clone(),
+                })
+                .collect(),
+            live: self.live.as_ref().map(|l| LiveSummary {
+                nvml_gpus: l.nvml.as_ref().ok().map(|g| g.len()),
+                nvml_error: l.nvml.as_ref().err().cloned(),
+                driver_version: l.driver_version.clone(),
+                sysfs_gpus: l.sysfs_gpus.len(),
+                wsl2: !l.wsl2_evidence.is_empty(),
+                kernel: l.kernel.clone(),
+                devshm_bytes: l.devshm_bytes,
+                cpu: l.cpu.clone(),
+                nics: l
+                    .nics
+                    .iter()
+                    .map(|(name, speed)| Nic {
+                        name: name.clone(),
+                        speed_mbit_per_s: *speed,
+                    })
+                    .collect(),
+                infiniband: l.infiniband.clone(),
+            }),
+        }
+    }
+}
+
+/// What the inputs say, summed up (the `facts` of a diagnosis document).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Facts {
+    pub nccl_version: Option<String>,
+    pub transports: Vec<String>,
+    pub gdrdma: bool,
+    pub network: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub hosts: Vec<String>,
+    pub ranks: Option<usize>,
+    pub nodes: Option<usize>,
+    pub inputs: Vec<InputFile>,
+    pub topology: Option<TopologySummary>,
+    pub runs: Vec<RunSummary>,
+    pub live: Option<LiveSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputFile {
+    pub file: String,
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySummary {
+    pub file: String,
+    pub devices: Vec<String>,
+    pub links: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSummary {
+    pub file: Option<String>,
+    pub status: RunStatus,
+    pub points: usize,
+    pub headlines: Vec<Headline>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveSummary {
+    pub nvml_gpus: Option<usize>,
+    pub nvml_error: Option<String>,
+    pub driver_version: Option<String>,
+    pub sysfs_gpus: usize,
+    pub wsl2: bool,
+    pub kernel: Option<String>,
+    pub devshm_bytes: Option<u64>,
+    pub cpu: Option<String>,
+    pub nics: Vec<Nic>,
+    pub infiniband: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    pub name: String,
+    pub speed_mbit_per_s: Option<u64>,
+}

@@ -1,0 +1,241 @@
+//! Diagnosis: facts gathered from files and the live machine (`facts`), and rules that turn
+//! them into findings (`rules`, one table) — each with a stable id, a severity, evidence
+//! (values or lines with file and line), an explanation, a fix, and the source it rests on.
+
+pub mod facts;
+pub mod finding;
+pub mod rules;
+
+pub use facts::{Facts, Inputs};
+pub use finding::{Evidence, Finding, Severity};
+pub use rules::expected_busbw;
+
+/// Every finding the inputs support, worst first.
+pub fn rules(inputs: &Inputs) -> Vec<Finding> {
+    rules::run(inputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::{Facts, PciGpu};
+    use std::collections::BTreeMap;
+
+    fn live(gpus: Vec<PciGpu>, devshm: Option<u64>) -> Facts {
+        Facts {
+            nvml: Err("no driver".into()),
+            driver_version: None,
+            sysfs_gpus: gpus,
+            wsl2_evidence: Vec::new(),
+            kernel: None,
+            devshm_bytes: devshm,
+            cpu: None,
+            nics: Vec::new(),
+            infiniband: Vec::new(),
+            iommu_units: Vec::new(),
+            iommu_cmdline: Vec::new(),
+            env: BTreeMap::new(),
+            job_rank_vars: BTreeMap::new(),
+            topology: None,
+        }
+    }
+
+    fn ids(inputs: &Inputs) -> Vec<String> {
+        rules(inputs).into_iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn acs_redirect_on_bridges_between_gpus_is_a_warning_once_per_bridge() {
+        let gpu = |address: &str, acs: Vec<(String, u16)>| PciGpu {
+            address: address.into(),
+            acs_redirecting: acs,
+            ..Default::default()
+        };
+        let shared = vec![("0000:01:00.0".to_string(), 0x001d)];
+        let facts = live(
+            vec![
+                gpu("0000:03:00.0", shared.clone()),
+                gpu("0000:04:00.0", shared),
+            ],
+            Some(8 << 30),
+        );
+        let f = rules(&Inputs {
+            live: Some(facts),
+            ..Default::default()
+        });
+        let acs = f
+            .iter()
+            .find(|f| f.id == "pcie.acs-enabled")
+            .expect("finding");
+        assert_eq!(acs.severity, Severity::Warning);
+        assert_eq!(acs.evidence.len(), 1);
+        assert!(acs.evidence[0].text.contains(
+            "bridge 0000:01:00.0 above GPU 0000:03:00.0, 0000:04:00.0: ACS control 0x001d"
+        ));
+        let clean = live(
+            vec![
+                gpu("0000:03:00.0", Vec::new()),
+                gpu("0000:04:00.0", Vec::new()),
+            ],
+            None,
+        );
+        assert!(!ids(&Inputs {
+            live: Some(clean),
+            ..Default::default()
+        })
+        .contains(&"pcie.acs-enabled".to_string()));
+    }
+
+    #[test]
+    fn translated_iommu_on_several_gpus_is_a_warning_and_passthrough_is_not() {
+        let gpu = |address: &str, kind: &str| PciGpu {
+            address: address.into(),
+            iommu_group: Some("7".into()),
+            iommu_type: Some(kind.into()),
+            ..Default::default()
+        };
+        let mut facts = live(
+            vec![gpu("0000:3b:00.0", "DMA-FQ"), gpu("0000:5e:00.0", "DMA")],
+            Some(8 << 30),
+        );
+        facts.iommu_cmdline = vec!["intel_iommu=on".into()];
+        let f = rules(&Inputs {
+            live: Some(facts),
+            ..Default::default()
+        });
+        let iommu = f
+            .iter()
+            .find(|f| f.id == "pcie.iommu-translated")
+            .expect("finding");
+        assert_eq!(iommu.severity, Severity::Warning);
+        assert_eq!(iommu.evidence.len(), 3);
+        assert!(iommu.evidence[0]
+            .text
+            .contains("0000:3b:00.0: IOMMU group 7, type DMA-FQ"));
+        assert!(iommu.evidence[2].text.contains("intel_iommu=on"));
+
+        let passthrough = live(
+            vec![
+                gpu("0000:3b:00.0", "identity"),
+                gpu("0000:5e:00.0", "identity"),
+            ],
+            Some(8 << 30),
+        );
+        assert!(!ids(&Inputs {
+            live: Some(passthrough),
+            ..Default::default()
+        })
+        .contains(&"pcie.iommu-translated".to_string()));
+        let one = live(vec![gpu("0000:3b:00.0", "DMA")], Some(8 << 30));
+        assert!(!ids(&Inputs {
+            live: Some(one),
+            ..Default::default()
+        })
+        .contains(&"pcie.iommu-translated".to_string()));
+    }
+
+    #[test]
+    fn pcie_width_downgrade_is_a_warning_and_idle_speed_is_info() {
+        let narrow = PciGpu {
+            address: "0000:3b:00.0".into(),
+            current_link_width: Some(8),
+            max_link_width: Some(16),
+            current_link_speed: Some("16.0 GT/s PCIe".into()),
+            max_link_speed: Some("16.0 GT/s PCIe".into()),
+            ..Default::default()
+        };
+        let inputs = Inputs {
+            live: Some(live(vec![narrow], Some(8 << 30))),
+            ..Default::default()
+        };
+        let f = rules(&inputs);
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            (f[0].id.as_str(), f[0].severity),
+            ("pcie.downgraded", Severity::Warning)
+        );
+        assert!(f[0].evidence[0].text.contains("x8 of x16"));
+        let idle = PciGpu {
+            current_link_speed: Some("2.5 GT/s PCIe".into()),
+            max_link_speed: Some("16.0 GT/s PCIe".into()),
+            ..Default::default()
+        };
+        let f = rules(&Inputs {
+            live: Some(live(vec![idle], None)),
+            ..Default::default()
+        });
+        assert_eq!(f[0].severity, Severity::Info);
+    }
+
+    #[test]
+    fn nvlinks_are_compared_within_one_gpu_model_only() {
+        let gpu = |index: u32, name: &str, links: u32| crate::live::NvmlGpu {
+            index,
+            name: name.into(),
+            nvlinks_active: links,
+            ..Default::default()
+        };
+        let with = |gpus: Vec<crate::live::NvmlGpu>| {
+            let mut facts = live(Vec::new(), Some(8 << 30));
+            facts.nvml = Ok(gpus);
+            ids(&Inputs {
+                live: Some(facts),
+                ..Default::default()
+            })
+        };
+        // A PCIe card beside NVLinked ones is not a down link; all links up is healthy.
+        let mixed = with(vec![
+            gpu(0, "H100 SXM", 18),
+            gpu(1, "H100 SXM", 18),
+            gpu(2, "L4", 0),
+        ]);
+        assert!(!mixed.contains(&"nvlink.down".to_string()));
+        let degraded = with(vec![gpu(0, "H100 SXM", 18), gpu(1, "H100 SXM", 16)]);
+        assert!(degraded.contains(&"nvlink.down".to_string()));
+    }
+
+    #[test]
+    fn nvml_link_width_counts_too() {
+        let mut facts = live(Vec::new(), None);
+        facts.nvml = Ok(vec![crate::live::NvmlGpu {
+            index: 1,
+            name: "GPU".into(),
+            bus_id: "00000000:3B:00.0".into(),
+            pcie_gen: Some((4, 4)),
+            pcie_width: Some((4, 16)),
+            processes: Vec::new(),
+            nvlinks_active: 0,
+        }]);
+        let f = rules(&Inputs {
+            live: Some(facts),
+            ..Default::default()
+        });
+        assert_eq!(
+            (f[0].id.as_str(), f[0].severity),
+            ("pcie.downgraded", Severity::Warning)
+        );
+        assert!(f[0].evidence[0].text.contains("x4 of x16 (NVML)"));
+    }
+
+    #[test]
+    fn docker_default_devshm_is_small() {
+        let inputs = Inputs {
+            live: Some(live(Vec::new(), Some(64 << 20))),
+            ..Default::default()
+        };
+        assert_eq!(ids(&inputs), vec!["devshm.small"]);
+        let inputs = Inputs {
+            live: Some(live(Vec::new(), Some(16 << 30))),
+            ..Default::default()
+        };
+        assert!(ids(&inputs).is_empty());
+    }
+
+    #[test]
+    fn expected_busbw_takes_the_slowest_gpu_pair() {
+        let t = crate::import::topo::parse_str("        GPU0    GPU1    GPU2\nGPU0     X      NV4     SYS\nGPU1    NV4      X      SYS\nGPU2    SYS     SYS      X\n").unwrap();
+        let (bw, pair) = rules::expected_busbw(&t).unwrap();
+        assert_eq!(bw, 6e9);
+        assert!(pair.ends_with("SYS"));
+    }
+}

@@ -1,0 +1,299 @@
+//! The rules, as one table: each row is a finding id with its default severity, explanation,
+//! fix and source as data, and the function that looks for it in the `Inputs`. A function
+//! returns one `Hit` per finding it raises (title and evidence; a severity when it differs
+//! from the row's); everything a reader of the finding needs besides is in the row.
+
+mod host;
+mod links;
+mod placement;
+mod results;
+
+use super::facts::Inputs;
+use super::finding::{Evidence, Finding, Severity};
+
+pub use results::expected_busbw;
+
+/// One raised finding, before the table's text is attached.
+pub struct Hit {
+    pub title: String,
+    pub evidence: Vec<Evidence>,
+    /// Overrides the rule's severity (e.g. a PCIe speed that is only low at idle is info).
+    pub severity: Option<Severity>,
+}
+
+impl Hit {
+    pub fn new(title: impl Into<String>, evidence: Vec<Evidence>) -> Hit {
+        Hit {
+            title: title.into(),
+            evidence,
+            severity: None,
+        }
+    }
+
+    pub fn with_severity(mut self, severity: Severity) -> Hit {
+        self.severity = Some(severity);
+        self
+    }
+}
+
+/// One row of the table.
+pub struct Rule {
+    pub id: &'static str,
+    pub severity: Severity,
+    pub explanation: &'static str,
+    pub fix: &'static str,
+    pub source: &'static str,
+    pub check: fn(&Inputs) -> Vec<Hit>,
+}
+
+const SRC_TROUBLESHOOTING: &str = "NCCL user guide, troubleshooting and env (docs/userguide env.rst); reference/anchors.md §4.2-§4.5, §6.5";
+
+/// Every rule ncclprobe knows, in the order they are checked.
+pub static RULES: &[Rule] = &[
+    Rule {
+        id: "gpu.process-on-multiple-gpus",
+        severity: Severity::Error,
+        explanation: "A training process that should own one GPU also has a context (and memory, and kernels) on another. Its peers then share that GPU: one GPU sits at low utilisation while the other is oversubscribed, and steps get many times slower.",
+        fix: "Give each process exactly one GPU: export CUDA_VISIBLE_DEVICES=<its GPU> before starting it (torchrun does this per LOCAL_RANK only if the script calls torch.cuda.set_device(local_rank) before any CUDA work).",
+        source: "seeds/000 (nvidia-smi process list); PyTorch DDP docs: one process per GPU",
+        check: placement::process_on_multiple_gpus,
+    },
+    Rule {
+        id: "nvlink.down",
+        severity: Severity::Error,
+        explanation: "A GPU with fewer active NVLinks than its identical siblings has lost links (a bad bridge, cable tray or NVSwitch port, or a link disabled after errors); NCCL routes around them over fewer links or PCIe, and every collective that includes the GPU slows down.",
+        fix: "Check `nvidia-smi nvlink -s` and the error counters (`nvidia-smi nvlink -e`), reseat bridges, run DCGM diagnostics (`dcgmi diag -r 2`), and keep the node out of the job pool until all links are up.",
+        source: "reference/anchors.md §6.5 (NVLink down; DCGM gpu_nvlinks_expected_up)",
+        check: links::nvlink_down,
+    },
+    Rule {
+        id: "env.cuda-visible-devices-unset",
+        severity: Severity::Warning,
+        explanation: "Without CUDA_VISIBLE_DEVICES (or an early torch.cuda.set_device), every process sees every GPU and libraries may create contexts on GPU 0 or on all GPUs.",
+        fix: "Set CUDA_VISIBLE_DEVICES per process, or call torch.cuda.set_device(local_rank) first thing.",
+        source: "seeds/000",
+        check: placement::cuda_visible_devices_unset,
+    },
+    Rule {
+        id: "env.shm-disabled",
+        severity: Severity::Warning,
+        explanation: "With SHM off, GPUs without P2P fall back to the network transport (sockets) even inside one machine: ~1 GB/s instead of PCIe speeds. Often set to work around /dev/shm errors on WSL2 or in containers.",
+        fix: "Unset NCCL_SHM_DISABLE and fix the cause instead: give the container a larger /dev/shm (docker --shm-size=8g or --ipc=host).",
+        source: SRC_TROUBLESHOOTING,
+        check: placement::shm_disabled,
+    },
+    Rule {
+        id: "env.p2p-disabled",
+        severity: Severity::Warning,
+        explanation: "With P2P off, NCCL bounces GPU-to-GPU traffic through host memory (SHM), costing bandwidth and latency on PCIe and far more on NVLink systems.",
+        fix: "Unset NCCL_P2P_DISABLE unless P2P is known broken on this platform (then fix ACS/IOMMU settings).",
+        source: SRC_TROUBLESHOOTING,
+        check: placement::p2p_disabled,
+    },
+    Rule {
+        id: "env.ib-disabled",
+        severity: Severity::Warning,
+        explanation: "With IB off, multi-node traffic uses TCP sockets, typically ≤60% of the NIC's line rate and a fraction of RDMA.",
+        fix: "Unset NCCL_IB_DISABLE on hosts with IB/RoCE, and check that libibverbs and the NICs are visible in the container.",
+        source: SRC_TROUBLESHOOTING,
+        check: placement::ib_disabled,
+    },
+    Rule {
+        id: "p2p.unavailable",
+        severity: Severity::Warning,
+        explanation: "NCCL cannot use P2P/IPC, so intra-node traffic goes through host memory (SHM) or, with SHM off, sockets. GeForce cards do not support P2P; WSL2 lacks legacy CUDA IPC; ACS/IOMMU settings or virtualisation can also block it.",
+        fix: "Expect SHM-level bandwidth (≈0.75 of the PCIe link at best); on servers check ACS/IOMMU (disable ACS on PCIe switches, iommu=pt); do not set NCCL_SHM_DISABLE on such machines.",
+        source: "reference/anchors.md §4.2 (GeForce P2P, sjeaugey in nccl-tests#287) and §4.3 (WSL legacy IPC, nccl src/transport/p2p.cc)",
+        check: links::p2p_unavailable,
+    },
+    Rule {
+        id: "wsl2",
+        severity: Severity::Warning,
+        explanation: "WSL2 has no CUDA legacy IPC (no NCCL P2P) and multi-GPU jobs often fail creating /dev/shm segments; the usual workaround NCCL_SHM_DISABLE=1 leaves only sockets (~1 GB/s, seeds/002). No published WSL2 baseline exists.",
+        fix: "Prefer native Linux for multi-GPU training; under WSL2 use gradient accumulation with no_sync() to all-reduce less often, or train on one GPU (see `ncclprobe simulate ddp`).",
+        source: "reference/anchors.md §4.3; seeds/002; microsoft/WSL#12467",
+        check: placement::wsl2,
+    },
+    Rule {
+        id: "transport.socket-intranode",
+        severity: Severity::Error,
+        explanation: "Inside one host NCCL should use P2P or SHM; sockets mean both were unavailable or disabled (NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, WSL2, containers with tiny /dev/shm, or ranks in separate containers). Expect ~1 GB/s.",
+        fix: "Re-enable SHM (unset NCCL_SHM_DISABLE, enlarge /dev/shm) and P2P where supported; run ranks in one container/pod with --ipc=host.",
+        source: "reference/anchors.md §4.3 and §4.5",
+        check: links::socket_intranode,
+    },
+    Rule {
+        id: "transport.socket-internode",
+        severity: Severity::Warning,
+        explanation: "Multi-host traffic is on TCP. On clusters with InfiniBand/RoCE/EFA this means the fabric is not used (missing libibverbs or plugin, NCCL_IB_DISABLE, wrong HCA). If the 'hosts' are containers on one machine, this is intra-node traffic over sockets.",
+        fix: "Check `ibv_devinfo` inside the job, mount /dev/infiniband, install the NCCL net plugin (aws-ofi-nccl for EFA), unset NCCL_IB_DISABLE; for pods on one node use hostIPC / one pod.",
+        source: "reference/anchors.md §4.4 and §4.5 (nccl#209: TCP ≤60% of line rate)",
+        check: links::socket_internode,
+    },
+    Rule {
+        id: "transport.gdr-disabled",
+        severity: Severity::Info,
+        explanation: "NCCL stages network traffic through host memory when the GPU and NIC are too far apart in the PCIe tree or nv_peer_mem / dma-buf is missing.",
+        fix: "Load nvidia-peermem (or use dma-buf), and check NCCL_NET_GDR_LEVEL against the topology.",
+        source: "reference/anchors.md §6.5",
+        check: links::gdr_disabled,
+    },
+    Rule {
+        id: "topo.nic-far-from-gpu",
+        severity: Severity::Info,
+        explanation: "NCCL reads and writes GPU memory directly from the NIC (GPUDirect RDMA) only when the NIC is close to the GPU (NCCL_NET_GDR_LEVEL defaults to PXB); for these GPUs inter-node traffic is staged through host memory, costing bandwidth and CPU.",
+        fix: "For multi-node jobs, prefer GPUs with a PIX/PXB NIC, or raise NCCL_NET_GDR_LEVEL (e.g. PHB) after checking with a sweep that it helps; confirm in NCCL_DEBUG=INFO logs (`via NET/IB/…/GDRDMA`).",
+        source: "reference/anchors.md §6.5 (missing GDRDMA); NCCL environment variables: NCCL_NET_GDR_LEVEL",
+        check: links::nic_far_from_gpu,
+    },
+    Rule {
+        id: "topo.cross-numa",
+        severity: Severity::Warning,
+        explanation: "Traffic between these GPUs crosses QPI/UPI/Infinity Fabric; NCCL disables P2P across it on most CPUs and bandwidth is bounded by the inter-socket link (NCCL models 6-40 GB/s).",
+        fix: "Place communicating ranks on GPUs of one NUMA node (CUDA_VISIBLE_DEVICES), bind processes to the GPU's NUMA node (numactl), and expect lower busbw for jobs spanning sockets.",
+        source: "reference/anchors.md §4.2 (NCCL SYS bandwidth constants, paths.cc P2P cut-off)",
+        check: links::cross_numa,
+    },
+    Rule {
+        id: "pcie.downgraded",
+        severity: Severity::Info,
+        explanation: "A narrower link (fewer lanes) caps every transfer to and from the GPU; a lower speed at idle is normal power saving, under load it means a bad riser, slot or BIOS setting.",
+        fix: "Re-seat the card or riser, check the slot's lane wiring and BIOS PCIe settings; compare with `nvidia-smi -q -d PCI` under load.",
+        source: "DCGM diag PCIe checks (reference/anchors.md §3.2, §6.5)",
+        check: links::pcie_downgraded,
+    },
+    Rule {
+        id: "pcie.acs-enabled",
+        severity: Severity::Warning,
+        explanation: "With Access Control Services redirecting peer-to-peer requests on the bridges between GPUs, P2P that should stay inside a PCIe switch goes up to the root complex (and through the IOMMU): bandwidth drops, and NCCL can hang or report errors on P2P.",
+        fix: "On bare metal disable ACS on the switch ports (BIOS setting, or `setpci -s <bridge> ECAP_ACS+0x6.w=0000` for each bridge listed, re-applied at every boot); in VMs keep ACS and expect no P2P between these GPUs.",
+        source: "NCCL user guide, troubleshooting: PCI Access Control Services (ACS); nccl#1086 (reference/anchors.md §4.2)",
+        check: links::acs_enabled,
+    },
+    Rule {
+        id: "pcie.iommu-translated",
+        severity: Severity::Warning,
+        explanation: "With the IOMMU translating, GPU peer-to-peer traffic is redirected through the root complex (or blocked with ACS on the switches): P2P through PCIe switches gets slow or hangs, and users report all-reduce bandwidth recovering only after IOMMU passthrough or off.",
+        fix: "Boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt) or disable the IOMMU in the BIOS on bare metal, and disable ACS on the PCIe switches; then re-run ncclprobe sweep.",
+        source: "NCCL user guide, troubleshooting: PCI Access Control Services (ACS) and IOMMU; nccl#841, nccl#1285, nccl#1086 (reference/anchors.md §4.2)",
+        check: links::iommu_translated,
+    },
+    Rule {
+        id: "devshm.small",
+        severity: Severity::Warning,
+        explanation: "NCCL's SHM transport and PyTorch's DataLoader workers allocate in /dev/shm; Docker's default 64 MB makes NCCL fail creating segments or forces users to disable SHM.",
+        fix: "Run the container with --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm.",
+        source: "nccl#342, nccl#1518 (reference/anchors.md §2.12)",
+        check: host::devshm_small,
+    },
+    Rule {
+        id: "devshm.failure",
+        severity: Severity::Error,
+        explanation: "/dev/shm is too small or not shared between the ranks' containers.",
+        fix: "Enlarge /dev/shm (docker --shm-size=8g / --ipc=host); do not paper over it with NCCL_SHM_DISABLE=1, which drops intra-node traffic to sockets.",
+        source: "nccl#342, nccl#525, nccl#1518, microsoft/WSL#12467 (reference/anchors.md §2.12)",
+        check: host::devshm_failure,
+    },
+    Rule {
+        id: "nccl.error",
+        severity: Severity::Error,
+        explanation: "'unhandled system error' is usually the environment (missing libnvidia-ml/libibverbs, /sys paths absent in containers or WSL, sockets refused); 'unhandled cuda error' a driver/device problem (busy or exclusive-process GPUs, illegal memory access); NCCL WARN lines just before the error name the cause.",
+        fix: "Read the first NCCL WARN line; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH for the failing rank.",
+        source: "NCCL troubleshooting guide (reference/anchors.md §2.7, §2.12)",
+        check: host::nccl_error,
+    },
+    Rule {
+        id: "watchdog.timeout",
+        severity: Severity::Error,
+        explanation: "The collective started on some ranks and never completed. Ranks that did not report are usually the culprits (crashed, stuck in data loading or in a different collective); if every rank reported, NCCL itself is hung (network, P2P, or mismatched collectives).",
+        fix: "Find what the silent ranks were doing (py-spy dump, their logs); set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_DEBUG=INFO; check that every rank calls the same collectives in the same order.",
+        source: "PyTorch ProcessGroupNCCL watchdog (reference/anchors.md §2.7)",
+        check: host::watchdog_timeout,
+    },
+    Rule {
+        id: "result.wrong",
+        severity: Severity::Error,
+        explanation: "nccl-tests compares every element with its exact expected value; wrong elements mean corruption (hardware, driver, a bad link) or a bug, never noise.",
+        fix: "Rerun with -c 10 to see whether it is intermittent; isolate GPUs/links pairwise; check dmesg for Xid errors and PCIe AER.",
+        source: "reference/anchors.md §1.6 and §2.11",
+        check: results::wrong,
+    },
+    Rule {
+        id: "result.truncated",
+        severity: Severity::Warning,
+        explanation: "The table has no footer: the run crashed, was killed, hung, or the paste was cut. The rows before the cut are kept.",
+        fix: "Look at the errors after the last row; rerun with --timeout so a hang ends with a message.",
+        source: "nccl-tests output format (reference/anchors.md §1.4)",
+        check: results::truncated,
+    },
+    Rule {
+        id: "result.below-expected",
+        severity: Severity::Warning,
+        explanation: "NCCL estimated these calls (ncclGroupSimulateEnd) from the topology it detected; measuring more than 1.5x its estimate at the largest size means something outside its model slows them: other traffic on the GPUs or links, thermal or power throttling, a link running below its speed, ACS/IOMMU redirecting P2P, or a slow rank.",
+        fix: "Rerun on an idle machine; check pcie.downgraded, nvlink.down and pcie.iommu-translated (ncclprobe diagnose), clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE), and the per-rank times in the record for a straggler.",
+        source: "NCCL ncclGroupSimulateEnd (NCCL 2.22+), recorded per point as nccl_model_time_s",
+        check: results::slower_than_nccl_model,
+    },
+    Rule {
+        id: "result.below-expected",
+        severity: Severity::Warning,
+        explanation: "The expectation is NCCL's own link model at the oldest generation of that link type (NVLink 20 GB/s per link, PCIe Gen3 x16 12 GB/s, host-bridge paths 9 GB/s, cross-socket 6 GB/s); far below it, something forces a slower path: no P2P (GeForce, ACS/IOMMU), SHM through a PCIe switch uplink, sockets, or a downgraded link.",
+        fix: "Look at the transports in an NCCL_DEBUG=INFO log (ncclprobe diagnose --from it) and at p2p.unavailable / transport.* findings.",
+        source: "reference/anchors.md §4.1-§4.2 and §5.3",
+        check: results::below_topology_expectation,
+    },
+];
+
+/// Run every rule; findings sorted by severity (worst first), then id.
+pub fn run(inputs: &Inputs) -> Vec<Finding> {
+    let mut out: Vec<Finding> = RULES
+        .iter()
+        .flat_map(|rule| {
+            (rule.check)(inputs).into_iter().map(|hit| Finding {
+                id: rule.id.into(),
+                severity: hit.severity.unwrap_or(rule.severity),
+                title: hit.title,
+                evidence: hit.evidence,
+                explanation: rule.explanation.into(),
+                fix: rule.fix.into(),
+                source: rule.source.into(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_its_text_and_ids_look_alike() {
+        for rule in RULES {
+            assert!(
+                rule.id.contains('.') || rule.id == "wsl2",
+                "{}: ids are area.what",
+                rule.id
+            );
+            for (what, text, least) in [
+                ("explanation", rule.explanation, 40),
+                ("fix", rule.fix, 40),
+                ("source", rule.source, 8),
+            ] {
+                assert!(text.len() >= least, "{}: {what} too short", rule.id);
+            }
+        }
+        // Only result.below-expected has two rows (NCCL's model and the topology's).
+        let mut ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
+        ids.sort();
+        let before = ids.len();
+        ids.dedup();
+        assert_eq!(before - ids.len(), 1);
+    }
+
+    #[test]
+    fn nothing_to_look_at_finds_nothing() {
+        assert!(run(&Inputs::default()).is_empty());
+    }
+}

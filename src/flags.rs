@@ -1,0 +1,98 @@
+//! Checks every command applies to flag values clap cannot check alone: lists, positive
+//! numbers, fractions. Each failure is a usage error (exit 2) that names the flag.
+
+use crate::exit::Failure;
+
+/// A comma-separated list; every item must parse, and there must be at least one.
+/// `allowed` says what would have been accepted.
+pub fn parse_list<T>(
+    flag: &str,
+    text: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    allowed: &str,
+) -> Result<Vec<T>, Failure> {
+    let values = text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            parse(item).ok_or_else(|| {
+                Failure::usage(format!(
+                    "{flag}: unknown value '{item}'; allowed: {allowed}"
+                ))
+            })
+        })
+        .collect::<Result<Vec<T>, Failure>>()?;
+    if values.is_empty() {
+        return Err(Failure::usage(format!(
+            "{flag}: empty list; allowed: {allowed}"
+        )));
+    }
+    Ok(values)
+}
+
+/// Like `parse_list`, with `all` standing for every value.
+pub fn parse_list_or_all<T: Clone>(
+    flag: &str,
+    text: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    names: &str,
+) -> Result<Vec<T>, Failure> {
+    if text.trim().eq_ignore_ascii_case("all") {
+        return Ok(all.to_vec());
+    }
+    parse_list(flag, text, parse, &format!("{names}, all"))
+}
+
+/// A finite number above zero; `unit` completes the message ("seconds", "GB/s").
+pub fn positive(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be a positive number of {unit}, got {value}"
+        )))
+    }
+}
+
+/// A number from 0 to 1.
+pub fn fraction(flag: &str, value: f64) -> Result<f64, Failure> {
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be a fraction between 0 and 1, got {value}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_name_the_flag_and_the_bad_item() {
+        let parse = |s: &str| s.parse::<u32>().ok();
+        assert_eq!(
+            parse_list("-x", "1, 2,,3", parse, "numbers").unwrap(),
+            vec![1, 2, 3]
+        );
+        let e = parse_list("-x", "1,abc", parse, "numbers").unwrap_err();
+        assert_eq!(e.message, "-x: unknown value 'abc'; allowed: numbers");
+        assert!(parse_list("-x", " , ", parse, "numbers").is_err());
+        assert_eq!(
+            parse_list_or_all("-x", "ALL", &[7, 8], parse, "7, 8").unwrap(),
+            vec![7, 8]
+        );
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_refused() {
+        assert!(positive("--t", 0.0, "seconds").is_err());
+        assert!(positive("--t", f64::NAN, "seconds").is_err());
+        assert_eq!(positive("--t", 2.5, "seconds").unwrap(), 2.5);
+        assert!(fraction("--f", 1.5).is_err());
+        assert_eq!(fraction("--f", 0.0).unwrap(), 0.0);
+    }
+}

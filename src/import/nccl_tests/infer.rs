@@ -1,0 +1,146 @@
+//! What the log does not say outright: the collective from how size and count relate, the
+//! rank count from the sizes.
+
+use crate::coll::Collective;
+use crate::dtype::Dtype;
+
+use super::table::Row;
+
+/// `size / (count × type size)` when every row agrees: 1 for all_reduce, broadcast, reduce and
+/// sendrecv; the rank count for all_gather, reduce_scatter, alltoall, gather and scatter
+/// (nccl-tests prints the larger buffer's bytes, `count` is per rank). Exact, unlike the
+/// bandwidth ratio, and there even when the bandwidths print as 0.
+pub(super) fn size_ratio(rows: &[&Row]) -> Option<u64> {
+    let mut k = None;
+    for r in rows.iter().filter(|r| r.count > 0) {
+        let elem = r.count * Dtype::parse(&r.dtype)?.size_bytes() as u64;
+        if r.size % elem != 0 {
+            return None;
+        }
+        match k {
+            None => k = Some(r.size / elem),
+            Some(prev) if prev != r.size / elem => return None,
+            Some(_) => {}
+        }
+    }
+    k
+}
+
+/// Which collective a table is, from the columns when the log does not name it: a reduction op
+/// and a root, the size/count ratio (above), the ratio of busbw to algbw (nccl-tests' factor
+/// 2(n-1)/n, (n-1)/n or 1), and that nccl-tests never checks sendrecv and alltoall in place
+/// (their in-place #wrong is N/A while out-of-place is a count).
+pub(super) fn infer_collective(rows: &[&Row]) -> (Collective, String) {
+    let has_op = rows
+        .iter()
+        .any(|r| r.redop.as_deref().is_some_and(|o| o != "none"));
+    let rooted = rows.iter().any(|r| r.root >= 0);
+    let checked = rows.iter().filter(|r| r.halves[0].wrong.is_some()).count();
+    let inplace_unchecked = checked > 0
+        && rows
+            .iter()
+            .filter(|r| r.halves[0].wrong.is_some() && r.halves[1].wrong.is_none())
+            .count()
+            == checked;
+    let inplace_checked = checked > 0 && !inplace_unchecked;
+    // Two printed decimals: only bandwidths of 1 GB/s and more give the ratio to 1%.
+    let ratio = rows
+        .iter()
+        .filter(|r| r.halves[0].algbw_gbps >= 1.0)
+        .max_by_key(|r| r.size)
+        .map(|r| r.halves[0].busbw_gbps / r.halves[0].algbw_gbps);
+    let k = size_ratio(rows);
+    let unknown = |why: String| (Collective::Unknown, format!("unknown: {why}"));
+    match (has_op, rooted, ratio) {
+        (true, true, _) => (
+            Collective::Reduce,
+            "inferred: a reduction op and a root".into(),
+        ),
+        (false, true, _) if k.is_some_and(|k| k > 1) => unknown(format!(
+            "a root, no reduction op and size = count x {} ranks: gather or scatter",
+            k.unwrap_or(0)
+        )),
+        (false, true, _) => (
+            Collective::Broadcast,
+            "inferred: a root and no reduction op".into(),
+        ),
+        (true, false, _) if k.is_some_and(|k| k > 1) => (
+            Collective::ReduceScatter,
+            format!(
+                "inferred: reduction op, size = count x {} ranks",
+                k.unwrap_or(0)
+            ),
+        ),
+        (true, false, Some(r)) if (r - 1.0).abs() < 0.02 && inplace_unchecked => (
+            Collective::Sendrecv,
+            format!("inferred: busbw/algbw = {r:.2} and in-place not checked (sendrecv)"),
+        ),
+        (true, false, Some(r)) if r >= 0.98 => (
+            Collective::AllReduce,
+            format!("inferred: reduction op, busbw/algbw = {r:.2} (2(n-1)/n)"),
+        ),
+        (true, false, _) if k == Some(1) && inplace_checked => (
+            Collective::AllReduce,
+            "inferred: reduction op, size = count x type size, in-place checked (sendrecv never is)"
+                .into(),
+        ),
+        (true, false, Some(r)) if r > 0.0 && k != Some(1) => (
+            Collective::ReduceScatter,
+            format!("inferred: reduction op, busbw/algbw = {r:.2} ((n-1)/n)"),
+        ),
+        (false, false, _) if k.is_some_and(|k| k > 1) && inplace_unchecked => (
+            Collective::Alltoall,
+            format!(
+                "inferred: no op, size = count x {} ranks, in-place not checked (alltoall)",
+                k.unwrap_or(0)
+            ),
+        ),
+        (false, false, _) if k.is_some_and(|k| k > 1) && inplace_checked => (
+            Collective::AllGather,
+            format!(
+                "inferred: no op, size = count x {} ranks, in-place checked (all_gather)",
+                k.unwrap_or(0)
+            ),
+        ),
+        (false, false, Some(r)) if r < 0.98 && inplace_unchecked => (
+            Collective::Alltoall,
+            format!("inferred: no op, busbw/algbw = {r:.2} and in-place not checked (alltoall)"),
+        ),
+        (false, false, Some(r)) if r < 0.98 && checked > 0 => (
+            Collective::AllGather,
+            format!("inferred: no op, busbw/algbw = {r:.2}, in-place checked (all_gather)"),
+        ),
+        _ => unknown("the log does not name it and the columns do not tell".into()),
+    }
+}
+
+/// The rank count from the size/count ratio, for collectives whose printed size spans all ranks.
+pub(super) fn nranks_from_size(coll: Collective, rows: &[&Row]) -> Option<usize> {
+    let spans_ranks = matches!(
+        coll,
+        Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::Alltoall
+            | Collective::Gather
+            | Collective::Scatter
+    );
+    size_ratio(rows)
+        .filter(|&k| spans_ranks && k > 1)
+        .map(|k| k as usize)
+}
+
+pub(super) fn nranks_from_ratio(coll: Collective, rows: &[&Row]) -> Option<usize> {
+    let r = rows
+        .iter()
+        .filter(|r| r.halves[0].algbw_gbps >= 0.1)
+        .max_by_key(|r| r.size)
+        .map(|r| r.halves[0].busbw_gbps / r.halves[0].algbw_gbps)?;
+    let n = match coll {
+        Collective::AllReduce if r < 1.999 => 2.0 / (2.0 - r),
+        Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall if r < 0.999 => {
+            1.0 / (1.0 - r)
+        }
+        _ => return None,
+    };
+    (n.is_finite() && n >= 1.0).then(|| n.round() as usize)
+}

@@ -1,0 +1,196 @@
+//! ONE skeleton for every way a sweep's ranks come to life (host threads, NCCL `-g N`, one GPU
+//! per process under torchrun or MPI, MPI on host memory): [`launch`]. What differs between
+//! them is a [`Start`]: the plan, the banner's words and how to connect the communicators.
+//!
+//! The ranks run on their own threads and this thread only waits for them, so whatever
+//! happens to a rank (a failure, a hang the watchdog reports, a panic) comes back here as a
+//! `Failure`; the record is closed with it and the exit code is decided by `run_cli`'s table.
+//! Ranks that never come back (stuck in a collective) are left behind: the process ends
+//! when the command returns.
+
+use super::rank::run_rank;
+use super::record;
+use super::report::Rank0;
+use super::select::Selection;
+use crate::backend::Communicator;
+use crate::cli::SweepArgs;
+use crate::exit::{ExitCode, Failure};
+use crate::model::Calibration;
+use crate::plan::Plan;
+use crate::watchdog::Watchdog;
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc};
+
+/// Makes this process's communicators, on a rank-side thread, with the watchdog at hand for
+/// rendezvous and initialisation (which can hang).
+pub type Connect<C> = Box<dyn FnOnce(&Watchdog, &Plan) -> Result<Vec<C>, Failure> + Send>;
+
+/// What differs between the ways ranks start.
+pub struct Start<C> {
+    pub plan: Plan,
+    /// This process holds rank 0: it prints, and keeps the record.
+    pub reports: bool,
+    /// How the ranks run, for the banner ("2 ranks as threads of one process").
+    pub ranks_text: String,
+    pub libraries: BTreeMap<String, String>,
+    pub calibration: Calibration,
+    pub connect: Connect<C>,
+    /// Kept until the ranks are done, then dropped on this thread (MPI must be finalised by
+    /// the thread that initialised it); never dropped while a rank may still be inside it.
+    pub keep_alive: Option<Box<dyn std::any::Any>>,
+}
+
+/// What the rank-side threads tell the waiting thread.
+enum Event<C> {
+    /// This many communicators are running.
+    Started(usize),
+    /// One rank is done: its outcome, and its communicator to release here.
+    Done(Result<(), Failure>, Option<C>),
+}
+
+/// Run a sweep: record, banner, communicators, one thread per rank, the outcome.
+pub fn launch<C: Communicator + Send + 'static>(
+    args: &SweepArgs,
+    selection: &Selection,
+    start: Start<C>,
+) -> Result<ExitCode, Failure> {
+    let Start {
+        plan,
+        reports,
+        ranks_text,
+        libraries,
+        calibration,
+        connect,
+        keep_alive,
+    } = start;
+    let plan = Arc::new(plan);
+    let watchdog = Watchdog::start(plan.settings.timeout_s);
+    let rank0 = reports.then(|| {
+        let record = record::new_record(&plan, selection, libraries.clone(), calibration);
+        Arc::new(Rank0::new(&args.output, record))
+    });
+    let (tx, rx) = mpsc::channel::<Event<C>>();
+    watch_for_timeouts(&watchdog, rank0.clone(), tx.clone());
+    if let Some(r0) = &rank0 {
+        r0.banner(&plan, selection, &ranks_text, &libraries);
+    }
+    let ranks_side = {
+        let (plan, watchdog, rank0) = (Arc::clone(&plan), watchdog.clone(), rank0.clone());
+        move || start_ranks(connect, plan, watchdog, rank0, tx)
+    };
+    let outcome = match std::thread::Builder::new()
+        .name("ranks".into())
+        .spawn(ranks_side)
+    {
+        Ok(_) => wait_for_ranks(&rx),
+        Err(e) => Err(Failure::internal(format!(
+            "cannot start the rank threads: {e}"
+        ))),
+    };
+    let ok = outcome.is_ok();
+    let code = match &rank0 {
+        Some(r0) => r0.finish(&args.output, outcome.map(|_| ())),
+        None => outcome.map(|_| ExitCode::Ok),
+    };
+    if ok {
+        drop(keep_alive);
+    } else {
+        // A rank may still be inside the library this keeps loaded or initialised.
+        std::mem::forget(keep_alive);
+    }
+    code
+}
+
+/// On a timeout: mark the record first (so the hung rank's own error path, woken by the
+/// abort below, finds it already closed), tell the waiting thread, then abort NCCL
+/// communicators so peers in other processes return too.
+fn watch_for_timeouts<C: Send + 'static>(
+    watchdog: &Watchdog,
+    rank0: Option<Arc<Rank0>>,
+    tx: mpsc::Sender<Event<C>>,
+) {
+    watchdog.set_on_timeout(Box::new(move |failure: Failure| {
+        if let Some(r0) = &rank0 {
+            r0.mark_timed_out(&failure.message);
+        }
+        let _ = tx.send(Event::Done(Err(failure), None));
+        crate::backend::nccl::abort_all();
+    }));
+}
+
+/// The rank side: connect, then one thread per communicator; every outcome goes to `tx`.
+fn start_ranks<C: Communicator + Send + 'static>(
+    connect: Connect<C>,
+    plan: Arc<Plan>,
+    watchdog: Watchdog,
+    rank0: Option<Arc<Rank0>>,
+    tx: mpsc::Sender<Event<C>>,
+) {
+    let comms = match connect(&watchdog, &plan) {
+        Ok(comms) => comms,
+        Err(f) => {
+            let _ = tx.send(Event::Done(Err(f), None));
+            return;
+        }
+    };
+    let _ = tx.send(Event::Started(comms.len()));
+    if let Some(first) = comms.first() {
+        watchdog.set_missing_ranks_probe(first.missing_ranks_probe());
+    }
+    for (i, mut comm) in comms.into_iter().enumerate() {
+        // The first communicator of the process arms the watchdog and, on rank 0, reports.
+        let first = i == 0;
+        let (plan, watchdog, rank0, rank_tx) = (
+            Arc::clone(&plan),
+            watchdog.clone(),
+            rank0.clone().filter(|_| first),
+            tx.clone(),
+        );
+        let rank = comm.rank();
+        let body = move || {
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_rank(
+                    &mut comm,
+                    &plan,
+                    first.then_some(&watchdog),
+                    rank0.as_deref(),
+                )
+            }));
+            let result = run.unwrap_or_else(|_| {
+                Err(Failure::internal(format!("rank {rank} panicked (a bug)")))
+            });
+            let _ = rank_tx.send(Event::Done(result, Some(comm)));
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name(format!("rank{rank}"))
+            .spawn(body)
+        {
+            let message = format!("cannot start the thread of rank {rank}: {e}");
+            let _ = tx.send(Event::Done(Err(Failure::internal(message)), None));
+            return;
+        }
+    }
+}
+
+/// Until every rank is done or the first one fails (or the watchdog reports a hang). The
+/// communicators of a successful run are released here, on this thread.
+fn wait_for_ranks<C>(rx: &mpsc::Receiver<Event<C>>) -> Result<(), Failure> {
+    let mut expected = None;
+    let mut finished = Vec::new();
+    loop {
+        match rx.recv() {
+            Ok(Event::Started(n)) => expected = Some(n),
+            Ok(Event::Done(Ok(()), comm)) => finished.push(comm),
+            Ok(Event::Done(Err(f), comm)) => {
+                // Peers of a failed rank may be blocked for good waiting for it.
+                std::mem::forget(comm);
+                std::mem::forget(finished);
+                return Err(f);
+            }
+            Err(_) => return Err(Failure::internal("the rank threads ended without a result")),
+        }
+        if expected == Some(finished.len()) {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! `ncclprobe sweep` as a pipeline: `select` the backend, describe how its ranks start
+//! (`worlds`), and run them through the one skeleton (`launch`): every rank runs the same loop
+//! (`rank`), rank 0 prints and records (`report`, `record`).
+
+pub mod launch;
+pub mod rank;
+pub mod record;
+pub mod report;
+pub mod select;
+pub mod worlds;
+
+pub use select::{select_backend, Backend, Environment, Selection};

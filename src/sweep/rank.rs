@@ -1,0 +1,186 @@
+//! The whole sweep as one rank runs it: exchange who is where, then for every collective, type,
+//! op, root and size measure both placements; rank 0 reports and records each point before any
+//! rank moves on.
+
+use super::report::Rank0;
+use crate::backend::{BackendError, Communicator, PointSpec};
+use crate::coll::{Collective, Placement};
+use crate::dtype::RedOp;
+use crate::exit::Failure;
+use crate::measure::PointRunner;
+use crate::model::{Point, RankInfo};
+use crate::plan::Plan;
+use crate::units::format_size;
+use crate::watchdog::Watchdog;
+
+/// Points (sizes × types × ops × roots × collectives) the plan asks of `nranks` ranks.
+pub fn total_points(plan: &Plan, nranks: usize) -> u64 {
+    plan.collectives
+        .iter()
+        .map(|&c| {
+            let roots = plan.roots(c, nranks).map(|r| r.len()).unwrap_or(1);
+            (plan.dtypes.len() * plan.ops_for(c).len() * roots * plan.sizes_bytes.len()) as u64
+        })
+        .sum()
+}
+
+fn prepare_failure(coll: Collective, size: u64, e: BackendError) -> Failure {
+    Failure::from_backend(&format!("{coll} at {}", format_size(size)), e)
+}
+
+/// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where.
+fn whoami(comm: &dyn Communicator) -> String {
+    format!(
+        "{}\t{}\t{}",
+        hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+        std::process::id(),
+        comm.device_label().unwrap_or_default()
+    )
+}
+
+fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
+    let text = String::from_utf8_lossy(bytes);
+    let mut fields = text.splitn(3, '\t');
+    let host = fields.next().unwrap_or_default().to_string();
+    let pid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let device = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
+    RankInfo {
+        rank,
+        host,
+        pid,
+        device,
+    }
+}
+
+fn spec(
+    coll: Collective,
+    dtype: crate::dtype::Dtype,
+    op: RedOp,
+    root: i64,
+    size: u64,
+) -> PointSpec {
+    PointSpec {
+        coll,
+        dtype,
+        op,
+        root: root.max(0) as usize,
+        count: (size / dtype.size_bytes() as u64) as usize,
+    }
+}
+
+/// The whole sweep as seen by one rank; `out` is set on rank 0 only.
+pub fn run_rank(
+    comm: &mut dyn Communicator,
+    plan: &Plan,
+    watchdog: Option<&Watchdog>,
+    out: Option<&Rank0>,
+) -> Result<(), Failure> {
+    let nranks = comm.nranks();
+    let everyone = comm
+        .allgather_bytes(whoami(comm).as_bytes())
+        .map_err(|e| Failure::from_backend("exchanging rank information", e))?;
+    if let Some(out) = out {
+        let ranks: Vec<RankInfo> = everyone
+            .iter()
+            .enumerate()
+            .map(|(rank, b)| parse_whoami(rank, b))
+            .collect();
+        out.set_ranks(ranks, nranks, total_points(plan, nranks))?;
+    }
+
+    for &coll in &plan.collectives {
+        let roots = plan.roots(coll, nranks)?;
+        if let Some(out) = out {
+            out.collective_header(coll);
+        }
+        // Allocate for the largest size up front, as nccl-tests does: every size then runs in
+        // the same (already touched) memory instead of growing buffers between sizes.
+        if let (Some(&largest), Some(&dtype)) = (plan.sizes_bytes.last(), plan.dtypes.first()) {
+            comm.prepare(&spec(coll, dtype, RedOp::Sum, 0, largest))
+                .map_err(|e| prepare_failure(coll, largest, e))?;
+        }
+        let mut coll_points: Vec<Point> = Vec::new();
+        for &dtype in &plan.dtypes {
+            for op in plan.ops_for(coll) {
+                for &root in &roots {
+                    for &size in &plan.sizes_bytes {
+                        let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
+                        comm.prepare(&spec)
+                            .map_err(|e| prepare_failure(coll, size, e))?;
+                        let mut runner = PointRunner {
+                            comm: &mut *comm,
+                            plan,
+                            watchdog,
+                        };
+                        let oop = runner.measure(&spec, Placement::OutOfPlace)?;
+                        let inp = runner.measure(&spec, Placement::InPlace)?;
+                        if let Some(out) = out {
+                            out.point(&oop, &inp)?;
+                        }
+                        // No rank starts the next size before rank 0 has the point on disk, so
+                        // a failure there can never lose it.
+                        comm.allgather_bytes(&[]).map_err(|e| {
+                            Failure::from_backend(&format!("after {coll} {}", format_size(size)), e)
+                        })?;
+                        coll_points.push(oop);
+                        coll_points.push(inp);
+                    }
+                }
+            }
+        }
+        if let Some(out) = out {
+            out.collective_footer(coll, &coll_points);
+        }
+    }
+    if let Some(w) = watchdog {
+        w.disarm();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn rank_information_round_trips_and_tolerates_missing_fields() {
+        let info = parse_whoami(3, b"node7\t4242\tGPU 1: NVIDIA H100");
+        assert_eq!(
+            (info.rank, info.host.as_str(), info.pid),
+            (3, "node7", 4242)
+        );
+        assert_eq!(info.device.as_deref(), Some("GPU 1: NVIDIA H100"));
+        let bare = parse_whoami(0, b"node7\tnot-a-pid\t");
+        assert_eq!((bare.pid, bare.device), (0, None));
+    }
+
+    #[test]
+    fn points_count_every_root_type_and_op() {
+        let args = crate::cli::Cli::try_parse_from([
+            "ncclprobe",
+            "sweep",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "--collective",
+            "all_reduce,broadcast",
+            "-d",
+            "float,int8",
+            "-o",
+            "sum,max",
+            "-r",
+            "all",
+        ])
+        .unwrap();
+        let crate::cli::Command::Sweep(sweep) = args.command else {
+            unreachable!()
+        };
+        let plan = Plan::from_args(&sweep, None).unwrap();
+        // all_reduce: 2 types x 2 ops x 4 sizes; broadcast: 2 types x 3 roots x 4 sizes.
+        assert_eq!(total_points(&plan, 3), 16 + 24);
+    }
+}

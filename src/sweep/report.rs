@@ -1,0 +1,331 @@
+//! What rank 0 shows and keeps while a sweep runs: the nccl-tests banner and table on stdout,
+//! the progress bar on stderr, the record on disk after every point, and the lines after the
+//! table when the run is over.
+
+use super::record;
+use super::select::Selection;
+use crate::cli::{OutputArgs, OutputFormat};
+use crate::coll::{Collective, Placement};
+use crate::exit::{ExitCode, Failure};
+use crate::model::{self, Point, RankInfo, RunRecord};
+use crate::plan::Plan;
+use crate::render::record::RecordSink;
+use crate::render::table;
+use crate::units::format_size;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+/// How long the end of a run waits for the record's lock: a rank thread abandoned by a
+/// timeout may hold it (while writing), and the end must not wait for that thread.
+const RECORD_LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
+/// What rank 0 owns: the record on disk, stdout, the progress bar.
+pub struct Rank0 {
+    sink: Arc<Mutex<RecordSink>>,
+    print_table: bool,
+    progress: ProgressBar,
+}
+
+/// The lock, unless another thread keeps it longer than `patience` (or it is poisoned).
+fn lock_within<T>(m: &Mutex<T>, patience: Duration) -> Option<MutexGuard<'_, T>> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match m.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+impl Rank0 {
+    pub fn new(output: &OutputArgs, record: RunRecord) -> Rank0 {
+        let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}")
+        {
+            progress.set_style(style);
+        }
+        Rank0 {
+            sink: Arc::new(Mutex::new(output.sink(record))),
+            print_table: output.format == OutputFormat::Table,
+            progress,
+        }
+    }
+
+    fn with_sink<R>(&self, f: impl FnOnce(&mut RecordSink) -> R) -> Result<R, Failure> {
+        let mut sink = lock_within(&self.sink, RECORD_LOCK_PATIENCE)
+            .ok_or_else(|| Failure::internal("the run record stayed locked by a stuck rank"))?;
+        Ok(f(&mut sink))
+    }
+
+    /// Mark the record as ended by a timeout and write it (from the watchdog's thread).
+    pub fn mark_timed_out(&self, message: &str) {
+        let _ = self.with_sink(|sink| {
+            record::close(&mut sink.record, model::RunStatus::TimedOut, Some(message));
+            sink.flush()
+        });
+    }
+
+    fn println(&self, line: &str) {
+        if self.print_table {
+            self.progress.suspend(|| println!("{line}"));
+        }
+    }
+
+    pub fn set_ranks(
+        &self,
+        ranks: Vec<RankInfo>,
+        nranks: usize,
+        points: u64,
+    ) -> Result<(), Failure> {
+        self.println("#\n# Using devices");
+        for r in &ranks {
+            self.println(&format!(
+                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device  {}",
+                r.rank,
+                r.pid,
+                r.host,
+                r.device.as_deref().unwrap_or("host memory")
+            ));
+        }
+        self.progress.set_length(points);
+        self.with_sink(|sink| {
+            let mut hosts: Vec<String> = ranks.iter().map(|r| r.host.clone()).collect();
+            hosts.sort();
+            hosts.dedup();
+            let backend = &mut sink.record.backend;
+            backend.hosts = hosts;
+            backend.ranks = ranks;
+            backend.nranks = nranks;
+        })
+    }
+
+    pub fn collective_header(&self, coll: Collective) {
+        self.println(&format!(
+            "#\n# Collective test starting: {}_perf",
+            coll.name()
+        ));
+        self.println(&table::header());
+    }
+
+    pub fn collective_footer(&self, coll: Collective, points: &[Point]) {
+        self.println(&table::footer(points));
+        self.println(&format!(
+            "# Collective test concluded: {}_perf",
+            coll.name()
+        ));
+    }
+
+    /// One finished size: its table row, and both placements on disk.
+    pub fn point(&self, oop: &Point, inp: &Point) -> Result<(), Failure> {
+        self.println(&table::row(oop, inp));
+        self.progress.inc(1);
+        self.with_sink(|sink| {
+            sink.record.points.push(oop.clone());
+            sink.record.points.push(inp.clone());
+            sink.flush()
+        })?
+        .map_err(|e| Failure::internal(format!("{e:#}")))
+    }
+
+    pub fn banner(
+        &self,
+        plan: &Plan,
+        selection: &Selection,
+        ranks_text: &str,
+        libraries: &BTreeMap<String, String>,
+    ) {
+        for line in banner_lines(plan, selection, ranks_text, libraries) {
+            self.println(&line);
+        }
+    }
+
+    /// Close the record with the run's outcome, print what comes after the table and what
+    /// stdout was asked to carry; the exit code of the run.
+    pub fn finish(
+        &self,
+        output: &OutputArgs,
+        result: Result<(), Failure>,
+    ) -> Result<ExitCode, Failure> {
+        self.progress.finish_and_clear();
+        let record = self.with_sink(|sink| {
+            let r = &mut sink.record;
+            let status = record::status(r, &result);
+            let error = result.as_ref().err().map(|f| f.message.as_str());
+            record::close(r, status, error);
+            sink.flush().map(|_| sink.record.clone())
+        })?;
+        let record = record.map_err(|e| Failure::internal(format!("{e:#}")))?;
+        result?;
+        for line in after_table_lines(&record) {
+            self.println(&line);
+        }
+        print!(
+            "{}",
+            crate::render::record::stdout_documents(output, &record)?
+        );
+        let wrong = record.total_wrong();
+        if wrong > 0 {
+            return Err(Failure::new(
+                ExitCode::CheckFailed,
+                format!("check failed: {wrong} wrong elements (see the #wrong column)"),
+            ));
+        }
+        Ok(ExitCode::Ok)
+    }
+}
+
+/// The lines above the table: tool, backend and why, libraries, sizes, sampling, notes.
+fn banner_lines(
+    plan: &Plan,
+    selection: &Selection,
+    ranks_text: &str,
+    libraries: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut lines = vec![
+        format!("# ncclprobe {}", crate::buildinfo::VERSION_LINE),
+        format!(
+            "# backend {}: {ranks_text} ({})",
+            selection.backend.name(),
+            selection.reason
+        ),
+    ];
+    lines.extend(
+        libraries
+            .iter()
+            .map(|(lib, version)| format!("# library {lib}: {version}")),
+    );
+    let s = &plan.settings;
+    let step = match (s.step_factor, s.step_bytes) {
+        (_, Some(b)) => format!("{b}(bytes)"),
+        (Some(f), _) => format!("{f}(factor)"),
+        _ => "1(factor)".into(),
+    };
+    lines.push(format!(
+        "# minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} validation: {}",
+        s.min_bytes,
+        s.max_bytes,
+        s.warmup_iters,
+        s.iters_per_sample
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "auto".into()),
+        s.check_iters
+    ));
+    let sampling = match s.target_rel_ci {
+        Some(t) => format!(
+            "adaptive: {}..{} samples per point until the 95% CI of the median is within ±{:.1}% or {} s of measurement",
+            s.min_samples, s.max_samples, t * 100.0, s.point_budget_s
+        ),
+        None => format!("fixed: {} samples per point", s.max_samples),
+    };
+    lines.push(format!(
+        "# sampling {sampling}; time = median over samples of the slowest rank"
+    ));
+    lines.extend(plan.notes.iter().map(|note| format!("# {note}")));
+    lines
+}
+
+/// Headlines, then what the run measured beside the table.
+fn after_table_lines(record: &RunRecord) -> Vec<String> {
+    let mut lines: Vec<String> = record.headlines.iter().map(table::headline).collect();
+    lines.extend(memcpy_ratio_line(record));
+    lines.extend(copy_bandwidth_lines(record));
+    lines.extend(cost_model_lines(record));
+    lines
+}
+
+/// Per collective and dtype, the largest out-of-place point against NCCL's own cost model.
+fn cost_model_lines(record: &RunRecord) -> Vec<String> {
+    model::largest_with_nccl_model(&record.points)
+        .into_iter()
+        .filter_map(|p| {
+            let model = p.nccl_model_time_s?;
+            Some(format!(
+                "# {} {} {}: measured {:.1} us, NCCL's cost model {:.1} us (ncclGroupSimulateEnd): {:.2}x its estimate",
+                p.collective,
+                p.dtype,
+                format_size(p.size_bytes),
+                p.time_s * 1e6,
+                model * 1e6,
+                p.time_s / model
+            ))
+        })
+        .collect()
+}
+
+/// Per GPU and direction: pageable vs pinned copy bandwidth (why DataLoader(pin_memory=True)).
+fn copy_bandwidth_lines(record: &RunRecord) -> Vec<String> {
+    let c = &record.calibration.copy_bandwidth;
+    let mut lines = Vec::new();
+    for p in c.iter().filter(|p| p.pinned) {
+        if let Some(q) = c
+            .iter()
+            .find(|q| !q.pinned && q.device == p.device && q.direction == p.direction)
+        {
+            lines.push(format!(
+                "# GPU{} {} {}: pageable {:.2} GB/s, pinned {:.2} GB/s ({} copies)",
+                p.device,
+                p.name,
+                p.direction,
+                q.bytes_per_s / 1e9,
+                p.bytes_per_s / 1e9,
+                format_size(p.size_bytes)
+            ));
+        }
+    }
+    lines
+}
+
+/// The host backend's all_reduce busbw at 64 MiB against single-thread memcpy of this run.
+fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
+    let memcpy = record.calibration.memcpy_bytes_per_s?;
+    let p = record.points.iter().find(|p| {
+        p.collective == Collective::AllReduce
+            && p.placement == Placement::OutOfPlace
+            && p.size_bytes == 64 << 20
+    })?;
+    Some(format!(
+        "# host backend: all_reduce busbw at 64 MiB {:.2} GB/s = {:.2} x single-thread memcpy ({:.2} GB/s, measured in this run)",
+        p.busbw_bytes_per_s / 1e9,
+        p.busbw_bytes_per_s / memcpy,
+        memcpy / 1e9
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CopyBandwidth;
+
+    #[test]
+    fn copy_bandwidth_pairs_pinned_with_pageable_per_gpu_and_direction() {
+        let copy = |device, pinned, direction: &str, gbps: f64| CopyBandwidth {
+            device,
+            name: "GPU".into(),
+            direction: direction.into(),
+            pinned,
+            size_bytes: 64 << 20,
+            bytes_per_s: gbps * 1e9,
+        };
+        let mut record = RunRecord::blank(model::Source::Measured, "nccl", "test".into());
+        record.calibration.copy_bandwidth = vec![
+            copy(0, false, "host-to-device", 6.0),
+            copy(0, true, "host-to-device", 24.5),
+            copy(1, true, "device-to-host", 25.0),
+        ];
+        let lines = copy_bandwidth_lines(&record);
+        assert_eq!(
+            lines,
+            vec![
+                "# GPU0 GPU host-to-device: pageable 6.00 GB/s, pinned 24.50 GB/s (64 MiB copies)"
+            ],
+            "a pinned figure without its pageable twin is not printed"
+        );
+    }
+}

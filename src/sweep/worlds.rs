@@ -1,0 +1,318 @@
+//! The four ways a sweep's ranks come to life, each described as a [`Start`] for the one
+//! skeleton in `launch`: host threads, NCCL with several GPUs in one process (`-g N`), NCCL
+//! with one GPU per process (torchrun-style or under an MPI launcher), and MPI on host memory.
+
+use super::launch::{launch, Start};
+use super::record;
+use super::select::Selection;
+use crate::backend::mpi as mpi_backend;
+use crate::backend::nccl::{self, Api, NcclComm, RegistrationMode};
+use crate::backend::rendezvous::{ControlPlane, Tcp};
+use crate::backend::{host, BackendError};
+use crate::cli::SweepArgs;
+use crate::exit::{ExitCode, Failure};
+use crate::model::{Calibration, Registration};
+use crate::plan::{memory_limit, Plan};
+use std::ffi::c_int;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Ranks as threads of this process.
+pub fn host_threads(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure> {
+    let nranks = args.backend.ranks.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2)
+    });
+    if nranks == 0 || nranks > 1024 {
+        return Err(Failure::usage(format!(
+            "--ranks: {nranks} is out of range (1..=1024)"
+        )));
+    }
+    let plan = Plan::from_args(args, memory_limit(nranks))?;
+    let calibration = record::memcpy_calibration(&plan);
+    let start = Start {
+        plan,
+        reports: true,
+        ranks_text: format!("{nranks} ranks as threads of one process"),
+        libraries: Default::default(),
+        calibration,
+        connect: Box::new(move |_, _| Ok(host::world(nranks))),
+        keep_alive: None,
+    };
+    launch(args, selection, start)
+}
+
+/// The largest power of two that fits three buffers of one message in `free` bytes.
+fn device_memory_limit(free: usize) -> u64 {
+    let per = (free as u64 / 3).max(1);
+    1u64 << (63 - per.leading_zeros())
+}
+
+/// What `--cuda-events` and `-R` ask of a communicator, before its first point.
+fn configure(comm: &mut NcclComm, plan: &Plan) -> Result<(), Failure> {
+    if plan.settings.cuda_events {
+        comm.use_cuda_events()
+            .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
+    }
+    let mode = match plan.settings.registration {
+        Registration::None => None,
+        Registration::Local => Some(RegistrationMode::Local),
+        Registration::Symmetric => Some(RegistrationMode::Symmetric),
+    };
+    if let Some(mode) = mode {
+        comm.use_registration(mode)
+            .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
+    }
+    Ok(())
+}
+
+/// NCCL on GPUs: one process per GPU when launched so (torchrun variables or an MPI launcher),
+/// else every visible GPU (or `-g N`) from this process.
+pub fn nccl(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure> {
+    let found = nccl::find_nccl(args.backend.nccl_lib.as_deref()).map_err(|a| {
+        Failure::unavailable(format!("--backend nccl: {}", nccl::describe_attempts(&a)))
+    })?;
+    let api = Arc::new(
+        Api::load(found).map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?,
+    );
+    if let Some(tr) = Torchrun::from_env() {
+        let launch_info = PerProcess {
+            rank: tr.rank,
+            world: tr.world,
+            local: tr.local,
+            local_world: tr.local_world,
+            how: "torchrun-style environment",
+        };
+        let (rank, world) = (tr.rank, tr.world);
+        // The unique id travels over our TCP rendezvous.
+        let plane = move |timeout: Duration| {
+            Tcp::connect(rank, world, &tr.addr, tr.port, timeout)
+                .map(|t| Box::new(t) as Box<dyn ControlPlane>)
+        };
+        return nccl_per_process(args, selection, api, launch_info, plane, None);
+    }
+    if let Some(world) = mpi_backend::launcher_world_size().filter(|&n| n > 1) {
+        return nccl_under_mpi(args, selection, api, world);
+    }
+    nccl_group(args, selection, api)
+}
+
+/// `-g N`: several GPUs driven by this process, one rank thread each.
+fn nccl_group(args: &SweepArgs, selection: &Selection, api: Arc<Api>) -> Result<ExitCode, Failure> {
+    let ngpus = args.backend.ngpus.unwrap_or(api.devices as usize);
+    if ngpus == 0 || ngpus > api.devices as usize {
+        return Err(Failure::usage(format!(
+            "-g/--ngpus: {ngpus} GPUs asked for, {} visible",
+            api.devices
+        )));
+    }
+    let devices: Vec<c_int> = (0..ngpus as c_int).collect();
+    let free = devices
+        .iter()
+        .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
+        .min();
+    let plan = Plan::from_args(args, free.map(device_memory_limit))?;
+    let start = Start {
+        calibration: record::copy_calibration(&api, &devices, &plan),
+        plan,
+        reports: true,
+        ranks_text: format!("{ngpus} GPUs driven by one process (-g {ngpus})"),
+        libraries: record::nccl_libraries(&api),
+        connect: Box::new(move |watchdog, plan| {
+            watchdog.arm(format!("ncclCommInitAll of {ngpus} GPUs"));
+            let mut comms = NcclComm::init_all(api, &devices)
+                .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+            watchdog.disarm();
+            for c in &mut comms {
+                configure(c, plan)?;
+            }
+            Ok(comms)
+        }),
+        keep_alive: None,
+    };
+    launch(args, selection, start)
+}
+
+/// torchrun-style environment.
+struct Torchrun {
+    rank: usize,
+    world: usize,
+    local: usize,
+    local_world: Option<usize>,
+    addr: String,
+    port: u16,
+}
+
+impl Torchrun {
+    fn from_env() -> Option<Torchrun> {
+        let get = |k: &str| std::env::var(k).ok();
+        let rank = get("RANK")?.parse().ok()?;
+        let world = get("WORLD_SIZE")?.parse().ok()?;
+        let local = get("LOCAL_RANK")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(rank);
+        let local_world = get("LOCAL_WORLD_SIZE").and_then(|v| v.parse().ok());
+        let addr = get("MASTER_ADDR")?;
+        // torchrun's own store listens on MASTER_PORT; the rendezvous takes the next port.
+        let port: u16 = match get("NCCLPROBE_RENDEZVOUS_PORT") {
+            Some(p) => p.parse().ok()?,
+            None => get("MASTER_PORT")?.parse::<u16>().ok()?.checked_add(1)?,
+        };
+        Some(Torchrun {
+            rank,
+            world,
+            local,
+            local_world,
+            addr,
+            port,
+        })
+    }
+}
+
+/// Where this process sits in a one-GPU-per-process job.
+struct PerProcess {
+    rank: usize,
+    world: usize,
+    local: usize,
+    local_world: Option<usize>,
+    how: &'static str,
+}
+
+type PlaneResult = Result<Box<dyn ControlPlane>, BackendError>;
+
+/// One rank of a multi-process NCCL job: the GPU of its local rank, a rendezvous, a sweep.
+fn nccl_per_process(
+    args: &SweepArgs,
+    selection: &Selection,
+    api: Arc<Api>,
+    at: PerProcess,
+    plane: impl FnOnce(Duration) -> PlaneResult + Send + 'static,
+    keep_alive: Option<Box<dyn std::any::Any>>,
+) -> Result<ExitCode, Failure> {
+    let device = (at.local % api.devices.max(1) as usize) as c_int;
+    let mut notes = Vec::new();
+    let sharing = at.local_world.unwrap_or(at.world);
+    if std::env::var_os("CUDA_VISIBLE_DEVICES").is_none() && sharing > 1 {
+        let n = format!("rank {}: CUDA_VISIBLE_DEVICES is not set while {sharing} ranks share this host; using GPU {device} by local rank (see `ncclprobe diagnose`)", at.rank);
+        eprintln!("ncclprobe: {n}");
+        notes.push(n);
+    }
+    api.use_device(device)
+        .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
+    let mut plan = Plan::from_args(args, api.free_memory().map(device_memory_limit))?;
+    plan.notes.extend(notes);
+    let (rank, world) = (at.rank, at.world);
+    let start = Start {
+        plan,
+        reports: rank == 0,
+        ranks_text: format!("{world} ranks, one GPU per process ({})", at.how),
+        libraries: record::nccl_libraries(&api),
+        calibration: Calibration::default(),
+        connect: Box::new(move |watchdog, plan| {
+            watchdog.arm(format!("rendezvous of {world} ranks"));
+            let control = plane(Duration::from_secs_f64(plan.settings.timeout_s))
+                .map_err(|e| Failure::internal(e.to_string()))?;
+            watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
+            let mut comm = NcclComm::new(api, rank, world, device, control)
+                .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+            configure(&mut comm, plan)?;
+            watchdog.disarm();
+            Ok(vec![comm])
+        }),
+        keep_alive,
+    };
+    launch(args, selection, start)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn nccl_under_mpi(
+    _: &SweepArgs,
+    _: &Selection,
+    _: Arc<Api>,
+    world: usize,
+) -> Result<ExitCode, Failure> {
+    Err(Failure::unavailable(format!(
+        "--backend nccl: launched by an MPI launcher with {world} ranks, but this build has no MPI support to exchange the NCCL unique id; rebuild with --features mpi, or launch with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+    )))
+}
+
+/// Under mpirun/srun: MPI carries the unique id and the harness's exchanges.
+#[cfg(feature = "mpi")]
+fn nccl_under_mpi(
+    args: &SweepArgs,
+    selection: &Selection,
+    api: Arc<Api>,
+    _world: usize,
+) -> Result<ExitCode, Failure> {
+    use crate::backend::Communicator;
+    struct MpiPlane(mpi_backend::MpiComm);
+    impl ControlPlane for MpiPlane {
+        fn allgather(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
+            self.0.allgather_bytes(data)
+        }
+    }
+    let (universe, comm) = mpi_backend::start()
+        .map_err(|e| Failure::unavailable(e.to_string()))?
+        .split();
+    let (rank, world) = (comm.rank(), comm.nranks());
+    let local = [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "MPI_LOCALRANKID",
+        "SLURM_LOCALID",
+        "PMIX_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or(rank);
+    let at = PerProcess {
+        rank,
+        world,
+        local,
+        local_world: mpi_backend::launcher_local_size(),
+        how: "MPI launcher",
+    };
+    let plane = move |_| Ok(Box::new(MpiPlane(comm)) as Box<dyn ControlPlane>);
+    nccl_per_process(args, selection, api, at, plane, Some(Box::new(universe)))
+}
+
+/// MPI's own collectives on host memory, one rank per process.
+#[cfg(feature = "mpi")]
+pub fn mpi(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure> {
+    use crate::backend::Communicator;
+    let (universe, comm) = mpi_backend::start()
+        .map_err(|e| Failure::unavailable(e.to_string()))?
+        .split();
+    let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
+    let plan = Plan::from_args(args, memory_limit(local))?;
+    let start = Start {
+        plan,
+        reports: comm.rank() == 0,
+        ranks_text: format!("{} ranks, one per process", comm.nranks()),
+        libraries: [("mpi".to_string(), comm.library.clone())].into(),
+        calibration: Calibration::default(),
+        connect: Box::new(move |_, _| Ok(vec![comm])),
+        keep_alive: Some(Box::new(universe)),
+    };
+    launch(args, selection, start)
+}
+
+#[cfg(not(feature = "mpi"))]
+pub fn mpi(_: &SweepArgs, _: &Selection) -> Result<ExitCode, Failure> {
+    mpi_backend::start()
+        .map(|_| ExitCode::Ok)
+        .map_err(|e| Failure::unavailable(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_limit_is_the_largest_power_of_two_that_fits_three_buffers() {
+        assert_eq!(device_memory_limit(3 << 30), 1 << 30);
+        assert_eq!(device_memory_limit((3 << 30) - 1), 1 << 29);
+        assert_eq!(device_memory_limit(0), 1);
+    }
+}

@@ -23,7 +23,10 @@ fn help_ends_with_the_exit_codes() {
     // clap wraps the text to the terminal: compare with white space folded.
     let fold = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
     let help = fold(&String::from_utf8_lossy(&out.stdout));
-    assert!(help.contains(&fold(&ncclprobe::exit::help_text())), "{help}");
+    assert!(
+        help.contains(&fold(&ncclprobe::exit::help_text())),
+        "{help}"
+    );
 }
 
 /// Runs `ci/find-libclang` against a directory tree of empty files named like libraries.

@@ -276,6 +276,19 @@ fn async_error_aborts_and_exits_1_with_finished_points() {
 }
 
 #[test]
+fn a_peer_that_exited_is_a_lost_peer_exit_6() {
+    // NCCL reports a peer process that exited as ncclRemoteError on the survivors.
+    let (out, took, json, _d, _o) = faulted("remote:1:512", "10");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("remote process exited"), "{stderr}");
+    assert!(took < Duration::from_secs(10));
+    let r = read_record(&json);
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.points.len(), 4, "finished points stay on disk");
+}
+
+#[test]
 fn a_hung_collective_times_out_with_code_4() {
     let (out, took, json, _d, _o) = faulted("hang:0:512", "2");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));

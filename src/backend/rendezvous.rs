@@ -187,3 +187,37 @@ impl ControlPlane for Tcp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind(("127.0.0.1", 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap()
+    }
+
+    #[test]
+    fn tcp_ranks_exchange_in_rank_order_and_a_vanished_peer_is_lost_not_failed() {
+        let port = free_port();
+        let peer = std::thread::spawn(move || {
+            let mut t = Tcp::connect(1, 2, "127.0.0.1", port, Duration::from_secs(10)).unwrap();
+            let all = t.allgather(b"one").unwrap();
+            assert_eq!(all, vec![b"zero".to_vec(), b"one".to_vec()]);
+            // Rank 1 goes away without another word, as a crashed process would.
+        });
+        let mut zero = Tcp::connect(0, 2, "127.0.0.1", port, Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            zero.allgather(b"zero").unwrap(),
+            vec![b"zero".to_vec(), b"one".to_vec()]
+        );
+        peer.join().unwrap();
+        match zero.allgather(b"again") {
+            Err(BackendError::PeerLost(m)) => assert!(m.contains("rank 1 is gone"), "{m}"),
+            other => panic!("expected PeerLost, got {other:?}"),
+        }
+    }
+}

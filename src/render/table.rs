@@ -129,28 +129,6 @@ pub fn headline(h: &Headline) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_column_matches_nccl_tests() {
-        assert_eq!(time_str(12.25e-6), "  12.25");
-        assert_eq!(time_str(150.2e-6), "  150.2");
-        assert_eq!(time_str(16801e-6), "  16801");
-    }
-
-    #[test]
-    fn g_format_matches_c() {
-        assert_eq!(format_g(2.05774), "2.05774");
-        assert_eq!(format_g(443.007), "443.007");
-        assert_eq!(format_g(0.0), "0");
-        assert_eq!(format_g(1234567.0), "1.23457e+06");
-        assert_eq!(format_g(0.00001234), "1.234e-05");
-        assert_eq!(format_g(12.0), "12");
-    }
-}
-
 /// An imported run as text: what was read and guessed, then its table(s) and headlines.
 pub fn imported(file: &str, record: &RunRecord) -> String {
     use std::fmt::Write;
@@ -208,4 +186,26 @@ pub fn imported(file: &str, record: &RunRecord) -> String {
         let _ = writeln!(out, "{}", headline(h));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_column_matches_nccl_tests() {
+        assert_eq!(time_str(12.25e-6), "  12.25");
+        assert_eq!(time_str(150.2e-6), "  150.2");
+        assert_eq!(time_str(16801e-6), "  16801");
+    }
+
+    #[test]
+    fn g_format_matches_c() {
+        assert_eq!(format_g(2.05774), "2.05774");
+        assert_eq!(format_g(443.007), "443.007");
+        assert_eq!(format_g(0.0), "0");
+        assert_eq!(format_g(1234567.0), "1.23457e+06");
+        assert_eq!(format_g(0.00001234), "1.234e-05");
+        assert_eq!(format_g(12.0), "12");
+    }
 }

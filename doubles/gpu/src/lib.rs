@@ -14,8 +14,9 @@
 //!   a thread that calls several communicators outside a group is refused (ncclInvalidUsage),
 //!   as NCCL requires grouping when one thread drives several devices;
 //! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:BYTES |
-//!   hang:RANK:BYTES | die:RANK:BYTES` (RANK's first collective moving at least BYTES never
-//!   completes with an async error / never completes / kills the process);
+//!   remote:RANK:BYTES | hang:RANK:BYTES | die:RANK:BYTES` (RANK's first collective moving at
+//!   least BYTES never completes with an async error: ncclSystemError / ncclRemoteError, as
+//!   NCCL reports a peer process that exited; never completes / kills the process);
 //!   `NCCLPROBE_TEST_DOUBLE_GPUS` sets the device count (2).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
@@ -443,6 +444,7 @@ const NCCL_REMOTE_ERROR: NcclResult = 6;
 enum FaultKind {
     Init,
     Async,
+    Remote,
     Hang,
     Die,
 }
@@ -460,6 +462,7 @@ fn fault() -> Option<Fault> {
     let kind = match p.next()? {
         "init" => FaultKind::Init,
         "async" => FaultKind::Async,
+        "remote" => FaultKind::Remote,
         "hang" => FaultKind::Hang,
         "die" => FaultKind::Die,
         _ => return None,
@@ -567,7 +570,8 @@ impl Comm {
                 );
                 std::process::exit(9);
             }
-            FaultKind::Async => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
+            FaultKind::Async => self.async_error.store(NCCL_SYSTEM_ERROR, Ordering::Release),
+            FaultKind::Remote => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
             FaultKind::Hang | FaultKind::Init => {}
         }
         while !self.aborted.load(Ordering::Acquire) {

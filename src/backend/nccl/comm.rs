@@ -18,6 +18,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// `ncclRemoteError` in nccl.h's `ncclResult_t`.
+const NCCL_REMOTE_ERROR: c_int = 6;
+
 /// One rank on one GPU.
 pub struct NcclComm {
     api: Arc<Api>,
@@ -340,14 +343,21 @@ impl NcclComm {
                 // SAFETY: as above; abort makes the stream's NCCL work return.
                 unsafe { (a.nccl_abort)(self.comm as *mut c_void) };
                 self.aborted.set(true);
-                return Err(BackendError::Failed(format!(
+                let message = format!(
                     "NCCL async error on rank {} (GPU {}) during {} of {} bytes: {}; communicator aborted",
                     self.rank,
                     self.device,
                     spec.coll,
                     spec.count * spec.dtype.size_bytes(),
                     a.nccl.error_string(async_rc)
-                )));
+                );
+                // nccl.h: ncclRemoteError (6) "A call failed possibly due to a network error
+                // or a remote process exiting prematurely" (NCCL 2.14+): a peer is gone.
+                return Err(if async_rc == NCCL_REMOTE_ERROR {
+                    BackendError::PeerLost(message)
+                } else {
+                    BackendError::Failed(message)
+                });
             }
             spins = spins.saturating_add(1);
             if spins < 64 {

@@ -122,7 +122,7 @@ fn far_nics(file: &str, t: &Topology) -> Vec<Evidence> {
     for g in t.gpus() {
         let nearest = nics
             .iter()
-            .filter_map(|n| t.link(&g, n).map(|code| (distance(code), code, *n)))
+            .filter_map(|n| t.link(g, n).map(|code| (distance(code), code, *n)))
             .min_by_key(|(d, _, _)| *d);
         if let Some((_, code, nic)) = nearest.filter(|(d, _, _)| *d >= 3) {
             let name = t

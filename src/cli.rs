@@ -343,13 +343,51 @@ impl OutputArgs {
         Self::is_stdout(&self.csv)
     }
 
-    /// Where the record and CSV files go (`-` is stdout, not a file).
+    /// Whether stdout carries the human table (nothing else was routed there).
+    pub fn table_on_stdout(&self) -> bool {
+        self.format == OutputFormat::Table && !self.json_to_stdout() && !self.csv_to_stdout()
+    }
+
+    /// Refuse outputs that would overwrite each other: both files on one path, or two
+    /// documents on stdout.
+    pub fn check(&self) -> Result<(), crate::exit::Failure> {
+        let json_out = self.format == OutputFormat::Json || self.json_to_stdout();
+        let csv_out = self.format == OutputFormat::Csv || self.csv_to_stdout();
+        if json_out && csv_out {
+            return Err(crate::exit::Failure::usage(
+                "--json/--csv/--format: stdout can carry one document (the JSON or the CSV); send the other to a file",
+            ));
+        }
+        if let (Some(j), Some(c)) = (&self.json, &self.csv) {
+            let same = |a: &PathBuf, b: &PathBuf| {
+                a == b
+                    || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+                        (Ok(x), Ok(y)) => x == y,
+                        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+                    }
+            };
+            if j.as_os_str() != "-" && same(j, c) {
+                return Err(crate::exit::Failure::usage(format!(
+                    "--json and --csv both name {}: one would overwrite the other",
+                    j.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the record and CSV files go (`-` is stdout, not a file). Temporary files that a
+    /// killed run left beside them are removed.
     pub fn sink(&self, record: crate::model::RunRecord) -> crate::render::record::RecordSink {
         let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+        let (json_path, csv_path) = (file(&self.json), file(&self.csv));
+        for p in json_path.iter().chain(csv_path.iter()) {
+            crate::render::record::clean_stale_temps(p);
+        }
         crate::render::record::RecordSink {
             record,
-            json_path: file(&self.json),
-            csv_path: file(&self.csv),
+            json_path,
+            csv_path,
         }
     }
 }

@@ -13,6 +13,8 @@ pub enum ExitCode {
     Timeout = 4,
     BackendUnavailable = 5,
     PeerLost = 6,
+    Interrupted = 130,
+    Terminated = 143,
 }
 
 /// Every exit code and what it means, in order.
@@ -38,6 +40,14 @@ pub const TABLE: &[(ExitCode, &str)] = &[
     (
         ExitCode::PeerLost,
         "a peer rank is gone: its connection closed mid-run (it crashed or was killed); this rank stopped",
+    ),
+    (
+        ExitCode::Interrupted,
+        "interrupted by SIGINT (Ctrl-C): the record is written with status `interrupted`",
+    ),
+    (
+        ExitCode::Terminated,
+        "terminated by SIGTERM: the record is written with status `interrupted`",
     ),
 ];
 
@@ -66,6 +76,8 @@ pub fn help_text() -> String {
                 ExitCode::CheckFailed => "check failed",
                 ExitCode::BackendUnavailable => "backend unavailable",
                 ExitCode::PeerLost => "peer rank lost",
+                ExitCode::Interrupted => "interrupted (SIGINT)",
+                ExitCode::Terminated => "terminated (SIGTERM)",
                 _ => short,
             };
             format!("{} {short}", c.code())
@@ -137,7 +149,9 @@ mod tests {
     #[test]
     fn every_code_is_in_the_table_once_and_in_order() {
         let codes: Vec<i32> = TABLE.iter().map(|(c, _)| c.code()).collect();
-        assert_eq!(codes, (0..=6).collect::<Vec<_>>());
+        let mut expected: Vec<i32> = (0..=6).collect();
+        expected.extend([130, 143]);
+        assert_eq!(codes, expected);
         assert_eq!(ExitCode::Timeout.meaning(), TABLE[4].1);
     }
 

@@ -64,6 +64,8 @@ pub enum RunStatus {
     CheckFailed,
     TimedOut,
     Failed,
+    /// Ended by SIGINT or SIGTERM; the point in progress was dropped.
+    Interrupted,
     /// An imported log that stops before its end (the rows before the cut are kept).
     Truncated,
 }

@@ -1,17 +1,18 @@
 //! `ncclprobe import`: nccl-tests output in, our record and CSV out, with what had to be guessed.
 
 use super::input::import_nccl_tests;
-use crate::cli::{ImportArgs, OutputFormat};
+use crate::cli::ImportArgs;
 use crate::exit::{ExitCode, Failure};
 use crate::render::{record::stdout_documents, table};
 
 pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
     let out = &args.output;
+    out.check()?;
     let sink = out.sink(import_nccl_tests(&args.file)?);
     sink.flush()
         .map_err(|e| Failure::internal(format!("{e:#}")))?;
     let record = sink.record;
-    if out.format == OutputFormat::Table && !out.json_to_stdout() && !out.csv_to_stdout() {
+    if out.table_on_stdout() {
         print!(
             "{}",
             table::imported(&args.file.display().to_string(), &record)

@@ -5,6 +5,7 @@ use crate::exit::{ExitCode, Failure};
 use crate::sweep::{select_backend, worlds, Backend, Environment};
 
 pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
+    args.output.check()?;
     let env = Environment::detect();
     let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
     if args.backend.register != 0 && selection.backend != Backend::Nccl {

@@ -71,6 +71,7 @@ pub fn launch<C: Communicator + Send + 'static>(
     });
     let (tx, rx) = mpsc::channel::<Event<C>>();
     watch_for_timeouts(&watchdog, rank0.clone(), tx.clone());
+    watch_for_signals(tx.clone());
     if let Some(r0) = &rank0 {
         r0.banner(&plan, selection, &ranks_text, &libraries);
     }
@@ -116,6 +117,32 @@ fn watch_for_timeouts<C: Send + 'static>(
         let _ = tx.send(Event::Done(Err(failure), None));
         crate::backend::nccl::abort_all();
     }));
+}
+
+/// SIGINT and SIGTERM end the run like a failure: the point in progress is dropped, the
+/// record is closed as `interrupted`, NCCL communicators are aborted (so peers in other
+/// processes return), and the process exits 130 or 143. Peers under an MPI launcher get the
+/// signal from the launcher; a rank left alone is ended by its watchdog.
+fn watch_for_signals<C: Send + 'static>(tx: mpsc::Sender<Event<C>>) {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return; // the default action (the process ends) stays in place
+    };
+    let spawned = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let (code, name) = if signal == SIGINT {
+                    (ExitCode::Interrupted, "SIGINT")
+                } else {
+                    (ExitCode::Terminated, "SIGTERM")
+                };
+                let failure = Failure::new(code, format!("interrupted by {name}"));
+                let _ = tx.send(Event::Done(Err(failure), None));
+                crate::backend::nccl::abort_all();
+            }
+        });
+    drop(spawned);
 }
 
 /// The rank side: connect, then one thread per communicator; every outcome goes to `tx`.

@@ -38,6 +38,9 @@ pub fn new_record(
 pub fn status(record: &RunRecord, result: &Result<(), Failure>) -> RunStatus {
     match result {
         Err(f) if f.code == ExitCode::Timeout => RunStatus::TimedOut,
+        Err(f) if matches!(f.code, ExitCode::Interrupted | ExitCode::Terminated) => {
+            RunStatus::Interrupted
+        }
         Err(_) => RunStatus::Failed,
         Ok(()) if record.total_wrong() > 0 => RunStatus::CheckFailed,
         Ok(()) => RunStatus::Complete,

@@ -4,7 +4,7 @@
 
 use super::record;
 use super::select::Selection;
-use crate::cli::{OutputArgs, OutputFormat};
+use crate::cli::OutputArgs;
 use crate::coll::{Collective, Placement};
 use crate::exit::{ExitCode, Failure};
 use crate::model::{self, Point, RankInfo, RunRecord};
@@ -53,7 +53,7 @@ impl Rank0 {
         }
         Rank0 {
             sink: Arc::new(Mutex::new(output.sink(record))),
-            print_table: output.format == OutputFormat::Table,
+            print_table: output.table_on_stdout(),
             progress,
         }
     }

@@ -56,6 +56,43 @@ pub fn positive(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> {
     }
 }
 
+/// A finite number of zero or more.
+pub fn non_negative(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be 0 or a positive number of {unit}, got {value}"
+        )))
+    }
+}
+
+/// A count from `least` to `most`.
+pub fn count_in(flag: &str, value: usize, least: usize, most: usize) -> Result<usize, Failure> {
+    if (least..=most).contains(&value) {
+        Ok(value)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be from {least} to {most}, got {value}"
+        )))
+    }
+}
+
+/// Seconds that a `Duration` can hold (and that are more than zero): a timeout of 1e20 s is
+/// refused rather than overflowing.
+pub fn seconds(flag: &str, value: f64) -> Result<f64, Failure> {
+    let value = positive(flag, value, "seconds")?;
+    match std::time::Duration::try_from_secs_f64(value) {
+        Ok(d) if d.as_secs() <= MAX_SECONDS => Ok(value),
+        _ => Err(Failure::usage(format!(
+            "{flag}: {value} seconds is more than the {MAX_SECONDS} s ncclprobe accepts"
+        ))),
+    }
+}
+
+/// The longest time any seconds flag accepts: 30 days.
+pub const MAX_SECONDS: u64 = 30 * 24 * 3600;
+
 /// A number from 0 to 1.
 pub fn fraction(flag: &str, value: f64) -> Result<f64, Failure> {
     if (0.0..=1.0).contains(&value) {
@@ -93,6 +130,13 @@ mod tests {
         assert!(positive("--t", f64::NAN, "seconds").is_err());
         assert_eq!(positive("--t", 2.5, "seconds").unwrap(), 2.5);
         assert!(fraction("--f", 1.5).is_err());
+        assert!(non_negative("--l", -1.0, "us").is_err());
+        assert!(non_negative("--l", f64::NAN, "us").is_err());
+        assert_eq!(non_negative("--l", 0.0, "us").unwrap(), 0.0);
+        assert!(seconds("--timeout", 1e20).is_err());
+        assert!(seconds("--timeout", f64::INFINITY).is_err());
+        assert_eq!(seconds("--timeout", 300.0).unwrap(), 300.0);
+        assert!(count_in("--world-size", usize::MAX, 1, 1 << 20).is_err());
         assert_eq!(fraction("--f", 0.0).unwrap(), 0.0);
     }
 }

@@ -5,7 +5,7 @@ use crate::coll::Collective;
 use crate::dtype::{Dtype, RedOp};
 use crate::exit::Failure;
 use crate::fault_injection::Fault;
-use crate::flags::{parse_list_or_all, positive};
+use crate::flags::{parse_list_or_all, seconds};
 use crate::model::Settings;
 use crate::units::{format_size, parse_size};
 
@@ -53,11 +53,13 @@ pub fn size_series(min: u64, max: u64, factor: Option<u64>, step: Option<u64>) -
 /// The timing flags checked; the sampling they ask for: (fewest, most samples, target
 /// relative half-width of the interval, `None` for a fixed count).
 fn sampling(t: &TimingArgs) -> Result<(usize, usize, Option<f64>), Failure> {
-    positive("--timeout", t.timeout, "seconds")?;
-    positive("--point-budget", t.point_budget, "seconds")?;
-    positive("--sample-time", t.sample_time, "seconds")?;
-    if !(t.warmup_time.is_finite() && t.warmup_time >= 0.0) {
-        return Err(Failure::usage("--warmup-time: must be 0 or more seconds"));
+    seconds("--timeout", t.timeout)?;
+    seconds("--point-budget", t.point_budget)?;
+    seconds("--sample-time", t.sample_time)?;
+    if t.warmup_time != 0.0 {
+        seconds("--warmup-time", t.warmup_time).map_err(|_| {
+            Failure::usage("--warmup-time: must be 0 or more seconds, at most 30 days")
+        })?;
     }
     if !(t.target_ci.is_finite() && t.target_ci > 0.0) {
         return Err(Failure::usage(
@@ -79,6 +81,30 @@ fn sampling(t: &TimingArgs) -> Result<(usize, usize, Option<f64>), Failure> {
             Ok((t.min_samples, t.max_samples, Some(t.target_ci)))
         }
     }
+}
+
+/// Each value once, in the order given; a note says what was dropped.
+fn dedup<T: PartialEq + std::fmt::Display>(
+    flag: &str,
+    values: Vec<T>,
+    notes: &mut Vec<String>,
+) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::with_capacity(values.len());
+    let mut dropped = Vec::new();
+    for v in values {
+        if kept.contains(&v) {
+            dropped.push(v.to_string());
+        } else {
+            kept.push(v);
+        }
+    }
+    if !dropped.is_empty() {
+        notes.push(format!(
+            "{flag}: {} given more than once; each is measured once",
+            dropped.join(", ")
+        ));
+    }
+    kept
 }
 
 impl Plan {
@@ -105,6 +131,10 @@ impl Plan {
             RedOp::parse,
             "sum, prod, min, max, avg",
         )?;
+        let mut notes = Vec::new();
+        let collectives = dedup("--collective", collectives, &mut notes);
+        let dtypes = dedup("-d/--datatype", dtypes, &mut notes);
+        let ops = dedup("-o/--op", ops, &mut notes);
         let root = if args.what.root.trim().eq_ignore_ascii_case("all") {
             RootChoice::All
         } else {
@@ -149,8 +179,12 @@ impl Plan {
         } else {
             factor
         };
+        if min == 0 && max > 0 && step.is_none() {
+            return Err(Failure::usage(format!(
+                "-b/--minbytes 0: a step factor never grows past 0, so {max} would never be reached; start at -b 1 (or more), or step with -i"
+            )));
+        }
 
-        let mut notes = Vec::new();
         if let Some(limit) = max_bytes_allowed {
             if min > limit {
                 return Err(Failure::usage(format!(

@@ -26,7 +26,12 @@ const FAST: [&str; 8] = [
 fn char_device(dir: &Path, name: &str, minor: u64) -> std::path::PathBuf {
     use nix::sys::stat::{makedev, mknod, Mode, SFlag};
     let node = dir.join(name);
-    match mknod(&node, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), makedev(1, minor)) {
+    match mknod(
+        &node,
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o666),
+        makedev(1, minor),
+    ) {
         Ok(()) => node,
         Err(_) => Path::new("/dev").join(name),
     }
@@ -56,7 +61,11 @@ fn a_device_node_is_written_through_not_replaced() {
         .success();
     use std::os::unix::fs::FileTypeExt;
     let kind = std::fs::symlink_metadata(&null).unwrap().file_type();
-    assert!(kind.is_char_device(), "{} must stay a device", null.display());
+    assert!(
+        kind.is_char_device(),
+        "{} must stay a device",
+        null.display()
+    );
 }
 
 #[test]
@@ -149,7 +158,9 @@ fn stale_temporary_files_are_cleaned_and_none_are_left() {
 }
 
 /// Start a long sweep, wait until its record holds a point, send `signal`.
-fn interrupt(signal: nix::sys::signal::Signal) -> (std::process::Output, std::path::PathBuf, tempfile::TempDir) {
+fn interrupt(
+    signal: nix::sys::signal::Signal,
+) -> (std::process::Output, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let child = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))

@@ -10,6 +10,8 @@ use thiserror::Error;
 pub enum CurveError {
     #[error("{path}: {reason}")]
     Bad { path: String, reason: String },
+    #[error(transparent)]
+    Input(#[from] crate::import::text::InputError),
 }
 
 /// A collective's time over sizes.
@@ -136,7 +138,8 @@ pub fn load(path: &Path, coll: Collective) -> Result<Curve, CurveError> {
         path: path.display().to_string(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let bytes = crate::import::text::Input::open(path)?.bytes("a sweep's JSON record or CSV")?;
+    let text = String::from_utf8_lossy(&bytes);
     let (nranks, points) = if text.trim_start().starts_with('{') {
         let record: RunRecord = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not an ncclprobe run record: {e}")))?;

@@ -44,6 +44,8 @@ pub enum ModelError {
     UnknownPreset(String, String),
     #[error("{path}: {reason}")]
     BadFile { path: String, reason: String },
+    #[error(transparent)]
+    Input(#[from] crate::import::text::InputError),
 }
 
 #[derive(Deserialize)]
@@ -112,6 +114,9 @@ pub fn from_safetensors(path: &Path) -> Result<Model, ModelError> {
         reason,
     };
     let mut file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(bad("not a regular file".into()));
+    }
     let mut len = [0u8; 8];
     file.read_exact(&mut len)
         .map_err(|_| bad("too short for a safetensors header".into()))?;
@@ -129,30 +134,73 @@ pub fn from_safetensors(path: &Path) -> Result<Model, ModelError> {
     let mut entries: Vec<(String, &safetensors::tensor::TensorInfo)> =
         meta.tensors().into_iter().collect();
     entries.sort_by_key(|(_, info)| info.data_offsets);
-    let tensors = entries
-        .into_iter()
-        .map(|(name, info)| Tensor {
-            numel: info.shape.iter().map(|&d| d as u64).product(),
+    let mut tensors = Vec::with_capacity(entries.len());
+    for (name, info) in entries {
+        let numel = info
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
+            .ok_or_else(|| {
+                bad(format!(
+                    "tensor {name}: shape {:?} has more elements than 64 bits can count",
+                    info.shape
+                ))
+            })?;
+        tensors.push(Tensor {
+            numel,
             elem_bytes: info.dtype.size() as u64,
             name,
-        })
-        .collect::<Vec<_>>();
+        });
+    }
     if tensors.is_empty() {
         return Err(bad("the header lists no tensors".into()));
     }
-    Ok(file_model(path, tensors, "safetensors header of"))
+    file_model(path, tensors, "safetensors header of")
 }
 
-/// A model read from a file: named after the file, its source saying how it was read.
-fn file_model(path: &Path, tensors: Vec<Tensor>, how: &str) -> Model {
-    Model {
+/// The widest element any gradient may be re-typed to (fp64): sizes are checked against it,
+/// so no later product of a count and an element size can overflow.
+const WIDEST_ELEMENT_BYTES: u64 = 8;
+
+/// The first tensor whose bytes (at the widest element), or the running total of them, do not
+/// fit in 64 bits.
+fn overflowing_tensor(tensors: &[Tensor]) -> Option<&Tensor> {
+    let mut total = 0u64;
+    tensors.iter().find(|t| {
+        match t
+            .numel
+            .checked_mul(WIDEST_ELEMENT_BYTES)
+            .and_then(|bytes| total.checked_add(bytes))
+        {
+            Some(sum) => {
+                total = sum;
+                false
+            }
+            None => true,
+        }
+    })
+}
+
+/// A model read from a file: named after the file, its source saying how it was read; refused
+/// when its sizes do not fit in 64 bits (naming the tensor where they stop fitting).
+fn file_model(path: &Path, tensors: Vec<Tensor>, how: &str) -> Result<Model, ModelError> {
+    if let Some(t) = overflowing_tensor(&tensors) {
+        return Err(ModelError::BadFile {
+            path: path.display().to_string(),
+            reason: format!(
+                "tensor {}: {} elements; the model's size in bytes no longer fits in 64 bits there",
+                t.name, t.numel
+            ),
+        });
+    }
+    Ok(Model {
         name: path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default(),
         tensors,
         source: format!("{how} {}", path.display()),
-    }
+    })
 }
 
 #[derive(Deserialize)]
@@ -170,8 +218,8 @@ pub fn from_json_list(path: &Path) -> Result<Model, ModelError> {
         path: path.display().to_string(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-    let list: Vec<ListedTensor> = serde_json::from_str(&text).map_err(|e| {
+    let bytes = crate::import::text::Input::open(path)?.bytes("a JSON list of tensors")?;
+    let list: Vec<ListedTensor> = serde_json::from_slice(&bytes).map_err(|e| {
         bad(format!(
             "expected a JSON list of {{\"name\", \"numel\", \"dtype\"}}: {e}"
         ))
@@ -192,7 +240,7 @@ pub fn from_json_list(path: &Path) -> Result<Model, ModelError> {
             elem_bytes,
         });
     }
-    Ok(file_model(path, tensors, "tensor list"))
+    file_model(path, tensors, "tensor list")
 }
 
 /// `--model`: a preset name, a `.safetensors` file, or a `.json` tensor list.
@@ -289,5 +337,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown dtype 'complex'"));
+    }
+
+    #[test]
+    fn sizes_that_overflow_64_bits_are_refused_naming_the_tensor() {
+        let dir = tempfile::tempdir().unwrap();
+        let write_st = |name: &str, shape: &str| {
+            let path = dir.path().join(name);
+            let header =
+                format!(r#"{{"w":{{"dtype":"F32","shape":{shape},"data_offsets":[0,4]}}}}"#);
+            let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+            bytes.extend_from_slice(header.as_bytes());
+            bytes.extend_from_slice(&[0u8; 4]);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        // 2^33 x (2^31 + 1) wrapped to 2^33 before; 2^40 cubed wrapped to 0.
+        for shape in [
+            "[8589934592,2147483649]",
+            "[1099511627776,1099511627776,1099511627776]",
+        ] {
+            let p = write_st("big.safetensors", shape);
+            let e = load(p.to_str().unwrap()).unwrap_err().to_string();
+            assert!(e.contains("tensor w") && e.contains("64 bits"), "{e}");
+        }
+        // Four tensors of 2^62 elements: each fits, their bytes do not.
+        let list = dir.path().join("list.json");
+        let t = |n: &str| format!(r#"{{"name":"{n}","numel":4611686018427387904}}"#);
+        std::fs::write(
+            &list,
+            format!("[{},{},{},{}]", t("a"), t("b"), t("c"), t("d")),
+        )
+        .unwrap();
+        let e = load(list.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("tensor a"), "{e}");
+        // A file that is not regular (a directory, a device) is refused, not read.
+        assert!(load("/dev/zero").is_err());
     }
 }

@@ -1,41 +1,44 @@
 //! `ncclprobe diagnose`: read the inputs (each file's kind detected), run the rules, print.
 
-use super::input::{detect, input_failure, read_run_record, Kind};
+use super::input::{input_failure, open, read_run_record, Kind};
 use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::diagnose::{rules, Inputs};
 use crate::documents::DiagnosisDocument;
 use crate::exit::{ExitCode, Failure};
+use crate::import::nccl_log::LogFacts;
 use crate::import::{nccl_log, nccl_tests, smi, topo};
 use crate::render;
 
 pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
     let mut inputs = Inputs::default();
     for path in &args.from {
-        let kind = detect(path)?;
-        let name = path.display().to_string();
+        let (input, kind) = open(path)?;
+        let name = input.name.clone();
         match kind {
-            Kind::RunRecord => inputs.runs.push(read_run_record(path)?),
+            Kind::RunRecord => inputs.runs.push(read_run_record(input)?),
             Kind::NcclTestsJson => inputs
                 .runs
-                .push(nccl_tests::import_json(path).map_err(input_failure)?),
+                .push(nccl_tests::json_from(input).map_err(input_failure)?),
             Kind::NcclTests => {
-                inputs
-                    .runs
-                    .push(nccl_tests::import_text(path).map_err(input_failure)?);
-                // nccl-tests output often carries NCCL_DEBUG lines too.
-                if let Ok(log) = nccl_log::parse_file(path) {
+                // nccl-tests output often carries NCCL_DEBUG lines too: one pass reads both.
+                let mut log = LogFacts::default();
+                let run = nccl_tests::text_from(input, &mut |line| log.feed(&name, line))
+                    .map_err(input_failure)?;
+                inputs.runs.push(run);
+                if let Ok(log) = log.finish(name.clone()) {
                     inputs.logs.push(log);
                 }
             }
-            Kind::Topo => inputs
-                .topos
-                .push((name.clone(), topo::parse_file(path).map_err(input_failure)?)),
+            Kind::Topo => inputs.topos.push((
+                name.clone(),
+                topo::from_input(input).map_err(input_failure)?,
+            )),
             Kind::Smi => inputs
                 .smis
-                .push((name.clone(), smi::parse_file(path).map_err(input_failure)?)),
+                .push((name.clone(), smi::from_input(input).map_err(input_failure)?)),
             Kind::Log => inputs
                 .logs
-                .push(nccl_log::parse_file(path).map_err(input_failure)?),
+                .push(nccl_log::from_input(input).map_err(input_failure)?),
         }
         inputs.files.push((name, kind.name().to_string()));
     }

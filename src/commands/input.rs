@@ -2,7 +2,7 @@
 //! how reading problems become exit code 2 naming the file.
 
 use crate::exit::Failure;
-use crate::import::{nccl_tests, text, text::InputError, topo};
+use crate::import::{nccl_tests, text::Input, text::InputError, topo};
 use crate::model::RunRecord;
 use std::path::Path;
 
@@ -53,8 +53,9 @@ fn is_topo_row(line: &str) -> bool {
             .any(|t| topo::normalise_link(t).is_some_and(|c| c != "X") || *t == "X")
 }
 
-pub fn detect(path: &Path) -> Result<Kind, Failure> {
-    let head = text::head(path, 400).map_err(input_failure)?;
+/// What an input is, from its first lines.
+pub fn detect(input: &Input) -> Kind {
+    let head = input.head_lines(400);
     let body: Vec<&str> = head
         .iter()
         .map(|s| s.as_str())
@@ -66,54 +67,61 @@ pub fn detect(path: &Path) -> Result<Kind, Failure> {
         .map(|l| l.trim_start())
         .unwrap_or("");
     if first.starts_with('{') {
-        let full = std::fs::read_to_string(path).unwrap_or_default();
-        return Ok(if full.contains("\"schema_version\"") {
+        // Our documents open with their schema version; nccl-tests' JSON has none.
+        return if body.iter().any(|l| l.contains("\"schema_version\"")) {
             Kind::RunRecord
         } else {
             Kind::NcclTestsJson
-        });
+        };
     }
     let any = |f: &dyn Fn(&str) -> bool| body.iter().any(|l| f(l));
     if any(&|l| l.contains("NVIDIA-SMI") || (l.contains("Processes:") && l.starts_with('|'))) {
-        return Ok(Kind::Smi);
+        return Kind::Smi;
     }
     if any(&is_nccl_tests_line) {
-        return Ok(Kind::NcclTests);
+        return Kind::NcclTests;
     }
     if any(&is_topo_row) {
-        return Ok(Kind::Topo);
+        return Kind::Topo;
     }
-    Ok(Kind::Log)
+    Kind::Log
+}
+
+/// Open an input once (`-` is stdin) and tell its kind.
+pub fn open(path: &Path) -> Result<(Input, Kind), Failure> {
+    let input = Input::open(path).map_err(input_failure)?;
+    let kind = detect(&input);
+    Ok((input, kind))
 }
 
 /// nccl-tests output as posted, text or `-J` JSON, decided by the content.
 pub fn import_nccl_tests(path: &Path) -> Result<RunRecord, Failure> {
-    match detect(path)? {
-        Kind::RunRecord | Kind::NcclTestsJson => nccl_tests::import_json(path),
-        _ => nccl_tests::import_text(path),
+    let (input, kind) = open(path)?;
+    match kind {
+        Kind::RunRecord | Kind::NcclTestsJson => nccl_tests::json_from(input),
+        _ => nccl_tests::text_from(input, &mut |_| {}),
     }
     .map_err(input_failure)
 }
 
 /// An ncclprobe run record, checked against the schema (unknown fields are refused).
-pub fn read_run_record(path: &Path) -> Result<RunRecord, Failure> {
-    let name = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| Failure::usage(format!("{name}: {e}")))?;
-    serde_json::from_str(&text)
+pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
+    let name = input.name.clone();
+    let bytes = input
+        .bytes("an ncclprobe run record")
+        .map_err(input_failure)?;
+    serde_json::from_slice(&bytes)
         .map_err(|e| Failure::usage(format!("{name}: not a valid ncclprobe run record: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn kind_of(text: &str) -> Kind {
-        let mut f = tempfile::NamedTempFile::new().unwrap();
-        f.write_all(text.as_bytes()).unwrap();
-        detect(f.path()).unwrap()
+        let reader = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+        detect(&Input::from_reader("test", reader).unwrap())
     }
-
     #[test]
     fn kinds_are_told_apart_by_their_first_lines() {
         assert_eq!(kind_of("# nThread 1 nGpus 8 minBytes 8\n"), Kind::NcclTests);

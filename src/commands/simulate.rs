@@ -11,7 +11,7 @@ use crate::documents::{
     DdpSimulation, FsdpRow, FsdpSimulation, Kind, ModelSummary, OneGpu, Simulator, SCHEMA_VERSION,
 };
 use crate::exit::{ExitCode, Failure};
-use crate::flags::{fraction, parse_list, positive};
+use crate::flags::{count_in, fraction, non_negative, parse_list, positive};
 use crate::render;
 
 /// A simulation document as `--format` asks: JSON, CSV or the table.
@@ -36,30 +36,46 @@ fn load_model(spec: &str) -> Result<Model, Failure> {
     models::load(spec).map_err(|e| Failure::usage(format!("--model: {e}")))
 }
 
-fn load_link(link: &LinkArgs) -> Result<Curve, Failure> {
+/// The most ranks a simulation takes (every count and byte product stays far from 64 bits).
+const MAX_WORLD_SIZE: usize = 1 << 20;
+/// The largest per-GPU micro-batch a simulation takes.
+const MAX_BATCH_SIZE: usize = 1 << 24;
+
+/// The link: a measured curve of the first of `wanted` the file holds (the others are
+/// stand-ins, said so in the returned note), or an alpha-beta model.
+fn load_link(link: &LinkArgs, wanted: &[Collective]) -> Result<(Curve, Option<String>), Failure> {
     match (&link.curve, link.busbw) {
         (Some(path), _) => {
-            // Prefer the all_reduce points; FSDP-only sweeps may hold only RS/AG.
-            let mut last_err = None;
-            for coll in [
-                Collective::AllReduce,
-                Collective::ReduceScatter,
-                Collective::AllGather,
-            ] {
+            for (i, &coll) in wanted.iter().enumerate() {
                 match curve::load(path, coll) {
-                    Ok(c) => return Ok(c),
-                    Err(e) => last_err = Some(e),
+                    Ok(c) => {
+                        let note = (i > 0).then(|| {
+                            format!(
+                                "{coll} curve used as a stand-in for {} (same bus bandwidth assumed)",
+                                wanted[0]
+                            )
+                        });
+                        return Ok((c, note));
+                    }
+                    Err(curve::CurveError::Bad { reason, .. })
+                        if reason.starts_with("no out-of-place") => {}
+                    Err(e) => return Err(Failure::usage(format!("--curve: {e}"))),
                 }
             }
+            let names: Vec<&str> = wanted.iter().map(|c| c.name()).collect();
             Err(Failure::usage(format!(
-                "--curve: {}",
-                last_err.map(|e| e.to_string()).unwrap_or_default()
+                "--curve: {}: no out-of-place {} points in the file",
+                path.display(),
+                names.join(" or ")
             )))
         }
-        (None, Some(busbw)) => Ok(Curve::AlphaBeta {
-            latency_s: link.latency_us.max(0.0) * 1e-6,
-            busbw_bytes_per_s: positive("--busbw", busbw, "GB/s")? * 1e9,
-        }),
+        (None, Some(busbw)) => Ok((
+            Curve::AlphaBeta {
+                latency_s: non_negative("--latency-us", link.latency_us, "microseconds")? * 1e-6,
+                busbw_bytes_per_s: positive("--busbw", busbw, "GB/s")? * 1e9,
+            },
+            None,
+        )),
         (None, None) => Err(Failure::usage(
             "give the link: --curve FILE (a sweep's JSON or CSV) or --busbw GB/s",
         )),
@@ -67,7 +83,7 @@ fn load_link(link: &LinkArgs) -> Result<Curve, Failure> {
 }
 
 fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
-    let opt_s = c.optimizer_ms.max(0.0) * 1e-3;
+    let opt_s = non_negative("--optimizer-ms", c.optimizer_ms, "milliseconds")? * 1e-3;
     match (c.compute_ms, c.forward_ms, c.backward_ms) {
         (_, Some(f), Some(b)) => Ok(Compute {
             forward_s: positive("--forward-ms", f, "milliseconds")? * 1e-3,
@@ -90,16 +106,14 @@ fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
 }
 
 pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
-    if args.world_size == 0 || args.batch_size == 0 {
-        return Err(Failure::usage(
-            "--world-size and --batch-size must be at least 1",
-        ));
-    }
+    count_in("--world-size", args.world_size, 1, MAX_WORLD_SIZE)?;
+    count_in("--batch-size", args.batch_size, 1, MAX_BATCH_SIZE)?;
     let mut model = load_model(&args.model)?;
     if let Some(d) = &args.grad_dtype {
         model = model.with_elem_bytes(if d == "fp32" { 4 } else { 2 });
     }
-    let link = load_link(&args.link)?;
+    // DDP all-reduces its buckets: nothing else stands in for that curve.
+    let (link, _) = load_link(&args.link, &[Collective::AllReduce])?;
     let compute = load_compute(&args.compute)?;
     let caps = parse_list(
         "--bucket-cap-mb",
@@ -177,11 +191,20 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
 }
 
 pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
-    if args.world_size == 0 {
-        return Err(Failure::usage("--world-size must be at least 1"));
-    }
+    count_in("--world-size", args.world_size, 1, MAX_WORLD_SIZE)?;
+    let activations_bytes = non_negative("--activations-gb", args.activations_gb, "GB")? * 1e9;
+    let gpu_memory_gb = args
+        .gpu_memory_gb
+        .map(|gb| positive("--gpu-memory-gb", gb, "GB"))
+        .transpose()?;
     let model = load_model(&args.model)?;
-    let link = load_link(&args.link)?;
+    // FSDP reduce-scatters gradients and all-gathers weights; an all_reduce curve can stand in.
+    let wanted = [
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::AllReduce,
+    ];
+    let (link, stand_in) = load_link(&args.link, &wanted)?;
     let compute = load_compute(&args.compute)?;
     let precision = if args.precision == "fp32" {
         Precision {
@@ -210,7 +233,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
                 params,
                 args.world_size,
                 precision,
-                args.activations_gb.max(0.0) * 1e9,
+                activations_bytes,
                 &link,
                 compute.forward_s,
                 compute.backward_s,
@@ -218,10 +241,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
             )
         })
         .collect();
-    let fits = |e: &fsdp::Estimate| {
-        args.gpu_memory_gb
-            .map(|gb| e.total_bytes_per_gpu <= gb * 1e9)
-    };
+    let fits = |e: &fsdp::Estimate| gpu_memory_gb.map(|gb| e.total_bytes_per_gpu <= gb * 1e9);
     let doc = FsdpSimulation {
         schema_version: SCHEMA_VERSION,
         kind: Kind::Simulation,
@@ -230,7 +250,10 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         model: ModelSummary::of(&model),
         world_size: args.world_size,
         precision,
-        link: link.describe(),
+        link: match &stand_in {
+            Some(note) => format!("{}; {note}", link.describe()),
+            None => link.describe(),
+        },
         compute,
         strategies: estimates
             .into_iter()

@@ -4,15 +4,18 @@ use super::input::input_failure;
 use crate::cli::{OutputFormat, TopoArgs};
 use crate::documents::TopologyDocument;
 use crate::exit::{ExitCode, Failure};
-use crate::import::topo;
+use crate::import::{text::Input, topo};
 use crate::render;
 
 pub fn run(args: &TopoArgs) -> Result<ExitCode, Failure> {
     let (source, topo) = match &args.from {
-        Some(path) => (
-            path.display().to_string(),
-            topo::parse_file(path).map_err(input_failure)?,
-        ),
+        Some(path) => {
+            let input = Input::open(path).map_err(input_failure)?;
+            (
+                input.name.clone(),
+                topo::from_input(input).map_err(input_failure)?,
+            )
+        }
         None => (
             "(live)".to_string(),
             crate::live::topology().map_err(Failure::unavailable)?,

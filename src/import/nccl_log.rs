@@ -384,17 +384,30 @@ impl LogFacts {
 }
 
 pub fn parse_file(path: &Path) -> Result<LogFacts, InputError> {
-    let name = path.display().to_string();
+    from_input(text::Input::open(path)?)
+}
+
+/// A log from an input opened once.
+pub fn from_input(input: text::Input) -> Result<LogFacts, InputError> {
+    let name = input.name.clone();
     let mut facts = LogFacts::default();
-    text::for_each_line(path, EXPECTED, |line| facts.feed(&name, &line))?;
-    if !facts.is_log() {
-        return Err(InputError::WrongKind {
-            path: name,
-            reason: "no NCCL INFO/WARN lines, NCCL errors or watchdog messages".into(),
-            expected: EXPECTED.into(),
-        });
+    input.lines(EXPECTED, |line| facts.feed(&name, &line))?;
+    facts.finish(name)
+}
+
+impl LogFacts {
+    /// What `feed` saw, or an error when nothing in it was a log.
+    pub fn finish(self, name: String) -> Result<LogFacts, InputError> {
+        let facts = self;
+        if !facts.is_log() {
+            return Err(InputError::WrongKind {
+                path: name,
+                reason: "no NCCL INFO/WARN lines, NCCL errors or watchdog messages".into(),
+                expected: EXPECTED.into(),
+            });
+        }
+        Ok(facts)
     }
-    Ok(facts)
 }
 
 #[cfg(test)]

@@ -89,15 +89,21 @@ pub fn parse_str(input: &str) -> Smi {
 }
 
 pub fn parse_file(path: &Path) -> Result<Smi, InputError> {
-    let mut text = String::new();
-    text::for_each_line(path, EXPECTED, |l| {
-        text.push_str(&l.raw);
-        text.push('\n');
-    })?;
+    from_input(text::Input::open(path)?)
+}
+
+/// `nvidia-smi` output from an input opened once (held whole: it is small).
+pub fn from_input(input: text::Input) -> Result<Smi, InputError> {
+    let name = input.name.clone();
+    let bytes = input.bytes(EXPECTED)?;
+    let text: String = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| l.to_string() + "\n")
+        .collect();
     let smi = parse_str(&text);
     if smi.gpus.is_empty() && smi.processes.is_empty() {
         return Err(InputError::WrongKind {
-            path: path.display().to_string(),
+            path: name,
             reason: "no GPU rows or process table found".into(),
             expected: EXPECTED.into(),
         });

@@ -96,19 +96,122 @@ pub fn clean(raw: &str) -> (String, Option<usize>) {
 /// Bytes checked for NUL before a file is called binary.
 const SNIFF: usize = 8192;
 
+/// Bytes kept from the start of an input to tell what kind of file it is.
+const HEAD_BYTES: usize = 64 << 10;
+
+/// The most a document that must be held whole (JSON, a tensor list, a curve) may weigh;
+/// beyond it the input is refused (exit 2), so `/dev/zero` or a wrong file cannot exhaust
+/// memory. Line-oriented logs are streamed and have no such limit.
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
+/// An input opened once — a file, or `-` for stdin. Its first bytes are kept to tell its
+/// kind; the parser then reads the whole stream from the start without opening it again, so
+/// pipes, FIFOs and `<(…)` work like files.
+pub struct Input {
+    pub name: String,
+    head: Vec<u8>,
+    rest: Box<dyn Read + Send>,
+}
+
+impl Input {
+    pub fn open(path: &Path) -> Result<Input, InputError> {
+        if path.as_os_str() == "-" {
+            return Input::from_reader("(stdin)", Box::new(std::io::stdin()));
+        }
+        let name = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|e| InputError::Unreadable {
+            path: name.clone(),
+            reason: e.to_string(),
+        })?;
+        Input::from_reader(&name, Box::new(file))
+    }
+
+    pub fn from_reader(name: &str, mut reader: Box<dyn Read + Send>) -> Result<Input, InputError> {
+        let mut head = Vec::with_capacity(HEAD_BYTES);
+        (&mut reader)
+            .take(HEAD_BYTES as u64)
+            .read_to_end(&mut head)
+            .map_err(|e| InputError::Unreadable {
+                path: name.to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(Input {
+            name: name.to_string(),
+            head,
+            rest: reader,
+        })
+    }
+
+    /// The first lines (cleaned), from the kept head only.
+    pub fn head_lines(&self, max_lines: usize) -> Vec<String> {
+        String::from_utf8_lossy(&self.head)
+            .lines()
+            .take(max_lines)
+            .map(|l| clean(l).0)
+            .collect()
+    }
+
+    /// Refuse an empty or binary input, naming it and what was `expected`.
+    fn check(&self, expected: &str) -> Result<(), InputError> {
+        if self.head.is_empty() {
+            return Err(InputError::Empty {
+                path: self.name.clone(),
+                expected: expected.to_string(),
+            });
+        }
+        let sniff = &self.head[..self.head.len().min(SNIFF)];
+        if sniff.contains(&0) {
+            return Err(InputError::Binary {
+                path: self.name.clone(),
+                checked: sniff.len(),
+                expected: expected.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Stream every line, from the first, to `each`; the number of lines.
+    pub fn lines(self, expected: &str, mut each: impl FnMut(Line)) -> Result<usize, InputError> {
+        self.check(expected)?;
+        let name = self.name.clone();
+        let stream = std::io::Cursor::new(self.head).chain(self.rest);
+        read_lines(stream, &name, expected, &mut each)
+    }
+
+    /// The whole input, for formats that must be held at once; refused beyond
+    /// `MAX_DOCUMENT_BYTES`.
+    pub fn bytes(self, expected: &str) -> Result<Vec<u8>, InputError> {
+        self.check(expected)?;
+        let mut all = self.head;
+        self.rest
+            .take(MAX_DOCUMENT_BYTES + 1 - all.len() as u64)
+            .read_to_end(&mut all)
+            .map_err(|e| InputError::Unreadable {
+                path: self.name.clone(),
+                reason: e.to_string(),
+            })?;
+        if all.len() as u64 > MAX_DOCUMENT_BYTES {
+            return Err(InputError::WrongKind {
+                path: self.name,
+                reason: format!(
+                    "larger than {} MiB, the most ncclprobe holds of one document",
+                    MAX_DOCUMENT_BYTES >> 20
+                ),
+                expected: expected.to_string(),
+            });
+        }
+        Ok(all)
+    }
+}
+
 /// Read a file line by line (streaming), calling `each` per line. Refuses binary and empty
 /// files with a message naming the file and what was `expected`.
 pub fn for_each_line(
     path: &Path,
     expected: &str,
-    mut each: impl FnMut(Line),
+    each: impl FnMut(Line),
 ) -> Result<usize, InputError> {
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| InputError::Unreadable {
-        path: name.clone(),
-        reason: e.to_string(),
-    })?;
-    read_lines(file, &name, expected, &mut each)
+    Input::open(path)?.lines(expected, each)
 }
 
 pub fn read_lines(
@@ -163,32 +266,6 @@ pub fn read_lines(
     Ok(number)
 }
 
-/// The first lines of a file, cleaned, for deciding what kind of file it is.
-pub fn head(path: &Path, max_lines: usize) -> Result<Vec<String>, InputError> {
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| InputError::Unreadable {
-        path: name.clone(),
-        reason: e.to_string(),
-    })?;
-    let mut out = Vec::new();
-    let mut reader = BufReader::new(file.take(1 << 20));
-    let mut buf = Vec::new();
-    while out.len() < max_lines {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
-            Ok(_) => out.push(clean(&String::from_utf8_lossy(&buf)).0),
-            Err(e) => {
-                return Err(InputError::Unreadable {
-                    path: name,
-                    reason: e.to_string(),
-                })
-            }
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +304,32 @@ mod tests {
         let lines =
             read_lines(&b"ok\n\xff\xfe latin1 \xe9\n"[..], "x", "a log", &mut each).unwrap();
         assert_eq!(lines, 2);
+    }
+
+    #[test]
+    fn an_input_is_read_once_from_its_start_after_its_head_was_looked_at() {
+        // A pipe can be read only once: the head is kept and the stream continues after it.
+        let body: String = (0..20000).map(|i| format!("line {i}\n")).collect();
+        let reader = Box::new(std::io::Cursor::new(body.clone().into_bytes()));
+        let input = Input::from_reader("(pipe)", reader).unwrap();
+        assert_eq!(input.head_lines(2), vec!["line 0", "line 1"]);
+        let mut seen = Vec::new();
+        input.lines("lines", |l| seen.push(l.text)).unwrap();
+        assert_eq!(seen.len(), 20000);
+        assert_eq!(seen[19999], "line 19999");
+    }
+
+    #[test]
+    fn documents_are_capped() {
+        let zeros = Box::new(std::io::repeat(b'{').take(MAX_DOCUMENT_BYTES + 10));
+        let input = Input::from_reader("big", zeros).unwrap();
+        let e = input.bytes("a JSON document").unwrap_err().to_string();
+        assert!(e.contains("larger than 256 MiB"), "{e}");
+        let nul = Box::new(std::io::repeat(0).take(1 << 20));
+        let e = Input::from_reader("/dev/zero", nul)
+            .unwrap()
+            .bytes("x")
+            .unwrap_err();
+        assert!(matches!(e, InputError::Binary { .. }));
     }
 }

@@ -270,10 +270,16 @@ impl Parser {
 }
 
 pub fn parse_file(path: &Path) -> Result<Topology, InputError> {
+    from_input(text::Input::open(path)?)
+}
+
+/// A matrix from an input opened once.
+pub fn from_input(input: text::Input) -> Result<Topology, InputError> {
+    let name = input.name.clone();
     let mut p = Parser::default();
-    text::for_each_line(path, EXPECTED, |line| p.feed(&line))?;
+    input.lines(EXPECTED, |line| p.feed(&line))?;
     finish(p).map_err(|reason| InputError::WrongKind {
-        path: path.display().to_string(),
+        path: name,
         reason,
         expected: EXPECTED.into(),
     })

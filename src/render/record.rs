@@ -52,7 +52,10 @@ pub fn clean_stale_temps(path: &Path) {
     };
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) else {
+        let Some(pid) = file
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
             continue;
         };
         let alive = Path::new(&format!("/proc/{pid}")).exists();
@@ -158,7 +161,10 @@ mod tests {
         std::fs::write(&target, b"old").unwrap();
         std::os::unix::fs::symlink("real.json", &link).unwrap();
         write_atomic(&link, b"new").unwrap();
-        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
     }
 

@@ -1,5 +1,6 @@
 //! nccl-tests' `-J` JSON file.
 
+use super::super::text::Input;
 use super::super::text::InputError;
 use crate::coll::Collective;
 use crate::model::{RankInfo, RunRecord};
@@ -10,12 +11,14 @@ use super::{build, EXPECTED};
 
 /// Import nccl-tests' `-J` JSON (format version 3: string booleans, padded root strings).
 pub fn import_json(path: &Path) -> Result<RunRecord, InputError> {
+    json_from(Input::open(path)?)
+}
+
+/// Import `-J` JSON from an input opened once (held whole: at most `MAX_DOCUMENT_BYTES`).
+pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
     use serde_json::Value;
-    let name = path.display().to_string();
-    let text = std::fs::read(path).map_err(|e| InputError::Unreadable {
-        path: name.clone(),
-        reason: e.to_string(),
-    })?;
+    let name = input.name.clone();
+    let text = input.bytes(EXPECTED)?;
     let v: Value = serde_json::from_slice(&text).map_err(|e| InputError::WrongKind {
         path: name.clone(),
         reason: format!("not JSON ({e})"),
@@ -113,7 +116,7 @@ pub fn import_json(path: &Path) -> Result<RunRecord, InputError> {
             .collect();
     }
     parsed.headers_seen = 1;
-    let mut record = build(path, parsed)?;
+    let mut record = build(&name, parsed)?;
     if let Some(info) = record.import.as_mut() {
         info.format = "nccl-tests-json".into();
         // The JSON file is written at the end of the run: a missing end_time means it was cut.

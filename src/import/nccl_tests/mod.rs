@@ -6,11 +6,11 @@ mod infer;
 mod json;
 mod table;
 
-pub use json::import_json;
+pub use json::{import_json, json_from};
 
 use table::{Parsed, Row};
 
-use super::text::{self, InputError};
+use super::text::{Input, InputError, Line};
 use crate::coll::{Collective, Placement};
 use crate::dtype::{Dtype, RedOp};
 use crate::model::{ImportInfo, Point, RunRecord, RunStatus, Source};
@@ -81,14 +81,10 @@ fn point(
     })
 }
 
-fn empty_record(path: &Path, format: &str) -> RunRecord {
-    let mut record = RunRecord::blank(
-        Source::Imported,
-        "nccl",
-        format!("imported from {}", path.display()),
-    );
+fn empty_record(name: &str, format: &str) -> RunRecord {
+    let mut record = RunRecord::blank(Source::Imported, "nccl", format!("imported from {name}"));
     record.import = Some(ImportInfo {
-        file: path.display().to_string(),
+        file: name.to_string(),
         format: format.into(),
         ..Default::default()
     });
@@ -97,13 +93,23 @@ fn empty_record(path: &Path, format: &str) -> RunRecord {
 
 /// Import nccl-tests' text output.
 pub fn import_text(path: &Path) -> Result<RunRecord, InputError> {
-    let mut p = Parsed::default();
-    text::for_each_line(path, EXPECTED, |line| p.feed(&line))?;
-    build(path, p)
+    text_from(Input::open(path)?, &mut |_| {})
 }
 
-fn build(path: &Path, mut p: Parsed) -> Result<RunRecord, InputError> {
-    let name = path.display().to_string();
+/// Import nccl-tests' text output from an input opened once; every line also goes to `tee`
+/// (diagnose reads the NCCL lines that nccl-tests output carries in the same pass).
+pub fn text_from(input: Input, tee: &mut dyn FnMut(&Line)) -> Result<RunRecord, InputError> {
+    let name = input.name.clone();
+    let mut p = Parsed::default();
+    input.lines(EXPECTED, |line| {
+        tee(&line);
+        p.feed(&line)
+    })?;
+    build(&name, p)
+}
+
+fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
+    let name = name.to_string();
     if p.rows.is_empty() && p.headers_seen == 0 && p.ranks.is_empty() && p.errors.is_empty() {
         return Err(InputError::WrongKind {
             path: name,
@@ -133,7 +139,7 @@ fn build(path: &Path, mut p: Parsed) -> Result<RunRecord, InputError> {
             before - p.rows.len()
         ));
     }
-    let mut record = empty_record(path, "nccl-tests-text");
+    let mut record = empty_record(&name, "nccl-tests-text");
     let mut info = record.import.take().unwrap_or_default();
     let rows: Vec<&Row> = p.rows.iter().collect();
     // Ranks: "# Rank" lines when they are a consistent 0..n-1 set.

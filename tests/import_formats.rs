@@ -115,3 +115,66 @@ fn sweep_refuses_collectives_it_only_imports() {
             "--collective: unknown value 'gather'",
         ));
 }
+
+/// The same log with every line behind a stack of launcher and logger prefixes imports to
+/// the same points: rows are found by their shape, not by a list of known prefixes.
+#[test]
+fn any_stack_of_prefixes_imports_the_same_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_dir("tests/corpus/nccl-tests")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("07-"))
+        .unwrap();
+    let plain = std::fs::read_to_string(&source).unwrap();
+    let stacks = [
+        "(RayTrainWorker pid=4242, ip=10.0.0.7) [1,0]<stdout>:",
+        "2024-05-01T12:00:00.123456789Z stdout F node-a17: ",
+        "[2024-05-01 12:00:00,123] INFO | 0: ",
+    ];
+    let reference = import_path(&source, dir.path());
+    assert!(!reference.points.is_empty());
+    for (i, stack) in stacks.iter().enumerate() {
+        let prefixed: String = plain
+            .lines()
+            .enumerate()
+            .map(|(n, l)| {
+                if n == 0 {
+                    format!("{l}\n")
+                } else {
+                    format!("{stack}{l}\n")
+                }
+            })
+            .collect();
+        let path = dir.path().join(format!("prefixed-{i}.log"));
+        std::fs::write(&path, prefixed).unwrap();
+        let r = import_path(&path, dir.path());
+        let key = |r: &RunRecord| -> Vec<(u64, String, u64)> {
+            r.points
+                .iter()
+                .map(|p| {
+                    (
+                        p.size_bytes,
+                        p.placement.name().to_string(),
+                        (p.time_s * 1e9) as u64,
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(key(&r), key(&reference), "{stack:?}");
+        assert_eq!(r.backend.nranks, reference.backend.nranks, "{stack:?}");
+    }
+}
+
+fn import_path(path: &std::path::Path, dir: &std::path::Path) -> RunRecord {
+    let json = dir.join("out.json");
+    bin()
+        .arg("import")
+        .arg(path)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success();
+    read_record(&json)
+}

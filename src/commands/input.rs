@@ -36,7 +36,7 @@ impl Kind {
 }
 
 fn is_nccl_tests_line(line: &str) -> bool {
-    let t = line.trim_start();
+    let t = crate::import::nccl_tests::peel(line);
     t.starts_with("# nThread")
         || t.starts_with("#       size")
         || t.contains("Collective test starting")

@@ -73,7 +73,9 @@ fn channel_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     static_regex(
         &R,
-        r"(?:Channel|Ring) \d+(?:/\d+)? : (?P<from>\d+)(?:\[[0-9a-fA-Fx]+\])? -> (?P<to>\d+)(?:\[[0-9a-fA-Fx]+\])?(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$",
+        // transport/p2p.cc, shm.cc, net.cc: "Channel 00/0 : 0[1000] -> 1[2000] [send] via NET/IB/0";
+        // coll_net.cc: "CollNet 00/0 : 0 [send] via COLLNET/SHARP/0" (older: "Coll 00 : 0 ...").
+        r"(?:Channel|Ring|CollNet|Coll) \d+(?:/\d+)? : (?P<from>\d+)(?:\[[0-9a-fA-Fx]+\])?(?: -> (?P<to>\d+)(?:\[[0-9a-fA-Fx]+\])?)?(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$",
     )
 }
 
@@ -97,7 +99,8 @@ fn env_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     static_regex(
         &R,
-        r"\b(?P<k>NCCL_[A-Z0-9_]+) set by environment to (?P<v>\S*)",
+        // The sentence ends with a period ("set by environment to 1."): not part of the value.
+        r"\b(?P<k>NCCL_[A-Z0-9_]+) set by environment to (?P<v>\S*?)\.?(?:\s|$)",
     )
 }
 
@@ -160,11 +163,46 @@ pub fn normalise_transport(via: &str) -> String {
     } else if let Some(rest) = v.strip_prefix("NET/") {
         let name = rest.split('/').next().unwrap_or(rest);
         format!("NET/{name}")
+    } else if let Some(rest) = v.strip_prefix("COLLNET/") {
+        // COLLNET/<plugin, e.g. SHARP>/<dev>[/GDRDMA]
+        format!("COLLNET/{}", rest.split('/').next().unwrap_or(rest))
     } else if v.starts_with("CollNet") {
         "CollNet".into()
     } else {
         v.split_whitespace().next().unwrap_or(v).to_string()
     }
+}
+
+/// "32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, ..." (init.cc):
+/// the NVLS channel count.
+fn nvls_channels(t: &str) -> Option<usize> {
+    let i = t.find(" nvls channels")?;
+    t[..i]
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A line NCCL prints when it cannot set up shared memory in /dev/shm, in the wordings NCCL has
+/// used (shmutils.cc, net.cc, shm.cc: "failed to extend", "failed to create shared memory
+/// file", "could not create shared memory", "Could not map", "Error while creating shared
+/// memory segment", SYSCHECK's "Call to posix_fallocate failed : No space left on device").
+/// `l` is the lower-cased line.
+fn is_shm_failure(l: &str) -> bool {
+    let failed = l.contains("error")
+        || l.contains("warn")
+        || l.contains("fail")
+        || l.contains("no space")
+        || l.contains("could not")
+        || l.contains("unable");
+    let about_shm = l.contains("/dev/shm")
+        || l.contains("nccl-shm")
+        || l.contains("shared memory")
+        || l.contains("posix_fallocate")
+        || l.contains("fallocate:")
+        || l.contains("shm_open");
+    about_shm && failed
 }
 
 /// `l` is the lower-cased line.
@@ -242,6 +280,12 @@ impl LogFacts {
                 list.push(ev());
             }
         }
+        if t.contains("NVLS comm ") || nvls_channels(t).is_some_and(|n| n > 0) {
+            let list = self.transports.entry("NVLS".into()).or_default();
+            if list.len() < 20 {
+                list.push(ev());
+            }
+        }
         if let Some(c) = t
             .contains("cudaDev")
             .then(|| comm_re().captures(t))
@@ -312,6 +356,7 @@ impl LogFacts {
         // Lower-casing costs an allocation per line: only for lines that can matter.
         let interesting = t.contains("shm")
             || t.contains("shared memory")
+            || t.contains("fallocate")
             || t.contains("rror")
             || t.contains("ailure")
             || t.contains("icrosoft")
@@ -322,14 +367,7 @@ impl LogFacts {
         } else {
             String::new()
         };
-        if lower.contains("/dev/shm")
-            && (lower.contains("error")
-                || lower.contains("warn")
-                || lower.contains("fail")
-                || lower.contains("no space"))
-            || lower.contains("error while creating shared memory segment")
-            || lower.contains("unable to allocate shared memory")
-        {
+        if is_shm_failure(&lower) {
             self.shm_failures.push(ev());
         }
         if t.contains("pci_bus") && t.contains("real path")
@@ -472,5 +510,56 @@ mod tests {
         assert_eq!(f.watchdog[0].timeout_ms, Some(1_800_000));
         assert_eq!(f.watchdog[1].seq, Some(808));
         assert_eq!(f.watchdog[1].process_group.as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn every_transport_nccl_prints_lands_in_the_facts() {
+        let f = facts(
+            "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n\
+             h:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 8[0] [send] via NET/IBext_v8/0/GDRDMA\n\
+             h:1:1 [0] NCCL INFO Channel 02/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA\n\
+             h:1:1 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/1/GDRDMA\n\
+             h:1:1 [0] NCCL INFO Coll 01 : 0 [receive] via COLLNET/SHARP/1\n\
+             h:1:1 [0] NCCL INFO NVLS comm 0x5581 headRank 0 nHeads 8 buffSize 1048576 memSize 2097152 nvlsPerRankSize 201326592 nvlsTotalSize 1610612736\n",
+        );
+        let names = f.transport_names();
+        for t in [
+            "P2P/CUMEM",
+            "NET/IBext_v8",
+            "NET/AWS Libfabric",
+            "COLLNET/SHARP",
+            "NVLS",
+        ] {
+            assert!(names.contains(&t.to_string()), "{t} missing from {names:?}");
+        }
+        assert!(f.gdrdma);
+        let counts = facts("h:1:1 [0] NCCL INFO 32 coll channels, 0 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer\n");
+        assert_eq!(counts.transport_names(), vec!["NVLS".to_string()]);
+    }
+
+    #[test]
+    fn every_devshm_failure_wording_is_one() {
+        for line in [
+            "h:1:1 [0] misc/shmutils.cc:73 NCCL WARN Error: failed to extend /dev/shm/nccl-vyWQlM to 9637892 bytes, error: No space left on device (28)",
+            "h:1:1 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+            "h:1:1 [0] NCCL INFO Error while creating shared memory segment /dev/shm/nccl-vyWQlM (size 9637888)",
+            "h:1:1 [0] misc/shmutils.cc:59 NCCL WARN Error: failed to create shared memory file /dev/shm/nccl-abc, error Permission denied (13)",
+            "h:1:1 [0] transport/net.cc:210 NCCL WARN Error: could not create shared memory in /dev/shm",
+        ] {
+            let f = facts(line);
+            assert_eq!(f.shm_failures.len(), 1, "{line}");
+        }
+        assert!(facts(
+            "h:1:1 [0] NCCL INFO Allocated 9637888 bytes of shared memory in /dev/shm/nccl-x\n"
+        )
+        .shm_failures
+        .is_empty());
+    }
+
+    #[test]
+    fn an_environment_value_does_not_keep_the_sentence_period() {
+        let f = facts("h:1:1 [0] NCCL INFO NCCL_COLLNET_ENABLE set by environment to 1.\nh:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0.1\n");
+        assert_eq!(f.env["NCCL_COLLNET_ENABLE"].0, "1");
+        assert_eq!(f.env["NCCL_SOCKET_IFNAME"].0, "eth0.1");
     }
 }

@@ -78,9 +78,15 @@ pub fn clean(raw: &str) -> (String, Option<usize>) {
         let r = rest.trim_start();
         r.starts_with('#') || r.starts_with(|c: char| c.is_ascii_digit())
     };
-    if let Some(c) = prefixes().captures(t).filter(|c| {
-        c.name("rank3").is_none() || srun_prefix_ok(&t[c.get(0).map(|m| m.end()).unwrap_or(0)..])
-    }) {
+    let may_have_prefix = t.starts_with(['[', '(']) || t.starts_with(|c: char| c.is_ascii_digit());
+    if let Some(c) = may_have_prefix
+        .then(|| prefixes().captures(t))
+        .flatten()
+        .filter(|c| {
+            c.name("rank3").is_none()
+                || srun_prefix_ok(&t[c.get(0).map(|m| m.end()).unwrap_or(0)..])
+        })
+    {
         tag = ["rank", "rank2", "rank3"]
             .iter()
             .find_map(|n| c.name(n))

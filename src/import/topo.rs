@@ -64,6 +64,9 @@ pub struct Topology {
     pub p2p: Vec<(String, String, String)>,
     /// What could not be read, with line numbers.
     pub problems: Vec<String>,
+    /// How the matrix was read when it needed more than its header (e.g. run-together labels).
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// `old` when the legend or cells use SOC, else `new`.
     pub legend: String,
 }
@@ -93,6 +96,16 @@ struct Parser {
     in_p2p: bool,
     saw_soc: bool,
     matrix_rows: usize,
+    /// The matrix's rows (cells, line number), laid out against the columns at the end: the
+    /// header alone cannot be trusted (labels that run together).
+    pending: Vec<(Vec<String>, usize)>,
+    /// The matrix header's columns and affinity titles (a later `-p2p` header replaces
+    /// `columns` and `extra`).
+    matrix_columns: Vec<String>,
+    matrix_extra: Vec<String>,
+    /// The last line before the first row that was not read as a header: a header whose
+    /// labels run together (`GPU0GPU1GPU2NIC0CPU Affinity`).
+    header_candidate: Option<String>,
 }
 
 fn cells(line: &str) -> Vec<String> {
@@ -172,14 +185,94 @@ impl Parser {
             self.in_p2p = self.matrix_rows > 0;
             self.columns = devices_in_line;
             if !self.in_p2p {
-                self.topo.devices = self.columns.clone();
+                self.matrix_columns = self.columns.clone();
+                self.matrix_extra = self.extra.clone();
             }
             return;
         }
-        if self.columns.is_empty() || !looks_like_device(nonempty[0]) {
+        let row_like = looks_like_device(nonempty[0])
+            && nonempty[1..]
+                .iter()
+                .take(2)
+                .any(|x| x.as_str() == "X" || normalise_link(x).is_some());
+        if !row_like {
+            if self.matrix_rows == 0 {
+                self.header_candidate = Some(trimmed.to_string());
+            }
             return;
         }
-        self.row(&c, line.number);
+        if self.in_p2p {
+            self.row(&c, line.number);
+        } else {
+            self.matrix_rows += 1;
+            self.pending.push((c, line.number));
+        }
+    }
+
+    /// The matrix's columns: the header's, or — when the header's labels run together and do
+    /// not split into the rows' labels — the rows' own labels, which must then line up (one
+    /// row per column, `X` on the diagonal) or the matrix is refused.
+    fn lay_out(&mut self) -> Result<(), String> {
+        let labels: Vec<String> = self
+            .pending
+            .iter()
+            .filter_map(|(c, _)| c.iter().find(|x| !x.is_empty()).cloned())
+            .collect();
+        let header_ok = !self.matrix_columns.is_empty()
+            && labels.iter().all(|l| self.matrix_columns.contains(l));
+        let strict = !header_ok;
+        if strict {
+            let squash = |s: &str| s.split_whitespace().collect::<String>();
+            let joined_labels: String = labels.concat();
+            let header = self
+                .header_candidate
+                .iter()
+                .map(|h| squash(h))
+                .chain(std::iter::once(self.matrix_columns.concat()))
+                .find(|h| h.starts_with(&joined_labels));
+            if header.is_none() {
+                return Err(format!(
+                    "the matrix header does not name the rows' devices ({}); not a matrix ncclprobe can line up",
+                    labels.join(", ")
+                ));
+            }
+            self.topo.notes.push(format!(
+                "the header's labels run together ({}…); the columns were taken from the rows' labels and checked against the diagonal",
+                joined_labels.chars().take(24).collect::<String>()
+            ));
+            self.matrix_columns = labels.clone();
+        }
+        self.topo.devices = self.matrix_columns.clone();
+        let p2p_columns = std::mem::replace(&mut self.columns, self.matrix_columns.clone());
+        let p2p_extra = std::mem::replace(&mut self.extra, self.matrix_extra.clone());
+        let was_p2p = std::mem::replace(&mut self.in_p2p, false);
+        let problems_before = self.topo.problems.len();
+        for (c, number) in std::mem::take(&mut self.pending) {
+            self.row(&c, number);
+        }
+        self.columns = p2p_columns;
+        self.extra = p2p_extra;
+        self.in_p2p = was_p2p;
+        if strict {
+            let n = labels.len();
+            // Every row states a link to every other column and X (no link) to itself.
+            let misaligned = labels.iter().find(|l| {
+                let stated = self.topo.links.iter().filter(|(f, _, _)| f == *l).count();
+                self.topo.link(l, l).is_some() || stated + 1 != n
+            });
+            if let Some(l) = misaligned {
+                return Err(format!(
+                    "row {l} does not line up with the columns taken from the rows (a square matrix with X on the diagonal); refusing to guess"
+                ));
+            }
+            if self.topo.problems.len() > problems_before {
+                return Err(format!(
+                    "the matrix does not line up with the columns taken from the rows: {}",
+                    self.topo.problems[problems_before]
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn row(&mut self, c: &[String], number: usize) {
@@ -202,7 +295,6 @@ impl Parser {
             }
             return;
         }
-        self.matrix_rows += 1;
         let mut read = 0;
         for (j, code) in cells.iter().take(n).enumerate() {
             if code.as_str() == "SOC" {
@@ -300,6 +392,7 @@ pub fn parse_str(input: &str) -> Result<Topology, String> {
 }
 
 fn finish(mut p: Parser) -> Result<Topology, String> {
+    p.lay_out()?;
     if p.matrix_rows == 0 {
         return Err(
             "no topology matrix (a header of GPU0 GPU1 ... and rows of link codes) found".into(),
@@ -349,5 +442,27 @@ mod tests {
     #[test]
     fn refuses_text_without_a_matrix() {
         assert!(parse_str("hello\nworld\n").is_err());
+    }
+
+    #[test]
+    fn run_together_header_labels_are_taken_from_the_rows_and_checked() {
+        let rows = "GPU0\t X \tNV18\tNV18\tPXB\t0-47\t0\nGPU1\tNV18\t X \tNV18\tSYS\t0-47\t0\nGPU2\tNV18\tNV18\t X \tSYS\t48-95\t1\nmlx5_0\tPXB\tSYS\tSYS\t X \n";
+        let t = parse_str(&format!(
+            "\tGPU0GPU1GPU2mlx5_0\tCPU Affinity\tNUMA Affinity\n{rows}"
+        ))
+        .unwrap();
+        assert_eq!(t.devices, vec!["GPU0", "GPU1", "GPU2", "mlx5_0"]);
+        assert_eq!(t.link("GPU1", "GPU2"), Some("NV18"));
+        assert_eq!(t.link("GPU0", "mlx5_0"), Some("PXB"));
+        assert!(t.notes[0].contains("run together"), "{:?}", t.notes);
+        // Without any separator or tab at all, the same.
+        let t = parse_str(&format!(
+            "GPU0GPU1GPU2mlx5_0CPU AffinityNUMA Affinity\n{rows}"
+        ))
+        .unwrap();
+        assert_eq!(t.devices.len(), 4);
+        // A matrix whose diagonal does not line up is refused, never printed wrong.
+        let skewed = "\tGPU0GPU1\nGPU0\tNV4\t X \nGPU1\t X \tNV4\n";
+        assert!(parse_str(skewed).unwrap_err().contains("line up"));
     }
 }

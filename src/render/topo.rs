@@ -54,6 +54,9 @@ pub fn table(t: &Topology) -> String {
     for (a, b, code) in t.p2p.iter().filter(|(_, _, c)| c != "OK") {
         let _ = writeln!(out, "# P2P {a} -> {b}: {code} (not supported)");
     }
+    for n in &t.notes {
+        let _ = writeln!(out, "# note: {n}");
+    }
     for p in &t.problems {
         let _ = writeln!(out, "# could not read: {p}");
     }

@@ -8,6 +8,7 @@ mod table;
 
 pub use json::{import_json, json_from};
 
+pub use table::peel;
 use table::{Parsed, Row};
 
 use super::text::{Input, InputError, Line};

@@ -4,6 +4,7 @@
 use super::super::text::static_regex;
 use super::super::text::Line;
 use crate::coll::Collective;
+use crate::dtype::Dtype;
 use crate::model::RankInfo;
 use regex::Regex;
 use std::sync::OnceLock;
@@ -165,6 +166,48 @@ pub(super) fn is_error_line(t: &str) -> bool {
         || t.contains("Segmentation fault")
 }
 
+/// Where an nccl-tests line starts inside a line that launchers, loggers and containers
+/// prefixed (any stack of them: Ray's `(worker, rank=N, pid=N)`, Open MPI's `[1,0]<stdout>:`,
+/// `srun -l`'s `0: `, pdsh's `host: `, log timestamps): found by the shape of what nccl-tests
+/// prints, not by a list of known prefixes. A `#` comment, or a row whose first two cells are
+/// whole numbers and whose third is a type name, starting at a token boundary.
+pub fn peel(text: &str) -> &str {
+    let t = text.trim_start();
+    if t.starts_with('#') || starts_row(t) {
+        return t;
+    }
+    let boundary = |i: usize| {
+        i == 0
+            || t[..i]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_whitespace() || matches!(c, ':' | ']' | ')' | '>' | '|'))
+    };
+    for (i, c) in t.char_indices() {
+        if !boundary(i) {
+            continue;
+        }
+        let rest = t[i..].trim_start();
+        if (c == '#' || rest.starts_with('#')) && !rest.starts_with("#!") || starts_row(rest) {
+            return rest;
+        }
+    }
+    t
+}
+
+/// `size count type ...`: two whole numbers, then an nccl-tests type name.
+fn starts_row(t: &str) -> bool {
+    let mut tokens = t.split_whitespace();
+    let number =
+        |x: Option<&str>| x.is_some_and(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()));
+    number(tokens.next())
+        && number(tokens.next())
+        && tokens.next().is_some_and(|ty| {
+            Dtype::parse(ty).is_some()
+                || matches!(ty, "f8e4m3" | "f8e5m2" | "fp8_e4m3" | "fp8_e5m2")
+        })
+}
+
 impl Parsed {
     pub(super) fn feed(&mut self, line: &Line) {
         let t = line.text.trim();
@@ -187,6 +230,11 @@ impl Parsed {
         if t.contains("NCCL INFO") || t.contains("NCCL WARN") {
             return;
         }
+        let t = peel(t);
+        if let Some(rest) = t.strip_prefix('#') {
+            self.feed_comment(rest.trim(), t, line);
+            return;
+        }
         // A command line naming the binary (and, without a banner, the rank count).
         if !t.starts_with(|c: char| c.is_ascii_digit()) {
             if let Some(c) = perf_name().captures(t) {
@@ -200,7 +248,7 @@ impl Parsed {
         self.feed_row(t, line);
     }
 
-    pub(super) fn feed_comment(&mut self, rest: &str, _t: &str, line: &Line) {
+    pub(super) fn feed_comment(&mut self, rest: &str, t: &str, line: &Line) {
         if let Some(name) = rest.strip_prefix("Collective test starting:") {
             self.named = Collective::parse(name.trim());
             if self.named.is_none() {
@@ -245,7 +293,7 @@ impl Parsed {
             }
             return;
         }
-        if let Some(c) = rank_line().captures(line.text.trim()) {
+        if let Some(c) = rank_line().captures(t) {
             let device = format!("{} [{}] {}", &c[4], &c[5], c[6].trim());
             self.ranks.push(RankInfo {
                 rank: c[1].parse().unwrap_or(0),
@@ -381,5 +429,32 @@ mod tests {
             vec!["size", "count", "type"]
         );
         assert!(Layout::from_header(&["size", "count"]).is_none());
+    }
+
+    #[test]
+    fn any_stack_of_prefixes_is_peeled_by_the_shape_of_the_line() {
+        let row =
+            "     8388608       2097152     float     sum      -1    36.07  232.57  435.12      0";
+        for prefix in [
+            "",
+            "(RayTrainWorker pid=4242, ip=10.0.0.7) [1,0]<stdout>:",
+            "(worker, rank=3, pid=99) [1,3]<stdout>:",
+            "0: ",
+            "node-a17: ",
+            "2024-05-01T12:00:00.123456789Z stdout F ",
+            "[2024-05-01 12:00:00,123] INFO | ",
+        ] {
+            let line = format!("{prefix}{row}");
+            assert_eq!(peel(&line), row.trim_start(), "{prefix:?}");
+            let header = format!("{prefix}#       size         count      type   redop");
+            assert!(peel(&header).starts_with("#       size"), "{prefix:?}");
+        }
+        // Lines without a table stay as they are.
+        assert_eq!(
+            peel("mpirun -np 8 ./all_reduce_perf"),
+            "mpirun -np 8 ./all_reduce_perf"
+        );
+        // A number pair without a type name is not a row (e.g. a date and a count).
+        assert_eq!(peel("job 12 34 started"), "job 12 34 started");
     }
 }

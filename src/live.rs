@@ -15,10 +15,21 @@ pub struct Roots {
     pub dev: PathBuf,
 }
 
+/// The environment variable naming another sysfs root (a copy of `/sys`, or an empty
+/// directory to mean "no PCI devices"), as for the CUDA driver and NVML overrides.
+pub const SYSFS_OVERRIDE: &str = "NCCLPROBE_SYSFS_ROOT";
+
+/// The environment variable naming the file to open as NVML instead of `libnvidia-ml.so.1`;
+/// `none` means no NVML.
+pub const NVML_OVERRIDE: &str = "NCCLPROBE_NVML_LIBRARY";
+
 impl Default for Roots {
     fn default() -> Self {
         Roots {
-            sys: "/sys".into(),
+            sys: std::env::var_os(SYSFS_OVERRIDE)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "/sys".into()),
             proc_: "/proc".into(),
             dev: "/dev".into(),
         }
@@ -288,12 +299,26 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
 /// comes only with development packages (and is missing in most containers).
 const NVML_LIB: &str = "libnvidia-ml.so.1";
 
-fn nvml_init() -> Result<nvml_wrapper::Nvml, nvml_wrapper::error::NvmlError> {
+/// The NVML library to open: `NCCLPROBE_NVML_LIBRARY` or the driver's versioned name.
+fn nvml_lib() -> std::ffi::OsString {
+    std::env::var_os(NVML_OVERRIDE)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| NVML_LIB.into())
+}
+
+fn nvml_init() -> Result<nvml_wrapper::Nvml, String> {
+    let lib = nvml_lib();
+    if lib == "none" {
+        return Err(format!("disabled by {NVML_OVERRIDE}=none"));
+    }
     // When neither loads, the versioned name's error is the one worth reading.
-    nvml_wrapper::Nvml::builder()
-        .lib_path(std::ffi::OsStr::new(NVML_LIB))
-        .init()
+    let first = nvml_wrapper::Nvml::builder().lib_path(&lib).init();
+    if std::env::var_os(NVML_OVERRIDE).is_some() {
+        return first.map_err(|e| e.to_string());
+    }
+    first
         .or_else(|first| nvml_wrapper::Nvml::init().map_err(|_| first))
+        .map_err(|e| e.to_string())
 }
 
 /// NVML's P2P read status between two GPUs as `nvidia-smi topo -p2p r` writes it (`DR`, P2P
@@ -394,7 +419,7 @@ fn nvml_facts() -> (
     };
     topo.devices = (0..count).map(|i| format!("GPU{i}")).collect();
     // SAFETY: loading the library NVML already has open (dlopen hands back the same instance).
-    let raw = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(NVML_LIB) }
+    let raw = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(nvml_lib()) }
         .or_else(|_| unsafe { nvml_wrapper_sys::bindings::NvmlLib::new("libnvidia-ml.so") })
         .ok();
     for i in 0..count {

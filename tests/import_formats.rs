@@ -178,3 +178,52 @@ fn import_path(path: &std::path::Path, dir: &std::path::Path) -> RunRecord {
         .success();
     read_record(&json)
 }
+
+/// nccl-tests' -J file, as its writer (src/util.cu) lays it out: every row, the devices from
+/// inside `config`, the NCCL version code, the footer's out-of-bounds count and average.
+#[test]
+fn a_json_report_imports_like_its_table() {
+    let r = import("json-all-reduce-complete.json");
+    assert_eq!(r.status, RunStatus::Complete);
+    let info = r.import.as_ref().unwrap();
+    assert_eq!(info.format, "nccl-tests-json");
+    assert!(!info.truncated);
+    assert_eq!(info.reported_out_of_bounds, Some(0));
+    assert_eq!(info.reported_avg_busbw_gbps, Some(55.123));
+    assert_eq!(r.backend.nranks, 2);
+    assert_eq!(
+        r.backend.ranks[1].device.as_deref(),
+        Some("NVIDIA A100-SXM4-80GB")
+    );
+    assert_eq!(
+        r.backend.library_versions.get("nccl").map(String::as_str),
+        Some("2.27.3")
+    );
+    let sizes: Vec<u64> = r.points.iter().map(|p| p.size_bytes).collect();
+    assert_eq!(
+        sizes,
+        vec![1 << 20, 1 << 20, 2 << 20, 2 << 20, 4 << 20, 4 << 20]
+    );
+    let oop = &r.points[4];
+    assert_eq!(oop.collective, Collective::AllReduce);
+    assert_eq!(oop.placement, Placement::OutOfPlace);
+    assert!((oop.time_s - 62.70e-6).abs() < 1e-12);
+    assert_eq!(oop.root, -1, "the root is written as a padded string");
+    assert_eq!(oop.wrong, Some(0));
+}
+
+/// A run that crashed leaves the JSON document cut: the complete rows are kept, and the
+/// record says truncated in both places that say so.
+#[test]
+fn a_cut_json_report_keeps_its_complete_rows_and_says_truncated() {
+    let r = import("json-all-reduce-cut.json");
+    assert_eq!(r.status, RunStatus::Truncated);
+    assert!(r.import.as_ref().unwrap().truncated);
+    assert_eq!(r.points.len(), 4, "two complete rows, both placements");
+    assert!(
+        r.notes.iter().any(|n| n.contains("the document is cut")),
+        "{:?}",
+        r.notes
+    );
+    assert_eq!(r.backend.nranks, 2);
+}

@@ -373,16 +373,44 @@ fn cuda_event_timing() {
     let d = doubles();
     let out_dir = tempfile::tempdir().unwrap();
     let json = out_dir.path().join("run.json");
-    let mut c = probe(d.path());
-    c.args(SMALL).args(["--cuda-events", "--json"]).arg(&json);
-    let (out, _) = run(c);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let event_calls = |cuda_events: bool| {
+        let trace = out_dir.path().join(format!("trace-{cuda_events}"));
+        let mut c = probe(d.path());
+        c.args(SMALL)
+            .args(["--json"])
+            .arg(&json)
+            .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace);
+        if cuda_events {
+            c.arg("--cuda-events");
+        }
+        let (out, _) = run(c);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let lines = std::fs::read_to_string(&trace).unwrap_or_default();
+        let count = |call: &str| lines.lines().filter(|l| l.ends_with(call)).count();
+        (
+            count("call=cuEventRecord"),
+            count("call=cuEventElapsedTime"),
+        )
+    };
+    let (records, elapsed) = event_calls(true);
     let r = read_record(&json);
     assert!(r.settings.as_ref().unwrap().cuda_events);
     assert!(r
         .points
         .iter()
         .all(|p| p.time_s > 0.0 && p.wrong == Some(0)));
+    // Every timed batch of every point is bracketed by two events and read back once.
+    let batches: usize = r.points.iter().map(|p| p.samples_s.len()).sum();
+    assert!(
+        records >= 2 * batches,
+        "{records} cuEventRecord for {batches} samples"
+    );
+    assert!(
+        elapsed >= batches,
+        "{elapsed} cuEventElapsedTime for {batches} samples"
+    );
+    // Without the flag the host clock times the batches: no event at all.
+    assert_eq!(event_calls(false), (0, 0));
 }
 
 /// cudarc's loader tries `libcuda.so` before `libcuda.so.1`: a different library under that
@@ -464,7 +492,18 @@ fn registered_buffers_when_nccl_has_registration() {
         assert!(out.status.success(), "-R {flag}: {}", text(&out.stderr));
         let r = read_record(&json);
         assert_eq!(r.settings.as_ref().unwrap().registration, mode);
-        assert!(r.points.iter().all(|p| p.wrong != Some(1)));
+        // Every point is checked and clean, except in-place alltoall, which NCCL leaves
+        // unchecked as nccl-tests does.
+        for p in &r.points {
+            let unchecked = p.collective == ncclprobe::coll::Collective::Alltoall
+                && p.placement == ncclprobe::coll::Placement::InPlace;
+            let expected = if unchecked { None } else { Some(0) };
+            assert_eq!(
+                p.wrong, expected,
+                "-R {flag}: {} {}",
+                p.collective, p.size_bytes
+            );
+        }
         let calls = std::fs::read_to_string(&trace).unwrap();
         assert!(calls.lines().count() > 20);
         assert!(
@@ -552,4 +591,10 @@ fn nccl_cost_model_estimates_are_recorded_when_nccl_has_them() {
             }
         }
     }
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn the_mpi_launch_test_needs_an_mpi_build() {
+    panic!("two_mpi_ranks_exchange_the_unique_id_over_mpi runs only in an MPI build: `cargo test --features mpi` (ci/test does)");
 }

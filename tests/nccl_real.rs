@@ -44,13 +44,32 @@ fn the_wheel_loads_reports_its_version_and_makes_unique_ids() {
     assert!(!nccl.has_symbol("ncclNoSuchFunction"));
 }
 
+/// A driver file that does not exist: "no CUDA driver" on any machine, GPU or not.
+fn missing_driver() -> std::path::PathBuf {
+    std::env::temp_dir().join("ncclprobe-no-such-dir/libcuda.so.1")
+}
+
 #[test]
-fn no_cuda_driver_here() {
-    let err = cuda::probe().expect_err("these machines have no GPU driver");
-    assert!(
-        err.starts_with("no CUDA driver (libcuda.so.1) found"),
-        "{err}"
-    );
+fn the_cuda_driver_is_found_or_its_absence_is_said() {
+    match cuda::probe() {
+        // A machine with a GPU: what only it can check.
+        Ok(d) => {
+            assert!(d.path.exists(), "{}", d.path.display());
+            assert!(d.version >= 11000, "driver {}", d.version);
+        }
+        Err(err) => assert!(
+            err.starts_with("no CUDA driver (libcuda.so.1) found") || err.contains("cuInit failed"),
+            "{err}"
+        ),
+    }
+    for driver in [missing_driver().into_os_string(), "none".into()] {
+        bin()
+            .args(["sweep", "--backend", "nccl"])
+            .env("NCCLPROBE_CUDA_DRIVER", &driver)
+            .assert()
+            .code(5)
+            .stderr(contains("no CUDA driver (libcuda.so.1) found"));
+    }
 }
 
 fn expect_found(cmd: &mut assert_cmd::Command, route: &str) {
@@ -79,6 +98,7 @@ fn found_through_each_route() {
     let sweep = || {
         let mut c = bin();
         c.args(["sweep", "--backend", "nccl"])
+            .env("NCCLPROBE_CUDA_DRIVER", missing_driver())
             .env_remove("NCCL_LIBRARY")
             .env_remove("NCCL_HOME")
             .env_remove("LD_LIBRARY_PATH");
@@ -114,6 +134,7 @@ fn nothing_found_and_wrong_files() {
     let empty = tempfile::tempdir().unwrap();
     bin()
         .args(["sweep", "--backend", "nccl"])
+        .env("NCCLPROBE_CUDA_DRIVER", missing_driver())
         .env("PATH", empty.path())
         .env_remove("LD_LIBRARY_PATH")
         .env_remove("NCCL_HOME")
@@ -126,6 +147,7 @@ fn nothing_found_and_wrong_files() {
         ));
     bin()
         .args(["sweep", "--backend", "nccl", "--nccl-lib", "Cargo.toml"])
+        .env("NCCLPROBE_CUDA_DRIVER", missing_driver())
         .assert()
         .code(5)
         .stderr(contains("no usable NCCL library; Cargo.toml (--nccl-lib)"));

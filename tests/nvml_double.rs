@@ -143,8 +143,16 @@ fn a_gpu_with_fewer_active_nvlinks_than_its_siblings_has_links_down() {
 #[test]
 fn without_nvml_topo_says_so_and_exits_5() {
     let d = common::test_double_dir(&[]);
-    let out = probe(d.path(), &["topo"]);
-    // This machine has no NVIDIA GPU in sysfs either (CI machines have none).
+    // No NVML and no NVIDIA GPU in sysfs, on any machine: NVML is opened from the double's
+    // directory (where it is missing) and sysfs is an empty directory.
+    let empty_sys = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .arg("topo")
+        .env("LD_LIBRARY_PATH", d.path())
+        .env("NCCLPROBE_NVML_LIBRARY", d.path().join("libnvidia-ml.so.1"))
+        .env("NCCLPROBE_SYSFS_ROOT", empty_sys.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stdout));
     let err = text(&out.stderr);
     assert!(err.contains("NVML unavailable (libnvidia-ml.so.1"), "{err}");

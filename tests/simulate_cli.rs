@@ -134,6 +134,8 @@ fn a_measured_sweep_is_a_curve() {
     bin()
         .args([
             "sweep",
+            "--backend",
+            "host",
             "--ranks",
             "2",
             "-b",

@@ -28,7 +28,19 @@ fn table_json_and_csv_agree() {
     let dir = tempfile::tempdir().unwrap();
     let (json, csv) = (dir.path().join("run.json"), dir.path().join("run.csv"));
     let out = bin()
-        .args(["sweep", "--ranks", "3", "-b", "8", "-e", "1M", "-f", "4"])
+        .args([
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "3",
+            "-b",
+            "8",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+        ])
         .args([
             "--collective",
             "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv",
@@ -122,7 +134,21 @@ fn table_json_and_csv_agree() {
 fn every_type_and_op_passes_the_check() {
     bin()
         .args([
-            "sweep", "--ranks", "4", "-b", "64", "-e", "4K", "-f", "8", "-d", "all", "-o", "all",
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "4",
+            "-b",
+            "64",
+            "-e",
+            "4K",
+            "-f",
+            "8",
+            "-d",
+            "all",
+            "-o",
+            "all",
         ])
         .args([
             "--collective",
@@ -145,6 +171,8 @@ fn a_single_flipped_element_fails_the_run() {
     let out = bin()
         .args([
             "sweep",
+            "--backend",
+            "host",
             "--ranks",
             "2",
             "-b",
@@ -197,6 +225,8 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
     bin()
         .args([
             "sweep",
+            "--backend",
+            "host",
             "--ranks",
             "3",
             "-b",
@@ -237,7 +267,17 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
 fn csv_and_json_to_stdout() {
     let out = bin()
         .args([
-            "sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "csv",
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "--format",
+            "csv",
         ])
         .args(FAST)
         .assert()
@@ -255,7 +295,17 @@ fn csv_and_json_to_stdout() {
 
     let out = bin()
         .args([
-            "sweep", "--ranks", "2", "-b", "8", "-e", "64", "--format", "json",
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "--format",
+            "json",
         ])
         .args(FAST)
         .assert()
@@ -277,7 +327,17 @@ fn only_nccl_and_cuda_variables_are_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     bin()
-        .args(["sweep", "--ranks", "2", "-b", "8", "-e", "8"])
+        .args([
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "8",
+        ])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -334,9 +394,17 @@ fn bad_input_gets_one_line_and_the_right_code() {
         (&["--backend", "gpu"], 2, "invalid value 'gpu'"),
     ];
     for (args, code, message) in cases {
+        // The host backend unless the case names one; "no driver" on any machine.
+        let backend: &[&str] = if args.contains(&"--backend") {
+            &[]
+        } else {
+            &["--backend", "host"]
+        };
         let out = bin()
             .args(["sweep", "--ranks", "2"])
+            .args(backend)
             .args(*args)
+            .env("NCCLPROBE_CUDA_DRIVER", "none")
             .assert()
             .code(*code)
             .stderr(contains(*message))
@@ -366,7 +434,17 @@ fn a_huge_max_is_clipped_and_said() {
     let json = dir.path().join("run.json");
     let out = bin()
         .args([
-            "sweep", "--ranks", "2", "-b", "8", "-e", "1T", "-f", "1048576",
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "1T",
+            "-f",
+            "1048576",
         ])
         .args(FAST)
         .arg("--json")
@@ -397,7 +475,19 @@ fn across_ranks_choice_is_applied_and_recorded() {
         common::json_stdout(
             bin()
                 .args([
-                    "sweep", "--ranks", "3", "-b", "1M", "-e", "1M", "--format", "json", "-a", a,
+                    "sweep",
+                    "--backend",
+                    "host",
+                    "--ranks",
+                    "3",
+                    "-b",
+                    "1M",
+                    "-e",
+                    "1M",
+                    "--format",
+                    "json",
+                    "-a",
+                    a,
                 ])
                 .args(FAST),
         )

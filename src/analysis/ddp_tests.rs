@@ -20,37 +20,57 @@ fn setup<'a>(model: &'a Model, curve: &'a Curve, n: usize) -> Setup<'a> {
 
 #[test]
 fn overlap_slowdown_stretches_backward_by_the_overlapped_communication() {
-    let (model, _) = preset("resnet50").unwrap();
-    // Slow enough that all-reduces run through much of backward.
-    let curve = Curve::AlphaBeta {
-        latency_s: 20e-6,
-        busbw_bytes_per_s: 1e9,
+    // A case worked by hand. Two fp32 tensors of 1 MiB, registered a then b; 2 ranks on a
+    // link where 1 MiB takes 80 ms (no latency); forward 50 ms, backward 100 ms, no optimizer.
+    // Gradients are ready in reverse registration order in proportion to size: b at 50 ms
+    // into backward, a at 100 ms. With 1 MiB buckets each tensor is its own bucket:
+    //   bucket b: 50..130 ms, bucket a: 130..210 ms  -> step = 50 + 210 = 260 ms.
+    // With σ = 0.1, backward stretches by 0.1 x the communication inside it (50 ms of bucket
+    // b's 50..100) to 105 ms; b is ready at 52.5, a at 105:
+    //   bucket b: 52.5..132.5, bucket a: 132.5..212.5 -> step = 50 + 212.5 = 262.5 ms.
+    let tensor = |name: &str| crate::analysis::models::Tensor {
+        name: name.into(),
+        numel: 1 << 18,
+        elem_bytes: 4,
     };
-    let plain = setup(&model, &curve, 2);
+    let model = Model {
+        name: "two".into(),
+        tensors: vec![tensor("a.weight"), tensor("b.weight")],
+        source: "hand-made".into(),
+    };
+    // all_reduce on 2 ranks: busbw = algbw, so 1 MiB in 80 ms is 1 MiB / 0.08 s.
+    let curve = Curve::AlphaBeta {
+        latency_s: 0.0,
+        busbw_bytes_per_s: MIB / 0.08,
+    };
+    let plain = Setup {
+        compute: Compute {
+            forward_s: 0.05,
+            backward_s: 0.1,
+            optimizer_s: 0.0,
+        },
+        ..setup(&model, &curve, 2)
+    };
     let config = Config {
-        bucket_cap_mb: 5.0,
+        bucket_cap_mb: 1.0,
         accumulation: 1,
         no_sync: true,
     };
-    let buckets = plain.buckets(5.0);
-    let backward = plain.compute.backward_s;
-    let (_, _, inside) = comm_timeline_within(&buckets, &plain, 1.0, backward);
-    assert!(inside > 0.3 * backward, "{inside} of {backward}");
+    assert_eq!(plain.buckets(1.0).len(), 2);
+    let unslowed = plain.evaluate(config).step_time_s;
+    assert!((unslowed - 0.260).abs() < 1e-9, "{unslowed}");
     let slowed = Setup {
         overlap_slowdown: 0.1,
         ..plain.clone()
     };
-    let stretched = backward + 0.1 * inside;
-    let end = comm_timeline_within(&buckets, &plain, stretched / backward, 0.0).0;
-    let expected = plain.compute.forward_s + stretched.max(end) + plain.compute.optimizer_s;
     let got = slowed.evaluate(config).step_time_s;
-    assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
-    assert!(got > plain.evaluate(config).step_time_s);
+    assert!((got - 0.2625).abs() < 1e-9, "{got}");
 
     // One bucket, ready when backward ends: nothing overlaps, σ changes nothing.
-    let one = model.grad_bytes() as f64 / MIB + 1.0;
+    let (model, _) = preset("resnet50").unwrap();
+    let plain = setup(&model, &curve, 2);
     let whole = Config {
-        bucket_cap_mb: one,
+        bucket_cap_mb: model.grad_bytes() as f64 / MIB + 1.0,
         ..config
     };
     let first = Setup {
@@ -106,11 +126,16 @@ fn no_sync_reproduces_the_accelerate_measurement() {
     // both (compute per micro-batch and the link); the multi-node baseline fixes the
     // multi-node link; the simulator then predicts the multi-node no_sync() time.
     //
-    // Tolerance 15%: the compute time is carried from the single-node VM to the multi-node
-    // VMs (different machines, data loading and Python overhead included in "per batch"),
-    // and the published figures have two significant digits. The prediction comes out at
-    // 0.79 s against 0.91 s measured (-14%), which is also the size of effect the no_sync
-    // advice rests on: 2.00 → ~0.8-0.9 s per batch.
+    // What the source supports, with its own spread: in the multi-node table the variant
+    // that wraps only backward in no_sync() does the same communication as the baseline and
+    // took 2.13 s against 2.00 s, so any one multi-node figure is uncertain by 6.5%
+    // (2 significant digits add ±0.005 s). The absolute prediction (0.79 s against 0.91 s,
+    // -14%) misses by more than that: it carries the compute time from the single-node VM to
+    // the multi-node VMs, which the source does not measure (0.91 s implies 0.55 s of compute
+    // per batch there, 0.38 s on the single node). So the test holds the model to what the
+    // spread allows: the no_sync() time lies between the compute floor and the measured
+    // time plus its spread, and no_sync() speeds the multi-node run up by at least the
+    // measured factor less the spread (2.00 / (0.91 x 1.065) = 2.06x); the advice rests on it.
     let (model, _) = preset("bert-base").unwrap();
     let per_batch = |compute_s: f64, busbw: f64, no_sync: bool| {
         let curve = Curve::AlphaBeta {
@@ -155,9 +180,15 @@ fn no_sync_reproduces_the_accelerate_measurement() {
     let multi = fit_busbw(compute_s, 2.00);
     assert!(multi < single);
     let predicted = per_batch(compute_s, multi, true);
+    let spread = (2.13 - 2.00) / 2.00;
     assert!(
-        (predicted - 0.91).abs() / 0.91 < 0.15,
-        "predicted {predicted:.3} s per batch with no_sync, measured 0.91"
+        predicted > compute_s && predicted < 0.91 * (1.0 + spread) + 0.005,
+        "predicted {predicted:.3} s per batch with no_sync, measured 0.91 (spread {spread:.3})"
+    );
+    let speedup = 2.00 / predicted;
+    assert!(
+        speedup >= 2.00 / (0.91 * (1.0 + spread) + 0.005),
+        "no_sync speed-up {speedup:.2}x, measured 2.20x"
     );
 }
 

@@ -68,9 +68,21 @@ fn address_of(lib: &libloading::Library, name: &str) -> Option<usize> {
         .map(|s| *s as usize)
 }
 
+/// The environment variable naming the file to open as the CUDA driver instead of
+/// `libcuda.so.1`; `none` turns GPU detection off (tests use it to mean "no driver" on any
+/// machine, users to run the host or MPI backend on a GPU machine without touching it).
+pub const OVERRIDE: &str = "NCCLPROBE_CUDA_DRIVER";
+
 fn verify() -> Result<PathBuf, String> {
+    let wanted = std::env::var_os(OVERRIDE).filter(|v| !v.is_empty());
+    if wanted.as_deref() == Some(std::ffi::OsStr::new("none")) {
+        return Err(format!(
+            "no CUDA driver ({LIBRARY}) found: disabled by {OVERRIDE}=none"
+        ));
+    }
+    let name = wanted.unwrap_or_else(|| LIBRARY.into());
     // SAFETY: loading the CUDA driver by its documented name runs its initialisers only.
-    let lib = unsafe { libloading::Library::new(LIBRARY) }
+    let lib = unsafe { libloading::Library::new(&name) }
         .map_err(|e| format!("no CUDA driver ({LIBRARY}) found: {}", super::dl_error(&e)))?;
     let lib: &'static libloading::Library = Box::leak(Box::new(lib));
     let ours = address_of(lib, "cuInit")

@@ -173,6 +173,16 @@ pub fn normalise_transport(via: &str) -> String {
     }
 }
 
+/// The most lines of one kind a log's facts keep as evidence: a 200 MB log repeating a
+/// warning costs no more memory than a short one.
+const MAX_EVIDENCE: usize = 100;
+
+fn keep(list: &mut Vec<Evidence>, ev: &dyn Fn() -> Evidence) {
+    if list.len() < MAX_EVIDENCE {
+        list.push(ev());
+    }
+}
+
 /// "32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, ..." (init.cc):
 /// the NVLS channel count.
 fn nvls_channels(t: &str) -> Option<usize> {
@@ -336,7 +346,7 @@ impl LogFacts {
             }
         }
         if t.contains("Bootstrap : Using") {
-            self.bootstrap.push(ev());
+            keep(&mut self.bootstrap, ev);
         }
     }
 
@@ -348,10 +358,10 @@ impl LogFacts {
             || t.contains("Legacy IPC not supported")
             || t.contains("lacks GPU P2P capability")
         {
-            self.p2p_unavailable.push(ev());
+            keep(&mut self.p2p_unavailable, ev);
         }
         if t.contains("GPU Direct RDMA Disabled") {
-            self.gdr_disabled.push(ev());
+            keep(&mut self.gdr_disabled, ev);
         }
         // Lower-casing costs an allocation per line: only for lines that can matter.
         let interesting = t.contains("shm")
@@ -368,14 +378,14 @@ impl LogFacts {
             String::new()
         };
         if is_shm_failure(&lower) {
-            self.shm_failures.push(ev());
+            keep(&mut self.shm_failures, ev);
         }
         if t.contains("pci_bus") && t.contains("real path")
             || lower.contains("microsoft-standard")
             || t.contains("/dev/dxg")
             || t.contains("WSL")
         {
-            self.wsl_hints.push(ev());
+            keep(&mut self.wsl_hints, ev);
         }
         if t.contains("NCCL WARN") && self.warnings.len() < 100 {
             self.warnings.push(ev());
@@ -398,6 +408,9 @@ impl LogFacts {
                         .collect::<String>()
                 })
             };
+            if self.watchdog.len() >= MAX_EVIDENCE {
+                return;
+            }
             self.watchdog.push(WatchdogEvent {
                 rank: c["rank"].parse().unwrap_or(0),
                 process_group: c.name("pg").map(|m| m.as_str().to_string()),

@@ -87,6 +87,13 @@ impl Topology {
     }
 }
 
+/// The most devices (matrix rows) a topology holds: NVL72 racks list 72 GPUs and their NICs;
+/// a longer "matrix" is a concatenation or not a matrix, refused rather than held.
+pub const MAX_DEVICES: usize = 512;
+
+/// The most problems kept (the rest are counted).
+const MAX_PROBLEMS: usize = 100;
+
 #[derive(Default)]
 struct Parser {
     topo: Topology,
@@ -202,10 +209,14 @@ impl Parser {
             return;
         }
         if self.in_p2p {
-            self.row(&c, line.number);
+            if self.topo.p2p.len() < MAX_DEVICES * MAX_DEVICES {
+                self.row(&c, line.number);
+            }
         } else {
             self.matrix_rows += 1;
-            self.pending.push((c, line.number));
+            if self.pending.len() < MAX_DEVICES {
+                self.pending.push((c, line.number));
+            }
         }
     }
 
@@ -213,6 +224,12 @@ impl Parser {
     /// not split into the rows' labels — the rows' own labels, which must then line up (one
     /// row per column, `X` on the diagonal) or the matrix is refused.
     fn lay_out(&mut self) -> Result<(), String> {
+        if self.matrix_rows > MAX_DEVICES {
+            return Err(format!(
+                "{} matrix rows: more than the {MAX_DEVICES} devices a topology can hold (several matrices pasted together?)",
+                self.matrix_rows
+            ));
+        }
         let labels: Vec<String> = self
             .pending
             .iter()
@@ -393,6 +410,13 @@ pub fn parse_str(input: &str) -> Result<Topology, String> {
 
 fn finish(mut p: Parser) -> Result<Topology, String> {
     p.lay_out()?;
+    if p.topo.problems.len() > MAX_PROBLEMS {
+        let more = p.topo.problems.len() - MAX_PROBLEMS;
+        p.topo.problems.truncate(MAX_PROBLEMS);
+        p.topo
+            .problems
+            .push(format!("{more} more problems like these"));
+    }
     if p.matrix_rows == 0 {
         return Err(
             "no topology matrix (a header of GPU0 GPU1 ... and rows of link codes) found".into(),

@@ -375,6 +375,7 @@ unsafe fn event_of(e: *mut c_void) -> Arc<Event> {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuEventRecord(e: *mut c_void, s: *mut c_void) -> CUresult {
+    trace_line("call=cuEventRecord");
     let ev = event_of(e);
     *ev.at.lock().unwrap() = None;
     stream_of(s).enqueue(Box::new(move || {
@@ -398,6 +399,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(
     start: *mut c_void,
     end: *mut c_void,
 ) -> CUresult {
+    trace_line("call=cuEventElapsedTime");
     let (a, b) = (
         *event_of(start).at.lock().unwrap(),
         *event_of(end).at.lock().unwrap(),
@@ -993,6 +995,31 @@ std::thread_local! {
     static UNGROUPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+fn trace_path() -> Option<&'static str> {
+    static TRACE: OnceLock<Option<String>> = OnceLock::new();
+    TRACE
+        .get_or_init(|| std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE").ok())
+        .as_deref()
+}
+
+fn tracing() -> bool {
+    trace_path().is_some()
+}
+
+/// One line in the trace file (`NCCLPROBE_TEST_DOUBLE_TRACE`), when tests asked for one.
+fn trace_line(line: &str) {
+    use std::io::Write;
+    if let Some(path) = trace_path() {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+}
+
 /// Every NCCL call on a communicator passes here. As NCCL documents, a thread that drives
 /// several devices must group its calls (an ungrouped call may block waiting for a peer the
 /// same thread has yet to launch): a thread calling a second communicator outside a group
@@ -1003,23 +1030,14 @@ std::thread_local! {
 unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
     let depth = group_depth();
     let comm = comm_of(c);
-    static TRACE: OnceLock<Option<String>> = OnceLock::new();
-    if let Some(path) = TRACE.get_or_init(|| std::env::var("NCCLPROBE_TEST_DOUBLE_TRACE").ok()) {
-        use std::io::Write;
+    if tracing() {
         let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
-        let line = format!(
-            "thread={:?} rank={} grouped={} registered={registered} call={call}\n",
+        trace_line(&format!(
+            "thread={:?} rank={} grouped={} registered={registered} call={call}",
             std::thread::current().id(),
             comm.rank,
             depth > 0
-        );
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = f.write_all(line.as_bytes());
-        }
+        ));
     }
     if depth == 0 {
         let before = UNGROUPED.with(|u| u.replace(c as usize));

@@ -19,11 +19,19 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
     use serde_json::Value;
     let name = input.name.clone();
     let text = input.bytes(EXPECTED)?;
-    let v: Value = serde_json::from_slice(&text).map_err(|e| InputError::WrongKind {
-        path: name.clone(),
-        reason: format!("not JSON ({e})"),
-        expected: EXPECTED.into(),
-    })?;
+    // nccl-tests streams the file as the run goes and closes it at the end: a run that
+    // crashed or was killed leaves a cut document, whose complete rows are still worth having.
+    let (v, cut) = match serde_json::from_slice::<Value>(&text) {
+        Ok(v) => (v, false),
+        Err(e) if e.is_eof() => (salvage(&text), true),
+        Err(e) => {
+            return Err(InputError::WrongKind {
+                path: name.clone(),
+                reason: format!("not JSON ({e})"),
+                expected: EXPECTED.into(),
+            })
+        }
+    };
     let results =
         v.get("results")
             .and_then(Value::as_array)
@@ -116,11 +124,62 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
             .collect();
     }
     parsed.headers_seen = 1;
+    // util.cu writes end_time last, when the run finishes: without it the run did not.
+    let truncated = cut || v.get("end_time").is_none();
+    if truncated {
+        parsed.notes.push(format!(
+            "the JSON file ends before the run did (no end_time{}): {} complete rows kept",
+            if cut { ", the document is cut" } else { "" },
+            parsed.rows.len()
+        ));
+    }
     let mut record = build(&name, parsed)?;
     if let Some(info) = record.import.as_mut() {
         info.format = "nccl-tests-json".into();
-        // The JSON file is written at the end of the run: a missing end_time means it was cut.
-        info.truncated = v.get("end_time").is_none();
+        info.truncated = truncated;
+    }
+    if truncated && record.status == crate::model::RunStatus::Complete {
+        record.status = crate::model::RunStatus::Truncated;
     }
     Ok(record)
+}
+
+/// What a cut nccl-tests JSON document still holds: the top-level values written before the
+/// cut (args, nccl_version, config with its devices) and every complete `results` row.
+fn salvage(text: &[u8]) -> serde_json::Value {
+    use serde_json::{Map, Value};
+    let mut out = Map::new();
+    let one_value = |at: usize| -> Option<(Value, usize)> {
+        let mut values = serde_json::Deserializer::from_slice(text.get(at..)?).into_iter::<Value>();
+        let v = values.next()?.ok()?;
+        Some((v, at + values.byte_offset()))
+    };
+    for key in ["args", "nccl_version", "config", "start_time"] {
+        let needle = format!("\"{key}\":");
+        if let Some(i) = find(text, needle.as_bytes()) {
+            if let Some((v, _)) = one_value(i + needle.len()) {
+                out.insert(key.to_string(), v);
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    if let Some(i) = find(text, b"\"results\":[") {
+        let mut at = i + b"\"results\":[".len();
+        while let Some((row, end)) = one_value(at) {
+            rows.push(row);
+            at = end;
+            while text
+                .get(at)
+                .is_some_and(|b| b.is_ascii_whitespace() || *b == b',')
+            {
+                at += 1;
+            }
+        }
+    }
+    out.insert("results".into(), Value::Array(rows));
+    Value::Object(out)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }

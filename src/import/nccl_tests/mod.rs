@@ -118,9 +118,23 @@ fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
             expected: EXPECTED.into(),
         });
     }
+    if p.too_many_rows {
+        return Err(InputError::WrongKind {
+            path: name,
+            reason: format!(
+                "more than {} distinct table rows; nccl-tests prints a few hundred per run: split the log into its runs",
+                table::MAX_ROWS
+            ),
+            expected: EXPECTED.into(),
+        });
+    }
+    if p.notes_suppressed > 0 {
+        p.notes
+            .push(format!("{} more notes like these", p.notes_suppressed));
+    }
     // A second process printing the same table (non-MPI builds under mpirun): keep the first.
     // (Zero-size rows legitimately repeat: small sizes round down to 0 elements per rank.)
-    let before = p.rows.len();
+    let before = p.rows.len() + p.duplicate_rows;
     if p.headers_seen > 1 {
         let mut seen = std::collections::HashSet::new();
         p.rows.retain(|r| {

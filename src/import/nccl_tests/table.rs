@@ -130,7 +130,26 @@ pub(super) struct Parsed {
     pub(super) headers_seen: usize,
     /// Ranks implied by a command line (`mpirun -np P ... -t T -g G`).
     pub(super) command_ranks: Option<usize>,
+    /// Rows already kept, so a table printed again (a paste of many runs, processes that
+    /// each printed theirs) costs no memory: (collective, size, type, op, root).
+    pub(super) row_keys: std::collections::HashSet<RowKey>,
+    pub(super) duplicate_rows: usize,
+    /// More distinct rows than `MAX_ROWS`: the import is refused.
+    pub(super) too_many_rows: bool,
+    /// Rank lines already kept (the same line printed again adds nothing).
+    pub(super) rank_keys: std::collections::HashSet<(usize, String, u32, Option<String>)>,
+    pub(super) notes_suppressed: usize,
 }
+
+pub(super) type RowKey = (Option<Collective>, u64, String, Option<String>, i64);
+
+/// The most distinct table rows an import holds. nccl-tests prints a few hundred per run at
+/// most; a larger log is a concatenation to split, and holding it whole would cost memory
+/// out of proportion to the file (a documented limit, exit 2 beyond it).
+pub const MAX_ROWS: usize = 100_000;
+
+/// The most notes an import keeps; the rest are counted.
+const MAX_NOTES: usize = 50;
 
 /// `mpirun -np P ./x_perf -t T -g G` runs P × T × G ranks.
 pub(super) fn command_line_ranks(cmd: &str) -> Option<usize> {
@@ -209,6 +228,14 @@ fn starts_row(t: &str) -> bool {
 }
 
 impl Parsed {
+    pub(super) fn note(&mut self, text: String) {
+        if self.notes.len() < MAX_NOTES {
+            self.notes.push(text);
+        } else {
+            self.notes_suppressed += 1;
+        }
+    }
+
     pub(super) fn feed(&mut self, line: &Line) {
         let t = line.text.trim();
         if t.is_empty() || line.raw.starts_with("# source:") {
@@ -252,7 +279,7 @@ impl Parsed {
         if let Some(name) = rest.strip_prefix("Collective test starting:") {
             self.named = Collective::parse(name.trim());
             if self.named.is_none() {
-                self.notes.push(format!(
+                self.note(format!(
                     "line {}: unknown collective '{}'",
                     line.number,
                     name.trim()
@@ -295,12 +322,16 @@ impl Parsed {
         }
         if let Some(c) = rank_line().captures(t) {
             let device = format!("{} [{}] {}", &c[4], &c[5], c[6].trim());
-            self.ranks.push(RankInfo {
+            let info = RankInfo {
                 rank: c[1].parse().unwrap_or(0),
                 host: c[3].to_string(),
                 pid: c[2].parse().unwrap_or(0),
                 device: Some(device.trim().to_string()),
-            });
+            };
+            let key = (info.rank, info.host.clone(), info.pid, info.device.clone());
+            if self.rank_keys.insert(key) {
+                self.ranks.push(info);
+            }
             return;
         }
         let tokens: Vec<&str> = rest.split_whitespace().collect();
@@ -310,7 +341,7 @@ impl Parsed {
                     self.headers_seen += 1;
                     self.layout = Some(layout);
                 }
-                None => self.notes.push(format!(
+                None => self.note(format!(
                     "line {}: table header not understood: {rest}",
                     line.number
                 )),
@@ -340,20 +371,20 @@ impl Parsed {
             Some(l) => {
                 if tokens.iter().any(|x| x.ends_with(':')) {
                     self.truncated_at.get_or_insert(line.number);
-                    self.notes.push(format!(
+                    self.note(format!(
                         "line {}: row interrupted by an error message; the run stopped here",
                         line.number
                     ));
                 } else if tokens.len() < l.width() {
                     self.truncated_at.get_or_insert(line.number);
-                    self.notes.push(format!(
+                    self.note(format!(
                         "line {}: row cut off after {} of {} cells",
                         line.number,
                         tokens.len(),
                         l.width()
                     ));
                 } else {
-                    self.notes.push(format!(
+                    self.note(format!(
                         "line {}: row has {} cells, the header {}; skipped",
                         line.number,
                         tokens.len(),
@@ -364,7 +395,7 @@ impl Parsed {
             }
             None => match Layout::guess(&tokens) {
                 Some(l) => {
-                    self.notes.push(format!("line {}: no table header before the first row; columns guessed from the row", line.number));
+                    self.note(format!("line {}: no table header before the first row; columns guessed from the row", line.number));
                     self.layout = Some(l.clone());
                     l
                 }
@@ -391,11 +422,10 @@ impl Parsed {
             Some(out)
         };
         let (Some(h0), Some(h1)) = (half(0), half(1)) else {
-            self.notes
-                .push(format!("line {}: non-numeric cells; skipped", line.number));
+            self.note(format!("line {}: non-numeric cells; skipped", line.number));
             return;
         };
-        self.rows.push(Row {
+        let row = Row {
             line: line.number,
             collective: self.named,
             size: tokens[0].parse().unwrap_or(0),
@@ -404,7 +434,24 @@ impl Parsed {
             redop: cell("redop").map(str::to_string),
             root: cell("root").and_then(|r| r.parse().ok()).unwrap_or(-1),
             halves: [h0, h1],
-        });
+        };
+        let key = (
+            row.collective,
+            row.size,
+            row.dtype.clone(),
+            row.redop.clone(),
+            row.root,
+        );
+        // A table printed again (zero-size rows legitimately repeat): keep the first.
+        if !self.row_keys.insert(key) && row.size != 0 && self.headers_seen > 1 {
+            self.duplicate_rows += 1;
+            return;
+        }
+        if self.rows.len() >= MAX_ROWS {
+            self.too_many_rows = true;
+            return;
+        }
+        self.rows.push(row);
     }
 }
 

@@ -1,0 +1,247 @@
+//! The runs themselves (see `tests/sweep_mpi.rs`).
+
+use super::common::{read_record, table_rows};
+use ncclprobe::model::RunStatus;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn mpirun(np: usize, args: &[&str]) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
+        // These runs mean the MPI backend: no GPU driver on any machine, so auto picks MPI.
+        .env("NCCLPROBE_CUDA_DRIVER", "none")
+        .arg(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpirun ({e}); install Open MPI (ci/test does: apt-get install openmpi-bin libopenmpi-dev)"));
+    (out, start.elapsed())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const FAST: [&str; 6] = [
+    "--min-samples",
+    "6",
+    "--max-samples",
+    "12",
+    "--point-budget",
+    "0.05",
+];
+
+#[test]
+fn two_ranks_every_collective_and_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let json_arg = json.to_str().unwrap();
+    let mut args = vec![
+        "sweep",
+        "-b",
+        "8",
+        "-e",
+        "64K",
+        "-f",
+        "8",
+        "--collective",
+        "all",
+        "-d",
+        "int8,int32,half,bfloat16,float,double",
+        "-o",
+        "sum,avg,max",
+        "--json",
+        json_arg,
+    ];
+    args.extend(FAST);
+    let (out, _) = mpirun(2, &args);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("# backend mpi: 2 ranks, one per process (auto:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("# library mpi: Open MPI"), "{stdout}");
+    let record = read_record(&json);
+    assert_eq!(record.status, RunStatus::Complete);
+    assert_eq!(record.backend.name, "mpi");
+    assert_eq!(record.backend.ranks.len(), 2);
+    assert_ne!(
+        record.backend.ranks[0].pid, record.backend.ranks[1].pid,
+        "ranks are separate processes"
+    );
+    assert!(record.backend.library_versions.contains_key("mpi"));
+    assert!(!record.points.is_empty());
+    assert!(record.points.iter().all(|p| p.wrong == Some(0)));
+    for c in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "sendrecv",
+    ] {
+        assert!(
+            stdout.contains(&format!("# Collective test starting: {c}_perf")),
+            "{c}"
+        );
+    }
+    assert_eq!(table_rows(&stdout).len() * 2, record.points.len());
+}
+
+#[test]
+fn four_ranks_oversubscribed() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let mut args = vec![
+        "sweep",
+        "--backend",
+        "mpi",
+        "-b",
+        "1K",
+        "-e",
+        "1M",
+        "-f",
+        "4",
+        "--collective",
+        "all_reduce,alltoall,reduce_scatter",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(FAST);
+    let (out, _) = mpirun(4, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let record = read_record(&json);
+    assert_eq!(record.backend.nranks, 4);
+    assert!(record
+        .points
+        .iter()
+        .all(|p| p.nranks == 4 && p.wrong == Some(0) && p.per_rank_time_s.len() == 4));
+    // Table and record agree on every size.
+    let rows = table_rows(&text(&out.stdout));
+    let sizes: Vec<u64> = record
+        .points
+        .iter()
+        .step_by(2)
+        .map(|p| p.size_bytes)
+        .collect();
+    assert_eq!(rows.iter().map(|r| r.size).collect::<Vec<_>>(), sizes);
+}
+
+/// Two ranks sweeping 1K..64K with an injected fault and a timeout: the outcome, how long it
+/// took, and the record path (in the returned directory).
+fn faulted_run(
+    timeout: &str,
+    fault: &str,
+) -> (Output, Duration, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let mut args = vec![
+        "sweep",
+        "-b",
+        "1K",
+        "-e",
+        "64K",
+        "--timeout",
+        timeout,
+        "--inject-fault",
+        fault,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(FAST);
+    let (out, took) = mpirun(2, &args);
+    (out, took, json, dir)
+}
+
+#[test]
+fn a_rank_that_dies_ends_the_run_within_the_timeout() {
+    let (out, took, json, _dir) = faulted_run("5", "die:1:16K");
+    assert!(!out.status.success(), "a dead rank must fail the run");
+    assert!(took < Duration::from_secs(30), "survivors hung: {took:?}");
+    let record = read_record(&json);
+    let sizes: Vec<u64> = record.points.iter().map(|p| p.size_bytes).collect();
+    assert_eq!(
+        sizes,
+        vec![1024, 1024, 2048, 2048, 4096, 4096, 8192, 8192],
+        "finished points stay on disk"
+    );
+}
+
+#[test]
+fn a_stalled_rank_times_out_with_code_4() {
+    let (out, took, json, _dir) = faulted_run("2", "stall:1:8K");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "stderr:\n{stderr}");
+    assert!(
+        stderr
+            .contains("timeout: all_reduce float 8 KiB (8192 bytes) out-of-place made no progress"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let record = read_record(&json);
+    assert_eq!(record.status, RunStatus::TimedOut);
+    assert_eq!(record.points.len(), 6);
+}
+
+/// MPI counts are C ints: 2 GiB of int8 is 2^31 elements, one more than an int holds. One
+/// rank, so the plan's memory check (3 buffers of 2 GiB must fit in half the available
+/// memory) lets the size through to the backend's own guard, which refuses it before
+/// allocating anything.
+#[test]
+fn a_count_beyond_an_mpi_int_is_refused_by_the_backend() {
+    let (out, _) = mpirun(
+        1,
+        &[
+            "sweep",
+            "--backend",
+            "mpi",
+            "-b",
+            "2G",
+            "-e",
+            "2G",
+            "-d",
+            "int8",
+            "--samples",
+            "1",
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        !stderr.contains("do not fit in memory"),
+        "this test needs 12 GiB of available memory to reach the MPI guard: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("exceed MPI's int count limit"), "{stderr}");
+}
+
+#[test]
+fn unsupported_sizes_are_refused_not_crashed() {
+    // MPI counts are C ints: 4 GiB of int8 cannot be expressed (exit 2), and never a crash.
+    let (out, _) = mpirun(
+        2,
+        &[
+            "sweep",
+            "-b",
+            "3G",
+            "-e",
+            "3G",
+            "-d",
+            "int8",
+            "--samples",
+            "1",
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("exceed MPI's int count limit") || stderr.contains("do not fit in memory"),
+        "{stderr}"
+    );
+}

@@ -18,9 +18,30 @@ pub struct Generator {
 }
 
 impl Generator {
+    /// A floating `avg`: NCCL pre-multiplies (see `dtype::premultiplies_avg`), so as
+    /// nccl-tests does (verifiable.cu, ReduceAvg on floats) only two ranks contribute
+    /// non-zero values, leaving no summation order to disagree on, and results are compared
+    /// within 2 ulps (NCCL multiplies in a type that depends on the GPU architecture).
+    fn float_avg(&self) -> bool {
+        self.coll.has_op() && crate::dtype::premultiplies_avg(self.dtype, self.op)
+    }
+
+    /// The two ranks whose inputs are non-zero at `index` under a floating `avg`.
+    fn avg_contributors(&self, index: usize) -> (usize, usize) {
+        let n = self.nranks.max(1);
+        (index % n, (index + 1) % n)
+    }
+
     fn modulus(&self) -> u64 {
         let n = self.nranks.max(1) as f64;
         let limit = self.dtype.exact_limit();
+        if self.float_avg() {
+            // Two contributions (each 1..=m) must add exactly; a multiple of n keeps the
+            // contributors' rotation inside one period.
+            let m = ((limit / 2.0).floor() as u64 - 1).clamp(1, 1 << 16);
+            let n = n as u64;
+            return (m / n).max(1) * n;
+        }
         let m = if !self.coll.has_op() {
             limit
         } else {
@@ -48,6 +69,14 @@ impl Generator {
             };
         }
         let m = self.modulus();
+        if self.float_avg() {
+            let (a, b) = self.avg_contributors(index);
+            return if rank == a || rank == b {
+                ((i.wrapping_mul(7) + r.wrapping_mul(13)) % m + 1) as f64
+            } else {
+                0.0
+            };
+        }
         let w = (i.wrapping_mul(7) + r.wrapping_mul(13) + 1) % m;
         if self.coll.has_op() && self.op == RedOp::Avg {
             (w * self.nranks as u64) as f64
@@ -58,6 +87,19 @@ impl Generator {
 
     /// The reduction over all ranks at `index`.
     pub fn reduced(&self, index: usize) -> f64 {
+        if self.float_avg() {
+            // NCCL's pre-multiplied sum in the element type, as nccl-tests' genOutput does.
+            let n = self.nranks.max(1);
+            let (a, b) = self.avg_contributors(index);
+            let (xa, xb) = (
+                self.value(a, index),
+                if b == a { 0.0 } else { self.value(b, index) },
+            );
+            return with_dtype!(self.dtype, T => {
+                let p = |v: f64| T::from_f64(v).premul(n);
+                p(xa).combine(p(xb), RedOp::Sum).to_f64()
+            });
+        }
         let values = (0..self.nranks).map(|r| self.value(r, index));
         match self.op {
             RedOp::Sum => values.sum(),
@@ -176,6 +218,27 @@ fn write_periodic<T: Copy>(dst: &mut [T], table: &[T], start: usize) {
 
 /// How many `out[j]` differ from `table[(start + j) % table.len()]`.
 fn count_periodic_mismatches<T: PartialEq>(out: &[T], table: &[T], start: usize) -> u64 {
+    count_periodic_by(out, table, start, |a, b| a == b)
+}
+
+/// `got` is within `ulps` units in the last place of `want` (for a type with `mantissa_bits`).
+fn within_ulps(got: f64, want: f64, mantissa_bits: u32, ulps: u32) -> bool {
+    if got == want {
+        return true;
+    }
+    if !got.is_finite() || !want.is_finite() || want == 0.0 {
+        return false;
+    }
+    let ulp = 2f64.powi(want.abs().log2().floor() as i32 - mantissa_bits as i32);
+    (got - want).abs() <= ulps as f64 * ulp
+}
+
+fn count_periodic_by<T>(
+    out: &[T],
+    table: &[T],
+    start: usize,
+    same: impl Fn(&T, &T) -> bool,
+) -> u64 {
     let p = table.len();
     let mut pos = start % p;
     let mut j = 0;
@@ -185,7 +248,7 @@ fn count_periodic_mismatches<T: PartialEq>(out: &[T], table: &[T], start: usize)
         wrong += out[j..j + take]
             .iter()
             .zip(&table[pos..pos + take])
-            .filter(|(a, b)| a != b)
+            .filter(|(a, b)| !same(a, b))
             .count() as u64;
         j += take;
         pos = 0;
@@ -280,6 +343,13 @@ fn count_wrong_typed<T: Element>(
             Expect::Input(src) => {
                 count_periodic_mismatches(got, &gen.table(|i| gen.value(src, i)), seg.index_start)
             }
+            Expect::Reduced if gen.float_avg() => {
+                let table = reduced.get_or_insert_with(|| gen.table(|i| gen.reduced(i)));
+                let bits = gen.dtype.mantissa_bits();
+                count_periodic_by(got, table, seg.index_start, |a: &T, b: &T| {
+                    within_ulps(a.to_f64(), b.to_f64(), bits, 2)
+                })
+            }
             Expect::Reduced => {
                 let table = reduced.get_or_insert_with(|| gen.table(|i| gen.reduced(i)));
                 count_periodic_mismatches(got, table, seg.index_start)
@@ -294,6 +364,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn floating_avg_is_expected_as_nccl_computes_it() {
+        // 21 x fl32(1/7) = 3.0000002 in float: the bit-exact quotient 3.0 is not what NCCL gives.
+        assert_eq!(21f32.premul(7), 3.000_000_2_f32);
+        assert_ne!(21f32.premul(7), 3.0);
+        for dtype in [Dtype::Float, Dtype::Double, Dtype::Half, Dtype::Bfloat16] {
+            for n in [1usize, 2, 3, 7, 13, 14, 15, 49, 64] {
+                let gen = Generator {
+                    coll: Collective::AllReduce,
+                    op: RedOp::Avg,
+                    dtype,
+                    nranks: n,
+                    root: 0,
+                };
+                for i in 0..500 {
+                    // Exactly two ranks (one when n = 1) contribute, the rest send 0.
+                    let nonzero = (0..n).filter(|&r| gen.value(r, i) != 0.0).count();
+                    assert_eq!(nonzero, n.min(2), "{dtype} n={n} i={i}");
+                    let sum: f64 = (0..n).map(|r| gen.value(r, i)).sum();
+                    let r = gen.reduced(i);
+                    let ulp = 2f64.powi(r.log2().floor() as i32 - dtype.mantissa_bits() as i32);
+                    assert!(
+                        (r - sum / n as f64).abs() <= 2.0 * ulp,
+                        "{dtype} n={n} i={i}: {r} vs {}",
+                        sum / n as f64
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn two_ulps_of_tolerance_and_not_more() {
+        assert!(within_ulps(3.000_000_2, 3.0, 23, 2));
+        assert!(!within_ulps(3.000_001, 3.0, 23, 2));
+        assert!(!within_ulps(f64::NAN, 3.0, 23, 2));
+        assert!(!within_ulps(1e-30, 0.0, 23, 2));
+    }
+
+    #[test]
     fn values_stay_exact_for_every_type_op_and_rank_count() {
         for dtype in Dtype::ALL {
             for op in RedOp::ALL {
@@ -305,6 +414,9 @@ mod tests {
                         nranks: n,
                         root: 0,
                     };
+                    if gen.float_avg() {
+                        continue; // NCCL's pre-multiplied average: see the next test
+                    }
                     for i in 0..200 {
                         let r = gen.reduced(i);
                         assert!(r.fract() == 0.0, "{dtype} {op} n={n}: {r} not an integer");

@@ -20,6 +20,25 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// Stored mantissa bits of floating types (0 for integers).
+    pub fn mantissa_bits(self) -> u32 {
+        match self {
+            Dtype::Half => 10,
+            Dtype::Bfloat16 => 7,
+            Dtype::Float => 23,
+            Dtype::Double => 52,
+            _ => 0,
+        }
+    }
+
+    /// Floating-point types (their `avg` pre-multiplies, see `premultiplies_avg`).
+    pub fn is_floating(self) -> bool {
+        matches!(
+            self,
+            Dtype::Half | Dtype::Bfloat16 | Dtype::Float | Dtype::Double
+        )
+    }
+
     pub const ALL: [Dtype; 10] = [
         Dtype::Int8,
         Dtype::Uint8,
@@ -147,6 +166,9 @@ pub trait Element: bytemuck::Pod + PartialEq + Send + Sync + 'static {
     fn combine(self, other: Self, op: RedOp) -> Self;
     /// Divide by the rank count, as `avg` does after summing.
     fn div_ranks(self, nranks: usize) -> Self;
+    /// `avg`'s prologue on floating types: times 1/n rounded to the multiply type.
+    fn premul(self, nranks: usize) -> Self;
+    fn to_f64(self) -> f64;
 }
 
 macro_rules! int_element {
@@ -163,6 +185,8 @@ macro_rules! int_element {
                 }
             }
             fn div_ranks(self, nranks: usize) -> Self { self / (nranks as $t) }
+            fn premul(self, _nranks: usize) -> Self { self }
+            fn to_f64(self) -> f64 { self as f64 }
         }
     )*};
 }
@@ -182,6 +206,9 @@ macro_rules! float_element {
                 }
             }
             fn div_ranks(self, nranks: usize) -> Self { self / (nranks as $t) }
+            // f32 and f64 multiply in their own type (nccl-tests' TMul).
+            fn premul(self, nranks: usize) -> Self { self * (1.0 / nranks as $t) }
+            fn to_f64(self) -> f64 { self as f64 }
         }
     )*};
 }
@@ -202,6 +229,11 @@ macro_rules! half_element {
                 })
             }
             fn div_ranks(self, nranks: usize) -> Self { <$t>::from_f32(self.to_f32() / nranks as f32) }
+            // 16-bit types multiply in f32, then round back (nccl-tests' TMul is f32 below double).
+            fn premul(self, nranks: usize) -> Self {
+                <$t>::from_f32(self.to_f32() * (1.0f32 / nranks as f32))
+            }
+            fn to_f64(self) -> f64 { self.to_f64() }
         }
     )*};
 }
@@ -291,6 +323,33 @@ pub fn combine_into<T: Element>(dst: &mut [T], a: &[T], b: &[T], op: RedOp) {
         RedOp::Max => kernel!(RedOp::Max),
         RedOp::Avg => unreachable!("combine_op never returns Avg"),
     }
+}
+
+/// NCCL's `avg` on floating types is a pre-multiplied sum (enqueue.cc turns ncclAvg into
+/// ncclDevPreMulSum with the scalar 1/nRanks for floats; reduce_kernel.h FuncPreMulSum):
+/// every input times 1/n (rounded to the multiply type), then summed; integers are summed,
+/// then divided. The two differ in the last bits: 21 x fl32(1/7) is 3.0000002.
+pub fn premultiplies_avg(dtype: Dtype, op: RedOp) -> bool {
+    op == RedOp::Avg && dtype.is_floating()
+}
+
+/// `avg`'s prologue in place: `dst[i] = dst[i] x 1/n`.
+pub fn premul_bytes(dtype: Dtype, dst: &mut [u8], nranks: usize) {
+    with_dtype!(dtype, T => {
+        for d in bytemuck::cast_slice_mut::<u8, T>(dst) {
+            *d = d.premul(nranks);
+        }
+    })
+}
+
+/// `dst[i] += src[i] x 1/n`, the pre-multiplied sum of floating `avg`.
+pub fn accumulate_premul_bytes(dtype: Dtype, dst: &mut [u8], src: &[u8], nranks: usize) {
+    with_dtype!(dtype, T => {
+        let src: &[T] = bytemuck::cast_slice(src);
+        for (d, s) in bytemuck::cast_slice_mut::<u8, T>(dst).iter_mut().zip(src) {
+            *d = d.combine(s.premul(nranks), RedOp::Sum);
+        }
+    })
 }
 
 /// The `avg` epilogue: divide the summed values by the number of ranks.

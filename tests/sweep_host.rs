@@ -521,3 +521,47 @@ fn across_ranks_choice_is_applied_and_recorded() {
     }
     bin().args(["sweep", "-a", "4"]).assert().code(2);
 }
+
+/// The host backend averages floats as NCCL does (inputs times 1/n, then summed) and the check
+/// expects that, at rank counts where 1/n is inexact.
+#[test]
+fn float_avg_matches_nccls_arithmetic_at_awkward_rank_counts() {
+    for ranks in ["7", "13"] {
+        let out = bin()
+            .args([
+                "sweep",
+                "--backend",
+                "host",
+                "--ranks",
+                ranks,
+                "-b",
+                "1K",
+                "-e",
+                "64K",
+            ])
+            .args([
+                "-f",
+                "8",
+                "-o",
+                "avg",
+                "-d",
+                "float,double,half,bfloat16,int32",
+            ])
+            .args([
+                "--collective",
+                "all_reduce,reduce_scatter",
+                "--samples",
+                "6",
+            ])
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: ncclprobe::model::RunRecord = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(r.points.iter().all(|p| p.wrong == Some(0)), "{ranks} ranks");
+    }
+}

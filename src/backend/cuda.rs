@@ -25,6 +25,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "cuDeviceGetName",
     "cuDevicePrimaryCtxRetain",
     "cuCtxSetCurrent",
+    "cuCtxSynchronize",
     "cuMemGetInfo_v2",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
@@ -130,11 +131,11 @@ pub fn open() -> Result<PathBuf, String> {
 }
 
 /// The driver's error for a result code, or Ok.
-pub fn check(what: &str, rc: cu::CUresult) -> Result<(), String> {
-    if rc == cu::CUresult::CUDA_SUCCESS {
+pub fn check(what: &str, rc: drv::Status) -> Result<(), String> {
+    if rc == drv::SUCCESS {
         Ok(())
     } else {
-        Err(format!("{what} failed with {rc:?} ({})", rc as u32))
+        Err(format!("{what} failed with {} ({rc})", drv::name(rc)))
     }
 }
 
@@ -157,18 +158,138 @@ fn initialise() -> Result<Driver, String> {
     let path = open()?;
     // SAFETY: the driver is open and verified; out-pointers are valid.
     unsafe {
-        check("cuInit", cu::cuInit(0)).map_err(|e| {
+        check("cuInit", drv::cuInit(0)).map_err(|e| {
             format!("CUDA driver found but {e} (no usable GPU or driver/library mismatch)")
         })?;
         let mut version = 0;
-        let _ = cu::cuDriverGetVersion(&mut version);
+        let _ = drv::cuDriverGetVersion(&mut version);
         let mut devices = 0;
-        check("cuDeviceGetCount", cu::cuDeviceGetCount(&mut devices))?;
+        check("cuDeviceGetCount", drv::cuDeviceGetCount(&mut devices))?;
         Ok(Driver {
             path,
             version,
             devices,
         })
+    }
+}
+
+/// Driver calls with their results as the plain integers the driver returns. cudarc's
+/// `CUresult` is a Rust enum built from one CUDA version's header (here 11.8): a newer driver
+/// returning a code it lacks (e.g. CUDA_ERROR_CONTAINED, 226, after an NVLink fault on Hopper)
+/// would put an invalid value in that enum, which is undefined behaviour. So the entry points
+/// are resolved here with `u32` results (cudarc still supplies the argument types), and codes
+/// are named by number.
+pub mod drv {
+    #![allow(non_snake_case)]
+    use cudarc::driver::sys as cu;
+    use std::ffi::{c_char, c_int, c_uint, c_void};
+    use std::sync::OnceLock;
+
+    /// A `CUresult` as a number.
+    pub type Status = u32;
+    pub const SUCCESS: Status = 0;
+    pub const ERROR_NOT_READY: Status = 600;
+    const ERROR_NOT_INITIALIZED: Status = 3;
+
+    /// Names of the codes ncclprobe is likely to meet (cuda.h's `cudaError_enum`).
+    pub fn name(code: Status) -> String {
+        let known = match code {
+            0 => "CUDA_SUCCESS",
+            1 => "CUDA_ERROR_INVALID_VALUE",
+            2 => "CUDA_ERROR_OUT_OF_MEMORY",
+            3 => "CUDA_ERROR_NOT_INITIALIZED",
+            4 => "CUDA_ERROR_DEINITIALIZED",
+            34 => "CUDA_ERROR_STUB_LIBRARY",
+            46 => "CUDA_ERROR_DEVICE_UNAVAILABLE",
+            100 => "CUDA_ERROR_NO_DEVICE",
+            101 => "CUDA_ERROR_INVALID_DEVICE",
+            201 => "CUDA_ERROR_INVALID_CONTEXT",
+            214 => "CUDA_ERROR_ECC_UNCORRECTABLE",
+            220 => "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+            226 => "CUDA_ERROR_CONTAINED",
+            400 => "CUDA_ERROR_INVALID_HANDLE",
+            600 => "CUDA_ERROR_NOT_READY",
+            700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+            702 => "CUDA_ERROR_LAUNCH_TIMEOUT",
+            709 => "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+            719 => "CUDA_ERROR_LAUNCH_FAILED",
+            800 => "CUDA_ERROR_NOT_PERMITTED",
+            801 => "CUDA_ERROR_NOT_SUPPORTED",
+            803 => "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+            999 => "CUDA_ERROR_UNKNOWN",
+            _ => return "an unknown CUDA error".into(),
+        };
+        known.into()
+    }
+
+    macro_rules! driver_calls {
+        ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+            struct Calls {
+                $($name: unsafe extern "C" fn($($ty),*) -> Status,)*
+            }
+
+            /// The entry points, from the driver `super::open` verified (none if it did not).
+            fn calls() -> Option<&'static Calls> {
+                static CALLS: OnceLock<Option<Calls>> = OnceLock::new();
+                CALLS
+                    .get_or_init(|| {
+                        let path = super::open().ok()?;
+                        // SAFETY: the verified driver, already loaded; never unloaded.
+                        let lib = unsafe { libloading::Library::new(&path) }.ok()?;
+                        let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+                        // SAFETY: each signature is cuda.h's, with the enum result as u32.
+                        unsafe {
+                            Some(Calls {
+                                $($name: *lib
+                                    .get(concat!(stringify!($name), "\0").as_bytes())
+                                    .ok()?,)*
+                            })
+                        }
+                    })
+                    .as_ref()
+            }
+
+            $(
+                /// The driver's entry point of the same name; its result as a number.
+                ///
+                /// # Safety
+                /// As the driver API documents for this call.
+                pub unsafe fn $name($($arg: $ty),*) -> Status {
+                    match calls() {
+                        Some(c) => (c.$name)($($arg),*),
+                        None => ERROR_NOT_INITIALIZED,
+                    }
+                }
+            )*
+        };
+    }
+
+    driver_calls! {
+        cuInit(flags: c_uint);
+        cuDriverGetVersion(version: *mut c_int);
+        cuDeviceGetCount(count: *mut c_int);
+        cuDeviceGet(device: *mut cu::CUdevice, ordinal: c_int);
+        cuDeviceGetName(name: *mut c_char, len: c_int, device: cu::CUdevice);
+        cuDevicePrimaryCtxRetain(ctx: *mut cu::CUcontext, device: cu::CUdevice);
+        cuCtxSetCurrent(ctx: cu::CUcontext);
+        cuCtxSynchronize();
+        cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
+        cuMemAlloc_v2(dptr: *mut cu::CUdeviceptr, bytes: usize);
+        cuMemFree_v2(dptr: cu::CUdeviceptr);
+        cuMemAllocHost_v2(pp: *mut *mut c_void, bytes: usize);
+        cuMemFreeHost(p: *mut c_void);
+        cuMemcpyHtoD_v2(dst: cu::CUdeviceptr, src: *const c_void, bytes: usize);
+        cuMemcpyDtoH_v2(dst: *mut c_void, src: cu::CUdeviceptr, bytes: usize);
+        cuMemcpyHtoDAsync_v2(dst: cu::CUdeviceptr, src: *const c_void, bytes: usize, stream: cu::CUstream);
+        cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: cu::CUdeviceptr, bytes: usize, stream: cu::CUstream);
+        cuStreamCreate(stream: *mut cu::CUstream, flags: c_uint);
+        cuStreamDestroy_v2(stream: cu::CUstream);
+        cuStreamQuery(stream: cu::CUstream);
+        cuStreamSynchronize(stream: cu::CUstream);
+        cuEventCreate(event: *mut cu::CUevent, flags: c_uint);
+        cuEventDestroy_v2(event: cu::CUevent);
+        cuEventRecord(event: cu::CUevent, stream: cu::CUstream);
+        cuEventElapsedTime(ms: *mut f32, start: cu::CUevent, end: cu::CUevent);
     }
 }
 
@@ -190,9 +311,18 @@ mod tests {
 
     #[test]
     fn result_codes_name_the_call_and_the_code() {
-        assert_eq!(check("cuInit", cu::CUresult::CUDA_SUCCESS), Ok(()));
+        assert_eq!(check("cuInit", drv::SUCCESS), Ok(()));
+        // Codes newer than the bindings are numbers, never undefined behaviour.
         assert_eq!(
-            check("cuMemAlloc", cu::CUresult::CUDA_ERROR_OUT_OF_MEMORY).unwrap_err(),
+            check("cuStreamQuery", 226).unwrap_err(),
+            "cuStreamQuery failed with CUDA_ERROR_CONTAINED (226)"
+        );
+        assert_eq!(
+            check("cuStreamQuery", 4242).unwrap_err(),
+            "cuStreamQuery failed with an unknown CUDA error (4242)"
+        );
+        assert_eq!(
+            check("cuMemAlloc", 2).unwrap_err(),
             "cuMemAlloc failed with CUDA_ERROR_OUT_OF_MEMORY (2)"
         );
     }

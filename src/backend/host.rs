@@ -4,7 +4,10 @@
 use super::{AlignedBuf, BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
-use crate::dtype::{accumulate_bytes, combine_bytes, scale_avg_bytes, RedOp};
+use crate::dtype::{
+    accumulate_bytes, accumulate_premul_bytes, combine_bytes, premul_bytes, premultiplies_avg,
+    scale_avg_bytes, RedOp,
+};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -122,11 +125,19 @@ unsafe fn reduce_fanout(spec: &PointSpec, srcs: &[usize], dsts: &[usize], off: u
         let n = BLOCK.min(len - done);
         let a = &mut acc[..n];
         a.copy_from_slice(peer(srcs[0], off + done, n));
-        for &src in &srcs[1..] {
-            accumulate_bytes(spec.dtype, a, peer(src, off + done, n), spec.op);
-        }
-        if spec.op == RedOp::Avg {
-            scale_avg_bytes(spec.dtype, a, srcs.len());
+        let ranks = srcs.len();
+        if premultiplies_avg(spec.dtype, spec.op) {
+            premul_bytes(spec.dtype, a, ranks);
+            for &src in &srcs[1..] {
+                accumulate_premul_bytes(spec.dtype, a, peer(src, off + done, n), ranks);
+            }
+        } else {
+            for &src in &srcs[1..] {
+                accumulate_bytes(spec.dtype, a, peer(src, off + done, n), spec.op);
+            }
+            if spec.op == RedOp::Avg {
+                scale_avg_bytes(spec.dtype, a, ranks);
+            }
         }
         for &dst in dsts {
             own(dst, off + done, n).copy_from_slice(a);
@@ -175,6 +186,18 @@ impl HostComm {
     ) {
         let len = dst.len();
         let mut sources = (0..sends.len()).filter(|&s| Some(s) != skip);
+        let ranks = sends.len();
+        if premultiplies_avg(spec.dtype, spec.op) {
+            if skip.is_none() {
+                let first = sources.next().unwrap_or(0);
+                dst.copy_from_slice(peer(sends[first], off, len));
+            }
+            premul_bytes(spec.dtype, dst, ranks);
+            for s in sources {
+                accumulate_premul_bytes(spec.dtype, dst, peer(sends[s], off, len), ranks);
+            }
+            return;
+        }
         if skip.is_none() {
             let (Some(a), Some(b)) = (sources.next(), sources.next()) else {
                 // A one-rank world: the reduction is a copy.

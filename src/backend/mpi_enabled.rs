@@ -3,7 +3,9 @@
 use crate::backend::{AlignedBuf, BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
-use crate::dtype::{accumulate_bytes, scale_avg_bytes, Dtype, RedOp};
+use crate::dtype::{
+    accumulate_bytes, premul_bytes, premultiplies_avg, scale_avg_bytes, Dtype, RedOp,
+};
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator as _, SimpleCommunicator};
@@ -183,6 +185,17 @@ impl MpiComm {
         let recv = self.recv.as_mut_ptr() as *mut c_void;
         let in_place = placement == Placement::InPlace;
         let count = layout.param_count as c_int;
+        if premultiplies_avg(spec.dtype, spec.op) && spec.coll.has_op() {
+            // NCCL's floating avg multiplies every input by 1/n before summing: do the same
+            // to this rank's input, then let MPI sum (see dtype::premultiplies_avg).
+            let (base, offset) = if in_place {
+                (recv as *mut u8, layout.send_inplace_offset * elem)
+            } else {
+                (send as *mut u8, 0)
+            };
+            let input = std::slice::from_raw_parts_mut(base.add(offset), layout.send_count * elem);
+            premul_bytes(spec.dtype, input, n);
+        }
         let rc = match spec.coll {
             // `prepare` refused them (PointSpec::runnable).
             Collective::Gather
@@ -248,7 +261,7 @@ impl MpiComm {
                 }
             }
         };
-        if spec.op == RedOp::Avg && spec.coll.has_op() {
+        if spec.op == RedOp::Avg && spec.coll.has_op() && !premultiplies_avg(spec.dtype, spec.op) {
             let out_here = spec.coll != Collective::Reduce || me == spec.root;
             if out_here {
                 let off = if in_place {

@@ -63,9 +63,11 @@ impl Tcp {
         use std::io::{Read, Write};
         let deadline = Instant::now() + timeout;
         if rank == 0 {
-            let listener = std::net::TcpListener::bind((addr, port))
-                .or_else(|_| std::net::TcpListener::bind(("0.0.0.0", port)))
-                .map_err(|e| io(&format!("listening on {addr}:{port}"), e))?;
+            // Listen on every interface, as torchrun's TCPStore does: MASTER_ADDR is the name
+            // peers use to reach rank 0, and on Debian/Ubuntu a host's own name often resolves
+            // to 127.0.1.1 (/etc/hosts), where a listener would be reachable from no other host.
+            let listener = std::net::TcpListener::bind(("0.0.0.0", port))
+                .map_err(|e| io(&format!("listening on port {port} (for {addr})"), e))?;
             listener
                 .set_nonblocking(true)
                 .map_err(|e| io("listener", e))?;
@@ -198,6 +200,20 @@ mod tests {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .unwrap()
+    }
+
+    #[test]
+    fn rank_zero_listens_on_every_interface_not_only_master_addr() {
+        // Rank 0 is told 127.0.1.1 (how Debian's /etc/hosts resolves the host's own name);
+        // its peer reaches the same host through another address, as a remote rank would.
+        let port = free_port();
+        let peer = std::thread::spawn(move || {
+            let mut t = Tcp::connect(1, 2, "127.0.0.1", port, Duration::from_secs(5)).unwrap();
+            t.allgather(b"one").unwrap()
+        });
+        let mut zero = Tcp::connect(0, 2, "127.0.1.1", port, Duration::from_secs(5)).unwrap();
+        let all = zero.allgather(b"zero").unwrap();
+        assert_eq!(all, peer.join().unwrap());
     }
 
     #[test]

@@ -14,16 +14,20 @@
 //!   a thread that calls several communicators outside a group is refused (ncclInvalidUsage),
 //!   as NCCL requires grouping when one thread drives several devices;
 //! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:BYTES |
-//!   remote:RANK:BYTES | hang:RANK:BYTES | die:RANK:BYTES` (RANK's first collective moving at
-//!   least BYTES never completes with an async error: ncclSystemError / ncclRemoteError, as
-//!   NCCL reports a peer process that exited; never completes / kills the process);
+//!   remote:RANK:BYTES | contained:RANK:BYTES | hang:RANK:BYTES | die:RANK:BYTES` (RANK's first
+//!   collective moving at least BYTES never completes with an async error: ncclSystemError /
+//!   ncclRemoteError, as NCCL reports a peer process that exited; fails its stream with
+//!   CUDA_ERROR_CONTAINED (226); never completes / kills the process);
 //!   `NCCLPROBE_TEST_DOUBLE_GPUS` sets the device count (2).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
 mod nvml;
 
-use ncclprobe::dtype::{accumulate_bytes, scale_avg_bytes, Dtype, RedOp};
+use ncclprobe::dtype::{
+    accumulate_bytes, accumulate_premul_bytes, premul_bytes, premultiplies_avg, scale_avg_bytes,
+    Dtype, RedOp,
+};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::{c_char, c_int, c_void};
 use std::path::PathBuf;
@@ -278,10 +282,39 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 #[derive(Clone, Copy)]
 struct SendPtr(usize);
 
+/// When the DMA of the last pageable host-to-device copy finishes (see cuMemcpyHtoD_v2).
+fn pageable_dma_until() -> &'static Mutex<Option<Instant>> {
+    static T: OnceLock<Mutex<Option<Instant>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(None))
+}
+
+/// As the CUDA driver documents (API synchronization behavior): "For transfers from pageable
+/// host memory to device memory ... the function will return once the pageable buffer has
+/// been copied to the staging memory for DMA transfer to device memory, but the DMA to final
+/// destination may not have completed." With `NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS` the DMA
+/// of a pageable source takes n / rate after the call returns; cuCtxSynchronize waits for it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) -> CUresult {
     null_stream().synchronize();
     std::ptr::copy(src as *const u8, dst as *mut u8, n);
+    let pinned = allocations().lock().unwrap().contains_key(&(src as usize));
+    let rate = std::env::var("NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok());
+    if let (false, Some(gbps)) = (pinned, rate) {
+        let dma = Duration::from_secs_f64(n as f64 / (gbps * 1e9));
+        *pageable_dma_until().lock().unwrap() = Some(Instant::now() + dma);
+    }
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    null_stream().synchronize();
+    let until = pageable_dma_until().lock().unwrap().take();
+    if let Some(t) = until {
+        std::thread::sleep(t.saturating_duration_since(Instant::now()));
+    }
     CUDA_SUCCESS
 }
 
@@ -334,8 +367,16 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(_s: *mut c_void) -> CUresult {
     CUDA_SUCCESS
 }
 
+/// A sticky error every stream reports once a fault put the device in it.
+static STREAM_ERROR: AtomicI32 = AtomicI32::new(0);
+const CUDA_ERROR_CONTAINED: CUresult = 226;
+
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamQuery(s: *mut c_void) -> CUresult {
+    let failed = STREAM_ERROR.load(Ordering::Acquire);
+    if failed != 0 {
+        return failed;
+    }
     if stream_of(s).pending.load(Ordering::Acquire) == 0 {
         CUDA_SUCCESS
     } else {
@@ -447,6 +488,9 @@ enum FaultKind {
     Init,
     Async,
     Remote,
+    /// The GPU's work fails with CUDA_ERROR_CONTAINED (226, cuda.h since 12.4: Hopper after
+    /// an NVLink fault), a code newer than cudarc's 11.8 bindings.
+    Contained,
     Hang,
     Die,
 }
@@ -465,6 +509,7 @@ fn fault() -> Option<Fault> {
         "init" => FaultKind::Init,
         "async" => FaultKind::Async,
         "remote" => FaultKind::Remote,
+        "contained" => FaultKind::Contained,
         "hang" => FaultKind::Hang,
         "die" => FaultKind::Die,
         _ => return None,
@@ -483,6 +528,9 @@ pub struct Comm {
     collectives: AtomicU64,
     async_error: AtomicI32,
     aborted: AtomicBool,
+    /// Sends and receives of a group that was only simulated: NCCL 2.23+ leaves them queued
+    /// in the communicator's planner (src/group.cc), and the next group runs them first.
+    stale_p2p: Mutex<Vec<P2p>>,
 }
 
 impl Comm {
@@ -574,6 +622,7 @@ impl Comm {
             }
             FaultKind::Async => self.async_error.store(NCCL_SYSTEM_ERROR, Ordering::Release),
             FaultKind::Remote => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
+            FaultKind::Contained => STREAM_ERROR.store(CUDA_ERROR_CONTAINED, Ordering::Release),
             FaultKind::Hang | FaultKind::Init => {}
         }
         while !self.aborted.load(Ordering::Acquire) {
@@ -685,7 +734,9 @@ pub unsafe extern "C" fn ncclCommDeregister(c: *mut c_void, handle: *mut c_void)
 }
 
 /// NCCL 2.27's symmetric windows: registered like ncclCommRegister's buffers here; the flag
-/// must be NCCL_WIN_COLL_SYMMETRIC (1) or NCCL_WIN_DEFAULT (0).
+/// must be NCCL_WIN_COLL_SYMMETRIC (1) or NCCL_WIN_DEFAULT (0). As register/register.cc does,
+/// with cuMem or local registration turned off (NCCL_CUMEM_ENABLE=0, NCCL_LOCAL_REGISTER=0)
+/// the call succeeds and hands back a NULL window.
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommWindowRegister(
     c: *mut c_void,
@@ -697,11 +748,19 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
     if !(0..=1).contains(&flags) {
         return NCCL_INVALID_ARGUMENT;
     }
+    let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
+    if off("NCCL_CUMEM_ENABLE") || off("NCCL_LOCAL_REGISTER") {
+        *win = std::ptr::null_mut();
+        return NCCL_SUCCESS;
+    }
     ncclCommRegister(c, buf, bytes, win)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommWindowDeregister(c: *mut c_void, win: *mut c_void) -> NcclResult {
+    if win.is_null() {
+        return NCCL_SUCCESS;
+    }
     ncclCommDeregister(c, win)
 }
 
@@ -758,6 +817,7 @@ fn new_comm(
         seq: AtomicU64::new(0),
         collectives: AtomicU64::new(0),
         async_error: AtomicI32::new(NCCL_SUCCESS),
+        stale_p2p: Mutex::new(Vec::new()),
         aborted: AtomicBool::new(false),
     });
     Ok(Box::into_raw(comm) as *mut c_void)
@@ -927,6 +987,9 @@ pub struct SimInfo {
     estimated_time: f32,
 }
 
+/// As NCCL does (src/group.cc, enqueue.cc): only collectives are estimated (a group of sends
+/// and receives leaves estimatedTime at -1), nothing is launched, and the group's sends and
+/// receives stay queued on their communicators for the next group to run first.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult {
     let Some((p2p, collectives)) = close_group() else {
@@ -935,20 +998,36 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult 
     if info.is_null() || (*info).magic != 0x7468_5283 {
         return NCCL_INVALID_ARGUMENT;
     }
-    let bytes: Vec<usize> = collectives
-        .iter()
-        .map(|(b, _)| *b)
-        .chain(p2p.iter().map(|o| o.bytes))
-        .collect();
-    (*info).estimated_time = bytes.iter().map(|&b| 5.0 + b as f32 / 10e3).sum();
+    if !collectives.is_empty() {
+        (*info).estimated_time = collectives
+            .iter()
+            .map(|(b, _)| 5.0 + *b as f32 / 10e3)
+            .sum();
+    }
+    for op in p2p {
+        comm_of(op.comm as *mut c_void)
+            .stale_p2p
+            .lock()
+            .unwrap()
+            .push(op);
+    }
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
-    let Some((ops, collectives)) = close_group() else {
+    let Some((new_ops, collectives)) = close_group() else {
         return NCCL_SUCCESS;
     };
+    // Operations a simulated group left in the planners of these communicators run first.
+    let mut ops = Vec::new();
+    let mut comms: Vec<usize> = new_ops.iter().map(|o| o.comm).collect();
+    comms.sort_unstable();
+    comms.dedup();
+    for c in comms {
+        ops.append(&mut comm_of(c as *mut c_void).stale_p2p.lock().unwrap());
+    }
+    ops.extend(new_ops);
     for (_, launch) in collectives {
         launch();
     }
@@ -1198,12 +1277,22 @@ unsafe fn collective(
                 return;
             }
             let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
+            // As NCCL reduces: floating avg multiplies every input by 1/n (rounded to the
+            // multiply type) before summing (enqueue.cc, reduce_kernel.h FuncPreMulSum);
+            // integer avg sums, then divides.
             let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
                 let mut present = parts.iter().flatten();
                 let mut acc = present
                     .next()
                     .map(|p| p[range.clone()].to_vec())
                     .unwrap_or_default();
+                if premultiplies_avg(dtype, op) {
+                    premul_bytes(dtype, &mut acc, n);
+                    for p in present {
+                        accumulate_premul_bytes(dtype, &mut acc, &p[range.clone()], n);
+                    }
+                    return acc;
+                }
                 for p in present {
                     accumulate_bytes(dtype, &mut acc, &p[range.clone()], op);
                 }

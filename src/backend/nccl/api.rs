@@ -4,6 +4,7 @@
 //! (a newer NCCL may return codes cudarc's enums lack); cudarc supplies the argument types.
 
 use super::loader::Nccl;
+use crate::backend::cuda::drv;
 use crate::backend::{cuda, BackendError};
 use crate::dtype::{Dtype, RedOp};
 use cudarc::driver::sys as cu;
@@ -213,7 +214,7 @@ impl Api {
         Ok(api)
     }
 
-    pub(super) fn cuda(&self, what: &str, rc: cu::CUresult) -> Result<(), BackendError> {
+    pub(super) fn cuda(&self, what: &str, rc: drv::Status) -> Result<(), BackendError> {
         cuda::check(what, rc).map_err(BackendError::Failed)
     }
 
@@ -231,8 +232,8 @@ impl Api {
     pub fn device_name(&self, dev: c_int) -> String {
         let mut buf = [0 as c_char; 128];
         // SAFETY: buffer and length match.
-        let rc = unsafe { cu::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as c_int, dev) };
-        if rc != cu::CUresult::CUDA_SUCCESS {
+        let rc = unsafe { drv::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        if rc != drv::SUCCESS {
             return format!("GPU {dev}");
         }
         // SAFETY: the driver NUL-terminates within the given length.
@@ -247,12 +248,12 @@ impl Api {
         let mut ctx: cu::CUcontext = std::ptr::null_mut();
         // SAFETY: valid out-pointers; dev checked by the driver.
         unsafe {
-            self.cuda("cuDeviceGet", cu::cuDeviceGet(&mut d, dev))?;
+            self.cuda("cuDeviceGet", drv::cuDeviceGet(&mut d, dev))?;
             self.cuda(
                 "cuDevicePrimaryCtxRetain",
-                cu::cuDevicePrimaryCtxRetain(&mut ctx, d),
+                drv::cuDevicePrimaryCtxRetain(&mut ctx, d),
             )?;
-            self.cuda("cuCtxSetCurrent", cu::cuCtxSetCurrent(ctx))?;
+            self.cuda("cuCtxSetCurrent", drv::cuCtxSetCurrent(ctx))?;
         }
         Ok(ctx as usize)
     }
@@ -261,8 +262,7 @@ impl Api {
     pub fn free_memory(&self) -> Option<usize> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers.
-        (unsafe { cu::cuMemGetInfo_v2(&mut free, &mut total) } == cu::CUresult::CUDA_SUCCESS)
-            .then_some(free)
+        (unsafe { drv::cuMemGetInfo_v2(&mut free, &mut total) } == drv::SUCCESS).then_some(free)
     }
 
     pub fn unique_id(&self) -> Result<[u8; 128], BackendError> {
@@ -285,13 +285,13 @@ impl Api {
         // end, whichever call fails.
         unsafe {
             let measured = (|| {
-                self.cuda("cuMemAlloc", cu::cuMemAlloc_v2(&mut dev, bytes))?;
-                self.cuda("cuStreamCreate", cu::cuStreamCreate(&mut stream, 0))?;
+                self.cuda("cuMemAlloc", drv::cuMemAlloc_v2(&mut dev, bytes))?;
+                self.cuda("cuStreamCreate", drv::cuStreamCreate(&mut stream, 0))?;
                 let mut pageable = Vec::new();
                 let host = if pinned {
                     self.cuda(
                         "cuMemAllocHost",
-                        cu::cuMemAllocHost_v2(&mut pinned_ptr, bytes),
+                        drv::cuMemAllocHost_v2(&mut pinned_ptr, bytes),
                     )?;
                     pinned_ptr
                 } else {
@@ -305,22 +305,26 @@ impl Api {
                         (true, true) => {
                             self.cuda(
                                 "cuMemcpyHtoDAsync",
-                                cu::cuMemcpyHtoDAsync_v2(dev, host, bytes, stream),
+                                drv::cuMemcpyHtoDAsync_v2(dev, host, bytes, stream),
                             )?;
-                            self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+                            self.cuda("cuStreamSynchronize", drv::cuStreamSynchronize(stream))?;
                         }
                         (true, false) => {
                             self.cuda(
                                 "cuMemcpyDtoHAsync",
-                                cu::cuMemcpyDtoHAsync_v2(host, dev, bytes, stream),
+                                drv::cuMemcpyDtoHAsync_v2(host, dev, bytes, stream),
                             )?;
-                            self.cuda("cuStreamSynchronize", cu::cuStreamSynchronize(stream))?;
+                            self.cuda("cuStreamSynchronize", drv::cuStreamSynchronize(stream))?;
                         }
                         (false, true) => {
-                            self.cuda("cuMemcpyHtoD", cu::cuMemcpyHtoD_v2(dev, host, bytes))?
+                            // From pageable memory cuMemcpyHtoD returns once the data is staged
+                            // for DMA, "but the DMA to final destination may not have completed"
+                            // (CUDA driver API, API synchronization behavior): wait for it.
+                            self.cuda("cuMemcpyHtoD", drv::cuMemcpyHtoD_v2(dev, host, bytes))?;
+                            self.cuda("cuCtxSynchronize", drv::cuCtxSynchronize())?;
                         }
                         (false, false) => {
-                            self.cuda("cuMemcpyDtoH", cu::cuMemcpyDtoH_v2(host, dev, bytes))?
+                            self.cuda("cuMemcpyDtoH", drv::cuMemcpyDtoH_v2(host, dev, bytes))?
                         }
                     }
                     best = best.min(t.elapsed().as_secs_f64());
@@ -328,13 +332,13 @@ impl Api {
                 Ok(bytes as f64 / best)
             })();
             if !pinned_ptr.is_null() {
-                cu::cuMemFreeHost(pinned_ptr);
+                drv::cuMemFreeHost(pinned_ptr);
             }
             if !stream.is_null() {
-                cu::cuStreamDestroy_v2(stream);
+                drv::cuStreamDestroy_v2(stream);
             }
             if dev != 0 {
-                cu::cuMemFree_v2(dev);
+                drv::cuMemFree_v2(dev);
             }
             measured
         }

@@ -8,6 +8,7 @@ use super::abort::live_comms;
 use super::api::{Api, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
 use super::enqueue::enqueue;
 use super::group::{GroupLauncher, Target};
+use crate::backend::cuda::drv;
 use crate::backend::rendezvous::{ControlPlane, InProcess};
 use crate::backend::{AlignedBuf, BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
@@ -130,7 +131,7 @@ impl NcclComm {
         let mut stream = std::ptr::null_mut();
         // SAFETY: out-pointer valid; context current.
         api.cuda("cuStreamCreate", unsafe {
-            cu::cuStreamCreate(&mut stream, 0)
+            drv::cuStreamCreate(&mut stream, 0)
         })?;
         if let Ok(mut list) = live_comms().lock() {
             list.push((Arc::clone(&api), comm));
@@ -165,9 +166,9 @@ impl NcclComm {
         // SAFETY: valid out-pointers; default flags (timing enabled).
         unsafe {
             self.api
-                .cuda("cuEventCreate", cu::cuEventCreate(&mut a, 0))?;
+                .cuda("cuEventCreate", drv::cuEventCreate(&mut a, 0))?;
             self.api
-                .cuda("cuEventCreate", cu::cuEventCreate(&mut b, 0))?;
+                .cuda("cuEventCreate", drv::cuEventCreate(&mut b, 0))?;
         }
         self.events = Some((a as usize, b as usize));
         Ok(())
@@ -221,8 +222,8 @@ impl NcclComm {
                     }
                 }
                 None => {
-                    cu::cuMemFree_v2(self.dev_send);
-                    cu::cuMemFree_v2(self.dev_recv);
+                    drv::cuMemFree_v2(self.dev_send);
+                    drv::cuMemFree_v2(self.dev_recv);
                 }
             }
         }
@@ -273,16 +274,25 @@ impl NcclComm {
                             nccl.error_string(rc)
                         )));
                     }
+                    // NCCL 2.27 (register/register.cc): with cuMem or local registration off,
+                    // ncclCommWindowRegister returns ncclSuccess and a NULL window; the buffer
+                    // then runs unregistered, and a record saying "symmetric" would be false.
+                    if h.is_null() && *mode == RegistrationMode::Symmetric {
+                        return Err(BackendError::Unavailable(format!(
+                            "-R 2: ncclCommWindowRegister on GPU {device} returned no window: NCCL makes symmetric windows only with cuMem and local registration on (NCCL_CUMEM_ENABLE, NCCL_LOCAL_REGISTER unset or 1, and a driver with cuMem)"
+                        )));
+                    }
                     *handle = h as usize;
                 }
             }
             None => {
                 for buf in [&mut self.dev_send, &mut self.dev_recv] {
                     // SAFETY: valid out-pointer; the device's context is current.
-                    let rc = unsafe { cu::cuMemAlloc_v2(buf, bytes) };
-                    if rc != cu::CUresult::CUDA_SUCCESS {
+                    let rc = unsafe { drv::cuMemAlloc_v2(buf, bytes) };
+                    if rc != drv::SUCCESS {
                         return Err(failed(format!(
-                            "cuMemAlloc on GPU {device} failed with {rc:?}"
+                            "cuMemAlloc on GPU {device} failed with {} ({rc})",
+                            drv::name(rc)
                         )));
                     }
                 }
@@ -299,7 +309,7 @@ impl NcclComm {
     fn current(&self) -> Result<(), BackendError> {
         // SAFETY: the context handle came from cuDevicePrimaryCtxRetain.
         self.api.cuda("cuCtxSetCurrent", unsafe {
-            cu::cuCtxSetCurrent(self.ctx as cu::CUcontext)
+            drv::cuCtxSetCurrent(self.ctx as cu::CUcontext)
         })
     }
 
@@ -326,14 +336,16 @@ impl NcclComm {
         let since = Instant::now();
         loop {
             // SAFETY: the stream belongs to this rank.
-            let rc = unsafe { cu::cuStreamQuery(self.stream as cu::CUstream) };
-            if rc == cu::CUresult::CUDA_SUCCESS {
+            let rc = unsafe { drv::cuStreamQuery(self.stream as cu::CUstream) };
+            if rc == drv::SUCCESS {
                 return Ok(());
             }
-            if rc != cu::CUresult::CUDA_ERROR_NOT_READY {
+            if rc != drv::ERROR_NOT_READY {
                 return Err(BackendError::Failed(format!(
-                    "cuStreamQuery failed with {rc:?} during {} on rank {}",
-                    spec.coll, self.rank
+                    "cuStreamQuery failed with {} ({rc}) during {} on rank {}",
+                    drv::name(rc),
+                    spec.coll,
+                    self.rank
                 )));
             }
             let mut async_rc = 0;
@@ -408,7 +420,7 @@ impl Communicator for NcclComm {
         unsafe {
             self.api.cuda(
                 "cuMemcpyHtoD",
-                cu::cuMemcpyHtoD_v2(
+                drv::cuMemcpyHtoD_v2(
                     self.dev_send,
                     self.host_send.bytes().as_ptr() as *const c_void,
                     n,
@@ -416,7 +428,7 @@ impl Communicator for NcclComm {
             )?;
             self.api.cuda(
                 "cuMemcpyHtoD",
-                cu::cuMemcpyHtoD_v2(
+                drv::cuMemcpyHtoD_v2(
                     self.dev_recv,
                     self.host_recv.bytes().as_ptr() as *const c_void,
                     n,
@@ -432,7 +444,7 @@ impl Communicator for NcclComm {
         unsafe {
             self.api.cuda(
                 "cuMemcpyDtoH",
-                cu::cuMemcpyDtoH_v2(
+                drv::cuMemcpyDtoH_v2(
                     self.host_recv.bytes_mut().as_mut_ptr() as *mut c_void,
                     self.dev_recv,
                     n,
@@ -451,7 +463,7 @@ impl Communicator for NcclComm {
         if let Some((a, _)) = self.events {
             // SAFETY: an event created for this rank, recorded on its stream.
             self.api.cuda("cuEventRecord", unsafe {
-                cu::cuEventRecord(a as cu::CUevent, stream)
+                drv::cuEventRecord(a as cu::CUevent, stream)
             })?;
         }
         match &self.group {
@@ -469,7 +481,7 @@ impl Communicator for NcclComm {
         if let Some((_, b)) = self.events {
             // SAFETY: as above.
             self.api.cuda("cuEventRecord", unsafe {
-                cu::cuEventRecord(b as cu::CUevent, stream)
+                drv::cuEventRecord(b as cu::CUevent, stream)
             })?;
         }
         self.wait(&spec)?;
@@ -479,7 +491,7 @@ impl Communicator for NcclComm {
                 let mut ms = 0f32;
                 // SAFETY: both events completed (the stream is idle).
                 self.api.cuda("cuEventElapsedTime", unsafe {
-                    cu::cuEventElapsedTime(&mut ms, a as cu::CUevent, b as cu::CUevent)
+                    drv::cuEventElapsedTime(&mut ms, a as cu::CUevent, b as cu::CUevent)
                 })?;
                 Ok(ms as f64 * 1e-3)
             }
@@ -504,6 +516,13 @@ impl Communicator for NcclComm {
     fn model_time_s(&mut self, placement: Placement) -> Option<f64> {
         let simulate = self.api.simulate?;
         let spec = self.spec?;
+        // Only groups holding a collective are simulated. NCCL estimates collectives only
+        // (estimatedTime stays -1 for sends and receives), and a simulated group's send/recv
+        // tasks are never launched but stay queued in the communicator's planner (2.23+,
+        // src/group.cc; in 2.22 they point at freed memory): the next group would run them.
+        if matches!(spec.coll, Collective::Alltoall | Collective::Sendrecv) {
+            return None;
+        }
         self.current().ok()?;
         let mut info = ncclSimInfo_t {
             size: std::mem::size_of::<ncclSimInfo_t>(),
@@ -544,10 +563,10 @@ impl Drop for NcclComm {
                 (self.api.nccl_destroy)(self.comm as *mut c_void);
             }
             if let Some((a, b)) = self.events {
-                cu::cuEventDestroy_v2(a as cu::CUevent);
-                cu::cuEventDestroy_v2(b as cu::CUevent);
+                drv::cuEventDestroy_v2(a as cu::CUevent);
+                drv::cuEventDestroy_v2(b as cu::CUevent);
             }
-            cu::cuStreamDestroy_v2(self.stream as cu::CUstream);
+            drv::cuStreamDestroy_v2(self.stream as cu::CUstream);
         }
     }
 }

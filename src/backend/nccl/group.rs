@@ -2,6 +2,7 @@
 
 use super::api::Api;
 use super::enqueue::enqueue;
+use crate::backend::cuda::drv;
 use crate::backend::{BackendError, PointSpec};
 use crate::coll::Placement;
 use cudarc::driver::sys as cu;
@@ -76,7 +77,7 @@ impl GroupLauncher {
                         let r = unsafe {
                             api.cuda(
                                 "cuCtxSetCurrent",
-                                cu::cuCtxSetCurrent(t.ctx as cu::CUcontext),
+                                drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
                             )
                             .and_then(|_| enqueue(api, t, spec, placement))
                         };

@@ -708,3 +708,42 @@ fn a_cuda_error_newer_than_the_bindings_is_named_by_number() {
     assert!(took < Duration::from_secs(10));
     assert_eq!(read_record(&json).status, RunStatus::Failed);
 }
+
+/// A signal (or a timeout) aborts the communicators while their owners poll them. Abort
+/// frees a communicator, so the owner must never touch it afterwards: the double ends the
+/// process at the first use after free. The run must end as interrupted (143), not crash.
+#[test]
+fn sigterm_during_a_hung_collective_never_uses_an_aborted_communicator() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.args(SMALL)
+        .args(["--timeout", "60", "--json"])
+        .arg(&json)
+        .env("NCCLPROBE_TEST_DOUBLE_FAULT", "hang:0:512")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The hang starts at 512 B, after the points below it are on disk.
+    while std::fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<ncclprobe::model::RunRecord>(&b).ok())
+        .is_none_or(|r| r.points.len() < 4)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep never reached the hang"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("use after free"), "{stderr}");
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert_eq!(read_record(&json).status, RunStatus::Interrupted);
+}

@@ -528,6 +528,9 @@ pub struct Comm {
     collectives: AtomicU64,
     async_error: AtomicI32,
     aborted: AtomicBool,
+    /// Set by ncclCommAbort and ncclCommDestroy, which free a real communicator: any later
+    /// call on the handle is a use after free, and the double ends the process saying so.
+    freed: AtomicBool,
     /// Sends and receives of a group that was only simulated: NCCL 2.23+ leaves them queued
     /// in the communicator's planner (src/group.cc), and the next group runs them first.
     stale_p2p: Mutex<Vec<P2p>>,
@@ -630,6 +633,17 @@ impl Comm {
         }
         true
     }
+}
+
+/// A communicator an API call names: one already freed (aborted or destroyed) ends the
+/// process, as a use after free would on real NCCL — but always, and with a message.
+unsafe fn live_comm(c: *mut c_void, call: &str) -> &'static Comm {
+    let comm = comm_of(c);
+    if comm.freed.load(Ordering::Acquire) {
+        eprintln!("TEST DOUBLE: {call} on a communicator already freed by ncclCommAbort/ncclCommDestroy (use after free)");
+        std::process::abort();
+    }
+    comm
 }
 
 unsafe fn comm_of(c: *mut c_void) -> &'static Comm {
@@ -818,6 +832,7 @@ fn new_comm(
         collectives: AtomicU64::new(0),
         async_error: AtomicI32::new(NCCL_SUCCESS),
         stale_p2p: Mutex::new(Vec::new()),
+        freed: AtomicBool::new(false),
         aborted: AtomicBool::new(false),
     });
     Ok(Box::into_raw(comm) as *mut c_void)
@@ -875,13 +890,16 @@ pub unsafe extern "C" fn ncclCommInitAll(
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommGetAsyncError(c: *mut c_void, out: *mut NcclResult) -> NcclResult {
-    *out = comm_of(c).async_error.load(Ordering::Acquire);
+    *out = live_comm(c, "ncclCommGetAsyncError")
+        .async_error
+        .load(Ordering::Acquire);
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
-    let comm = comm_of(c);
+    let comm = live_comm(c, "ncclCommAbort");
+    comm.freed.store(true, Ordering::Release);
     comm.aborted.store(true, Ordering::Release);
     let _ = std::fs::write(comm.dir.join(format!("aborted-{}", comm.rank)), b"");
     NCCL_SUCCESS
@@ -889,26 +907,27 @@ pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommDestroy(c: *mut c_void) -> NcclResult {
-    let comm = comm_of(c);
+    let comm = live_comm(c, "ncclCommDestroy");
+    comm.freed.store(true, Ordering::Release);
     comm.aborted.store(true, Ordering::Release);
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommCount(c: *const c_void, n: *mut c_int) -> NcclResult {
-    *n = comm_of(c as *mut c_void).nranks as c_int;
+    *n = live_comm(c as *mut c_void, "ncclCommCount").nranks as c_int;
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommUserRank(c: *const c_void, r: *mut c_int) -> NcclResult {
-    *r = comm_of(c as *mut c_void).rank as c_int;
+    *r = live_comm(c as *mut c_void, "ncclCommUserRank").rank as c_int;
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommCuDevice(c: *const c_void, d: *mut c_int) -> NcclResult {
-    *d = comm_of(c as *mut c_void).device;
+    *d = live_comm(c as *mut c_void, "ncclCommCuDevice").device;
     NCCL_SUCCESS
 }
 
@@ -1108,7 +1127,7 @@ fn trace_line(line: &str) {
 /// launched what on which buffers.
 unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
     let depth = group_depth();
-    let comm = comm_of(c);
+    let comm = live_comm(c, call);
     if tracing() {
         let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
         trace_line(&format!(

@@ -4,7 +4,7 @@
 //! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
 //! communicator and fails the run, naming the collective, size and rank).
 
-use super::abort::live_comms;
+use super::abort::Handle;
 use super::api::{Api, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
 use super::enqueue::enqueue;
 use super::group::{GroupLauncher, Target};
@@ -19,6 +19,11 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// What a rank sees once its communicator was aborted (by a timeout or a signal).
+fn aborted_error() -> BackendError {
+    BackendError::Failed("the NCCL communicator was aborted (timeout or signal)".into())
+}
+
 /// `ncclRemoteError` in nccl.h's `ncclResult_t`.
 const NCCL_REMOTE_ERROR: c_int = 6;
 
@@ -29,7 +34,7 @@ pub struct NcclComm {
     nranks: usize,
     device: c_int,
     ctx: usize,
-    comm: usize,
+    comm: Arc<Handle>,
     stream: usize,
     dev_send: u64,
     dev_recv: u64,
@@ -44,8 +49,6 @@ pub struct NcclComm {
     group: Option<Arc<GroupLauncher>>,
     /// `-R 1|2`: buffers from ncclMemAlloc, registered; the two registration handles.
     registered: Option<(Registration, RegistrationMode, [usize; 2])>,
-    /// Set once ncclCommAbort released the communicator: nothing may use it after that.
-    aborted: std::cell::Cell<bool>,
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -133,9 +136,7 @@ impl NcclComm {
         api.cuda("cuStreamCreate", unsafe {
             drv::cuStreamCreate(&mut stream, 0)
         })?;
-        if let Ok(mut list) = live_comms().lock() {
-            list.push((Arc::clone(&api), comm));
-        }
+        let comm = Handle::register(Arc::clone(&api), comm);
         Ok(NcclComm {
             api,
             rank,
@@ -154,7 +155,6 @@ impl NcclComm {
             events: None,
             group: None,
             registered: None,
-            aborted: std::cell::Cell::new(false),
         })
     }
 
@@ -205,7 +205,6 @@ impl NcclComm {
         unsafe {
             match &mut self.registered {
                 Some((reg, mode, handles)) => {
-                    let comm_alive = !self.aborted.get();
                     let deregister = match (*mode, reg.window) {
                         (RegistrationMode::Symmetric, Some((_, deregister))) => deregister,
                         _ => reg.deregister,
@@ -214,8 +213,9 @@ impl NcclComm {
                         .iter()
                         .zip(handles.iter_mut())
                     {
-                        if *handle != 0 && comm_alive {
-                            deregister(self.comm as *mut c_void, *handle as *mut c_void);
+                        if *handle != 0 {
+                            // An aborted communicator took its registrations with it.
+                            let _ = self.comm.quick(|c| deregister(c, *handle as *mut c_void));
                             *handle = 0;
                         }
                         (reg.mem_free)(*buf as *mut c_void);
@@ -237,7 +237,7 @@ impl NcclComm {
             bytes: bytes as u64,
             reason: how,
         };
-        let comm = self.comm;
+        let comm = Arc::clone(&self.comm);
         let nccl = &self.api.nccl;
         match &mut self.registered {
             Some((reg, mode, handles)) => {
@@ -256,18 +256,20 @@ impl NcclComm {
                     }
                     *buf = p as u64;
                     let mut h = std::ptr::null_mut();
-                    let c = comm as *mut c_void;
                     // SAFETY: a live communicator and the buffer just allocated; every rank
-                    // registers the same size at the same point (windows are collective).
-                    let (call, rc) = unsafe {
-                        match (*mode, reg.window) {
-                            (RegistrationMode::Symmetric, Some((register, _))) => (
-                                "ncclCommWindowRegister",
-                                register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
-                            ),
-                            _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
-                        }
-                    };
+                    // registers the same size at the same point (windows are collective, so
+                    // the call waits for the peers: a blocking call).
+                    let (call, rc) = comm
+                        .blocking(|c| unsafe {
+                            match (*mode, reg.window) {
+                                (RegistrationMode::Symmetric, Some((register, _))) => (
+                                    "ncclCommWindowRegister",
+                                    register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
+                                ),
+                                _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
+                            }
+                        })
+                        .map_err(|_| aborted_error())?;
                     if rc != 0 {
                         return Err(failed(format!(
                             "{call} on GPU {device} failed: {}",
@@ -316,7 +318,7 @@ impl NcclComm {
     fn target(&self) -> Target {
         Target {
             ctx: self.ctx,
-            comm: self.comm,
+            comm: Arc::clone(&self.comm),
             stream: self.stream,
             dev_send: self.dev_send,
             dev_recv: self.dev_recv,
@@ -348,13 +350,19 @@ impl NcclComm {
                     self.rank
                 )));
             }
+            // Another thread (a timeout, a signal) asked for an abort: the owner does it.
+            if self.comm.abort_requested() {
+                self.comm.abort();
+                return Err(aborted_error());
+            }
             let mut async_rc = 0;
-            // SAFETY: a live communicator and a valid out-pointer.
-            unsafe { (a.nccl_async_error)(self.comm as *mut c_void, &mut async_rc) };
+            // SAFETY: a valid out-pointer; `quick` keeps the communicator alive meanwhile.
+            self.comm
+                .quick(|c| unsafe { (a.nccl_async_error)(c, &mut async_rc) })
+                .map_err(|_| aborted_error())?;
             if async_rc != 0 {
-                // SAFETY: as above; abort makes the stream's NCCL work return.
-                unsafe { (a.nccl_abort)(self.comm as *mut c_void) };
-                self.aborted.set(true);
+                // Abort makes the stream's NCCL work return.
+                self.comm.abort();
                 let message = format!(
                     "NCCL async error on rank {} (GPU {}) during {} of {} bytes: {}; communicator aborted",
                     self.rank,
@@ -550,18 +558,13 @@ impl Communicator for NcclComm {
 
 impl Drop for NcclComm {
     fn drop(&mut self) {
-        if let Ok(mut list) = live_comms().lock() {
-            list.retain(|(_, c)| *c != self.comm);
-        }
         // The communicator's work is done or aborted: registrations go before the
         // communicator, then buffers, events and the stream.
         let _ = self.current();
         self.free_buffers();
-        // SAFETY: our own handles, destroyed once; an aborted communicator is already gone.
+        self.comm.destroy();
+        // SAFETY: our own handles, destroyed once.
         unsafe {
-            if !self.aborted.get() {
-                (self.api.nccl_destroy)(self.comm as *mut c_void);
-            }
             if let Some((a, b)) = self.events {
                 drv::cuEventDestroy_v2(a as cu::CUevent);
                 drv::cuEventDestroy_v2(b as cu::CUevent);

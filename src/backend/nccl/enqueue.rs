@@ -25,7 +25,9 @@ pub(super) unsafe fn enqueue(
     };
     let (s, r) = (send as *mut c_void, recv as *mut c_void);
     let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
-    let (comm, stream) = (t.comm as *mut c_void, t.stream as *mut c_void);
+    let stream = t.stream as *mut c_void;
+    let busy = t.comm.enter_blocking().map_err(|_| gone())?;
+    let comm = t.comm.raw();
     let rc = match spec.coll {
         Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
         Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
@@ -84,5 +86,11 @@ pub(super) unsafe fn enqueue(
             )))
         }
     };
+    busy.leave().map_err(|_| gone())?;
     a.nccl_check(&format!("nccl {} on rank {}", spec.coll, t.rank), rc)
+}
+
+/// What a call on an aborted communicator gets.
+fn gone() -> BackendError {
+    BackendError::Failed("the NCCL communicator was aborted (timeout or signal)".into())
 }

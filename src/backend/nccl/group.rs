@@ -10,10 +10,10 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// What one call on one rank needs: plain handles, so another thread can enqueue it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct Target {
     pub(super) ctx: usize,
-    pub(super) comm: usize,
+    pub(super) comm: std::sync::Arc<super::abort::Handle>,
     pub(super) stream: usize,
     pub(super) dev_send: u64,
     pub(super) dev_recv: u64,
@@ -54,19 +54,27 @@ impl GroupLauncher {
         iters: usize,
     ) -> Result<Instant, BackendError> {
         let poisoned = || BackendError::Failed("a rank thread panicked".into());
-        self.targets.lock().map_err(|_| poisoned())?[target.rank] = Some(target);
+        let my_rank = target.rank;
+        self.targets.lock().map_err(|_| poisoned())?[my_rank] = Some(target);
         self.arrived.wait();
         let start = Instant::now();
-        if target.rank == 0 {
+        if my_rank == 0 {
             let targets: Vec<Target> = self
                 .targets
                 .lock()
                 .map_err(|_| poisoned())?
                 .iter()
                 .flatten()
-                .copied()
+                .cloned()
                 .collect();
             let outcome = (|| {
+                // The group end waits for every GPU's peers: all communicators are busy in a
+                // call that may block, so a timeout may abort them to unblock it.
+                let busy: Vec<_> = targets
+                    .iter()
+                    .map(|t| t.comm.enter_blocking())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| BackendError::Failed("an NCCL communicator was aborted".into()))?;
                 for _ in 0..iters {
                     // SAFETY: no arguments; paired with the group end below.
                     unsafe { (api.nccl_group_start)() };
@@ -92,6 +100,11 @@ impl GroupLauncher {
                         &format!("ncclGroupEnd after {} on {} GPUs", spec.coll, targets.len()),
                         end,
                     )?;
+                }
+                for b in busy {
+                    b.leave().map_err(|_| {
+                        BackendError::Failed("an NCCL communicator was aborted".into())
+                    })?;
                 }
                 Ok(())
             })();

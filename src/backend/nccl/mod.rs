@@ -11,7 +11,7 @@ mod enqueue;
 mod group;
 mod loader;
 
-pub use abort::abort_all;
+pub use abort::{abort_all, Handle};
 pub use api::{Api, RegistrationMode};
 pub use comm::NcclComm;
 pub use loader::{

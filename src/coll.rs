@@ -155,9 +155,22 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// nccl-tests' `getCollByteCount`: `count` is the requested size divided by the type size.
-    pub fn new(coll: Collective, count: usize, nranks: usize, rank: usize) -> Layout {
+    /// nccl-tests' `getCollByteCount`: `count` is the requested size divided by the type size
+    /// (`elem_bytes`). Per-rank counts are rounded down to 16-byte multiples as nccl-tests does
+    /// (src/all_gather.cu, reduce_scatter.cu, alltoall.cu: `(count/nranks) & -(16/eltSize)`),
+    /// so rows compare with its rows size for size, and in-place chunks stay aligned.
+    pub fn new(
+        coll: Collective,
+        count: usize,
+        elem_bytes: usize,
+        nranks: usize,
+        rank: usize,
+    ) -> Layout {
         let n = nranks.max(1);
+        let per_rank = || {
+            let unit = (16 / elem_bytes.clamp(1, 16)).max(1);
+            (count / n) & !(unit - 1)
+        };
         let (send_count, recv_count, param_count, send_off, recv_off) = match coll {
             Collective::AllReduce
             | Collective::Broadcast
@@ -165,15 +178,15 @@ impl Layout {
             | Collective::Sendrecv
             | Collective::Unknown => (count, count, count, 0, 0),
             Collective::AllGather | Collective::Gather | Collective::Hypercube => {
-                let per = count / n;
+                let per = per_rank();
                 (per, per * n, per, rank * per, 0)
             }
             Collective::ReduceScatter | Collective::Scatter => {
-                let per = count / n;
+                let per = per_rank();
                 (per * n, per, per, 0, rank * per)
             }
             Collective::Alltoall | Collective::Alltoallv => {
-                let per = count / n;
+                let per = per_rank();
                 (per * n, per * n, per, 0, 0)
             }
         };
@@ -194,12 +207,13 @@ impl Layout {
 
 /// The message size a point is reported under: nccl-tests prints `max(sendBytes, recvBytes)`.
 pub fn reported_size_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> u64 {
-    (Layout::new(coll, count, nranks, 0).buffer_count() * dtype.size_bytes()) as u64
+    (Layout::new(coll, count, dtype.size_bytes(), nranks, 0).buffer_count() * dtype.size_bytes())
+        as u64
 }
 
 /// Bytes nccl-tests divides by the time to get algbw (`baseBw` in each `*GetBw`).
 pub fn algbw_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> f64 {
-    let layout = Layout::new(coll, count, nranks, 0);
+    let layout = Layout::new(coll, count, dtype.size_bytes(), nranks, 0);
     let ts = dtype.size_bytes() as f64;
     let param = layout.param_count as f64;
     match coll {
@@ -262,13 +276,33 @@ mod tests {
 
     #[test]
     fn layouts_follow_nccl_tests() {
-        let ag = Layout::new(Collective::AllGather, 10, 4, 3);
-        assert_eq!((ag.send_count, ag.recv_count, ag.param_count), (2, 8, 2));
-        assert_eq!(ag.send_inplace_offset, 6);
-        let rs = Layout::new(Collective::ReduceScatter, 10, 4, 1);
+        // 40 floats on 4 ranks: 10 per rank, rounded down to 16 bytes (4 floats) = 8.
+        let ag = Layout::new(Collective::AllGather, 40, 4, 4, 3);
+        assert_eq!((ag.send_count, ag.recv_count, ag.param_count), (8, 32, 8));
+        assert_eq!(ag.send_inplace_offset, 24);
+        let rs = Layout::new(Collective::ReduceScatter, 40, 4, 4, 1);
         assert_eq!(
             (rs.send_count, rs.recv_count, rs.recv_inplace_offset),
-            (8, 2, 2)
+            (32, 8, 8)
+        );
+        // nccl-tests' rows: all_gather of 4000 B floats on 3 ranks is printed as 3984 B
+        // (333 per rank rounded to 332), alltoall of 100 B int8 on 3 ranks as 96 B.
+        assert_eq!(
+            reported_size_bytes(Collective::AllGather, 1000, Dtype::Float, 3),
+            3984
+        );
+        assert_eq!(
+            reported_size_bytes(Collective::Alltoall, 100, Dtype::Int8, 3),
+            96
+        );
+        assert_eq!(
+            reported_size_bytes(Collective::ReduceScatter, 1000, Dtype::Double, 3),
+            7968
+        );
+        // all_reduce is not split per rank: no rounding.
+        assert_eq!(
+            reported_size_bytes(Collective::AllReduce, 1001, Dtype::Float, 3),
+            4004
         );
         // Too few elements for the ranks: zero-size rows, as in nccl-tests' output.
         assert_eq!(

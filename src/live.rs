@@ -422,24 +422,24 @@ fn nvml_facts() -> (
     let raw = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(nvml_lib()) }
         .or_else(|_| unsafe { nvml_wrapper_sys::bindings::NvmlLib::new("libnvidia-ml.so") })
         .ok();
+    let gpu_buses: Vec<String> = gpus.iter().map(|g| g.bus_id.to_lowercase()).collect();
+    let mut links_of: Vec<NvLinks> = Vec::new();
+    for i in 0..count {
+        let l = nvml
+            .device_by_index(i)
+            .map(|a| nvlinks_of(raw.as_ref(), &a, &gpu_buses))
+            .unwrap_or_default();
+        if let Some(g) = gpus.get_mut(i as usize) {
+            g.nvlinks_active = l.active;
+        }
+        links_of.push(l);
+    }
     for i in 0..count {
         let Ok(a) = nvml.device_by_index(i) else {
             continue;
         };
-        let mut nvlinks: BTreeMap<String, u32> = BTreeMap::new();
-        let mut active = 0;
-        for l in 0..18 {
-            let link = a.link_wrapper_for(l);
-            if link.is_active().unwrap_or(false) {
-                active += 1;
-                if let Ok(remote) = link.remote_pci_info() {
-                    *nvlinks.entry(remote.bus_id.to_lowercase()).or_default() += 1;
-                }
-            }
-        }
-        if let Some(g) = gpus.get_mut(i as usize) {
-            g.nvlinks_active = active;
-        }
+        let mine = &links_of[i as usize];
+
         for j in 0..count {
             if i == j {
                 continue;
@@ -452,9 +452,10 @@ fn nvml_facts() -> (
                 .get(j as usize)
                 .map(|g| g.bus_id.to_lowercase())
                 .unwrap_or_default();
-            let code = match nvlinks.get(&peer_bus) {
-                Some(n) => format!("NV{n}"),
-                None => match a.topology_common_ancestor(b) {
+            let theirs = &links_of[j as usize];
+            let code = match mine.to_peer(&peer_bus, theirs) {
+                n if n > 0 => format!("NV{n}"),
+                _ => match a.topology_common_ancestor(b) {
                     Ok(TopologyLevel::Internal) | Ok(TopologyLevel::Single) => "PIX".into(),
                     Ok(TopologyLevel::Multiple) => "PXB".into(),
                     Ok(TopologyLevel::HostBridge) => "PHB".into(),
@@ -472,6 +473,104 @@ fn nvml_facts() -> (
         }
     }
     (Ok(gpus), driver, Some(topo))
+}
+
+/// One GPU's active NVLinks: to each peer GPU directly (by bus id), and to NVSwitches.
+#[derive(Debug, Default)]
+struct NvLinks {
+    active: u32,
+    to_gpu: BTreeMap<String, u32>,
+    to_switch: u32,
+}
+
+impl NvLinks {
+    /// Links between this GPU and a peer: direct ones, plus those through the NVSwitches both
+    /// reach (as `nvidia-smi topo -m` counts them: NV18 between any two H100 on HGX, whose
+    /// every link goes to a switch; NCCL's path through an NVS node is bounded by the fewer).
+    fn to_peer(&self, peer_bus: &str, peer: &NvLinks) -> u32 {
+        let direct = self.to_gpu.get(peer_bus).copied().unwrap_or(0);
+        direct + self.to_switch.min(peer.to_switch)
+    }
+}
+
+/// NVLink device types (nvml.h `nvmlIntNvLinkDeviceType_t`).
+const NVLINK_REMOTE_GPU: u32 = 0;
+const NVLINK_REMOTE_SWITCH: u32 = 2;
+
+/// Whether link `l` is up, read as NCCL does (graph/xml.cc): on sm90 and later through the
+/// field value NVML_FI_DEV_NVLINK_GET_STATE (nvmlDeviceGetNvLinkState is not what Hopper
+/// answers), before that through nvmlDeviceGetNvLinkState.
+fn nvlink_up(
+    raw: Option<&nvml_wrapper_sys::bindings::NvmlLib>,
+    d: &nvml_wrapper::Device,
+    l: u32,
+    sm_major: i32,
+) -> bool {
+    use nvml_wrapper_sys::bindings::{field_id::NVML_FI_DEV_NVLINK_GET_STATE, nvmlFieldValue_t};
+    if sm_major >= 9 {
+        let Some(f) = raw.and_then(|lib| lib.nvmlDeviceGetFieldValues.as_ref().ok()) else {
+            return false;
+        };
+        // SAFETY: a zeroed C struct with its id and scope set; a live device handle.
+        let mut fv: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+        fv.fieldId = NVML_FI_DEV_NVLINK_GET_STATE;
+        fv.scopeId = l;
+        let rc = unsafe { f(d.handle(), 1, &mut fv) };
+        // SAFETY: NVML fills `uiVal` for this field (NV_FEATURE_ENABLED or DISABLED).
+        return rc == 0 && fv.nvmlReturn == 0 && unsafe { fv.value.uiVal } == 1;
+    }
+    d.link_wrapper_for(l).is_active().unwrap_or(false)
+}
+
+/// What is at the other end of link `l`: a GPU (its bus id) or an NVSwitch. NVML says so
+/// where it can (nvmlDeviceGetNvLinkRemoteDeviceType); otherwise, as NCCL reasons from the
+/// remote PCI device, a remote that is none of this machine's GPUs is a switch (on HGX/DGX
+/// every link's remote PCI info is an NVSwitch, never the peer GPU).
+fn nvlink_remote(
+    raw: Option<&nvml_wrapper_sys::bindings::NvmlLib>,
+    d: &nvml_wrapper::Device,
+    l: u32,
+    gpu_buses: &[String],
+) -> Option<Result<String, ()>> {
+    let kind = raw
+        .and_then(|lib| lib.nvmlDeviceGetNvLinkRemoteDeviceType.as_ref().ok())
+        .and_then(|f| {
+            let mut kind = 255;
+            // SAFETY: a live device handle and a valid out-pointer.
+            (unsafe { f(d.handle(), l, &mut kind) } == 0).then_some(kind)
+        });
+    if kind == Some(NVLINK_REMOTE_SWITCH) {
+        return Some(Err(()));
+    }
+    let remote = d.link_wrapper_for(l).remote_pci_info().ok()?;
+    let bus = remote.bus_id.to_lowercase();
+    if kind == Some(NVLINK_REMOTE_GPU) || gpu_buses.contains(&bus) {
+        Some(Ok(bus))
+    } else {
+        Some(Err(()))
+    }
+}
+
+/// Every active NVLink of one GPU, sorted by what it reaches.
+fn nvlinks_of(
+    raw: Option<&nvml_wrapper_sys::bindings::NvmlLib>,
+    d: &nvml_wrapper::Device,
+    gpu_buses: &[String],
+) -> NvLinks {
+    let sm_major = d.cuda_compute_capability().map(|c| c.major).unwrap_or(0);
+    let mut links = NvLinks::default();
+    for l in 0..18 {
+        if !nvlink_up(raw, d, l, sm_major) {
+            continue;
+        }
+        links.active += 1;
+        match nvlink_remote(raw, d, l, gpu_buses) {
+            Some(Ok(bus)) => *links.to_gpu.entry(bus).or_default() += 1,
+            Some(Err(())) => links.to_switch += 1,
+            None => {}
+        }
+    }
+    links
 }
 
 /// nvidia-smi's affinity columns for a GPU, from sysfs.

@@ -157,3 +157,63 @@ fn without_nvml_topo_says_so_and_exits_5() {
     let err = text(&out.stderr);
     assert!(err.contains("NVML unavailable (libnvidia-ml.so.1"), "{err}");
 }
+
+/// An HGX machine: every NVLink goes to an NVSwitch (its remote PCI info is the switch, never
+/// the peer GPU) and, the GPUs being Hopper, link state comes from the field value NCCL reads
+/// on sm90. `nvidia-smi topo -m` shows NV18 between every pair.
+fn nvswitch_machine(d: &Path, args: &[&str], switch_links: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(args)
+        .env("LD_LIBRARY_PATH", d)
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "8")
+        .env("NCCLPROBE_TEST_DOUBLE_NVSWITCH", switch_links)
+        .env("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+        .output()
+        .expect("run ncclprobe")
+}
+
+#[test]
+fn nvlinks_through_nvswitches_are_nvlinks() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let out = nvswitch_machine(d.path(), &["topo", "--format", "csv"], "18");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = text(&out.stdout);
+    let pairs: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with("GPU"))
+        .collect();
+    assert_eq!(pairs.len(), 8 * 7, "{csv}");
+    assert!(pairs.iter().all(|l| l.ends_with(",NV18")), "{csv}");
+    // All 18 links up on every GPU: no finding.
+    let out = nvswitch_machine(d.path(), &["diagnose", "--format", "json"], "18");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !v["findings"].to_string().contains("nvlink.down"),
+        "{}",
+        v["findings"]
+    );
+}
+
+#[test]
+fn a_gpu_with_links_down_behind_nvswitches_is_named() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let out = nvswitch_machine(d.path(), &["topo", "--format", "csv"], "18,3:16");
+    let csv = text(&out.stdout);
+    assert!(csv.lines().any(|l| l == "GPU3,GPU5,NV16"), "{csv}");
+    assert!(csv.lines().any(|l| l == "GPU0,GPU5,NV18"), "{csv}");
+    let out = nvswitch_machine(d.path(), &["diagnose", "--format", "json"], "18,3:16");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let down = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "nvlink.down")
+        .expect("nvlink.down");
+    let evidence = down["evidence"].to_string();
+    assert!(
+        evidence.contains("GPU 3") && evidence.contains("16 active NVLinks, 18 on other GPUs"),
+        "{evidence}"
+    );
+    assert!(!evidence.contains("GPU 0"), "{evidence}");
+}

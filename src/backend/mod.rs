@@ -42,7 +42,7 @@ pub struct PointSpec {
 
 impl PointSpec {
     pub fn layout(&self, nranks: usize, rank: usize) -> Layout {
-        Layout::new(self.coll, self.count, nranks, rank)
+        Layout::new(self.coll, self.count, self.dtype.size_bytes(), nranks, rank)
     }
 
     /// Imports can name collectives no backend runs (`unknown`, gather, scatter, …).

@@ -5,7 +5,11 @@
 //!   n active NVLinks to the peer; else the PCIe common ancestor PIX/PXB/PHB/NODE/SYS;
 //!   unlisted pairs PHB) and, after `/`, the P2P read status as nvidia-smi's code (OK);
 //! - `NCCLPROBE_TEST_DOUBLE_PROCS=PID:GPU:BYTES,...` running compute processes;
-//! - `NCCLPROBE_TEST_DOUBLE_PCIE_WIDTH=GPU:WIDTH,...` a GPU's current link width (of x16).
+//! - `NCCLPROBE_TEST_DOUBLE_PCIE_WIDTH=GPU:WIDTH,...` a GPU's current link width (of x16);
+//! - `NCCLPROBE_TEST_DOUBLE_NVSWITCH=LINKS[,GPU:LINKS...]` an HGX/DGX machine instead: every
+//!   GPU's NVLinks (LINKS active, or as listed per GPU) go to NVSwitches, never to a peer GPU,
+//!   and the GPUs are Hopper (compute capability 9.0), whose link state NVML gives through the
+//!   field value NVML_FI_DEV_NVLINK_GET_STATE rather than nvmlDeviceGetNvLinkState.
 //!
 //! Device handles are `index + 1` cast to a pointer.
 
@@ -71,6 +75,21 @@ fn nvlink_peer(a: usize, l: usize) -> Option<usize> {
     }
     None
 }
+
+/// Active NVLinks of GPU `i` to NVSwitches, on an NVSwitch machine (None otherwise).
+fn switch_links(i: usize) -> Option<usize> {
+    let spec = env_list("NCCLPROBE_TEST_DOUBLE_NVSWITCH");
+    let all = spec.first()?.parse::<usize>().ok()?;
+    let own = spec[1..].iter().find_map(|e| {
+        let (g, n) = e.split_once(':')?;
+        (g.parse::<usize>().ok()? == i).then(|| n.parse().ok())?
+    });
+    Some(own.unwrap_or(all))
+}
+
+const NOT_SUPPORTED: NvmlReturn = 3;
+const NVLINK_DEVICE_TYPE_GPU: c_uint = 0;
+const NVLINK_DEVICE_TYPE_SWITCH: c_uint = 2;
 
 fn index_of(d: nvmlDevice_t) -> Option<usize> {
     let i = (d as usize).checked_sub(1)?;
@@ -258,7 +277,66 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     if l >= MAX_NVLINKS {
         return INVALID_ARGUMENT;
     }
+    if switch_links(i).is_some() {
+        // Hopper: the state comes from the NVML_FI_DEV_NVLINK_GET_STATE field.
+        return NOT_SUPPORTED;
+    }
     *out = nvlink_peer(i, l as usize).is_some() as c_uint;
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    d: nvmlDevice_t,
+    major: *mut std::ffi::c_int,
+    minor: *mut std::ffi::c_int,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    *major = if switch_links(i).is_some() { 9 } else { 8 };
+    *minor = 0;
+    SUCCESS
+}
+
+/// Field values: only NVML_FI_DEV_NVLINK_GET_STATE (165), answered on Hopper.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    d: nvmlDevice_t,
+    count: std::ffi::c_int,
+    values: *mut nvml_wrapper_sys::bindings::nvmlFieldValue_t,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    for k in 0..count.max(0) as usize {
+        let v = &mut *values.add(k);
+        match (v.fieldId, switch_links(i)) {
+            (165, Some(n)) => {
+                v.nvmlReturn = SUCCESS;
+                v.value.uiVal = ((v.scopeId as usize) < n) as c_uint;
+            }
+            _ => v.nvmlReturn = NOT_SUPPORTED,
+        }
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemoteDeviceType(
+    d: nvmlDevice_t,
+    l: c_uint,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    match switch_links(i) {
+        Some(n) if (l as usize) < n => *out = NVLINK_DEVICE_TYPE_SWITCH,
+        Some(_) => return INVALID_ARGUMENT,
+        None if nvlink_peer(i, l as usize).is_some() => *out = NVLINK_DEVICE_TYPE_GPU,
+        None => return INVALID_ARGUMENT,
+    }
     SUCCESS
 }
 
@@ -268,6 +346,21 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
     l: c_uint,
     out: *mut nvmlPciInfo_t,
 ) -> NvmlReturn {
+    if let Some(n) = index_of(d).and_then(switch_links) {
+        // Each link reaches one of four NVSwitches: their PCI info, never a GPU's.
+        if (l as usize) >= n {
+            return INVALID_ARGUMENT;
+        }
+        let mut info: nvmlPciInfo_t = std::mem::zeroed();
+        let id = format!("00000000:{:02X}:00.0", 0xC5 + (l % 4));
+        for (dst, src) in info.busId.iter_mut().zip(id.bytes()) {
+            *dst = src as c_char;
+        }
+        info.bus = 0xC5 + (l % 4);
+        info.pciDeviceId = 0x22a3_10de;
+        *out = info;
+        return SUCCESS;
+    }
     match index_of(d).and_then(|i| nvlink_peer(i, l as usize)) {
         Some(peer) => pci_info(peer, out),
         None => INVALID_ARGUMENT,

@@ -335,6 +335,11 @@ pub fn premultiplies_avg(dtype: Dtype, op: RedOp) -> bool {
 
 /// `avg`'s prologue in place: `dst[i] = dst[i] x 1/n`.
 pub fn premul_bytes(dtype: Dtype, dst: &mut [u8], nranks: usize) {
+    // Zero-size calls exist (small sizes split per rank round down to 0); an empty Vec's
+    // dangling pointer is not aligned for wider types, so never cast one.
+    if dst.is_empty() {
+        return;
+    }
     with_dtype!(dtype, T => {
         for d in bytemuck::cast_slice_mut::<u8, T>(dst) {
             *d = d.premul(nranks);
@@ -344,6 +349,11 @@ pub fn premul_bytes(dtype: Dtype, dst: &mut [u8], nranks: usize) {
 
 /// `dst[i] += src[i] x 1/n`, the pre-multiplied sum of floating `avg`.
 pub fn accumulate_premul_bytes(dtype: Dtype, dst: &mut [u8], src: &[u8], nranks: usize) {
+    // Zero-size calls exist (small sizes split per rank round down to 0); an empty Vec's
+    // dangling pointer is not aligned for wider types, so never cast one.
+    if dst.is_empty() {
+        return;
+    }
     with_dtype!(dtype, T => {
         let src: &[T] = bytemuck::cast_slice(src);
         for (d, s) in bytemuck::cast_slice_mut::<u8, T>(dst).iter_mut().zip(src) {
@@ -361,10 +371,20 @@ pub fn scale_avg<T: Element>(dst: &mut [T], nranks: usize) {
 
 /// Byte-level entry points, for backends that hold untyped buffers.
 pub fn accumulate_bytes(dtype: Dtype, dst: &mut [u8], src: &[u8], op: RedOp) {
+    // Zero-size calls exist (small sizes split per rank round down to 0); an empty Vec's
+    // dangling pointer is not aligned for wider types, so never cast one.
+    if dst.is_empty() {
+        return;
+    }
     with_dtype!(dtype, T => accumulate::<T>(bytemuck::cast_slice_mut(dst), bytemuck::cast_slice(src), op))
 }
 
 pub fn combine_bytes(dtype: Dtype, dst: &mut [u8], a: &[u8], b: &[u8], op: RedOp) {
+    // Zero-size calls exist (small sizes split per rank round down to 0); an empty Vec's
+    // dangling pointer is not aligned for wider types, so never cast one.
+    if dst.is_empty() {
+        return;
+    }
     with_dtype!(dtype, T => combine_into::<T>(
         bytemuck::cast_slice_mut(dst),
         bytemuck::cast_slice(a),
@@ -374,6 +394,11 @@ pub fn combine_bytes(dtype: Dtype, dst: &mut [u8], a: &[u8], b: &[u8], op: RedOp
 }
 
 pub fn scale_avg_bytes(dtype: Dtype, dst: &mut [u8], nranks: usize) {
+    // Zero-size calls exist (small sizes split per rank round down to 0); an empty Vec's
+    // dangling pointer is not aligned for wider types, so never cast one.
+    if dst.is_empty() {
+        return;
+    }
     with_dtype!(dtype, T => scale_avg::<T>(bytemuck::cast_slice_mut(dst), nranks))
 }
 
@@ -412,5 +437,17 @@ mod tests {
         let mut b = vec![bf16::from_f32(2.0)];
         accumulate(&mut b, &[bf16::from_f32(3.0)], RedOp::Prod);
         assert_eq!(b[0], bf16::from_f32(6.0));
+    }
+
+    #[test]
+    fn empty_buffers_of_any_alignment_are_left_alone() {
+        let mut empty: Vec<u8> = Vec::new();
+        for dtype in Dtype::ALL {
+            accumulate_bytes(dtype, &mut empty, &[], RedOp::Sum);
+            combine_bytes(dtype, &mut empty, &[], &[], RedOp::Max);
+            scale_avg_bytes(dtype, &mut empty, 3);
+            premul_bytes(dtype, &mut empty, 3);
+            accumulate_premul_bytes(dtype, &mut empty, &[], 3);
+        }
     }
 }

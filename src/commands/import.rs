@@ -13,10 +13,13 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::internal(format!("{e:#}")))?;
     let record = sink.record;
     if out.table_on_stdout() {
-        print!(
-            "{}",
-            table::imported(&args.file.display().to_string(), &record)
-        );
+        // The name the input was read under ("(stdin)" for `-`), as the record has it.
+        let name = record
+            .import
+            .as_ref()
+            .map(|i| i.file.clone())
+            .unwrap_or_else(|| args.file.display().to_string());
+        print!("{}", table::imported(&name, &record));
     }
     print!("{}", stdout_documents(out, &record)?);
     Ok(ExitCode::Ok)

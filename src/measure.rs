@@ -3,7 +3,7 @@
 //! so every rank reaches them without another message.
 
 use crate::backend::{BackendError, Communicator, PointSpec};
-use crate::coll::{bandwidths, reported_size_bytes, Placement};
+use crate::coll::{bandwidths, reported_size_bytes, Layout, Placement};
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
 use crate::fault_injection::{self, Site};
@@ -79,23 +79,7 @@ impl PointRunner<'_> {
             Site::BeforeTiming { what: &what },
         );
 
-        // Warm-up: the asked-for count, then more until the asked-for time has passed.
-        let first = s.warmup_iters.max(1);
-        let mut warm_s = self.timed(placement, first, &what)?;
-        let mut per_iter_s = warm_s / first as f64;
-        while warm_s < s.warmup_min_s {
-            let k = ((s.warmup_min_s - warm_s) / per_iter_s.max(1e-9))
-                .ceil()
-                .clamp(1.0, 1e6) as usize;
-            let t = self.timed(placement, k, &what)?;
-            warm_s += t;
-            per_iter_s = t / k as f64;
-        }
-        let iters = s.iters_per_sample.unwrap_or_else(|| {
-            (s.sample_target_s / per_iter_s.max(1e-9))
-                .ceil()
-                .clamp(1.0, 1e6) as usize
-        });
+        let iters = self.warm_up(placement, &what)?;
 
         // Samples until the interval is tight, the budget is spent or the cap is reached.
         let rule = StopRule {
@@ -128,46 +112,7 @@ impl PointRunner<'_> {
             }
         };
 
-        // Check after timing, on fresh inputs, untimed (as nccl-tests does).
-        let mut wrong = None;
-        // As nccl-tests, in-place results that the backend cannot produce are not checked.
-        let check_iters =
-            if placement == Placement::InPlace && !self.comm.checks_in_place(spec.coll) {
-                0
-            } else {
-                s.check_iters
-            };
-        for _ in 0..check_iters {
-            fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
-            self.comm.upload().map_err(|e| backend_failure(&what, e))?;
-            self.arm(&format!("{what} (check)"));
-            self.comm
-                .run(placement, 1)
-                .map_err(|e| backend_failure(&what, e))?;
-            self.comm
-                .download()
-                .map_err(|e| backend_failure(&what, e))?;
-            fault_injection::strike(
-                self.plan.fault.as_ref(),
-                rank,
-                size_bytes,
-                Site::CheckOutput {
-                    recv: self.comm.buffers().recv,
-                    layout: &layout,
-                    placement,
-                    elem_bytes: spec.dtype.size_bytes(),
-                },
-            );
-            let local = count_wrong(&gen, rank, &layout, placement, self.comm.buffers().recv);
-            let total = self
-                .comm
-                .allreduce_sum_u64(local)
-                .map_err(|e| backend_failure(&what, e))?;
-            wrong = Some(total);
-            if total > 0 {
-                break;
-            }
-        }
+        let wrong = self.check(spec, placement, &gen, &layout, &what)?;
 
         let stats = summarize(&samples);
         let time_s = stats.median_s;
@@ -197,5 +142,80 @@ impl PointRunner<'_> {
             per_rank_time_s: per_rank.iter().map(|v| summarize(v).median_s).collect(),
             nccl_model_time_s: self.comm.model_time_s(placement),
         })
+    }
+
+    /// Warm-up: the asked-for count, then more until the asked-for time has passed. Returns
+    /// the iterations per sample (given, or enough for the sample target at the warm rate).
+    fn warm_up(&mut self, placement: Placement, what: &str) -> Result<usize, Failure> {
+        let s = &self.plan.settings;
+        let first = s.warmup_iters.max(1);
+        let mut warm_s = self.timed(placement, first, what)?;
+        let mut per_iter_s = warm_s / first as f64;
+        while warm_s < s.warmup_min_s {
+            let k = ((s.warmup_min_s - warm_s) / per_iter_s.max(1e-9))
+                .ceil()
+                .clamp(1.0, 1e6) as usize;
+            let t = self.timed(placement, k, what)?;
+            warm_s += t;
+            per_iter_s = t / k as f64;
+        }
+        Ok(s.iters_per_sample.unwrap_or_else(|| {
+            (s.sample_target_s / per_iter_s.max(1e-9))
+                .ceil()
+                .clamp(1.0, 1e6) as usize
+        }))
+    }
+
+    /// Checks after timing, on fresh inputs, untimed (as nccl-tests does); `None` when the
+    /// point is not checked. Stops at the first check that finds a wrong element.
+    fn check(
+        &mut self,
+        spec: &PointSpec,
+        placement: Placement,
+        gen: &Generator,
+        layout: &Layout,
+        what: &str,
+    ) -> Result<Option<u64>, Failure> {
+        let rank = self.comm.rank();
+        let size_bytes = reported_size_bytes(spec.coll, spec.count, spec.dtype, self.comm.nranks());
+        let s = &self.plan.settings;
+        let mut wrong = None;
+        // As nccl-tests, in-place results that the backend cannot produce are not checked.
+        let check_iters =
+            if placement == Placement::InPlace && !self.comm.checks_in_place(spec.coll) {
+                0
+            } else {
+                s.check_iters
+            };
+        for _ in 0..check_iters {
+            fill_inputs(gen, rank, layout, placement, self.comm.buffers());
+            self.comm.upload().map_err(|e| backend_failure(what, e))?;
+            self.arm(&format!("{what} (check)"));
+            self.comm
+                .run(placement, 1)
+                .map_err(|e| backend_failure(what, e))?;
+            self.comm.download().map_err(|e| backend_failure(what, e))?;
+            fault_injection::strike(
+                self.plan.fault.as_ref(),
+                rank,
+                size_bytes,
+                Site::CheckOutput {
+                    recv: self.comm.buffers().recv,
+                    layout,
+                    placement,
+                    elem_bytes: spec.dtype.size_bytes(),
+                },
+            );
+            let local = count_wrong(gen, rank, layout, placement, self.comm.buffers().recv);
+            let total = self
+                .comm
+                .allreduce_sum_u64(local)
+                .map_err(|e| backend_failure(what, e))?;
+            wrong = Some(total);
+            if total > 0 {
+                break;
+            }
+        }
+        Ok(wrong)
     }
 }

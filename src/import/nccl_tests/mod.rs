@@ -111,52 +111,14 @@ pub fn text_from(input: Input, tee: &mut dyn FnMut(&Line)) -> Result<RunRecord, 
 
 fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
     let name = name.to_string();
-    if p.rows.is_empty() && p.headers_seen == 0 && p.ranks.is_empty() && p.errors.is_empty() {
-        return Err(InputError::WrongKind {
-            path: name,
-            reason: "no nccl-tests table, header or device lines found".into(),
-            expected: EXPECTED.into(),
-        });
-    }
-    if p.too_many_rows {
-        return Err(InputError::WrongKind {
-            path: name,
-            reason: format!(
-                "more than {} distinct table rows; nccl-tests prints a few hundred per run: split the log into its runs",
-                table::MAX_ROWS
-            ),
-            expected: EXPECTED.into(),
-        });
-    }
+    refuse_unusable(&name, &p)?;
     if p.notes_suppressed > 0 {
         p.notes
             .push(format!("{} more notes like these", p.notes_suppressed));
     }
-    // A second process printing the same table (non-MPI builds under mpirun): keep the first.
-    // (Zero-size rows legitimately repeat: small sizes round down to 0 elements per rank.)
-    let before = p.rows.len() + p.duplicate_rows;
-    if p.headers_seen > 1 {
-        let mut seen = std::collections::HashSet::new();
-        p.rows.retain(|r| {
-            r.size == 0
-                || seen.insert((
-                    r.collective,
-                    r.size,
-                    r.dtype.clone(),
-                    r.redop.clone(),
-                    r.root,
-                ))
-        });
-    }
-    if p.rows.len() < before {
-        p.notes.push(format!(
-            "{} duplicated rows dropped (the table was printed more than once)",
-            before - p.rows.len()
-        ));
-    }
+    drop_reprinted_rows(&mut p);
     let mut record = empty_record(&name, "nccl-tests-text");
     let mut info = record.import.take().unwrap_or_default();
-    let rows: Vec<&Row> = p.rows.iter().collect();
     // Ranks: "# Rank" lines when they are a consistent 0..n-1 set.
     let mut rank_ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();
     rank_ids.sort_unstable();
@@ -169,7 +131,7 @@ fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
     }
 
     let mut groups: Vec<Option<Collective>> = Vec::new();
-    for r in &rows {
+    for r in &p.rows {
         if !groups.contains(&r.collective) {
             groups.push(r.collective);
         }
@@ -177,30 +139,12 @@ fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
     let mut froms = Vec::new();
     let mut nranks_froms = Vec::new();
     for group in groups {
-        let g_rows: Vec<&Row> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.collective == group)
-            .collect();
+        let g_rows: Vec<&Row> = p.rows.iter().filter(|r| r.collective == group).collect();
         let (coll, from) = match group {
             Some(c) => (c, "named in the log".to_string()),
             None => infer_collective(&g_rows),
         };
-        let (nranks, nfrom) = if ranks_consistent {
-            (p.ranks.len(), "the '# Rank' lines".to_string())
-        } else if let Some(n) = nranks_from_size(coll, &g_rows) {
-            (n, "size / (count x type size)".to_string())
-        } else if let Some(n) = nranks_from_ratio(coll, &g_rows) {
-            (n, "busbw/algbw of the largest size".to_string())
-        } else if let Some(n) = p.info_nranks {
-            (n, "NCCL INFO nranks".to_string())
-        } else if let Some(n) = p.command_ranks {
-            (n, "the command line (-np × -t × -g)".to_string())
-        } else if let Some(n) = p.threads_gpus {
-            (n, "nThread × nGpus (a lower bound)".to_string())
-        } else {
-            (0, "unknown".to_string())
-        };
+        let (nranks, nfrom) = nranks_for(coll, &g_rows, &p, ranks_consistent);
         froms.push(format!("{coll}: {from}"));
         nranks_froms.push(nfrom);
         for row in g_rows {
@@ -269,4 +213,75 @@ fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
     record.headlines = crate::model::headlines(&record.points);
     record.import = Some(info);
     Ok(record)
+}
+
+/// Refuses input that holds nothing of a run, or far more rows than any run prints.
+fn refuse_unusable(name: &str, p: &Parsed) -> Result<(), InputError> {
+    if p.rows.is_empty() && p.headers_seen == 0 && p.ranks.is_empty() && p.errors.is_empty() {
+        return Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: "no nccl-tests table, header or device lines found".into(),
+            expected: EXPECTED.into(),
+        });
+    }
+    if p.too_many_rows {
+        return Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: format!(
+                "more than {} distinct table rows; nccl-tests prints a few hundred per run: split the log into its runs",
+                table::MAX_ROWS
+            ),
+            expected: EXPECTED.into(),
+        });
+    }
+    Ok(())
+}
+
+/// A second process printing the same table (non-MPI builds under mpirun): keeps the first.
+/// Zero-size rows legitimately repeat: small sizes round down to 0 elements per rank.
+fn drop_reprinted_rows(p: &mut Parsed) {
+    let before = p.rows.len() + p.duplicate_rows;
+    if p.headers_seen > 1 {
+        let mut seen = std::collections::HashSet::new();
+        p.rows.retain(|r| {
+            r.size == 0
+                || seen.insert((
+                    r.collective,
+                    r.size,
+                    r.dtype.clone(),
+                    r.redop.clone(),
+                    r.root,
+                ))
+        });
+    }
+    if p.rows.len() < before {
+        p.notes.push(format!(
+            "{} duplicated rows dropped (the table was printed more than once)",
+            before - p.rows.len()
+        ));
+    }
+}
+
+/// The world size behind one collective's rows, and what it was read from, most direct first.
+fn nranks_for(
+    coll: Collective,
+    rows: &[&Row],
+    p: &Parsed,
+    ranks_consistent: bool,
+) -> (usize, String) {
+    if ranks_consistent {
+        (p.ranks.len(), "the '# Rank' lines".to_string())
+    } else if let Some(n) = nranks_from_size(coll, rows) {
+        (n, "size / (count x type size)".to_string())
+    } else if let Some(n) = nranks_from_ratio(coll, rows) {
+        (n, "busbw/algbw of the largest size".to_string())
+    } else if let Some(n) = p.info_nranks {
+        (n, "NCCL INFO nranks".to_string())
+    } else if let Some(n) = p.command_ranks {
+        (n, "the command line (-np × -t × -g)".to_string())
+    } else if let Some(n) = p.threads_gpus {
+        (n, "nThread × nGpus (a lower bound)".to_string())
+    } else {
+        (0, "unknown".to_string())
+    }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::bin;
+use common::{bin, host_sweep};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -125,18 +125,8 @@ fn a_zero_start_with_a_factor_is_refused_and_repeats_are_measured_once() {
         &["sweep", "--backend", "host", "-b", "0", "-e", "64"],
         "-b/--minbytes 0",
     );
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "64",
-        ])
+    let out = host_sweep(2)
+        .args(["-b", "8", "-e", "64"])
         .args([
             "--collective",
             "all_reduce,all_reduce",
@@ -216,18 +206,8 @@ fn ddp_needs_an_all_reduce_curve_and_fsdp_says_when_one_stands_in() {
     let ag = dir.path().join("ag.json");
     let ar = dir.path().join("ar.json");
     for (coll, path) in [("all_gather", &ag), ("all_reduce", &ar)] {
-        bin()
-            .args([
-                "sweep",
-                "--backend",
-                "host",
-                "--ranks",
-                "2",
-                "-b",
-                "1K",
-                "-e",
-                "64K",
-            ])
+        host_sweep(2)
+            .args(["-b", "1K", "-e", "64K"])
             .args(["--samples", "6", "--collective", coll, "--json"])
             .arg(path)
             .assert()

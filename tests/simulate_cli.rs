@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::bin;
+use common::{bin, host_sweep};
 use predicates::str::contains;
 use serde_json::Value;
 
@@ -131,13 +131,8 @@ fn no_sync_filter_keeps_only_no_sync_rows() {
 fn a_measured_sweep_is_a_curve() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
-    bin()
+    host_sweep(2)
         .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
             "-b",
             "64K",
             "-e",

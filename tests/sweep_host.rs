@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{bin, csv_rows, read_record, table_rows};
+use common::{bin, csv_rows, host_sweep, read_record, table_rows};
 use ncclprobe::coll::Placement;
 use ncclprobe::model::RunStatus;
 use predicates::str::contains;
@@ -27,20 +27,8 @@ fn close(table: f64, exact: f64, decimals: i32) -> bool {
 fn table_json_and_csv_agree() {
     let dir = tempfile::tempdir().unwrap();
     let (json, csv) = (dir.path().join("run.json"), dir.path().join("run.csv"));
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "3",
-            "-b",
-            "8",
-            "-e",
-            "1M",
-            "-f",
-            "4",
-        ])
+    let out = host_sweep(3)
+        .args(["-b", "8", "-e", "1M", "-f", "4"])
         .args([
             "--collective",
             "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,sendrecv",
@@ -132,24 +120,8 @@ fn table_json_and_csv_agree() {
 
 #[test]
 fn every_type_and_op_passes_the_check() {
-    bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "4",
-            "-b",
-            "64",
-            "-e",
-            "4K",
-            "-f",
-            "8",
-            "-d",
-            "all",
-            "-o",
-            "all",
-        ])
+    host_sweep(4)
+        .args(["-b", "64", "-e", "4K", "-f", "8", "-d", "all", "-o", "all"])
         .args([
             "--collective",
             "all_reduce,reduce_scatter,reduce",
@@ -168,20 +140,8 @@ fn every_type_and_op_passes_the_check() {
 fn a_single_flipped_element_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-            "--inject-fault",
-            "corrupt:1:2K",
-        ])
+    let out = host_sweep(2)
+        .args(["-b", "1K", "-e", "4K", "--inject-fault", "corrupt:1:2K"])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -222,13 +182,8 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
     let json = dir.path().join("run.json");
     let csv = dir.path().join("run.csv");
     let start = Instant::now();
-    bin()
+    host_sweep(3)
         .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "3",
             "-b",
             "1K",
             "-e",
@@ -265,20 +220,8 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
 
 #[test]
 fn csv_and_json_to_stdout() {
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "--format",
-            "csv",
-        ])
+    let out = host_sweep(2)
+        .args(["-b", "8", "-e", "64", "--format", "csv"])
         .args(FAST)
         .assert()
         .success()
@@ -293,20 +236,8 @@ fn csv_and_json_to_stdout() {
     );
     assert_eq!(lines.count(), 8);
 
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "--format",
-            "json",
-        ])
+    let out = host_sweep(2)
+        .args(["-b", "8", "-e", "64", "--format", "json"])
         .args(FAST)
         .assert()
         .success()
@@ -326,18 +257,8 @@ fn csv_and_json_to_stdout() {
 fn only_nccl_and_cuda_variables_are_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
-    bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "8",
-        ])
+    host_sweep(2)
+        .args(["-b", "8", "-e", "8"])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -432,20 +353,8 @@ fn a_huge_max_is_clipped_and_said() {
     // -b equal to a small power and a factor that jumps past memory.
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "8",
-            "-e",
-            "1T",
-            "-f",
-            "1048576",
-        ])
+    let out = host_sweep(2)
+        .args(["-b", "8", "-e", "1T", "-f", "1048576"])
         .args(FAST)
         .arg("--json")
         .arg(&json)
@@ -473,22 +382,8 @@ fn a_huge_max_is_clipped_and_said() {
 fn across_ranks_choice_is_applied_and_recorded() {
     let run = |a: &str| -> ncclprobe::model::RunRecord {
         common::json_stdout(
-            bin()
-                .args([
-                    "sweep",
-                    "--backend",
-                    "host",
-                    "--ranks",
-                    "3",
-                    "-b",
-                    "1M",
-                    "-e",
-                    "1M",
-                    "--format",
-                    "json",
-                    "-a",
-                    a,
-                ])
+            host_sweep(3)
+                .args(["-b", "1M", "-e", "1M", "--format", "json", "-a", a])
                 .args(FAST),
         )
     };

@@ -103,3 +103,10 @@ pub fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
         .collect();
     (header, rows)
 }
+
+/// `ncclprobe sweep --backend host --ranks N`, to which a test adds its own flags.
+pub fn host_sweep(ranks: usize) -> assert_cmd::Command {
+    let mut cmd = bin();
+    cmd.args(["sweep", "--backend", "host", "--ranks", &ranks.to_string()]);
+    cmd
+}

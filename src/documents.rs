@@ -21,6 +21,9 @@ pub enum Kind {
     Diagnosis,
     Simulation,
     Topology,
+    Comparison,
+    Qualification,
+    Baselines,
 }
 
 /// `ncclprobe diagnose --format json`.
@@ -159,4 +162,131 @@ pub struct FsdpSimulation {
     pub link: String,
     pub compute: Compute,
     pub strategies: Vec<FsdpRow>,
+}
+
+/// What a run was held against: a shipped expectation or an earlier run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineRef {
+    /// `expectation` or `run`.
+    pub kind: String,
+    /// The entry's id, or the earlier run's file.
+    pub id: String,
+    pub title: String,
+    /// The entry's provenance kind (`measured`, `production-threshold`, `vendor-statement`,
+    /// `derived`, `cost-model`); `measured` for a run.
+    pub provenance: String,
+    pub citation: String,
+    /// One line: which entry and why.
+    pub why: String,
+}
+
+/// One (collective, size, placement) held against its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComparedPoint {
+    pub collective: crate::coll::Collective,
+    pub dtype: crate::dtype::Dtype,
+    pub size_bytes: u64,
+    pub placement: crate::coll::Placement,
+    pub measured_busbw_bytes_per_s: f64,
+    /// The expectation at this size, or the earlier run's busbw.
+    pub expected_busbw_bytes_per_s: f64,
+    pub expected_low_bytes_per_s: f64,
+    pub expected_high_bytes_per_s: f64,
+    /// measured / expected.
+    pub ratio: f64,
+    /// `ok`, `below`, `far-below`, `above-expectation` (against an expectation);
+    /// `regression`, `improvement`, `within-noise` (against a run).
+    pub verdict: String,
+    /// Where the expected number came from: the entry's published plateau, the cost model
+    /// (with the algorithm and protocol it picked), or the earlier run.
+    pub layer: String,
+    /// NCCL's own estimate for this call (ncclGroupSimulateEnd), as busbw, when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_model_busbw_bytes_per_s: Option<f64>,
+    /// Run vs run: the two-sided p-value of the test named in the document, when both runs
+    /// have samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+}
+
+/// What the machine would give without the overrides in force.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Alternative {
+    pub overrides: Vec<String>,
+    pub baseline: BaselineRef,
+    /// Plateau busbw per collective on that path, bytes/s.
+    pub plateau_busbw_bytes_per_s: std::collections::BTreeMap<String, f64>,
+    pub sentence: String,
+}
+
+/// `ncclprobe compare --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Comparison {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub tool: ToolInfo,
+    /// The run judged (its file).
+    pub run: String,
+    pub baseline: BaselineRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_overrides: Option<Alternative>,
+    pub points: Vec<ComparedPoint>,
+    /// What was not compared, and why (collectives or sizes in one run only, other rank
+    /// counts or dtypes, collectives the entry has no figure for).
+    pub not_compared: Vec<String>,
+    /// How changes were judged (run vs run) or how the band was set (expectation).
+    pub method: String,
+    pub warnings: Vec<String>,
+    pub summary: String,
+}
+
+/// One rule of a qualification and how the run fared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleResult {
+    /// `completed`, `correct`, `min-busbw`, `max-latency`, `max-skew`, `min-ratio`.
+    pub rule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<crate::coll::Collective>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    pub measured: Option<f64>,
+    pub required: Option<f64>,
+    /// Unit of `measured` and `required` (`GB/s`, `us`, `x`, `elements`).
+    pub unit: String,
+    pub passed: bool,
+    pub message: String,
+}
+
+/// `ncclprobe qualify --format json` (and `sweep --qualify`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Qualification {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub tool: ToolInfo,
+    pub run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<BaselineRef>,
+    pub passed: bool,
+    pub results: Vec<RuleResult>,
+    /// Measurements taken (1 + retries, for `sweep --qualify --retries`).
+    pub attempts: usize,
+    /// nccl-tests' "Avg bus bandwidth" per collective, for familiarity; never a rule.
+    pub avg_busbw_bytes_per_s: std::collections::BTreeMap<String, f64>,
+    pub summary: String,
+}
+
+/// `ncclprobe baselines --format json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselinesDocument {
+    pub schema_version: u32,
+    pub kind: Kind,
+    pub tool: ToolInfo,
+    pub entries: Vec<crate::expect::table::Entry>,
 }

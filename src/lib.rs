@@ -14,6 +14,7 @@ pub mod diagnose;
 pub mod documents;
 pub mod dtype;
 pub mod exit;
+pub mod expect;
 pub mod fault_injection;
 pub mod flags;
 pub mod import;

@@ -31,6 +31,10 @@ pub struct RunRecord {
     /// Reference measurements taken in the same run (e.g. single-thread memcpy bandwidth).
     pub calibration: Calibration,
     pub topology: Option<serde_json::Value>,
+    /// Why this machine is known to be WSL2 (empty when it is not, or not known): WSL2 has no
+    /// CUDA IPC, so NCCL has no P2P, which changes what the run should give.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wsl2_evidence: Vec<String>,
     pub notes: Vec<String>,
     pub points: Vec<Point>,
     pub headlines: Vec<Headline>,
@@ -177,6 +181,7 @@ impl RunRecord {
             settings: None,
             calibration: Calibration::default(),
             topology: None,
+            wsl2_evidence: Vec::new(),
             notes: Vec::new(),
             points: Vec::new(),
             headlines: Vec::new(),

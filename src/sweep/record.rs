@@ -27,9 +27,9 @@ pub fn new_record(
     record.settings = Some(plan.settings.clone());
     record.calibration = calibration;
     // What this machine's GPUs look like (NVML, else sysfs); none on machines without GPUs.
-    record.topology = crate::live::collect(&crate::live::Roots::default(), true)
-        .topology
-        .and_then(|t| serde_json::to_value(t).ok());
+    let facts = crate::live::collect(&crate::live::Roots::default(), true);
+    record.wsl2_evidence = facts.wsl2_evidence.clone();
+    record.topology = facts.topology.and_then(|t| serde_json::to_value(t).ok());
     record.notes = plan.notes.clone();
     record
 }

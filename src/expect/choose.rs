@@ -1,0 +1,578 @@
+//! Which expectation applies to a run: the path NCCL takes, told from the facts a run carries
+//! (its topology or one given with `--topo`, the GPU model, rank and node counts, the `NCCL_*`
+//! overrides, WSL2, the transports of an `NCCL_DEBUG=INFO` log), then the entry of the table
+//! that fits that path best. The slowest GPU pair the ring must cross decides.
+
+use super::cost::{Hw, Link};
+use super::table::{contains_ci, Entry, GpuModel, PathKind, Table};
+use crate::coll::Collective;
+use crate::import::nccl_log::LogFacts;
+use crate::import::topo::Topology;
+use crate::model::RunRecord;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What is known about where a run ran.
+#[derive(Debug, Clone, Default)]
+pub struct Situation {
+    pub nranks: usize,
+    pub nnodes: usize,
+    /// A GPU name as the run or log printed it.
+    pub gpu_name: Option<String>,
+    /// (where from, topology).
+    pub topology: Option<(String, Topology)>,
+    pub env: BTreeMap<String, String>,
+    /// Why the run is known to be under WSL2 (empty: not known to be).
+    pub wsl2: Vec<String>,
+    /// Transports an NCCL_DEBUG=INFO log shows (`P2P/IPC`, `SHM`, `NET/Socket`…) and the
+    /// network it chose.
+    pub log_transports: Vec<String>,
+    pub log_network: Option<String>,
+}
+
+/// The environment variables that force NCCL off its default path.
+pub const OVERRIDES: [&str; 6] = [
+    "NCCL_SHM_DISABLE",
+    "NCCL_P2P_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_NET",
+];
+
+impl Situation {
+    /// The facts of a run record, with an optional topology and log given beside it.
+    pub fn of_record(
+        record: &RunRecord,
+        topology: Option<(String, Topology)>,
+        log: Option<&LogFacts>,
+    ) -> Situation {
+        let nranks = record
+            .points
+            .iter()
+            .map(|p| p.nranks)
+            .max()
+            .unwrap_or(record.backend.nranks)
+            .max(record.backend.nranks);
+        let mut nnodes = record.backend.hosts.len().max(1);
+        let mut env = record.env.clone();
+        let mut wsl2 = record.wsl2_evidence.clone();
+        let (mut log_transports, mut log_network) = (Vec::new(), None);
+        if let Some(l) = log {
+            nnodes = nnodes.max(l.nnodes.unwrap_or(1)).max(l.hosts.len());
+            for (k, (v, _)) in &l.env {
+                env.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            wsl2.extend(l.wsl_hints.iter().map(|e| e.text.clone()).take(2));
+            log_transports = l.transports.keys().cloned().collect();
+            log_network = l.network.as_ref().map(|(n, _)| n.clone());
+        }
+        let record_topology = record
+            .topology
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<Topology>(v.clone()).ok())
+            .filter(|t| t.gpus().len() >= 2)
+            .map(|t| ("the record's topology".to_string(), t));
+        Situation {
+            nranks,
+            nnodes,
+            gpu_name: gpu_name(record),
+            topology: topology.or(record_topology),
+            env,
+            wsl2,
+            log_transports,
+            log_network,
+        }
+    }
+
+    fn set(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str)
+    }
+
+    fn flag_on(&self, key: &str) -> bool {
+        self.set(key).is_some_and(|v| v.trim() == "1")
+    }
+
+    /// The same facts with the path overrides taken out: what the machine would give.
+    fn without_overrides(&self) -> Situation {
+        let mut s = self.clone();
+        s.env.retain(|k, _| !OVERRIDES.contains(&k.as_str()));
+        // A log's transports were chosen under the overrides; they say nothing without them.
+        s.log_transports.clear();
+        s.log_network = None;
+        s
+    }
+}
+
+/// The GPU a record's ranks name (`0 [0x1b] NVIDIA A100-SXM4-40GB` → the model part).
+fn gpu_name(record: &RunRecord) -> Option<String> {
+    record.backend.ranks.iter().find_map(|r| {
+        let d = r.device.as_deref()?.trim();
+        let name = match d.find(']') {
+            Some(i) => d[i + 1..].trim(),
+            None => d.trim_start_matches(|c: char| c.is_ascii_digit()).trim(),
+        };
+        (!name.is_empty()).then(|| name.to_string())
+    })
+}
+
+/// The path NCCL takes and how it was told.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathFacts {
+    pub kind: PathKind,
+    /// nvswitch, nvlink, pix, pxb, phb, node, sys, ib, roce, socket.
+    pub link: String,
+    pub pcie_gen: Option<u8>,
+    pub nvls: bool,
+    pub nics_per_node: Option<usize>,
+    pub nic_gbps: Option<f64>,
+    /// Inside each node the GPUs talk over NVLink (multi-node SXM systems).
+    pub intra_nvlink: bool,
+    /// One clause per decision, in order.
+    pub reasons: Vec<String>,
+}
+
+/// The chosen expectation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Choice {
+    pub entry: Entry,
+    /// One line: which entry and why.
+    pub why: String,
+    pub path: PathFacts,
+    /// Multiplies the entry's figures (NICs per node × line-rate scaling for per-NIC entries).
+    pub scale: f64,
+    pub nranks: usize,
+    pub nnodes: usize,
+    /// Overrides in force (`NCCL_SHM_DISABLE=1`, `WSL2`…) that moved the path.
+    pub overrides: Vec<String>,
+    /// What the machine would give without those overrides, when that differs.
+    pub without_overrides: Option<Box<Choice>>,
+}
+
+impl Choice {
+    /// The plateau figure for `coll` in bytes/s, and whether it was carried from all_reduce.
+    pub fn plateau_bytes_per_s(&self, coll: Collective) -> Option<(f64, bool)> {
+        self.entry
+            .busbw_for(coll)
+            .map(|(gbps, carried)| (gbps * 1e9 * self.scale, carried))
+    }
+
+    /// The cost model for `coll`, anchored on this entry's figures.
+    pub fn link(&self, coll: Collective) -> Option<Link> {
+        let (plateau, _) = self.plateau_bytes_per_s(coll)?;
+        let nvls = self.entry.nvls == Some(true) && coll == Collective::AllReduce;
+        let ring = if nvls {
+            self.entry
+                .busbw_gbps
+                .get("all_gather")
+                .map(|g| g * 1e9 * self.scale)
+                .unwrap_or(plateau * 0.77)
+        } else {
+            plateau
+        };
+        let intra = match self.path.kind {
+            PathKind::Nvlink => Hw::Nvlink,
+            PathKind::PcieP2p | PathKind::PcieShm => Hw::Pci,
+            PathKind::Net if self.nnodes > 1 && self.path.intra_nvlink => Hw::Nvlink,
+            PathKind::Net if self.nnodes > 1 => Hw::Pci,
+            PathKind::Net => Hw::Net,
+        };
+        Some(Link {
+            intra,
+            nranks: self.nranks.max(2),
+            nnodes: self.nnodes.max(1),
+            ring_busbw_bytes_per_s: ring,
+            nvls_busbw_bytes_per_s: nvls.then_some(plateau),
+            hop_latency_us: self.entry.hop_latency_us,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChooseError {
+    /// Nothing tells which GPUs or links the run used.
+    NoFacts(String),
+    /// The facts are known but no entry covers them.
+    NoEntry(String),
+}
+
+impl std::fmt::Display for ChooseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChooseError::NoFacts(s) | ChooseError::NoEntry(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The worst GPU-to-GPU link code among the GPUs in use, and the pair.
+fn worst_link(topo: &Topology, nranks: usize) -> Option<(String, String)> {
+    let gpus = topo.gpus();
+    // With fewer ranks than GPUs the run used some of them; which ones is not known, so the
+    // first n stand for them (CUDA's default order).
+    let used = if nranks >= 2 && nranks < gpus.len() {
+        &gpus[..nranks]
+    } else {
+        &gpus[..]
+    };
+    let rank = |code: &str| -> u32 {
+        match code {
+            c if c.starts_with("NV") => 0,
+            "PIX" => 1,
+            "PXB" => 2,
+            "PHB" => 3,
+            "NODE" => 4,
+            _ => 5,
+        }
+    };
+    let mut worst: Option<(u32, String, String)> = None;
+    for (i, a) in used.iter().enumerate() {
+        for b in &used[i + 1..] {
+            let Some(code) = topo.link(a, b) else {
+                continue;
+            };
+            let r = rank(code);
+            let nv_fewer = |w: &(u32, String, String)| {
+                r == 0 && w.0 == 0 && nv_count(code) < nv_count(&w.1)
+            };
+            if worst.as_ref().is_none_or(|w| r > w.0 || nv_fewer(w)) {
+                worst = Some((r, code.to_string(), format!("{a}-{b}")));
+            }
+        }
+    }
+    worst.map(|(_, code, pair)| (code, pair))
+}
+
+fn nv_count(code: &str) -> u32 {
+    code.strip_prefix("NV")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether `topo -p2p` (when pasted) says P2P is not supported between GPUs in use.
+fn p2p_matrix_says_no(topo: &Topology) -> Option<String> {
+    topo.p2p
+        .iter()
+        .find(|(a, b, v)| a != b && a.starts_with("GPU") && b.starts_with("GPU") && v != "OK" && v != "X")
+        .map(|(a, b, v)| format!("`nvidia-smi topo -p2p` says {v} for {a}-{b}"))
+}
+
+/// Decide the path from the facts.
+fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseError> {
+    let mut reasons = Vec::new();
+    let name = s.gpu_name.as_deref().unwrap_or("");
+    let pcie_gen = gpu.map(|g| g.pcie_gen);
+    let sxm = gpu.is_some_and(|g| g.sxm_nvswitch)
+        && !contains_ci(name, "PCIE")
+        && !contains_ci(name, "NVL");
+    let log_has = |t: &str| s.log_transports.iter().any(|x| x.starts_with(t));
+    let log_socket = s.log_network.as_deref().is_some_and(|n| contains_ci(n, "socket"))
+        || log_has("NET/Socket");
+
+    if s.nnodes > 1 {
+        let nics = s
+            .topology
+            .as_ref()
+            .map(|(_, t)| t.devices.iter().filter(|d| d.starts_with("NIC")).count())
+            .filter(|&n| n > 0);
+        let ppn = (s.nranks / s.nnodes).max(1);
+        let (link, gbps) = if s.flag_on("NCCL_IB_DISABLE") || log_socket {
+            reasons.push(if log_socket {
+                "the log shows NCCL's socket transport".to_string()
+            } else {
+                "NCCL_IB_DISABLE=1 puts NCCL on TCP sockets".to_string()
+            });
+            ("socket", 10.0)
+        } else {
+            let gbps = match gpu.map(|g| g.family.as_str()) {
+                Some("hopper" | "blackwell") => 400.0,
+                _ => 200.0,
+            };
+            reasons.push(format!(
+                "{} nodes over InfiniBand (assumed {gbps:.0} Gb/s NICs for this GPU generation)",
+                s.nnodes
+            ));
+            ("ib", gbps)
+        };
+        let nics_per_node = match (nics, link) {
+            (Some(n), _) => {
+                reasons.push(format!("{n} NICs per node in the topology"));
+                n
+            }
+            (None, "ib") => {
+                reasons.push(format!("NICs per node not known: assumed one per GPU ({ppn})"));
+                ppn
+            }
+            (None, _) => 1,
+        };
+        return Ok(PathFacts {
+            kind: PathKind::Net,
+            link: link.into(),
+            pcie_gen,
+            nvls: false,
+            nics_per_node: Some(nics_per_node),
+            nic_gbps: Some(gbps),
+            intra_nvlink: sxm,
+            reasons,
+        });
+    }
+
+    // One node: the slowest GPU pair the ring must cross.
+    let worst = s.topology.as_ref().and_then(|(src, t)| {
+        worst_link(t, s.nranks).map(|(code, pair)| (code, pair, src.clone()))
+    });
+    let mut link = match &worst {
+        Some((code, pair, src)) => {
+            reasons.push(format!("slowest GPU pair {pair} is {code} ({src})"));
+            if code.starts_with("NV") {
+                let all_nv = s.topology.as_ref().is_some_and(|(_, t)| {
+                    let g = t.gpus();
+                    g.len() >= 4
+                        && g.iter().enumerate().all(|(i, a)| {
+                            g[i + 1..]
+                                .iter()
+                                .all(|b| t.link(a, b).is_some_and(|c| c.starts_with("NV")))
+                        })
+                });
+                if all_nv && sxm {
+                    "nvswitch".to_string()
+                } else {
+                    "nvlink".to_string()
+                }
+            } else {
+                code.to_ascii_lowercase()
+            }
+        }
+        None if sxm => {
+            reasons.push(format!(
+                "no topology; {name} is an SXM part, whose multi-GPU boards are NVSwitch systems"
+            ));
+            "nvswitch".to_string()
+        }
+        None if !name.is_empty() => {
+            reasons.push(format!(
+                "no topology: {name} assumed on PCIe under one host bridge (give --topo for the real links)"
+            ));
+            "phb".to_string()
+        }
+        None => {
+            return Err(ChooseError::NoFacts(
+                "the run names no GPU and carries no topology: give --topo FILE (a pasted `nvidia-smi topo -m`) or --profile NAME (ncclprobe baselines lists them)".into(),
+            ))
+        }
+    };
+
+    // Can the GPUs reach each other directly (P2P)? NCCL_P2P_DISABLE also turns NVLink off.
+    let p2p_off = if s.flag_on("NCCL_P2P_DISABLE") {
+        Some("NCCL_P2P_DISABLE=1 turns P2P off (NVLink and PCIe)".to_string())
+    } else if !s.wsl2.is_empty() {
+        Some(format!(
+            "WSL2 has no CUDA IPC, so NCCL has no P2P ({})",
+            s.wsl2[0]
+        ))
+    } else if let Some(no) = s.topology.as_ref().and_then(|(_, t)| p2p_matrix_says_no(t)) {
+        (!link.starts_with("nv")).then_some(no)
+    } else if !link.starts_with("nv") && gpu.is_some_and(|g| g.consumer) {
+        if log_has("P2P") {
+            reasons.push("the log shows P2P in use despite a GeForce card (patched driver)".into());
+            None
+        } else {
+            Some(format!(
+                "{name} is a GeForce/consumer card: no GPUDirect P2P over PCIe with the stock driver"
+            ))
+        }
+    } else if log_has("SHM") && !log_has("P2P") && !link.starts_with("nv") {
+        Some("the log shows SHM, not P2P, between the GPUs".to_string())
+    } else {
+        None
+    };
+    // NCCL's P2P reach is PXB unless NCCL_P2P_LEVEL raises it.
+    let level = s.set("NCCL_P2P_LEVEL").map(|v| v.trim().to_ascii_uppercase());
+    let beyond_reach = matches!(link.as_str(), "phb" | "node" | "sys")
+        && !matches!(
+            (level.as_deref(), link.as_str()),
+            (Some("PHB"), "phb") | (Some("SYS"), _) | (Some("NODE"), "phb" | "node")
+        );
+    let kind = if let Some(why) = p2p_off {
+        reasons.push(why);
+        if link.starts_with("nv") {
+            // NVLink is off too: the ring goes through host memory across the host bridge.
+            link = "phb".into();
+        }
+        PathKind::PcieShm
+    } else if link.starts_with("nv") {
+        PathKind::Nvlink
+    } else if beyond_reach {
+        reasons.push(format!(
+            "{} is beyond NCCL's default P2P reach (PXB): host memory (SHM)",
+            link.to_ascii_uppercase()
+        ));
+        PathKind::PcieShm
+    } else {
+        PathKind::PcieP2p
+    };
+    let kind = if kind == PathKind::PcieShm && (s.flag_on("NCCL_SHM_DISABLE") || log_socket) {
+        reasons.push(if s.flag_on("NCCL_SHM_DISABLE") {
+            "NCCL_SHM_DISABLE=1 with no P2P leaves NCCL the network: TCP sockets".to_string()
+        } else {
+            "the log shows NCCL's socket transport inside the node".to_string()
+        });
+        link = "socket".into();
+        PathKind::Net
+    } else {
+        kind
+    };
+    let nvls = kind == PathKind::Nvlink
+        && link == "nvswitch"
+        && gpu.is_some_and(|g| matches!(g.family.as_str(), "hopper" | "blackwell"))
+        && s.set("NCCL_NVLS_ENABLE").is_none_or(|v| v.trim() != "0")
+        && s
+            .set("NCCL_ALGO")
+            .is_none_or(|v| contains_ci(v, "nvls") && !v.contains('^'));
+    if kind == PathKind::Nvlink && link == "nvswitch" && !nvls && gpu.is_some_and(|g| g.family == "hopper" || g.family == "blackwell") {
+        reasons.push("NVLS off (NCCL_NVLS_ENABLE=0 or NCCL_ALGO): ring".into());
+    }
+    if matches!(kind, PathKind::PcieP2p | PathKind::PcieShm) && link != "sys" {
+        match pcie_gen {
+            Some(g) => reasons.push(format!("PCIe Gen{g} for this GPU")),
+            None => reasons.push("PCIe generation not known: assumed Gen4".into()),
+        }
+    }
+    Ok(PathFacts {
+        kind,
+        link,
+        pcie_gen: pcie_gen.or(Some(4)),
+        nvls,
+        nics_per_node: None,
+        nic_gbps: (kind == PathKind::Net).then_some(10.0),
+        intra_nvlink: kind == PathKind::Nvlink,
+        reasons,
+    })
+}
+
+/// How well an entry fits; `None` when it does not apply at all.
+fn fit(e: &Entry, s: &Situation, p: &PathFacts) -> Option<u32> {
+    let name = s.gpu_name.as_deref().unwrap_or("");
+    let applies = e.path == p.kind
+        && e.links.iter().any(|l| *l == p.link)
+        && (e.gpus.is_empty() || e.matches_gpu(name))
+        && e.covers_ranks(s.nranks.max(2))
+        && e.covers_nodes(s.nnodes.max(1))
+        && e.pcie_gen.is_none_or(|g| p.pcie_gen == Some(g) || p.link == "sys")
+        && e.nvls.is_none_or(|v| v == p.nvls)
+        && (e.wsl2 != Some(true) || !s.wsl2.is_empty())
+        && (e.scales_with_line_rate || !e.per_nic || e.nic_gbps == p.nic_gbps);
+    applies.then(|| {
+        let mut score = 0;
+        if !e.gpus.is_empty() {
+            score += 4;
+        }
+        if e.wsl2 == Some(true) {
+            score += 2;
+        }
+        if e.nvls.is_some() {
+            score += 1;
+        }
+        score
+    })
+}
+
+fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
+    let gpu = s.gpu_name.as_deref().and_then(|n| table.gpu_model(n));
+    let path = path_of(s, gpu)?;
+    let mut best: Option<(u32, &Entry)> = None;
+    for e in &table.entries {
+        if let Some(score) = fit(e, s, &path) {
+            if best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, e));
+            }
+        }
+    }
+    let Some((_, entry)) = best else {
+        return Err(ChooseError::NoEntry(format!(
+            "no shipped expectation covers {} ranks on {} node(s) over {} ({}){}: give --profile NAME (ncclprobe baselines lists them)",
+            s.nranks,
+            s.nnodes,
+            path.link,
+            path.kind.name(),
+            s.gpu_name.as_deref().map(|g| format!(", {g}")).unwrap_or_default()
+        )));
+    };
+    let scale = match (entry.per_nic, path.nics_per_node) {
+        (true, nics) => {
+            let nics = nics.unwrap_or(1) as f64;
+            let rate = match (entry.scales_with_line_rate, path.nic_gbps, entry.nic_gbps) {
+                (true, Some(have), Some(base)) => have / base,
+                _ => 1.0,
+            };
+            nics * rate
+        }
+        (false, _) => 1.0,
+    };
+    let why = format!("{} ({}): {}", entry.id, entry.provenance.name(), path.reasons.join("; "));
+    Ok(Choice {
+        entry: entry.clone(),
+        why,
+        path,
+        scale,
+        nranks: s.nranks,
+        nnodes: s.nnodes,
+        overrides: Vec::new(),
+        without_overrides: None,
+    })
+}
+
+/// The expectation for a situation, and, when overrides moved the path, the one without them.
+pub fn choose(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
+    let mut choice = choose_once(table, s)?;
+    // WSL2 is not an override a user can drop; it stays in both situations.
+    let overrides: Vec<String> = OVERRIDES
+        .iter()
+        .filter_map(|k| s.env.get(*k).map(|v| format!("{k}={v}")))
+        .collect();
+    if !overrides.is_empty() || !s.log_transports.is_empty() {
+        let free = s.without_overrides();
+        if let Ok(alt) = choose_once(table, &free) {
+            if alt.entry.id != choice.entry.id {
+                choice.without_overrides = Some(Box::new(alt));
+            }
+        }
+    }
+    choice.overrides = overrides;
+    Ok(choice)
+}
+
+/// An entry named by the user (`--profile`), applied to the run's rank and node counts.
+pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
+    let entry = table.get(id).ok_or_else(|| {
+        format!(
+            "unknown profile `{id}`; valid names: {}",
+            table.ids().join(", ")
+        )
+    })?;
+    let gpu = s.gpu_name.as_deref().and_then(|n| table.gpu_model(n));
+    let nics = if entry.per_nic {
+        Some(if s.nnodes > 1 { (s.nranks / s.nnodes).max(1) } else { 1 })
+    } else {
+        None
+    };
+    let path = PathFacts {
+        kind: entry.path,
+        link: entry.links[0].clone(),
+        pcie_gen: entry.pcie_gen.or(gpu.map(|g| g.pcie_gen)),
+        nvls: entry.nvls == Some(true),
+        nics_per_node: nics,
+        nic_gbps: entry.nic_gbps,
+        intra_nvlink: entry.path == PathKind::Nvlink || gpu.is_some_and(|g| g.sxm_nvswitch),
+        reasons: vec!["given with --profile".into()],
+    };
+    Ok(Choice {
+        entry: entry.clone(),
+        why: format!("{} ({}): given with --profile", entry.id, entry.provenance.name()),
+        path,
+        scale: nics.unwrap_or(1) as f64,
+        nranks: s.nranks,
+        nnodes: s.nnodes,
+        overrides: Vec::new(),
+        without_overrides: None,
+    })
+}

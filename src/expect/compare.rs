@@ -1,0 +1,271 @@
+//! A run held against an expectation: per (collective, size, placement) the expected busbw from
+//! the cost model anchored on the chosen entry, a band, the ratio and a verdict; then one
+//! sentence per collective.
+
+use super::choose::Choice;
+use crate::coll::Collective;
+use crate::documents::{Alternative, BaselineRef, ComparedPoint, Comparison, Kind, SCHEMA_VERSION};
+use crate::model::{Point, RunRecord, RunStatus};
+use crate::units::format_size;
+use std::collections::BTreeMap;
+
+/// The band in latency-bound sizes: the cost model is good to about 2x there (anchors.md §5.5:
+/// 24 µs measured against 20.6 modelled on 8 PCIe Gen5 GPUs; older NCCL releases slower).
+const LATENCY_BAND: [f64; 2] = [0.5, 2.0];
+
+/// Verdict words against an expectation.
+pub const OK: &str = "ok";
+pub const BELOW: &str = "below";
+pub const FAR_BELOW: &str = "far-below";
+pub const ABOVE: &str = "above-expectation";
+
+pub fn baseline_ref(choice: &Choice) -> BaselineRef {
+    BaselineRef {
+        kind: "expectation".into(),
+        id: choice.entry.id.clone(),
+        title: choice.entry.title.clone(),
+        provenance: choice.entry.provenance.name().into(),
+        citation: choice.entry.citation.clone(),
+        why: choice.why.clone(),
+    }
+}
+
+/// The expectation for one point, or why there is none.
+pub struct Expected {
+    pub busbw_bytes_per_s: f64,
+    pub low_bytes_per_s: f64,
+    pub high_bytes_per_s: f64,
+    pub time_s: f64,
+    pub latency_share: f64,
+    pub layer: String,
+}
+
+pub fn expected_at(choice: &Choice, coll: Collective, size_bytes: u64) -> Option<Expected> {
+    let link = choice.link(coll)?;
+    let (_, carried) = choice.plateau_bytes_per_s(coll)?;
+    let est = link.estimate(coll, size_bytes);
+    let f = est.latency_share.clamp(0.0, 1.0);
+    let [lo, mut hi] = choice.entry.band;
+    // Two nodes: tree and NVLS-tree all_reduce may exceed the NIC rate up to 2x (tuning.cc).
+    if choice.nnodes == 2 && coll == Collective::AllReduce {
+        hi = hi.max(2.0);
+    }
+    let low = est.busbw_bytes_per_s * (lo * (1.0 - f) + LATENCY_BAND[0] * f);
+    let high = est.busbw_bytes_per_s * (hi * (1.0 - f) + LATENCY_BAND[1] * f);
+    let layer = if f <= 0.1 {
+        format!(
+            "{} plateau ({}){}",
+            choice.entry.provenance.name(),
+            choice.entry.id,
+            if carried { ", all_reduce figure carried over" } else { "" }
+        )
+    } else {
+        format!(
+            "cost-model ({}/{}) on the {} plateau",
+            est.algorithm,
+            est.protocol,
+            choice.entry.provenance.name()
+        )
+    };
+    Some(Expected {
+        busbw_bytes_per_s: est.busbw_bytes_per_s,
+        low_bytes_per_s: low,
+        high_bytes_per_s: high,
+        time_s: est.time_s,
+        latency_share: f,
+        layer,
+    })
+}
+
+pub fn verdict(measured: f64, e: &Expected) -> &'static str {
+    if measured > e.high_bytes_per_s {
+        ABOVE
+    } else if measured >= e.low_bytes_per_s {
+        OK
+    } else if measured >= 0.5 * e.low_bytes_per_s {
+        BELOW
+    } else {
+        FAR_BELOW
+    }
+}
+
+fn nccl_busbw(p: &Point) -> Option<f64> {
+    let t = p.nccl_model_time_s.filter(|t| *t > 0.0)?;
+    Some(p.size_bytes as f64 * p.collective.busbw_factor(p.nranks) / t)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(crate::stats::quantile_sorted(&v, 0.5))
+}
+
+/// Warnings every comparison of this record carries.
+pub fn record_warnings(r: &RunRecord) -> Vec<String> {
+    let mut w = Vec::new();
+    match r.status {
+        RunStatus::Complete => {}
+        RunStatus::Running => w.push(
+            "the record is still `running` (the sweep is in progress or was killed): the points so far are compared".into(),
+        ),
+        s => w.push(format!(
+            "the run ended `{}`{}: the points it has are compared",
+            serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            r.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+        )),
+    }
+    w
+}
+
+/// Compare a run with the chosen expectation.
+pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Comparison {
+    let mut points = Vec::new();
+    let mut not_compared: Vec<String> = Vec::new();
+    let mut by_coll: BTreeMap<Collective, Vec<(&Point, Expected, f64)>> = BTreeMap::new();
+    for p in r.points.iter().filter(|p| p.size_bytes > 0) {
+        let Some(e) = expected_at(choice, p.collective, p.size_bytes) else {
+            let why = if p.collective == Collective::Unknown {
+                "unknown: the log does not name the collective (give --collective NAME)".to_string()
+            } else {
+                format!("{}: {} has no figure for it", p.collective, choice.entry.id)
+            };
+            if !not_compared.contains(&why) {
+                not_compared.push(why);
+            }
+            continue;
+        };
+        let measured = p.busbw_bytes_per_s;
+        let ratio = measured / e.busbw_bytes_per_s;
+        points.push(ComparedPoint {
+            collective: p.collective,
+            dtype: p.dtype,
+            size_bytes: p.size_bytes,
+            placement: p.placement,
+            measured_busbw_bytes_per_s: measured,
+            expected_busbw_bytes_per_s: e.busbw_bytes_per_s,
+            expected_low_bytes_per_s: e.low_bytes_per_s,
+            expected_high_bytes_per_s: e.high_bytes_per_s,
+            ratio,
+            verdict: verdict(measured, &e).into(),
+            layer: e.layer.clone(),
+            nccl_model_busbw_bytes_per_s: nccl_busbw(p),
+            p_value: None,
+        });
+        by_coll.entry(p.collective).or_default().push((p, e, ratio));
+    }
+    let mut sentences = Vec::new();
+    for (coll, rows) in &by_coll {
+        sentences.push(sentence(*coll, rows, choice));
+    }
+    let summary = if sentences.is_empty() {
+        format!("nothing to compare: {}", not_compared.join("; "))
+    } else {
+        sentences.join(" ")
+    };
+    Comparison {
+        schema_version: SCHEMA_VERSION,
+        kind: Kind::Comparison,
+        tool: crate::buildinfo::tool_info(),
+        run: run_name.into(),
+        baseline: baseline_ref(choice),
+        without_overrides: choice.without_overrides.as_deref().map(|alt| alternative(choice, alt)),
+        points,
+        not_compared,
+        method: format!(
+            "expected busbw from NCCL's latency/bandwidth model (tuning.cc constants) anchored on the entry's plateau; band {:.2}-{:.2}x at the plateau widening to {:.1}-{:.1}x where latency dominates; below = under the band, far-below = under half its low edge",
+            choice.entry.band[0], choice.entry.band[1], LATENCY_BAND[0], LATENCY_BAND[1]
+        ),
+        warnings: record_warnings(r),
+        summary,
+    }
+}
+
+fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice) -> String {
+    let from = choice.entry.plateau_from_bytes;
+    let largest = rows.iter().map(|(p, _, _)| p.size_bytes).max().unwrap_or(0);
+    // The plateau: the entry's sizes when the run reaches them, else the run's top sizes.
+    let (plateau, at) = if largest >= from {
+        let r: Vec<f64> = rows.iter().filter(|(p, _, _)| p.size_bytes >= from).map(|r| r.2).collect();
+        (median(r), format!("at {} and above", format_size(from)))
+    } else {
+        let r: Vec<f64> = rows
+            .iter()
+            .filter(|(p, _, _)| p.size_bytes * 8 > largest)
+            .map(|r| r.2)
+            .collect();
+        (
+            median(r),
+            format!(
+                "at {} and above (the run stops below the entry's plateau, {})",
+                format_size((largest / 4).max(1)),
+                format_size(from)
+            ),
+        )
+    };
+    let mut s = match plateau {
+        Some(x) => format!("{coll} reaches {x:.2}x of {} {at}", choice.entry.title),
+        None => format!("{coll}: no plateau point"),
+    };
+    let latency: Vec<f64> = rows
+        .iter()
+        .filter(|(_, e, _)| e.latency_share > 0.5)
+        .map(|(p, e, _)| p.time_s / e.time_s)
+        .collect();
+    if let Some(x) = median(latency) {
+        if x >= 1.0 {
+            s.push_str(&format!("; latency-bound sizes {x:.1}x slower than modelled"));
+        } else {
+            s.push_str(&format!("; latency-bound sizes {:.1}x faster than modelled", 1.0 / x));
+        }
+    }
+    let count = |v: &str| rows.iter().filter(|(p, e, _)| verdict(p.busbw_bytes_per_s, e) == v).count();
+    let (below, far) = (count(BELOW), count(FAR_BELOW));
+    if below + far > 0 {
+        s.push_str(&format!(
+            " ({} of {} points below the band, {} far below).",
+            below + far,
+            rows.len(),
+            far
+        ));
+    } else {
+        s.push('.');
+    }
+    s
+}
+
+fn alternative(choice: &Choice, alt: &Choice) -> Alternative {
+    let mut plateau = BTreeMap::new();
+    for c in Collective::ALL {
+        if let Some((v, _)) = alt.plateau_bytes_per_s(c) {
+            plateau.insert(c.name().to_string(), v);
+        }
+    }
+    let now = choice
+        .plateau_bytes_per_s(Collective::AllReduce)
+        .map(|(v, _)| v / 1e9)
+        .unwrap_or(f64::NAN);
+    let then = alt
+        .plateau_bytes_per_s(Collective::AllReduce)
+        .map(|(v, _)| v / 1e9)
+        .unwrap_or(f64::NAN);
+    let overrides = if choice.overrides.is_empty() {
+        vec!["the transports the log shows".to_string()]
+    } else {
+        choice.overrides.clone()
+    };
+    Alternative {
+        sentence: format!(
+            "Without {}, this machine should give {} ({}): all_reduce busbw ~{then:.1} GB/s at the plateau instead of ~{now:.2} GB/s ({:.1}x).",
+            overrides.join(", "),
+            alt.entry.title,
+            alt.entry.id,
+            then / now
+        ),
+        overrides,
+        baseline: baseline_ref(alt),
+        plateau_busbw_bytes_per_s: plateau,
+    }
+}

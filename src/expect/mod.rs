@@ -1,0 +1,14 @@
+//! What "good" is: the shipped expectations (`table`), NCCL-style cost model for every message
+//! size (`cost`), choosing the expectation from a run's facts (`choose`), a run against an
+//! expectation (`compare`) or an earlier run (`versus`), and the CI gate (`qualify`).
+//! `diagnose`'s result.below-expected asks the same engine.
+
+pub mod choose;
+pub mod compare;
+pub mod cost;
+pub mod qualify;
+pub mod table;
+pub mod versus;
+
+pub use choose::{choose, named, Choice, ChooseError, Situation};
+pub use table::shipped;

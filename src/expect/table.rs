@@ -1,0 +1,310 @@
+//! The shipped expectations (`data/expectations.toml`, embedded at build time): typed, checked
+//! once, and looked up by id or by GPU model.
+
+use crate::coll::Collective;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+const SHIPPED: &str = include_str!("../../data/expectations.toml");
+
+/// Where a figure comes from, as the table's legend defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Provenance {
+    Measured,
+    ProductionThreshold,
+    VendorStatement,
+    Derived,
+    CostModel,
+}
+
+impl Provenance {
+    pub fn name(self) -> &'static str {
+        match self {
+            Provenance::Measured => "measured",
+            Provenance::ProductionThreshold => "production-threshold",
+            Provenance::VendorStatement => "vendor-statement",
+            Provenance::Derived => "derived",
+            Provenance::CostModel => "cost-model",
+        }
+    }
+}
+
+/// How NCCL moves the bytes between the GPUs of one node, or between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathKind {
+    Nvlink,
+    PcieP2p,
+    PcieShm,
+    Net,
+}
+
+impl PathKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathKind::Nvlink => "nvlink",
+            PathKind::PcieP2p => "pcie-p2p",
+            PathKind::PcieShm => "pcie-shm",
+            PathKind::Net => "net",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuModel {
+    #[serde(rename = "match")]
+    pub names: Vec<String>,
+    pub family: String,
+    pub pcie_gen: u8,
+    #[serde(default)]
+    pub nvlink_gbps: Option<f64>,
+    #[serde(default)]
+    pub consumer: bool,
+    #[serde(default)]
+    pub sxm_nvswitch: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub id: String,
+    pub title: String,
+    pub path: PathKind,
+    pub links: Vec<String>,
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    #[serde(default)]
+    pub pcie_gen: Option<u8>,
+    pub ranks: [usize; 2],
+    pub nodes: [usize; 2],
+    #[serde(default)]
+    pub nvls: Option<bool>,
+    #[serde(default)]
+    pub wsl2: Option<bool>,
+    /// Net entries: the figure is per NIC at `nic_gbps`.
+    #[serde(default)]
+    pub per_nic: bool,
+    #[serde(default)]
+    pub nic_gbps: Option<f64>,
+    #[serde(default)]
+    pub scales_with_line_rate: bool,
+    /// A per-step latency that replaces NCCL's hardware constant (sockets are slower than IB).
+    #[serde(default)]
+    pub hop_latency_us: Option<f64>,
+    /// Plateau busbw by collective name, GB/s.
+    pub busbw_gbps: BTreeMap<String, f64>,
+    pub band: [f64; 2],
+    /// The size from which the figure applies (the plateau).
+    pub plateau_from_bytes: u64,
+    pub provenance: Provenance,
+    pub citation: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl Entry {
+    /// The plateau figure for a collective (GB/s) and whether it was carried over from
+    /// all_reduce: ring busbw is the same for all_gather, reduce_scatter, broadcast and
+    /// reduce; alltoall and sendrecv are other patterns and get no figure unless named.
+    pub fn busbw_for(&self, coll: Collective) -> Option<(f64, bool)> {
+        if let Some(&v) = self.busbw_gbps.get(coll.name()) {
+            return Some((v, false));
+        }
+        let carried = matches!(
+            coll,
+            Collective::AllGather
+                | Collective::ReduceScatter
+                | Collective::Broadcast
+                | Collective::Reduce
+        );
+        if !carried {
+            return None;
+        }
+        // An NVLS all_reduce figure is not a ring figure; other collectives need their own.
+        if self.nvls == Some(true) {
+            return None;
+        }
+        self.busbw_gbps.get("all_reduce").map(|&v| (v, true))
+    }
+
+    pub fn covers_ranks(&self, n: usize) -> bool {
+        (self.ranks[0]..=self.ranks[1]).contains(&n)
+    }
+
+    pub fn covers_nodes(&self, n: usize) -> bool {
+        (self.nodes[0]..=self.nodes[1]).contains(&n)
+    }
+
+    pub fn matches_gpu(&self, name: &str) -> bool {
+        self.gpus.is_empty() || self.gpus.iter().any(|g| contains_ci(name, g))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub schema_version: u32,
+    #[serde(rename = "gpu")]
+    pub gpus: Vec<GpuModel>,
+    #[serde(rename = "entry")]
+    pub entries: Vec<Entry>,
+}
+
+pub fn contains_ci(haystack: &str, needle: &str) -> bool {
+    haystack
+        .to_ascii_lowercase()
+        .contains(&needle.to_ascii_lowercase())
+}
+
+impl Table {
+    pub fn parse(text: &str) -> Result<Table, String> {
+        let table: Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        table.validate()?;
+        Ok(table)
+    }
+
+    /// What every entry must hold; the build's own table is checked by a test, a cluster's
+    /// table would be checked the same way.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for e in &self.entries {
+            let bad = |why: &str| Err(format!("entry {}: {why}", e.id));
+            if !seen.insert(e.id.as_str()) {
+                return bad("the id appears twice");
+            }
+            if e.citation.trim().len() < 20 {
+                return bad("no citation");
+            }
+            if !e.busbw_gbps.contains_key("all_reduce") {
+                return bad("no all_reduce figure");
+            }
+            if let Some(k) = e
+                .busbw_gbps
+                .keys()
+                .find(|k| Collective::parse(k).is_none_or(|c| c.name() != k.as_str()))
+            {
+                return bad(&format!("`{k}` is not a collective name"));
+            }
+            if e.busbw_gbps.values().any(|v| !(v.is_finite() && *v > 0.0)) {
+                return bad("a figure is not a positive number");
+            }
+            if !(e.band[0] > 0.0 && e.band[0] <= 1.0 && e.band[1] >= 1.0 && e.band[1] < 10.0) {
+                return bad("band must be [low <= 1, high >= 1]");
+            }
+            if e.ranks[0] < 2 || e.ranks[0] > e.ranks[1] || e.nodes[0] < 1 || e.nodes[0] > e.nodes[1]
+            {
+                return bad("ranks/nodes ranges are empty");
+            }
+            if e.links.is_empty() {
+                return bad("no link class");
+            }
+            if e.per_nic && e.nic_gbps.is_none() {
+                return bad("per_nic needs nic_gbps");
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+
+    pub fn ids(&self) -> Vec<&str> {
+        self.entries.iter().map(|e| e.id.as_str()).collect()
+    }
+
+    /// The GPU model a device name belongs to (first row that matches).
+    pub fn gpu_model(&self, name: &str) -> Option<&GpuModel> {
+        self.gpus
+            .iter()
+            .find(|g| g.names.iter().any(|n| contains_ci(name, n)))
+    }
+}
+
+/// The table built into this binary.
+pub fn shipped() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| match Table::parse(SHIPPED) {
+        Ok(t) => t,
+        // A build whose embedded table does not parse is caught by the test below; an empty
+        // table makes every lookup say "no expectation" rather than crash a user's command.
+        Err(_) => Table {
+            schema_version: 1,
+            gpus: Vec::new(),
+            entries: Vec::new(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_table_parses_and_every_entry_is_cited() {
+        let t = Table::parse(SHIPPED).expect("data/expectations.toml");
+        assert!(t.entries.len() >= 25, "{} entries", t.entries.len());
+        for e in &t.entries {
+            assert!(e.citation.contains("http") || e.citation.contains(".h") || e.citation.contains(".cc") || e.citation.contains(".md") || e.citation.contains(".conf"), "{}: a citation names a source", e.id);
+        }
+    }
+
+    #[test]
+    fn the_issue_s_setups_are_covered() {
+        let t = shipped();
+        for id in [
+            "a100-sxm4-nvswitch-8",
+            "h100-sxm-nvswitch-8",
+            "h100-sxm-nvswitch-ring",
+            "h200-nvswitch-8",
+            "b200-nvswitch-8",
+            "nvlink-bridge-ampere-pair",
+            "pcie-gen3-x16-p2p",
+            "pcie-gen4-x16-p2p",
+            "pcie-gen5-x16-p2p",
+            "pcie-gen4-x16-p2p-hostbridge",
+            "pcie-gen4-x16-shm",
+            "sys-cross-socket-shm",
+            "ib-hdr-200",
+            "ib-ndr-400",
+            "roce-100",
+            "socket-tcp",
+            "wsl2-socket-shm-off",
+        ] {
+            assert!(t.get(id).is_some(), "{id}");
+        }
+        assert_eq!(
+            t.get("wsl2-socket-shm-off").map(|e| e.provenance),
+            Some(Provenance::Derived)
+        );
+    }
+
+    #[test]
+    fn a_broken_table_is_refused_with_the_entry_named() {
+        let good = SHIPPED.replacen("band = [0.9, 1.06]", "band = [1.2, 1.06]", 1);
+        let err = Table::parse(&good).unwrap_err();
+        assert!(err.contains("a100-sxm4-nvswitch-8") && err.contains("band"), "{err}");
+        let dup = format!("{SHIPPED}\n[[entry]]\nid = \"socket-tcp\"\ntitle = \"x\"\npath = \"net\"\nlinks = [\"socket\"]\nranks = [2, 2]\nnodes = [1, 1]\nbusbw_gbps = {{ all_reduce = 1.0 }}\nband = [0.9, 1.1]\nplateau_from_bytes = 1\nprovenance = \"derived\"\ncitation = \"https://example.org/a-long-enough-citation\"\n");
+        assert!(Table::parse(&dup).unwrap_err().contains("twice"));
+        let unknown = SHIPPED.replacen("all_reduce = 230.0", "allreduce = 230.0", 1);
+        assert!(Table::parse(&unknown).is_err());
+    }
+
+    #[test]
+    fn gpu_names_find_their_model_and_carried_figures_are_marked() {
+        let t = shipped();
+        assert_eq!(t.gpu_model("NVIDIA A100-SXM4-40GB").map(|g| g.family.as_str()), Some("ampere"));
+        assert_eq!(t.gpu_model("NVIDIA GeForce RTX 4090").map(|g| g.consumer), Some(true));
+        assert_eq!(t.gpu_model("NVIDIA H100 80GB HBM3").map(|g| g.pcie_gen), Some(5));
+        assert!(t.gpu_model("Some Future GPU").is_none());
+        let a100 = t.get("a100-sxm4-nvswitch-8").unwrap();
+        assert_eq!(a100.busbw_for(Collective::AllGather), Some((230.0, true)));
+        assert_eq!(a100.busbw_for(Collective::Alltoall), None);
+        let h100 = t.get("h100-sxm-nvswitch-8").unwrap();
+        assert_eq!(h100.busbw_for(Collective::AllReduce), Some((480.0, false)));
+        assert_eq!(h100.busbw_for(Collective::Broadcast), None);
+    }
+}

@@ -28,6 +28,100 @@ pub enum Command {
     /// Predict a training step from a measured (or given) collective curve.
     #[command(subcommand)]
     Simulate(SimulateCommand),
+    /// Hold a run against what its topology should give (per size), or against an earlier run.
+    Compare(CompareArgs),
+    /// The CI gate: rules on a run (a profile, flags or a rules file); exit 0 pass, 3 fail.
+    Qualify(QualifyArgs),
+    /// Every shipped expectation with its conditions, provenance and citation.
+    Baselines(BaselinesArgs),
+}
+
+/// table for people; json: a typed document; csv: one row per point or rule; markdown: for an issue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocFormat {
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Expectation")]
+pub struct ExpectationArgs {
+    /// A pasted `nvidia-smi topo -m` for the run's machine (imported runs carry no topology).
+    #[arg(long)]
+    pub topo: Option<PathBuf>,
+    /// An NCCL_DEBUG=INFO log of the run: its transports and settings tell the path NCCL took.
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// Use this shipped expectation instead of choosing one (`ncclprobe baselines` lists them).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// The collective of points whose log did not name it (old nccl-tests output).
+    #[arg(long)]
+    pub collective: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// A run (record or nccl-tests output) to hold against its expectation; or two runs,
+    /// BEFORE AFTER, to compare with each other.
+    #[arg(required = true, num_args = 1..=2, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub expectation: ExpectationArgs,
+    /// Run vs run: a change smaller than this fraction is noise whatever the test says.
+    #[arg(long, default_value_t = 0.05)]
+    pub noise: f64,
+    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    pub format: DocFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct QualifyArgs {
+    /// The run to gate (record or nccl-tests output).
+    pub run: PathBuf,
+    #[command(flatten)]
+    pub expectation: ExpectationArgs,
+    #[command(flatten)]
+    pub rules: RuleArgs,
+    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    pub format: DocFormat,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Rules (completion and #wrong == 0 always apply)")]
+pub struct RuleArgs {
+    /// Minimum busbw in GB/s, for every collective in the run, at --at-size.
+    #[arg(long)]
+    pub min_busbw: Option<f64>,
+    /// Size --min-busbw is judged at (K/M/G binary) [default: the largest measured].
+    #[arg(long, requires = "min_busbw")]
+    pub at_size: Option<String>,
+    /// Maximum time per call in microseconds at --at-size-small.
+    #[arg(long)]
+    pub max_latency_us: Option<f64>,
+    /// Size --max-latency-us is judged at [default: the smallest non-empty size].
+    #[arg(long, requires = "max_latency_us")]
+    pub at_size_small: Option<String>,
+    /// Maximum slowest/fastest rank median time at any size (needs per-rank times).
+    #[arg(long)]
+    pub max_skew: Option<f64>,
+    /// Minimum measured/expected busbw ratio at the plateau (the expectation as `compare` chooses it).
+    #[arg(long)]
+    pub min_ratio: Option<f64>,
+    /// A TOML rules file a cluster keeps in its repository (`profile = ...`, `[[rule]]` tables).
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// Write the verdict as JUnit XML here (one test case per rule and collective).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselinesArgs {
+    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    pub format: DocFormat,
 }
 
 #[derive(Debug, Args)]

@@ -54,6 +54,9 @@ pub fn run_cli() -> i32 {
         cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => {
             commands::simulate::run_fsdp(args)
         }
+        cli::Command::Compare(args) => commands::compare::run(args),
+        cli::Command::Qualify(args) => commands::qualify::run(args),
+        cli::Command::Baselines(args) => commands::baselines::run(args),
     };
     match result {
         Ok(code) => code.code(),

@@ -110,8 +110,38 @@ pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
     let bytes = input
         .bytes("an ncclprobe run record")
         .map_err(input_failure)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Failure::usage(format!("{name}: not a valid ncclprobe run record: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        // Another of our documents names itself; say which rather than list its fields.
+        #[derive(serde::Deserialize)]
+        struct KindOnly {
+            kind: Option<String>,
+        }
+        match serde_json::from_slice::<KindOnly>(&bytes).ok().and_then(|k| k.kind) {
+            Some(kind) if kind != "run" => Failure::usage(format!(
+                "{name}: is an ncclprobe `{kind}` document, not a run record"
+            )),
+            _ => Failure::usage(format!("{name}: not a valid ncclprobe run record: {e}")),
+        }
+    })
+}
+
+/// A run: an ncclprobe run record, or nccl-tests output (text or -J JSON) imported on the way
+/// in. Anything else is bad input naming the file and what it is.
+pub fn read_run(path: &Path) -> Result<(String, RunRecord), Failure> {
+    let (input, kind) = open(path)?;
+    let name = input.name.clone();
+    let run = match kind {
+        Kind::RunRecord => read_run_record(input)?,
+        Kind::NcclTestsJson => nccl_tests::json_from(input).map_err(input_failure)?,
+        Kind::NcclTests => nccl_tests::text_from(input, &mut |_| {}).map_err(input_failure)?,
+        other => {
+            return Err(Failure::usage(format!(
+                "{name}: is {} output, not a run record (ncclprobe sweep --json, or nccl-tests output)",
+                other.name()
+            )))
+        }
+    };
+    Ok((name, run))
 }
 
 #[cfg(test)]

@@ -13,6 +13,10 @@ use std::collections::BTreeMap;
 /// 24 µs measured against 20.6 modelled on 8 PCIe Gen5 GPUs; older NCCL releases slower).
 const LATENCY_BAND: [f64; 2] = [0.5, 2.0];
 
+/// The lowest the band's low edge eases to below the plateau size, as a fraction of the low
+/// edge: (size / plateau size)^0.25, never under this.
+const RAMP_FLOOR: f64 = 0.35;
+
 /// Verdict words against an expectation.
 pub const OK: &str = "ok";
 pub const BELOW: &str = "below";
@@ -50,7 +54,12 @@ pub fn expected_at(choice: &Choice, coll: Collective, size_bytes: u64) -> Option
     if choice.nnodes == 2 && coll == Collective::AllReduce {
         hi = hi.max(2.0);
     }
-    let low = est.busbw_bytes_per_s * (lo * (1.0 - f) + LATENCY_BAND[0] * f);
+    // Below the entry's plateau size NCCL runs fewer channels and shorter pipelines than the
+    // model's one bandwidth assumes; the low edge eases off with the distance to the plateau.
+    let ramp = (size_bytes as f64 / choice.entry.plateau_from_bytes as f64)
+        .powf(0.25)
+        .clamp(RAMP_FLOOR, 1.0);
+    let low = est.busbw_bytes_per_s * (lo * (1.0 - f) + LATENCY_BAND[0] * f).min(lo * ramp);
     let high = est.busbw_bytes_per_s * (hi * (1.0 - f) + LATENCY_BAND[1] * f);
     let layer = if f <= 0.1 {
         format!(
@@ -86,6 +95,16 @@ pub fn verdict(measured: f64, e: &Expected) -> &'static str {
         BELOW
     } else {
         FAR_BELOW
+    }
+}
+
+/// busbw from the point's time: nccl-tests prints busbw with two decimals, so an imported
+/// 8-byte point reads 0.00 GB/s while its time is exact enough.
+pub fn measured_busbw(p: &Point) -> f64 {
+    if p.time_s > 0.0 && p.collective != Collective::Unknown {
+        p.size_bytes as f64 * p.collective.busbw_factor(p.nranks) / p.time_s
+    } else {
+        p.busbw_bytes_per_s
     }
 }
 
@@ -137,7 +156,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
             }
             continue;
         };
-        let measured = p.busbw_bytes_per_s;
+        let measured = measured_busbw(p);
         let ratio = measured / e.busbw_bytes_per_s;
         points.push(ComparedPoint {
             collective: p.collective,
@@ -175,8 +194,8 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         points,
         not_compared,
         method: format!(
-            "expected busbw from NCCL's latency/bandwidth model (tuning.cc constants) anchored on the entry's plateau; band {:.2}-{:.2}x at the plateau widening to {:.1}-{:.1}x where latency dominates; below = under the band, far-below = under half its low edge",
-            choice.entry.band[0], choice.entry.band[1], LATENCY_BAND[0], LATENCY_BAND[1]
+            "expected busbw from NCCL's latency/bandwidth model (tuning.cc constants) anchored on the entry's plateau; band {:.2}-{:.2}x at the plateau ({} and up), its low edge easing by (size/plateau)^0.25 (at most to {:.2}x of it) below, and widening to {:.1}-{:.1}x where latency dominates; below = under the band, far-below = under half its low edge",
+            choice.entry.band[0], choice.entry.band[1], format_size(choice.entry.plateau_from_bytes), RAMP_FLOOR, LATENCY_BAND[0], LATENCY_BAND[1]
         ),
         warnings: record_warnings(r),
         summary,
@@ -221,7 +240,7 @@ fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice)
             s.push_str(&format!("; latency-bound sizes {:.1}x faster than modelled", 1.0 / x));
         }
     }
-    let count = |v: &str| rows.iter().filter(|(p, e, _)| verdict(p.busbw_bytes_per_s, e) == v).count();
+    let count = |v: &str| rows.iter().filter(|(p, e, _)| verdict(measured_busbw(p), e) == v).count();
     let (below, far) = (count(BELOW), count(FAR_BELOW));
     if below + far > 0 {
         s.push_str(&format!(

@@ -236,15 +236,15 @@ fn min_busbw(run: &RunRecord, c: Collective, gbps: f64, at: At) -> RuleResult {
     let measured = match at {
         At::Size(s) => {
             r.size_bytes = Some(s);
-            pts.iter().find(|p| p.size_bytes == s).map(|p| p.busbw_bytes_per_s)
+            pts.iter().find(|p| p.size_bytes == s).map(|p| super::compare::measured_busbw(p))
         }
         At::Largest => {
             r.size_bytes = pts.last().map(|p| p.size_bytes);
-            pts.last().map(|p| p.busbw_bytes_per_s)
+            pts.last().map(|p| super::compare::measured_busbw(p))
         }
         At::From(s) => {
             r.size_bytes = Some(s);
-            let mut v: Vec<f64> = pts.iter().filter(|p| p.size_bytes >= s).map(|p| p.busbw_bytes_per_s).collect();
+            let mut v: Vec<f64> = pts.iter().filter(|p| p.size_bytes >= s).map(|p| super::compare::measured_busbw(p)).collect();
             v.sort_by(f64::total_cmp);
             (!v.is_empty()).then(|| crate::stats::quantile_sorted(&v, 0.5))
         }

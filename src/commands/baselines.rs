@@ -1,0 +1,25 @@
+//! `ncclprobe baselines`: the shipped expectations with their provenance and citations.
+
+use crate::cli::{BaselinesArgs, DocFormat};
+use crate::documents::{BaselinesDocument, Kind, SCHEMA_VERSION};
+use crate::exit::{ExitCode, Failure};
+use crate::render;
+
+pub fn run(args: &BaselinesArgs) -> Result<ExitCode, Failure> {
+    let table = crate::expect::shipped();
+    match args.format {
+        DocFormat::Json => println!(
+            "{}",
+            render::to_json(&BaselinesDocument {
+                schema_version: SCHEMA_VERSION,
+                kind: Kind::Baselines,
+                tool: crate::buildinfo::tool_info(),
+                entries: table.entries.clone(),
+            })?
+        ),
+        DocFormat::Csv => print!("{}", render::expect::baselines_csv(table)?),
+        DocFormat::Markdown => print!("{}", render::expect::baselines_markdown(table)),
+        DocFormat::Table => print!("{}", render::expect::baselines_table(table)),
+    }
+    Ok(ExitCode::Ok)
+}

@@ -1,0 +1,39 @@
+//! `ncclprobe compare`: one run against its expectation, or two runs against each other.
+
+use super::expectation::{choice, load_run};
+use crate::cli::{CompareArgs, DocFormat};
+use crate::exit::{ExitCode, Failure};
+use crate::expect::{compare, versus};
+use crate::render;
+
+pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
+    crate::flags::fraction("--noise", args.noise)?;
+    let doc = match args.runs.as_slice() {
+        [one] => {
+            let (name, run) = load_run(one, &args.expectation)?;
+            let choice = choice(&run, &args.expectation)?;
+            compare::against_expectation(&name, &run, &choice)
+        }
+        [before, after] => {
+            if args.expectation.profile.is_some() || args.expectation.topo.is_some() {
+                return Err(Failure::usage(
+                    "compare BEFORE AFTER holds two runs against each other; --profile and --topo are for one run against its expectation",
+                ));
+            }
+            let (bn, b) = load_run(before, &args.expectation)?;
+            let (an, a) = load_run(after, &args.expectation)?;
+            versus::against_run(&bn, &b, &an, &a, args.noise).map_err(Failure::usage)?
+        }
+        _ => return Err(Failure::usage("compare takes one run, or two (BEFORE AFTER)")),
+    };
+    for w in &doc.warnings {
+        eprintln!("ncclprobe: warning: {w}");
+    }
+    match args.format {
+        DocFormat::Json => println!("{}", render::to_json(&doc)?),
+        DocFormat::Csv => print!("{}", render::expect::comparison_csv(&doc)?),
+        DocFormat::Markdown => print!("{}", render::expect::comparison_markdown(&doc)),
+        DocFormat::Table => print!("{}", render::expect::comparison_table(&doc)),
+    }
+    Ok(ExitCode::Ok)
+}

@@ -1,0 +1,76 @@
+//! What `compare` and `qualify` share: reading the run (and the topology and log beside it)
+//! and choosing the expectation it is held against.
+
+use super::input::{input_failure, open, read_run, Kind};
+use crate::cli::ExpectationArgs;
+use crate::coll::Collective;
+use crate::exit::Failure;
+use crate::expect::{self, Choice, Situation};
+use crate::import::{nccl_log, text::Input, topo};
+use crate::model::RunRecord;
+use std::path::Path;
+
+/// A run from a record or nccl-tests output, with `--collective` naming what its log did not.
+pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<(String, RunRecord), Failure> {
+    let (name, mut run) = read_run(path)?;
+    if let Some(text) = &args.collective {
+        let coll = Collective::parse(text)
+            .filter(|c| c.is_measured() || Collective::IMPORTED_ONLY.contains(c))
+            .ok_or_else(|| Failure::usage(format!("--collective: `{text}` is not a collective")))?;
+        let mut renamed = 0;
+        for p in run.points.iter_mut().filter(|p| p.collective == Collective::Unknown) {
+            p.collective = coll;
+            renamed += 1;
+        }
+        if renamed > 0 {
+            run.headlines = crate::model::headlines(&run.points);
+            run.notes.push(format!("{renamed} points named {coll} with --collective"));
+        }
+    }
+    Ok((name, run))
+}
+
+/// The facts of a run with the `--topo` and `--log` files given beside it.
+pub fn situation(run: &RunRecord, args: &ExpectationArgs) -> Result<Situation, Failure> {
+    let topology = match &args.topo {
+        Some(path) => {
+            let (input, kind) = open(path)?;
+            let name = input.name.clone();
+            if kind != Kind::Topo {
+                return Err(Failure::usage(format!(
+                    "--topo {name}: is {} output, not `nvidia-smi topo -m`",
+                    kind.name()
+                )));
+            }
+            Some((name, topo::from_input(input).map_err(input_failure)?))
+        }
+        None => None,
+    };
+    let log = match &args.log {
+        Some(path) => {
+            let input = Input::open(path).map_err(input_failure)?;
+            Some(nccl_log::from_input(input).map_err(input_failure)?)
+        }
+        None => None,
+    };
+    Ok(Situation::of_record(run, topology, log.as_ref()))
+}
+
+/// `--profile`, or the expectation the facts point to. Either failing is bad input (exit 2)
+/// with the reason and what to give instead.
+pub fn choice(run: &RunRecord, args: &ExpectationArgs) -> Result<Choice, Failure> {
+    let s = situation(run, args)?;
+    let table = expect::shipped();
+    match &args.profile {
+        Some(id) => expect::named(table, id, &s).map_err(|e| Failure::usage(format!("--profile: {e}"))),
+        None => {
+            if matches!(run.backend.name.as_str(), "host" | "mpi") && s.topology.is_none() && s.gpu_name.is_none() {
+                return Err(Failure::usage(format!(
+                    "the run measured the {} backend (host memory, no GPU): no shipped expectation applies; give --profile NAME, or compare it with an earlier run",
+                    run.backend.name
+                )));
+            }
+            expect::choose(table, &s).map_err(|e| Failure::usage(e.to_string()))
+        }
+    }
+}

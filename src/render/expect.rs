@@ -1,0 +1,387 @@
+//! Expectations, comparisons and qualifications for people (terminal tables, Markdown for an
+//! issue), for scripts (CSV) and for CI (JUnit XML).
+
+use crate::documents::{Comparison, ComparedPoint, Qualification};
+use crate::expect::table::Table;
+use crate::exit::Failure;
+use crate::units::format_size;
+use std::fmt::Write;
+
+fn gbps(bytes_per_s: f64) -> String {
+    if !bytes_per_s.is_finite() {
+        return "-".into();
+    }
+    let g = bytes_per_s / 1e9;
+    if g >= 100.0 {
+        format!("{g:.1}")
+    } else if g >= 0.1 || g == 0.0 {
+        format!("{g:.2}")
+    } else {
+        format!("{g:.4}")
+    }
+}
+
+fn csv_failure(e: ::csv::Error) -> Failure {
+    Failure::internal(e.to_string())
+}
+
+/// A Markdown table cell: pipes and line breaks from files and machines cannot break the table.
+fn md(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+        .replace('<', "&lt;")
+}
+
+fn figures(e: &crate::expect::table::Entry) -> String {
+    let unit = if e.per_nic { " per NIC" } else { "" };
+    e.busbw_gbps
+        .iter()
+        .map(|(c, v)| format!("{c} {v}{unit}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn conditions(e: &crate::expect::table::Entry) -> String {
+    let mut c = vec![format!("{} over {}", e.path.name(), e.links.join("/"))];
+    if let Some(g) = e.pcie_gen {
+        c.push(format!("PCIe Gen{g}"));
+    }
+    if !e.gpus.is_empty() {
+        c.push(e.gpus.join("/"));
+    }
+    c.push(format!("ranks {}-{}", e.ranks[0], e.ranks[1]));
+    c.push(format!("nodes {}-{}", e.nodes[0], e.nodes[1]));
+    if let Some(n) = e.nvls {
+        c.push(if n { "NVLS on".into() } else { "NVLS off".into() });
+    }
+    if e.wsl2 == Some(true) {
+        c.push("WSL2".into());
+    }
+    if let Some(g) = e.nic_gbps {
+        c.push(format!("{g} Gb/s NICs"));
+    }
+    c.join(", ")
+}
+
+pub fn baselines_table(t: &Table) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {} shipped expectations (busbw GB/s at the plateau; band = healthy fraction of it)", t.entries.len());
+    for e in &t.entries {
+        let _ = writeln!(out, "{:<30} {}", e.id, e.title);
+        let _ = writeln!(out, "{:<30}   when: {}", "", conditions(e));
+        let _ = writeln!(
+            out,
+            "{:<30}   busbw: {} from {}, band {:.2}-{:.2}x  [{}]",
+            "",
+            figures(e),
+            format_size(e.plateau_from_bytes),
+            e.band[0],
+            e.band[1],
+            e.provenance.name()
+        );
+        let _ = writeln!(out, "{:<30}   source: {}", "", e.citation);
+    }
+    out
+}
+
+pub fn baselines_csv(t: &Table) -> Result<String, Failure> {
+    crate::render::csv::table(
+        &["id", "title", "conditions", "collective", "busbw_gbps", "per_nic", "plateau_from_bytes", "band_low", "band_high", "provenance", "citation"],
+        t.entries.iter().flat_map(|e| {
+            e.busbw_gbps.iter().map(move |(c, v)| {
+                vec![
+                    e.id.clone(),
+                    e.title.clone(),
+                    conditions(e),
+                    c.clone(),
+                    v.to_string(),
+                    e.per_nic.to_string(),
+                    e.plateau_from_bytes.to_string(),
+                    e.band[0].to_string(),
+                    e.band[1].to_string(),
+                    e.provenance.name().to_string(),
+                    e.citation.clone(),
+                ]
+            })
+        }),
+    )
+    .map_err(csv_failure)
+}
+
+pub fn baselines_markdown(t: &Table) -> String {
+    let mut out = String::from("| id | setup | conditions | busbw GB/s | provenance | source |\n|---|---|---|---|---|---|\n");
+    for e in &t.entries {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | {} |",
+            e.id,
+            md(&e.title),
+            md(&conditions(e)),
+            md(&figures(e)),
+            e.provenance.name(),
+            md(&e.citation)
+        );
+    }
+    out
+}
+
+fn head(doc: &Comparison) -> Vec<String> {
+    let mut lines = vec![
+        format!("run: {}", doc.run),
+        format!("baseline: {} — {}", doc.baseline.id, doc.baseline.title),
+        format!("chosen: {}", doc.baseline.why),
+    ];
+    if doc.baseline.kind == "expectation" {
+        lines.push(format!("source: {}", doc.baseline.citation));
+    }
+    lines
+}
+
+fn expected_cell(p: &ComparedPoint) -> String {
+    format!(
+        "{} ({}-{})",
+        gbps(p.expected_busbw_bytes_per_s),
+        gbps(p.expected_low_bytes_per_s),
+        gbps(p.expected_high_bytes_per_s)
+    )
+}
+
+pub fn comparison_table(doc: &Comparison) -> String {
+    let mut out = String::new();
+    for l in head(doc) {
+        let _ = writeln!(out, "# {l}");
+    }
+    let vs_run = doc.baseline.kind == "run";
+    let _ = writeln!(
+        out,
+        "{:<15} {:>10} {:<12} {:>10} {:>24} {:>7} {:<18} {}",
+        "collective",
+        "size",
+        "placement",
+        "busbw",
+        if vs_run { "before (noise band)" } else { "expected (band) GB/s" },
+        "ratio",
+        "verdict",
+        if vs_run { "p-value" } else { "from" }
+    );
+    for p in &doc.points {
+        let last = if vs_run {
+            p.p_value.map(|v| format!("{v:.3}")).unwrap_or_else(|| "no samples".into())
+        } else {
+            let mut s = p.layer.clone();
+            if let Some(n) = p.nccl_model_busbw_bytes_per_s {
+                let _ = write!(s, "; NCCL's model {}", gbps(n));
+            }
+            s
+        };
+        let _ = writeln!(
+            out,
+            "{:<15} {:>10} {:<12} {:>10} {:>24} {:>6.2}x {:<18} {}",
+            p.collective.name(),
+            format_size(p.size_bytes),
+            p.placement.name(),
+            gbps(p.measured_busbw_bytes_per_s),
+            expected_cell(p),
+            p.ratio,
+            p.verdict,
+            last
+        );
+    }
+    for n in &doc.not_compared {
+        let _ = writeln!(out, "# not compared: {n}");
+    }
+    if let Some(alt) = &doc.without_overrides {
+        let _ = writeln!(out, "# {}", alt.sentence);
+        let _ = writeln!(out, "#   source: {}", alt.baseline.citation);
+    }
+    let _ = writeln!(out, "# method: {}", doc.method);
+    let _ = writeln!(out, "{}", doc.summary);
+    out
+}
+
+pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
+    crate::render::csv::table(
+        &["collective", "dtype", "size_bytes", "placement", "measured_busbw_gbps", "expected_busbw_gbps", "expected_low_gbps", "expected_high_gbps", "ratio", "verdict", "layer", "nccl_model_busbw_gbps", "p_value"],
+        doc.points.iter().map(|p| {
+            vec![
+                p.collective.name().to_string(),
+                p.dtype.name().to_string(),
+                p.size_bytes.to_string(),
+                p.placement.name().to_string(),
+                format!("{:.6}", p.measured_busbw_bytes_per_s / 1e9),
+                format!("{:.6}", p.expected_busbw_bytes_per_s / 1e9),
+                format!("{:.6}", p.expected_low_bytes_per_s / 1e9),
+                format!("{:.6}", p.expected_high_bytes_per_s / 1e9),
+                format!("{:.4}", p.ratio),
+                p.verdict.clone(),
+                p.layer.clone(),
+                p.nccl_model_busbw_bytes_per_s.map(|v| format!("{:.6}", v / 1e9)).unwrap_or_default(),
+                p.p_value.map(|v| format!("{v:.6}")).unwrap_or_default(),
+            ]
+        }),
+    )
+    .map_err(csv_failure)
+}
+
+pub fn comparison_markdown(doc: &Comparison) -> String {
+    let mut out = format!("### ncclprobe compare: {}\n\n{}\n\n", md(&doc.run), md(&doc.summary));
+    for l in head(doc).iter().skip(1) {
+        let _ = writeln!(out, "- {}", md(l));
+    }
+    if let Some(alt) = &doc.without_overrides {
+        let _ = writeln!(out, "- {}", md(&alt.sentence));
+    }
+    for w in &doc.warnings {
+        let _ = writeln!(out, "- warning: {}", md(w));
+    }
+    let vs_run = doc.baseline.kind == "run";
+    let _ = writeln!(
+        out,
+        "\n| collective | size | placement | busbw GB/s | {} | ratio | verdict | {} |\n|---|---:|---|---:|---:|---:|---|---|",
+        if vs_run { "before GB/s" } else { "expected GB/s (band)" },
+        if vs_run { "p-value" } else { "from" }
+    );
+    for p in &doc.points {
+        let last = if vs_run {
+            p.p_value.map(|v| format!("{v:.3}")).unwrap_or_else(|| "no samples".into())
+        } else {
+            md(&p.layer)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.2}x | {} | {} |",
+            p.collective.name(),
+            format_size(p.size_bytes),
+            p.placement.name(),
+            gbps(p.measured_busbw_bytes_per_s),
+            expected_cell(p),
+            p.ratio,
+            if p.verdict == "ok" || p.verdict == "within-noise" { p.verdict.clone() } else { format!("**{}**", p.verdict) },
+            last
+        );
+    }
+    for n in &doc.not_compared {
+        let _ = writeln!(out, "\nNot compared: {}", md(n));
+    }
+    out
+}
+
+fn value(v: Option<f64>, unit: &str) -> String {
+    match v {
+        Some(x) if unit == "elements" => format!("{x:.0}"),
+        Some(x) => format!("{x:.2} {unit}"),
+        None => "-".into(),
+    }
+}
+
+fn case_name(r: &crate::documents::RuleResult) -> String {
+    let mut name = r.rule.clone();
+    if let Some(c) = r.collective {
+        let _ = write!(name, " {c}");
+    }
+    if let Some(s) = r.size_bytes {
+        let _ = write!(name, " {}", format_size(s));
+    }
+    name
+}
+
+pub fn qualification_table(q: &Qualification) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# run: {}", q.run);
+    if let Some(p) = &q.profile {
+        let _ = writeln!(out, "# expectation: {}", p.why);
+        let _ = writeln!(out, "# source: {}", p.citation);
+    }
+    let _ = writeln!(out, "{:<6} {:<34} {:>14} {:>14}  {}", "result", "rule", "measured", "required", "detail");
+    for r in &q.results {
+        let _ = writeln!(
+            out,
+            "{:<6} {:<34} {:>14} {:>14}  {}",
+            if r.passed { "pass" } else { "FAIL" },
+            case_name(r),
+            value(r.measured, &r.unit),
+            value(r.required, &r.unit),
+            r.message
+        );
+    }
+    for (c, v) in &q.avg_busbw_bytes_per_s {
+        let _ = writeln!(out, "# {c} nccl-tests \"Avg bus bandwidth\" {} GB/s (shown for familiarity; never a rule)", gbps(*v));
+    }
+    let _ = writeln!(out, "{}", q.summary);
+    out
+}
+
+pub fn qualification_csv(q: &Qualification) -> Result<String, Failure> {
+    crate::render::csv::table(
+        &["rule", "collective", "size_bytes", "measured", "required", "unit", "passed", "message"],
+        q.results.iter().map(|r| {
+            vec![
+                r.rule.clone(),
+                r.collective.map(|c| c.name().to_string()).unwrap_or_default(),
+                r.size_bytes.map(|s| s.to_string()).unwrap_or_default(),
+                r.measured.map(|v| v.to_string()).unwrap_or_default(),
+                r.required.map(|v| v.to_string()).unwrap_or_default(),
+                r.unit.clone(),
+                r.passed.to_string(),
+                r.message.clone(),
+            ]
+        }),
+    )
+    .map_err(csv_failure)
+}
+
+pub fn qualification_markdown(q: &Qualification) -> String {
+    let mut out = format!(
+        "### ncclprobe qualify: {} — {}\n\n{}\n\n",
+        md(&q.run),
+        if q.passed { "PASS" } else { "**FAIL**" },
+        md(&q.summary)
+    );
+    if let Some(p) = &q.profile {
+        let _ = writeln!(out, "- expectation: {}\n- source: {}\n", md(&p.why), md(&p.citation));
+    }
+    out.push_str("| result | rule | measured | required | detail |\n|---|---|---:|---:|---|\n");
+    for r in &q.results {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            if r.passed { "pass" } else { "**FAIL**" },
+            md(&case_name(r)),
+            value(r.measured, &r.unit),
+            value(r.required, &r.unit),
+            md(&r.message)
+        );
+    }
+    out
+}
+
+/// JUnit XML: one test suite, one test case per rule and collective; a failure's message holds
+/// the measured and the required value.
+pub fn junit(q: &Qualification) -> Result<String, Failure> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut suite = TestSuite::new(format!("ncclprobe qualify {}", q.run));
+    for r in &q.results {
+        let status = if r.passed {
+            TestCaseStatus::success()
+        } else {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(r.message.clone());
+            s.set_type(r.rule.clone());
+            s
+        };
+        let mut case = TestCase::new(case_name(r), status);
+        case.set_classname(format!("ncclprobe.qualify.{}", r.rule));
+        if r.passed {
+            case.set_system_out(r.message.clone());
+        }
+        suite.add_test_case(case);
+    }
+    if let Some(p) = &q.profile {
+        suite.add_property(("expectation", p.id.as_str()));
+    }
+    suite.add_property(("attempts", q.attempts.to_string().as_str()));
+    let mut report = Report::new("ncclprobe");
+    report.add_test_suite(suite);
+    report.to_string().map_err(|e| Failure::internal(format!("JUnit: {e}")))
+}

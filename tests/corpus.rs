@@ -459,10 +459,14 @@ fn findings_from_the_corpus() {
         (&[("topo", "06-")], &[]),
         (&[("topo", "13-")], &[]),
         (&[("topo", "17-")], &["topo.cross-numa"]),
+        // No P2P behind one switch: 4.0 GB/s is what that path gives (0.89x of it); the
+        // missing P2P is the finding, not the bandwidth.
         (
             &[("nccl-tests", "07-"), ("topo", "01-")],
-            &["p2p.unavailable", "result.below-expected"],
+            &["p2p.unavailable"],
         ),
+        // Two 4090s in a container at 2.2 GB/s: 0.12x of even host-memory SHM.
+        (&[("nccl-tests", "24-")], &["result.below-expected"]),
         (&[("nccl-tests", "21-"), ("topo", "09-")], &[]),
     ];
     for (inputs, expected) in cases {

@@ -8,7 +8,6 @@ pub mod rules;
 
 pub use facts::{Facts, Inputs};
 pub use finding::{Evidence, Finding, Severity};
-pub use rules::expected_busbw;
 
 /// Every finding the inputs support, worst first.
 pub fn rules(inputs: &Inputs) -> Vec<Finding> {
@@ -229,13 +228,5 @@ mod tests {
             ..Default::default()
         };
         assert!(ids(&inputs).is_empty());
-    }
-
-    #[test]
-    fn expected_busbw_takes_the_slowest_gpu_pair() {
-        let t = crate::import::topo::parse_str("        GPU0    GPU1    GPU2\nGPU0     X      NV4     SYS\nGPU1    NV4      X      SYS\nGPU2    SYS     SYS      X\n").unwrap();
-        let (bw, pair) = rules::expected_busbw(&t).unwrap();
-        assert_eq!(bw, 6e9);
-        assert!(pair.ends_with("SYS"));
     }
 }

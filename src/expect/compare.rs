@@ -288,3 +288,21 @@ fn alternative(choice: &Choice, alt: &Choice) -> Alternative {
         plateau_busbw_bytes_per_s: plateau,
     }
 }
+
+/// Per collective, the median measured/expected ratio over the out-of-place plateau points
+/// (the entry's plateau sizes when the run reaches them, else its top sizes) and the points.
+pub fn plateau_ratios(doc: &Comparison, choice: &Choice) -> Vec<(Collective, f64, Vec<ComparedPoint>)> {
+    let mut by: BTreeMap<Collective, Vec<&ComparedPoint>> = BTreeMap::new();
+    for p in doc.points.iter().filter(|p| p.placement == crate::coll::Placement::OutOfPlace) {
+        by.entry(p.collective).or_default().push(p);
+    }
+    by.into_iter()
+        .filter_map(|(c, pts)| {
+            let largest = pts.iter().map(|p| p.size_bytes).max()?;
+            let from = choice.entry.plateau_from_bytes.min((largest / 4).max(1));
+            let top: Vec<ComparedPoint> = pts.into_iter().filter(|p| p.size_bytes >= from).cloned().collect();
+            let m = median(top.iter().map(|p| p.ratio).collect())?;
+            Some((c, m, top))
+        })
+        .collect()
+}

@@ -11,7 +11,6 @@ mod results;
 use super::facts::Inputs;
 use super::finding::{Evidence, Finding, Severity};
 
-pub use results::expected_busbw;
 
 /// One raised finding, before the table's text is attached.
 pub struct Hit {
@@ -237,10 +236,10 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "result.below-expected",
         severity: Severity::Warning,
-        explanation: "The expectation is NCCL's own link model at the oldest generation of that link type (NVLink 20 GB/s per link, PCIe Gen3 x16 12 GB/s, host-bridge paths 9 GB/s, cross-socket 6 GB/s); far below it, something forces a slower path: no P2P (GeForce, ACS/IOMMU), SHM through a PCIe switch uplink, sockets, or a downgraded link.",
-        fix: "Look at the transports in an NCCL_DEBUG=INFO log (ncclprobe diagnose --from it) and at p2p.unavailable / transport.* findings.",
-        source: "reference/anchors.md §4.1-§4.2 and §5.3",
-        check: results::below_topology_expectation,
+        explanation: "ncclprobe's expectation for the path the facts say NCCL takes (topology, GPU model, NCCL_* overrides, WSL2, the log's transports: the one `ncclprobe compare` prints) is at least twice what was measured at the plateau: something outside that path slows it: a PCIe link trained down, ACS/IOMMU redirecting P2P, a container's small /dev/shm or CPU limits, a busy GPU, or traffic on a shared link.",
+        fix: "Run `ncclprobe compare RUN --topo topo.txt` for the per-size picture and the chosen expectation; check pcie.downgraded, pcie.iommu-translated and devshm.small (ncclprobe diagnose), and rerun on an idle machine.",
+        source: "data/expectations.toml (ncclprobe baselines) and NCCL's cost model, reference/anchors.md §4-§5",
+        check: results::below_expectation,
     },
 ];
 

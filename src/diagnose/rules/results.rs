@@ -2,10 +2,8 @@
 //! NCCL's cost model or the topology lead one to expect.
 
 use super::Hit;
-use crate::coll::{Collective, Placement};
 use crate::diagnose::facts::Inputs;
 use crate::diagnose::finding::{ev, Evidence};
-use crate::import::topo::Topology;
 use crate::model::{RunRecord, RunStatus};
 
 /// The name a run's evidence carries: its imported file, else "(run)".
@@ -122,79 +120,56 @@ pub fn slower_than_nccl_model(inp: &Inputs) -> Vec<Hit> {
         .collect()
 }
 
-/// Conservative expected plateau busbw (bytes/s) for the slowest GPU pair of a topology:
-/// NCCL's own link model (anchors.md §5.3) at the oldest generation that link type exists in,
-/// NVLink at 20 GB/s per link (SM80), PCIe Gen3 x16 at 12 GB/s, host-bridge paths at 0.75 of it,
-/// cross-socket at 6 GB/s (the lowest SYS constant).
-pub fn expected_busbw(topo: &Topology) -> Option<(f64, String)> {
-    let gpus = topo.gpus();
-    let mut worst: Option<(f64, String)> = None;
-    for (i, a) in gpus.iter().enumerate() {
-        for b in &gpus[i + 1..] {
-            let Some(code) = topo.link(a, b) else {
-                continue;
-            };
-            let bw = if let Some(n) = code.strip_prefix("NV").and_then(|n| n.parse::<f64>().ok()) {
-                n * 20e9
-            } else {
-                match code {
-                    "PIX" | "PXB" => 12e9,
-                    "PHB" | "NODE" => 9e9,
-                    _ => 6e9,
-                }
-            };
-            if worst.as_ref().is_none_or(|(w, _)| bw < *w) {
-                worst = Some((bw, format!("{a}-{b} {code}")));
-            }
-        }
-    }
-    worst
-}
-
-/// Whether a run's plateau can be held against one box's slowest GPU pair: several ranks,
-/// one host, out-of-place points measured.
-fn comparable(r: &RunRecord, coll: Collective) -> bool {
-    let n = r
-        .points
-        .iter()
-        .find(|p| p.collective == coll)
-        .map(|p| p.nranks)
-        .unwrap_or(0);
-    n >= 2
-        && r.backend.hosts.len() <= 1
-        && r.points
-            .iter()
-            .any(|p| p.placement == Placement::OutOfPlace)
-}
-
-pub fn below_topology_expectation(inp: &Inputs) -> Vec<Hit> {
-    let Some((file_t, topo)) = inp.topos.first() else {
-        return Vec::new();
-    };
-    let Some((expected, pair)) = expected_busbw(topo) else {
-        return Vec::new();
-    };
+/// A run's plateau held against the expectation `compare` chooses for it (the same engine):
+/// far below it (under half), something slows the path the facts say NCCL takes.
+pub fn below_expectation(inp: &Inputs) -> Vec<Hit> {
+    let topo = inp.topos.first().cloned();
+    let log = inp.logs.first();
     let mut hits = Vec::new();
     for r in &inp.runs {
+        if r.points.iter().all(|p| p.nranks < 2) {
+            continue;
+        }
+        let s = crate::expect::Situation::of_record(r, topo.clone(), log);
+        let Ok(choice) = crate::expect::choose(crate::expect::shipped(), &s) else {
+            continue;
+        };
         let file = file_of(r);
-        let bandwidth_bound = r.headlines.iter().filter(|h| {
-            matches!(
-                h.collective,
-                Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter
-            )
-        });
-        for h in bandwidth_bound {
-            if !comparable(r, h.collective) || h.plateau_busbw_bytes_per_s >= 0.5 * expected {
+        let doc = crate::expect::compare::against_expectation(&file, r, &choice);
+        for (coll, ratio, top) in crate::expect::compare::plateau_ratios(&doc, &choice) {
+            if ratio >= 0.5 {
                 continue;
             }
-            let measured = h.plateau_busbw_bytes_per_s / 1e9;
-            hits.push(Hit::new(
-                format!("{} plateau busbw {measured:.2} GB/s is below half of what the slowest GPU link should give ({:.0} GB/s)", h.collective, expected / 1e9),
-                vec![
-                    ev(&file, 0, format!("plateau busbw {measured:.2} GB/s over {:?} bytes", h.plateau_sizes_bytes)),
-                    ev(file_t, 0, format!("slowest pair {pair}")),
-                ],
-            ));
+            let measured = top.iter().map(|p| p.measured_busbw_bytes_per_s).fold(0.0, f64::max) / 1e9;
+            let mut evidence: Vec<Evidence> = top
+                .iter()
+                .rev()
+                .take(2)
+                .map(|p| {
+                    ev(&file, 0, format!(
+                        "{coll} {} busbw {:.2} GB/s, expected {:.2} GB/s ({:.2}x)",
+                        crate::units::format_size(p.size_bytes),
+                        p.measured_busbw_bytes_per_s / 1e9,
+                        p.expected_busbw_bytes_per_s / 1e9,
+                        p.ratio
+                    ))
+                })
+                .collect();
+            evidence.push(ev("(expectation)", 0, format!("{}; {}", choice.why, choice.entry.citation)));
+            // Without a topology the link was assumed; only a gap no link explains is a warning.
+            let assumed = s.topology.is_none() && s.nnodes <= 1;
+            let mut hit = Hit::new(
+                format!(
+                    "{coll} plateau busbw {measured:.2} GB/s is {ratio:.2}x of what this path should give ({})",
+                    choice.entry.title
+                ),
+                evidence,
+            );
+            if assumed && ratio >= 0.25 {
+                hit.severity = Some(crate::diagnose::Severity::Info);
+                hit.title.push_str(" (links assumed: give the `nvidia-smi topo -m` output)");
+            }
+            hits.push(hit);
         }
     }
     hits

@@ -301,10 +301,46 @@ pub struct SweepArgs {
     pub backend: BackendArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
 
     /// Testing hook: inject a fault (`stall:RANK[:SIZE]`, `corrupt:RANK[:SIZE]`, `die:RANK[:SIZE]`).
     #[arg(long, hide = true)]
     pub inject_fault: Option<String>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Gate (measure, then qualify)")]
+pub struct GateArgs {
+    /// Gate the run on this shipped expectation's rules after measuring (`ncclprobe baselines`).
+    #[arg(long, value_name = "PROFILE")]
+    pub qualify: Option<String>,
+    /// Re-measure only the points that failed, up to this many times, before failing the gate.
+    #[arg(long, default_value_t = 0)]
+    pub retries: usize,
+    #[command(flatten)]
+    pub rules: RuleArgs,
+}
+
+impl GateArgs {
+    /// Whether anything asks for a gate.
+    pub fn requested(&self) -> bool {
+        let r = &self.rules;
+        self.qualify.is_some()
+            || r.min_busbw.is_some()
+            || r.max_latency_us.is_some()
+            || r.max_skew.is_some()
+            || r.min_ratio.is_some()
+            || r.rules.is_some()
+            || r.junit.is_some()
+    }
+
+    pub fn expectation(&self) -> ExpectationArgs {
+        ExpectationArgs {
+            profile: self.qualify.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,13 @@ pub struct RunRecord {
     pub import: Option<ImportInfo>,
     /// Set when the run ended early: the reason, for readers of a partial record.
     pub error: Option<String>,
+    /// Earlier measurements of points that `sweep --retries` measured again (every attempt
+    /// is kept; `points` holds the last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried_points: Vec<Point>,
+    /// The gate's verdict when the sweep ran with `--qualify` or rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qualification: Option<crate::documents::Qualification>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -187,6 +194,8 @@ impl RunRecord {
             headlines: Vec::new(),
             import: None,
             error: None,
+            retried_points: Vec::new(),
+            qualification: None,
         }
     }
 }

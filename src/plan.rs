@@ -25,6 +25,8 @@ pub struct Plan {
     pub settings: Settings,
     pub fault: Option<Fault>,
     pub notes: Vec<String>,
+    /// `--qualify`/rules: gate the run after measuring, re-measuring failed points.
+    pub gate: Option<std::sync::Arc<crate::cli::GateArgs>>,
 }
 
 fn size_flag(flag: &str, text: &str) -> Result<u64, Failure> {
@@ -252,6 +254,10 @@ impl Plan {
             settings,
             fault,
             notes,
+            gate: args
+                .gate
+                .requested()
+                .then(|| std::sync::Arc::new(args.gate.clone())),
         })
     }
 

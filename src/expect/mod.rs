@@ -6,6 +6,7 @@
 pub mod choose;
 pub mod compare;
 pub mod cost;
+pub mod gate;
 pub mod qualify;
 pub mod table;
 pub mod versus;

@@ -67,7 +67,9 @@ pub fn launch<C: Communicator + Send + 'static>(
     let watchdog = Watchdog::start(plan.settings.timeout_s);
     let rank0 = reports.then(|| {
         let record = record::new_record(&plan, selection, libraries.clone(), calibration);
-        Arc::new(Rank0::new(&args.output, record))
+        let mut r0 = Rank0::new(&args.output, record);
+        r0.set_gate(plan.gate.clone());
+        Arc::new(r0)
     });
     let (tx, rx) = mpsc::channel::<Event<C>>();
     watch_for_timeouts(&watchdog, rank0.clone(), tx.clone());

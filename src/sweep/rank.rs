@@ -106,24 +106,8 @@ pub fn run_rank(
             for op in plan.ops_for(coll) {
                 for &root in &roots {
                     for &size in &plan.sizes_bytes {
-                        let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
-                        comm.prepare(&spec)
-                            .map_err(|e| prepare_failure(coll, size, e))?;
-                        let mut runner = PointRunner {
-                            comm: &mut *comm,
-                            plan,
-                            watchdog,
-                        };
-                        let oop = runner.measure(&spec, Placement::OutOfPlace)?;
-                        let inp = runner.measure(&spec, Placement::InPlace)?;
-                        if let Some(out) = out {
-                            out.point(&oop, &inp)?;
-                        }
-                        // No rank starts the next size before rank 0 has the point on disk, so
-                        // a failure there can never lose it.
-                        comm.allgather_bytes(&[]).map_err(|e| {
-                            Failure::from_backend(&format!("after {coll} {}", format_size(size)), e)
-                        })?;
+                        let (oop, inp) =
+                            measure_size(comm, plan, watchdog, out, coll, dtype, op, root, size)?;
                         coll_points.push(oop);
                         coll_points.push(inp);
                     }
@@ -134,8 +118,91 @@ pub fn run_rank(
             out.collective_footer(coll, &coll_points);
         }
     }
+    if let Some(gate) = &plan.gate {
+        retry_failed(comm, plan, watchdog, out, gate.retries)?;
+    }
     if let Some(w) = watchdog {
         w.disarm();
+    }
+    Ok(())
+}
+
+/// One size of one (collective, type, op, root): both placements measured, rank 0 records
+/// them, and no rank moves on before the point is on disk.
+#[allow(clippy::too_many_arguments)]
+fn measure_size(
+    comm: &mut dyn Communicator,
+    plan: &Plan,
+    watchdog: Option<&Watchdog>,
+    out: Option<&Rank0>,
+    coll: Collective,
+    dtype: crate::dtype::Dtype,
+    op: Option<RedOp>,
+    root: i64,
+    size: u64,
+) -> Result<(Point, Point), Failure> {
+    let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
+    comm.prepare(&spec)
+        .map_err(|e| prepare_failure(coll, size, e))?;
+    let mut runner = PointRunner {
+        comm: &mut *comm,
+        plan,
+        watchdog,
+    };
+    let oop = runner.measure(&spec, Placement::OutOfPlace)?;
+    let inp = runner.measure(&spec, Placement::InPlace)?;
+    if let Some(out) = out {
+        out.point(&oop, &inp)?;
+    }
+    // No rank starts the next size before rank 0 has the point on disk, so a failure there
+    // can never lose it.
+    comm.allgather_bytes(&[])
+        .map_err(|e| Failure::from_backend(&format!("after {coll} {}", format_size(size)), e))?;
+    Ok((oop, inp))
+}
+
+/// `sweep --retries`: rank 0 judges what it recorded and tells every rank which (collective,
+/// size) points failed; all ranks measure those again, up to `retries` times.
+fn retry_failed(
+    comm: &mut dyn Communicator,
+    plan: &Plan,
+    watchdog: Option<&Watchdog>,
+    out: Option<&Rank0>,
+    retries: usize,
+) -> Result<(), Failure> {
+    let nranks = comm.nranks();
+    for _ in 0..retries {
+        let mine: String = out
+            .map(|o| o.points_to_retry())
+            .unwrap_or_default()
+            .iter()
+            .map(|(c, s)| format!("{}\t{s}\n", c.name()))
+            .collect();
+        let all = comm
+            .allgather_bytes(mine.as_bytes())
+            .map_err(|e| Failure::from_backend("agreeing on the points to measure again", e))?;
+        let todo: Vec<(Collective, u64)> = String::from_utf8_lossy(all.first().map_or(&[][..], |v| v))
+            .lines()
+            .filter_map(|l| {
+                let (c, s) = l.split_once('\t')?;
+                Some((Collective::parse(c)?, s.parse().ok()?))
+            })
+            .collect();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        if let Some(out) = out {
+            out.begin_retry(&todo);
+        }
+        for (coll, size) in todo {
+            for root in plan.roots(coll, nranks)? {
+                for &dtype in &plan.dtypes {
+                    for op in plan.ops_for(coll) {
+                        measure_size(comm, plan, watchdog, out, coll, dtype, op, root, size)?;
+                    }
+                }
+            }
+        }
     }
     Ok(())
 }

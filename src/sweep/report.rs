@@ -26,6 +26,9 @@ pub struct Rank0 {
     sink: Arc<Mutex<RecordSink>>,
     print_table: bool,
     progress: ProgressBar,
+    /// `--qualify`/rules, and how many times the points were measured.
+    gate: Option<Arc<crate::cli::GateArgs>>,
+    attempts: std::sync::atomic::AtomicUsize,
 }
 
 /// The lock, unless another thread keeps it longer than `patience` (or it is poisoned).
@@ -55,6 +58,8 @@ impl Rank0 {
             sink: Arc::new(Mutex::new(output.sink(record))),
             print_table: output.table_on_stdout(),
             progress,
+            gate: None,
+            attempts: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -122,16 +127,69 @@ impl Rank0 {
         ));
     }
 
-    /// One finished size: its table row, and both placements on disk.
+    /// One finished size: its table row, and both placements on disk. A point measured again
+    /// (`--retries`) takes the place of the earlier one, which moves to `retried_points`.
     pub fn point(&self, oop: &Point, inp: &Point) -> Result<(), Failure> {
         self.println(&table::row(oop, inp));
         self.progress.inc(1);
         self.with_sink(|sink| {
-            sink.record.points.push(oop.clone());
-            sink.record.points.push(inp.clone());
+            for new in [oop, inp] {
+                let same = |p: &Point| {
+                    (p.collective, p.dtype, p.redop, p.root, p.placement, p.size_bytes)
+                        == (new.collective, new.dtype, new.redop, new.root, new.placement, new.size_bytes)
+                };
+                if let Some(i) = sink.record.points.iter().position(same) {
+                    let old = sink.record.points.remove(i);
+                    sink.record.retried_points.push(old);
+                }
+                sink.record.points.push(new.clone());
+            }
             sink.flush()
         })?
         .map_err(|e| Failure::internal(format!("{e:#}")))
+    }
+
+    /// The gate (`--qualify`, rules), if the sweep has one.
+    pub fn set_gate(&mut self, gate: Option<Arc<crate::cli::GateArgs>>) {
+        self.gate = gate;
+    }
+
+    fn judge(&self, record: &model::RunRecord) -> Result<crate::documents::Qualification, Failure> {
+        let gate = self
+            .gate
+            .as_ref()
+            .ok_or_else(|| Failure::internal("no gate to judge"))?;
+        crate::expect::gate::judge(
+            "(this sweep)",
+            record,
+            &gate.rules,
+            &gate.expectation(),
+            self.attempts.load(std::sync::atomic::Ordering::SeqCst) + 1,
+            false,
+        )
+    }
+
+    /// The (collective, size) points the gate fails on what is recorded so far.
+    pub fn points_to_retry(&self) -> Vec<(Collective, u64)> {
+        let Ok(Some(mut record)) = self.with_sink(|sink| Some(sink.record.clone())) else {
+            return Vec::new();
+        };
+        // The run has reached its end without a failure: judge it as complete.
+        record.status = model::RunStatus::Complete;
+        self.judge(&record)
+            .map(|q| crate::expect::qualify::failed_sizes(&q))
+            .unwrap_or_default()
+    }
+
+    pub fn begin_retry(&self, todo: &[(Collective, u64)]) {
+        let n = self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let what: Vec<String> = todo
+            .iter()
+            .map(|(c, s)| format!("{c} {}", crate::units::format_size(*s)))
+            .collect();
+        let line = format!("# retry {n}: the gate failed at {}; measuring them again", what.join(", "));
+        self.println(&line);
+        let _ = self.with_sink(|sink| sink.record.notes.push(line.trim_start_matches("# ").to_string()));
     }
 
     pub fn banner(
@@ -162,6 +220,14 @@ impl Rank0 {
             sink.flush().map(|_| sink.record.clone())
         })?;
         let record = record.map_err(|e| Failure::internal(format!("{e:#}")))?;
+        let verdict = match &self.gate {
+            Some(gate) => Some(self.gate_verdict(gate, &record)?),
+            None => None,
+        };
+        let verdict_text = verdict.as_ref().map(crate::render::expect::qualification_table);
+        if let (Err(_), Some(text)) = (&result, &verdict_text) {
+            eprint!("{text}");
+        }
         result?;
         for line in after_table_lines(&record) {
             self.println(&line);
@@ -170,6 +236,13 @@ impl Rank0 {
             "{}",
             crate::render::record::stdout_documents(output, &record)?
         );
+        if let Some(text) = verdict_text {
+            if output.table_on_stdout() {
+                print!("{text}");
+            } else {
+                eprint!("{text}");
+            }
+        }
         let wrong = record.total_wrong();
         if wrong > 0 {
             return Err(Failure::new(
@@ -177,7 +250,31 @@ impl Rank0 {
                 format!("check failed: {wrong} wrong elements (see the #wrong column)"),
             ));
         }
+        if let Some(q) = verdict.filter(|q| !q.passed) {
+            return Err(Failure::new(ExitCode::CheckFailed, format!("qualify: {}", q.summary)));
+        }
         Ok(ExitCode::Ok)
+    }
+
+    /// Judge the closed record, keep the verdict in it and write the JUnit file. Runs whether
+    /// the sweep succeeded or not: a gate must say that a run that timed out failed.
+    fn gate_verdict(
+        &self,
+        gate: &crate::cli::GateArgs,
+        record: &model::RunRecord,
+    ) -> Result<crate::documents::Qualification, Failure> {
+        let q = self.judge(record)?;
+        self.with_sink(|sink| {
+            sink.record.qualification = Some(q.clone());
+            sink.flush()
+        })?
+        .map_err(|e| Failure::internal(format!("{e:#}")))?;
+        if let Some(path) = &gate.rules.junit {
+            let xml = crate::render::expect::junit(&q)?;
+            crate::render::record::write_atomic(path, xml.as_bytes())
+                .map_err(|e| Failure::internal(format!("--junit {}: {e}", path.display())))?;
+        }
+        Ok(q)
     }
 }
 

@@ -1,0 +1,84 @@
+//! A gate as commands set it up: the rules flags, a rules file and a profile give, judged on a
+//! run (`qualify`, and `sweep --qualify` after measuring and between retries).
+
+use crate::cli::{ExpectationArgs, RuleArgs};
+use crate::commands::expectation::choice;
+use crate::documents::Qualification;
+use crate::exit::Failure;
+use crate::expect::compare::baseline_ref;
+use crate::expect::qualify::{self, At, Rule, RuleSet};
+use crate::expect::Choice;
+use crate::model::RunRecord;
+use crate::units::parse_size;
+
+/// The rules the flags and the rules file give, and the profile either names.
+pub fn rules_from(args: &RuleArgs, profile: &Option<String>) -> Result<(Vec<Rule>, Option<String>), Failure> {
+    let mut rules = Vec::new();
+    let mut profile = profile.clone();
+    let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Failure> {
+        v.as_deref()
+            .map(|t| parse_size(t).map_err(|e| Failure::usage(format!("{flag}: {e}"))))
+            .transpose()
+    };
+    if let Some(gbps) = args.min_busbw {
+        crate::flags::positive("--min-busbw", gbps, "GB/s")?;
+        let at = size("--at-size", &args.at_size)?.map(At::Size).unwrap_or(At::Largest);
+        rules.push(Rule::MinBusbw { coll: None, gbps, at });
+    }
+    if let Some(us) = args.max_latency_us {
+        crate::flags::positive("--max-latency-us", us, "us")?;
+        rules.push(Rule::MaxLatency { coll: None, us, at: size("--at-size-small", &args.at_size_small)? });
+    }
+    if let Some(ratio) = args.max_skew {
+        if !(ratio.is_finite() && ratio >= 1.0) {
+            return Err(Failure::usage(format!("--max-skew: slowest/fastest is at least 1, not {ratio}")));
+        }
+        rules.push(Rule::MaxSkew { coll: None, ratio });
+    }
+    if let Some(ratio) = args.min_ratio {
+        crate::flags::positive("--min-ratio", ratio, "x")?;
+        rules.push(Rule::MinRatio { coll: None, ratio });
+    }
+    if let Some(path) = &args.rules {
+        let input = crate::import::text::Input::open(path).map_err(crate::commands::input::input_failure)?;
+        let name = input.name.clone();
+        let bytes = input.bytes("a TOML rules file").map_err(crate::commands::input::input_failure)?;
+        let set = RuleSet::parse(&String::from_utf8_lossy(&bytes))
+            .map_err(|e| Failure::usage(format!("{name}: {e}")))?;
+        if profile.is_none() {
+            profile = set.profile;
+        }
+        rules.extend(set.rules);
+    }
+    Ok((rules, profile))
+}
+
+/// Judge a run against flags, a rules file and a profile (or, with none of them, the
+/// expectation its facts point to).
+pub fn judge(
+    name: &str,
+    run: &RunRecord,
+    args: &RuleArgs,
+    expectation: &ExpectationArgs,
+    attempts: usize,
+    choose_when_empty: bool,
+) -> Result<Qualification, Failure> {
+    let (mut rules, profile) = rules_from(args, &expectation.profile)?;
+    let mut exp = expectation.clone();
+    exp.profile = profile.clone();
+    let wants_ratio = rules.iter().any(|r| matches!(r, Rule::MinRatio { .. }));
+    let only_always = rules.is_empty() && choose_when_empty;
+    // An expectation is needed for a profile, for min-ratio, and when nothing else is asked.
+    let chosen: Option<Choice> = if profile.is_some() || wants_ratio || only_always {
+        Some(choice(run, &exp)?)
+    } else {
+        None
+    };
+    if let Some(c) = &chosen {
+        if profile.is_some() || only_always {
+            rules.extend(qualify::profile_rules(c, run));
+        }
+    }
+    Ok(qualify::qualify(name, run, &rules, chosen.as_ref(), chosen.as_ref().map(baseline_ref), attempts))
+}
+

@@ -300,3 +300,45 @@ fn baselines_lists_every_entry_with_provenance_and_citation() {
     assert_eq!(reader.headers().unwrap().get(0), Some("id"));
     assert!(reader.records().count() >= doc.entries.len());
 }
+
+#[test]
+fn sweep_gates_after_measuring_and_retries_only_the_failed_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, xml) = (dir.path().join("run.json"), dir.path().join("q.xml"));
+    // Impossible at 64 KiB only: the retries re-measure that size, nothing else.
+    let out = host_sweep(2)
+        .args(["-b", "8", "-e", "64K", "--min-busbw", "100000", "--at-size", "64K", "--retries", "2", "--junit"])
+        .arg(&xml)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .code(3)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("# retry 1: the gate failed at all_reduce 64 KiB") && stdout.contains("# retry 2:"), "{stdout}");
+    assert!(stdout.contains("FAIL after 2 retries"), "{stdout}");
+    let record = common::read_record(&json);
+    let q = record.qualification.as_ref().expect("the record keeps the verdict");
+    assert_eq!((q.passed, q.attempts), (false, 3));
+    // Both placements of 64 KiB, twice, kept as earlier attempts; the rest measured once.
+    assert_eq!(record.retried_points.len(), 4);
+    assert!(record.retried_points.iter().all(|p| p.size_bytes == 65536));
+    assert_eq!(record.points.iter().filter(|p| p.size_bytes == 65536).count(), 2);
+    assert_eq!(junit(&xml).failures, 1);
+    // A gate that holds: exit 0, no retry.
+    let ok = host_sweep(2)
+        .args(["-b", "8", "-e", "1K", "--min-busbw", "0.0000001", "--retries", "2", "--json"])
+        .arg(&json)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    assert!(!String::from_utf8(ok).unwrap().contains("# retry"));
+    assert!(common::read_record(&json).qualification.unwrap().passed);
+    // A bad profile is refused before anything is measured.
+    let err = host_sweep(2).args(["--qualify", "nope", "--json"]).arg(dir.path().join("x.json")).assert().code(2).get_output().stderr.clone();
+    assert!(String::from_utf8_lossy(&err).contains("valid names"));
+    assert!(!dir.path().join("x.json").exists());
+}

@@ -270,6 +270,7 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
 fn value(v: Option<f64>, unit: &str) -> String {
     match v {
         Some(x) if unit == "elements" => format!("{x:.0}"),
+        Some(x) if x.abs() < 1.0 && x != 0.0 => format!("{x:.4} {unit}"),
         Some(x) => format!("{x:.2} {unit}"),
         None => "-".into(),
     }

@@ -188,6 +188,22 @@ fn retry_failed(
                 Some((Collective::parse(c)?, s.parse().ok()?))
             })
             .collect();
+        // A rule judged over a plateau names where it starts: measure the plan's sizes from
+        // there; a size the plan never had is not measured now either.
+        let mut todo: Vec<(Collective, u64)> = todo
+            .into_iter()
+            .flat_map(|(c, s)| {
+                let sizes: Vec<u64> = if plan.sizes_bytes.contains(&s) {
+                    vec![s]
+                } else {
+                    plan.sizes_bytes.iter().copied().filter(|&p| p >= s).collect()
+                };
+                sizes.into_iter().map(move |p| (c, p))
+            })
+            .filter(|(c, _)| plan.collectives.contains(c))
+            .collect();
+        todo.sort();
+        todo.dedup();
         if todo.is_empty() {
             return Ok(());
         }

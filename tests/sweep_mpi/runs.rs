@@ -245,3 +245,42 @@ fn unsupported_sizes_are_refused_not_crashed() {
         "{stderr}"
     );
 }
+
+#[test]
+fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/qualify");
+    let run = |min_busbw: &str, dir: &std::path::Path| {
+        Command::new(&script)
+            .arg(dir)
+            .env("NCCLPROBE", env!("CARGO_BIN_EXE_ncclprobe"))
+            .env("NCCLPROBE_CUDA_DRIVER", "none")
+            .env("LAUNCHER", "mpirun")
+            .env("NP", "2")
+            .env("LAUNCH_ARGS", "--allow-run-as-root --oversubscribe")
+            .env("SIZES", "-b 8 -e 64K --min-samples 6 --max-samples 12 --point-budget 0.05")
+            .env("MIN_BUSBW", min_busbw)
+            .env("RETRIES", "1")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run ci/qualify: {e}"))
+    };
+    let pass = tempfile::tempdir().unwrap();
+    let out = run("0.0001", pass.path());
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let record = read_record(&pass.path().join("run.json"));
+    assert_eq!((record.backend.name.as_str(), record.backend.nranks), ("mpi", 2));
+    assert!(record.qualification.unwrap().passed);
+    let xml = std::fs::read_to_string(pass.path().join("qual.xml")).unwrap();
+    let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+    assert_eq!((report.tests, report.failures), (3, 0));
+
+    let fail = tempfile::tempdir().unwrap();
+    let out = run("100000", fail.path());
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let record = read_record(&fail.path().join("run.json"));
+    let q = record.qualification.unwrap();
+    assert_eq!((q.passed, q.attempts), (false, 2));
+    assert_eq!(record.status, RunStatus::Complete);
+    assert!(!record.retried_points.is_empty());
+    let xml = std::fs::read_to_string(fail.path().join("qual.xml")).unwrap();
+    assert!(quick_junit::Report::deserialize_from_str(&xml).unwrap().failures >= 1);
+}

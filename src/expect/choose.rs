@@ -457,7 +457,7 @@ fn fit(e: &Entry, s: &Situation, p: &PathFacts) -> Option<u32> {
         && (e.gpus.is_empty() || e.matches_gpu(name))
         && e.covers_ranks(s.nranks.max(2))
         && e.covers_nodes(s.nnodes.max(1))
-        && e.pcie_gen.is_none_or(|g| p.pcie_gen == Some(g) || p.link == "sys")
+        && e.pcie_gen.is_none_or(|g| p.pcie_gen == Some(g))
         && e.nvls.is_none_or(|v| v == p.nvls)
         && (e.wsl2 != Some(true) || !s.wsl2.is_empty())
         && (e.scales_with_line_rate || !e.per_nic || e.nic_gbps == p.nic_gbps);
@@ -575,4 +575,98 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
         overrides: Vec::new(),
         without_overrides: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expect::shipped;
+
+    fn topo(text: &str) -> Option<(String, Topology)> {
+        Some(("t".into(), crate::import::topo::parse_str(text).unwrap()))
+    }
+
+    fn situation(gpu: &str, nranks: usize, t: Option<(String, Topology)>) -> Situation {
+        Situation {
+            nranks,
+            nnodes: 1,
+            gpu_name: (!gpu.is_empty()).then(|| gpu.to_string()),
+            topology: t,
+            ..Default::default()
+        }
+    }
+
+    const NV_PAIRS_SYS: &str = "        GPU0    GPU1    GPU2    GPU3\nGPU0     X      NV12    SYS     SYS\nGPU1    NV12     X      SYS     SYS\nGPU2    SYS     SYS      X      NV12\nGPU3    SYS     SYS     NV12     X\n";
+
+    #[test]
+    fn the_slowest_pair_decides() {
+        // A100 PCIe cards bridged in pairs, the pairs on different sockets: the ring crosses SYS.
+        let s = situation("NVIDIA A100 80GB PCIe", 4, topo(NV_PAIRS_SYS));
+        let c = choose(shipped(), &s).unwrap();
+        assert_eq!(c.entry.id, "sys-cross-socket-shm", "{}", c.why);
+        assert!(c.why.contains("GPU0-GPU2 is SYS"), "{}", c.why);
+        // Two ranks use the first pair only: NVLink.
+        let two = choose(shipped(), &situation("NVIDIA A100 80GB PCIe", 2, topo(NV_PAIRS_SYS))).unwrap();
+        assert_eq!(two.entry.id, "a100-nvlink-pair", "{}", two.why);
+    }
+
+    #[test]
+    fn overrides_move_the_path_and_the_free_path_is_reported() {
+        let nv8 = {
+            let mut t = String::from("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\n");
+            for i in 0..8 {
+                t.push_str(&format!("GPU{i}"));
+                for j in 0..8 {
+                    t.push_str(if i == j { "\t X " } else { "\tNV18" });
+                }
+                t.push('\n');
+            }
+            t
+        };
+        let mut s = situation("NVIDIA H100 80GB HBM3", 8, topo(&nv8));
+        assert_eq!(choose(shipped(), &s).unwrap().entry.id, "h100-sxm-nvswitch-8");
+        s.env.insert("NCCL_NVLS_ENABLE".into(), "0".into());
+        let ring = choose(shipped(), &s).unwrap();
+        assert_eq!(ring.entry.id, "h100-sxm-nvswitch-ring");
+        assert_eq!(ring.without_overrides.as_ref().unwrap().entry.id, "h100-sxm-nvswitch-8");
+        s.env.clear();
+        s.env.insert("NCCL_P2P_DISABLE".into(), "1".into());
+        let shm = choose(shipped(), &s).unwrap();
+        assert_eq!(shm.path.kind, PathKind::PcieShm, "{}", shm.why);
+        assert!(shm.why.contains("NCCL_P2P_DISABLE=1"));
+    }
+
+    #[test]
+    fn p2p_level_raises_nccl_s_reach_through_the_host_bridge() {
+        let phb = "        GPU0    GPU1\nGPU0     X      PHB\nGPU1    PHB      X\n";
+        let mut s = situation("NVIDIA RTX A6000", 2, topo(phb));
+        assert_eq!(choose(shipped(), &s).unwrap().entry.id, "pcie-gen4-x16-shm");
+        s.env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
+        assert_eq!(choose(shipped(), &s).unwrap().entry.id, "pcie-gen4-x16-p2p-hostbridge");
+    }
+
+    #[test]
+    fn a_log_s_socket_transport_and_nodes_choose_the_network() {
+        let mut s = situation("NVIDIA GeForce RTX 3090", 2, None);
+        s.log_transports = vec!["NET/Socket".into()];
+        let c = choose(shipped(), &s).unwrap();
+        assert_eq!(c.entry.id, "socket-tcp", "{}", c.why);
+        assert!(c.why.contains("socket transport"));
+        let mut multi = situation("NVIDIA A100-SXM4-80GB", 16, None);
+        multi.nnodes = 2;
+        let ib = choose(shipped(), &multi).unwrap();
+        assert_eq!((ib.entry.id.as_str(), ib.scale), ("ib-hdr-200", 8.0));
+        multi.env.insert("NCCL_IB_DISABLE".into(), "1".into());
+        let tcp = choose(shipped(), &multi).unwrap();
+        assert_eq!(tcp.entry.id, "socket-tcp");
+        assert_eq!(tcp.without_overrides.unwrap().entry.id, "ib-hdr-200");
+    }
+
+    #[test]
+    fn nothing_known_is_an_error_that_says_what_to_give() {
+        let e = choose(shipped(), &situation("", 2, None)).unwrap_err();
+        assert!(e.to_string().contains("--topo") && e.to_string().contains("--profile"));
+        let e = named(shipped(), "no-such", &situation("", 2, None)).unwrap_err();
+        assert!(e.contains("valid names") && e.contains("pcie-gen4-x16-p2p"));
+    }
 }

@@ -23,7 +23,12 @@ fn record() -> RunRecord {
     let mut r = ncclprobe::import::nccl_tests::text_from(input, &mut |_| {}).expect("import");
     let template = r.points[0].clone();
     r.points.clear();
-    let colls = [Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter, Collective::Broadcast];
+    let colls = [
+        Collective::AllReduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::Broadcast,
+    ];
     for coll in colls {
         for dtype in Dtype::ALL {
             for k in 3..28u32 {
@@ -59,7 +64,11 @@ fn end_to_end(args: &[&str]) -> Duration {
             .output()
             .expect("ncclprobe");
         let took = start.elapsed();
-        assert!(matches!(out.status.code(), Some(0) | Some(3)), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(3)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         best = best.min(took);
     }
     best
@@ -70,18 +79,43 @@ fn bench(c: &mut Criterion) {
     let s = expect::Situation::of_record(&r, None, None);
     let choice = expect::choose(expect::shipped(), &s).expect("an A100 expectation");
     c.bench_function("compare vs expectation, 2000 points", |b| {
-        b.iter(|| black_box(compare::against_expectation("bench", black_box(&r), &choice)))
+        b.iter(|| {
+            black_box(compare::against_expectation(
+                "bench",
+                black_box(&r),
+                &choice,
+            ))
+        })
     });
     c.bench_function("compare run vs run, 2000 points", |b| {
         b.iter(|| black_box(versus::against_run("a", &r, "b", black_box(&r), 0.05).unwrap()))
     });
     let rules = vec![
-        qualify::Rule::MinBusbw { coll: None, gbps: 1.0, at: qualify::At::Largest },
-        qualify::Rule::MaxSkew { coll: None, ratio: 1.5 },
-        qualify::Rule::MinRatio { coll: None, ratio: 0.5 },
+        qualify::Rule::MinBusbw {
+            coll: None,
+            gbps: 1.0,
+            at: qualify::At::Largest,
+        },
+        qualify::Rule::MaxSkew {
+            coll: None,
+            ratio: 1.5,
+        },
+        qualify::Rule::MinRatio {
+            coll: None,
+            ratio: 0.5,
+        },
     ];
     c.bench_function("qualify, 2000 points", |b| {
-        b.iter(|| black_box(qualify::qualify("bench", black_box(&r), &rules, Some(&choice), None, 1)))
+        b.iter(|| {
+            black_box(qualify::qualify(
+                "bench",
+                black_box(&r),
+                &rules,
+                Some(&choice),
+                None,
+                1,
+            ))
+        })
     });
 
     let dir = std::env::temp_dir().join(format!("ncclprobe-bench-{}", std::process::id()));
@@ -90,9 +124,26 @@ fn bench(c: &mut Criterion) {
     std::fs::write(&path, serde_json::to_vec(&r).expect("json")).expect("write");
     let p = path.to_str().expect("utf-8 path");
     let cases: [(&str, Vec<&str>); 3] = [
-        ("compare RUN (vs expectation)", vec!["compare", p, "--format", "json"]),
+        (
+            "compare RUN (vs expectation)",
+            vec!["compare", p, "--format", "json"],
+        ),
         ("compare RUN RUN", vec!["compare", p, p, "--format", "json"]),
-        ("qualify RUN --min-busbw 1 --max-skew 1.5 --min-ratio 0.5", vec!["qualify", p, "--min-busbw", "1", "--max-skew", "1.5", "--min-ratio", "0.5", "--format", "json"]),
+        (
+            "qualify RUN --min-busbw 1 --max-skew 1.5 --min-ratio 0.5",
+            vec![
+                "qualify",
+                p,
+                "--min-busbw",
+                "1",
+                "--max-skew",
+                "1.5",
+                "--min-ratio",
+                "0.5",
+                "--format",
+                "json",
+            ],
+        ),
     ];
     for (name, args) in cases {
         let t = end_to_end(&args);

@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Measure collectives over a range of message sizes (nccl-tests compatible table).
-    Sweep(SweepArgs),
+    Sweep(Box<SweepArgs>),
     /// Show the GPU/NIC link matrix: live (NVML + sysfs) or from a pasted `nvidia-smi topo -m`.
     Topo(TopoArgs),
     /// Everything a good engineer checks, as findings with evidence and fixes: live, or from files.

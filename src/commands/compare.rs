@@ -24,7 +24,11 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
             let (an, a) = load_run(after, &args.expectation)?;
             versus::against_run(&bn, &b, &an, &a, args.noise).map_err(Failure::usage)?
         }
-        _ => return Err(Failure::usage("compare takes one run, or two (BEFORE AFTER)")),
+        _ => {
+            return Err(Failure::usage(
+                "compare takes one run, or two (BEFORE AFTER)",
+            ))
+        }
     };
     for w in &doc.warnings {
         eprintln!("ncclprobe: warning: {w}");

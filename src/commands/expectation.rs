@@ -18,13 +18,18 @@ pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<(String, RunRecor
             .filter(|c| c.is_measured() || Collective::IMPORTED_ONLY.contains(c))
             .ok_or_else(|| Failure::usage(format!("--collective: `{text}` is not a collective")))?;
         let mut renamed = 0;
-        for p in run.points.iter_mut().filter(|p| p.collective == Collective::Unknown) {
+        for p in run
+            .points
+            .iter_mut()
+            .filter(|p| p.collective == Collective::Unknown)
+        {
             p.collective = coll;
             renamed += 1;
         }
         if renamed > 0 {
             run.headlines = crate::model::headlines(&run.points);
-            run.notes.push(format!("{renamed} points named {coll} with --collective"));
+            run.notes
+                .push(format!("{renamed} points named {coll} with --collective"));
         }
     }
     Ok((name, run))
@@ -62,9 +67,14 @@ pub fn choice(run: &RunRecord, args: &ExpectationArgs) -> Result<Choice, Failure
     let s = situation(run, args)?;
     let table = expect::shipped();
     match &args.profile {
-        Some(id) => expect::named(table, id, &s).map_err(|e| Failure::usage(format!("--profile: {e}"))),
+        Some(id) => {
+            expect::named(table, id, &s).map_err(|e| Failure::usage(format!("--profile: {e}")))
+        }
         None => {
-            if matches!(run.backend.name.as_str(), "host" | "mpi") && s.topology.is_none() && s.gpu_name.is_none() {
+            if matches!(run.backend.name.as_str(), "host" | "mpi")
+                && s.topology.is_none()
+                && s.gpu_name.is_none()
+            {
                 return Err(Failure::usage(format!(
                     "the run measured the {} backend (host memory, no GPU): no shipped expectation applies; give --profile NAME, or compare it with an earlier run",
                     run.backend.name

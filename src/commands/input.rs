@@ -116,7 +116,10 @@ pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
         struct KindOnly {
             kind: Option<String>,
         }
-        match serde_json::from_slice::<KindOnly>(&bytes).ok().and_then(|k| k.kind) {
+        match serde_json::from_slice::<KindOnly>(&bytes)
+            .ok()
+            .and_then(|k| k.kind)
+        {
             Some(kind) if kind != "run" => Failure::usage(format!(
                 "{name}: is an ncclprobe `{kind}` document, not a run record"
             )),
@@ -136,9 +139,9 @@ pub fn read_run(path: &Path) -> Result<(String, RunRecord), Failure> {
         Kind::NcclTests => nccl_tests::text_from(input, &mut |_| {}).map_err(input_failure)?,
         other => {
             return Err(Failure::usage(format!(
-                "{name}: is {} output, not a run record (ncclprobe sweep --json, or nccl-tests output)",
-                other.name()
-            )))
+            "{name}: is {} output, not a run record (ncclprobe sweep --json, or nccl-tests output)",
+            other.name()
+        )))
         }
     };
     Ok((name, run))

@@ -20,7 +20,11 @@ pub fn report(q: &Qualification, args: &RuleArgs, format: DocFormat) -> Result<E
         DocFormat::Markdown => print!("{}", render::expect::qualification_markdown(q)),
         DocFormat::Table => print!("{}", render::expect::qualification_table(q)),
     }
-    Ok(if q.passed { ExitCode::Ok } else { ExitCode::CheckFailed })
+    Ok(if q.passed {
+        ExitCode::Ok
+    } else {
+        ExitCode::CheckFailed
+    })
 }
 
 pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {

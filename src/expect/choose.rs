@@ -231,9 +231,8 @@ fn worst_link(topo: &Topology, nranks: usize) -> Option<(String, String)> {
                 continue;
             };
             let r = rank(code);
-            let nv_fewer = |w: &(u32, String, String)| {
-                r == 0 && w.0 == 0 && nv_count(code) < nv_count(&w.1)
-            };
+            let nv_fewer =
+                |w: &(u32, String, String)| r == 0 && w.0 == 0 && nv_count(code) < nv_count(&w.1);
             if worst.as_ref().is_none_or(|w| r > w.0 || nv_fewer(w)) {
                 worst = Some((r, code.to_string(), format!("{a}-{b}")));
             }
@@ -252,7 +251,9 @@ fn nv_count(code: &str) -> u32 {
 fn p2p_matrix_says_no(topo: &Topology) -> Option<String> {
     topo.p2p
         .iter()
-        .find(|(a, b, v)| a != b && a.starts_with("GPU") && b.starts_with("GPU") && v != "OK" && v != "X")
+        .find(|(a, b, v)| {
+            a != b && a.starts_with("GPU") && b.starts_with("GPU") && v != "OK" && v != "X"
+        })
         .map(|(a, b, v)| format!("`nvidia-smi topo -p2p` says {v} for {a}-{b}"))
 }
 
@@ -265,7 +266,10 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         && !contains_ci(name, "PCIE")
         && !contains_ci(name, "NVL");
     let log_has = |t: &str| s.log_transports.iter().any(|x| x.starts_with(t));
-    let log_socket = s.log_network.as_deref().is_some_and(|n| contains_ci(n, "socket"))
+    let log_socket = s
+        .log_network
+        .as_deref()
+        .is_some_and(|n| contains_ci(n, "socket"))
         || log_has("NET/Socket");
 
     if s.nnodes > 1 {
@@ -299,7 +303,9 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
                 n
             }
             (None, "ib") => {
-                reasons.push(format!("NICs per node not known: assumed one per GPU ({ppn})"));
+                reasons.push(format!(
+                    "NICs per node not known: assumed one per GPU ({ppn})"
+                ));
                 ppn
             }
             (None, _) => 1,
@@ -317,9 +323,10 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
     }
 
     // One node: the slowest GPU pair the ring must cross.
-    let worst = s.topology.as_ref().and_then(|(src, t)| {
-        worst_link(t, s.nranks).map(|(code, pair)| (code, pair, src.clone()))
-    });
+    let worst = s
+        .topology
+        .as_ref()
+        .and_then(|(src, t)| worst_link(t, s.nranks).map(|(code, pair)| (code, pair, src.clone())));
     let mut link = match &worst {
         Some((code, pair, src)) => {
             reasons.push(format!("slowest GPU pair {pair} is {code} ({src})"));
@@ -386,7 +393,9 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         None
     };
     // NCCL's P2P reach is PXB unless NCCL_P2P_LEVEL raises it.
-    let level = s.set("NCCL_P2P_LEVEL").map(|v| v.trim().to_ascii_uppercase());
+    let level = s
+        .set("NCCL_P2P_LEVEL")
+        .map(|v| v.trim().to_ascii_uppercase());
     let beyond_reach = matches!(link.as_str(), "phb" | "node" | "sys")
         && !matches!(
             (level.as_deref(), link.as_str()),
@@ -425,10 +434,13 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         && link == "nvswitch"
         && gpu.is_some_and(|g| matches!(g.family.as_str(), "hopper" | "blackwell"))
         && s.set("NCCL_NVLS_ENABLE").is_none_or(|v| v.trim() != "0")
-        && s
-            .set("NCCL_ALGO")
+        && s.set("NCCL_ALGO")
             .is_none_or(|v| contains_ci(v, "nvls") && !v.contains('^'));
-    if kind == PathKind::Nvlink && link == "nvswitch" && !nvls && gpu.is_some_and(|g| g.family == "hopper" || g.family == "blackwell") {
+    if kind == PathKind::Nvlink
+        && link == "nvswitch"
+        && !nvls
+        && gpu.is_some_and(|g| g.family == "hopper" || g.family == "blackwell")
+    {
         reasons.push("NVLS off (NCCL_NVLS_ENABLE=0 or NCCL_ALGO): ring".into());
     }
     if matches!(kind, PathKind::PcieP2p | PathKind::PcieShm) && link != "sys" {
@@ -453,7 +465,7 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
 fn fit(e: &Entry, s: &Situation, p: &PathFacts) -> Option<u32> {
     let name = s.gpu_name.as_deref().unwrap_or("");
     let applies = e.path == p.kind
-        && e.links.iter().any(|l| *l == p.link)
+        && e.links.contains(&p.link)
         && (e.gpus.is_empty() || e.matches_gpu(name))
         && e.covers_ranks(s.nranks.max(2))
         && e.covers_nodes(s.nnodes.max(1))
@@ -508,7 +520,12 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
         }
         (false, _) => 1.0,
     };
-    let why = format!("{} ({}): {}", entry.id, entry.provenance.name(), path.reasons.join("; "));
+    let why = format!(
+        "{} ({}): {}",
+        entry.id,
+        entry.provenance.name(),
+        path.reasons.join("; ")
+    );
     Ok(Choice {
         entry: entry.clone(),
         why,
@@ -551,7 +568,11 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
     })?;
     let gpu = s.gpu_name.as_deref().and_then(|n| table.gpu_model(n));
     let nics = if entry.per_nic {
-        Some(if s.nnodes > 1 { (s.nranks / s.nnodes).max(1) } else { 1 })
+        Some(if s.nnodes > 1 {
+            (s.nranks / s.nnodes).max(1)
+        } else {
+            1
+        })
     } else {
         None
     };
@@ -567,7 +588,11 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
     };
     Ok(Choice {
         entry: entry.clone(),
-        why: format!("{} ({}): given with --profile", entry.id, entry.provenance.name()),
+        why: format!(
+            "{} ({}): given with --profile",
+            entry.id,
+            entry.provenance.name()
+        ),
         path,
         scale: nics.unwrap_or(1) as f64,
         nranks: s.nranks,
@@ -606,7 +631,11 @@ mod tests {
         assert_eq!(c.entry.id, "sys-cross-socket-shm", "{}", c.why);
         assert!(c.why.contains("GPU0-GPU2 is SYS"), "{}", c.why);
         // Two ranks use the first pair only: NVLink.
-        let two = choose(shipped(), &situation("NVIDIA A100 80GB PCIe", 2, topo(NV_PAIRS_SYS))).unwrap();
+        let two = choose(
+            shipped(),
+            &situation("NVIDIA A100 80GB PCIe", 2, topo(NV_PAIRS_SYS)),
+        )
+        .unwrap();
         assert_eq!(two.entry.id, "a100-nvlink-pair", "{}", two.why);
     }
 
@@ -624,11 +653,17 @@ mod tests {
             t
         };
         let mut s = situation("NVIDIA H100 80GB HBM3", 8, topo(&nv8));
-        assert_eq!(choose(shipped(), &s).unwrap().entry.id, "h100-sxm-nvswitch-8");
+        assert_eq!(
+            choose(shipped(), &s).unwrap().entry.id,
+            "h100-sxm-nvswitch-8"
+        );
         s.env.insert("NCCL_NVLS_ENABLE".into(), "0".into());
         let ring = choose(shipped(), &s).unwrap();
         assert_eq!(ring.entry.id, "h100-sxm-nvswitch-ring");
-        assert_eq!(ring.without_overrides.as_ref().unwrap().entry.id, "h100-sxm-nvswitch-8");
+        assert_eq!(
+            ring.without_overrides.as_ref().unwrap().entry.id,
+            "h100-sxm-nvswitch-8"
+        );
         s.env.clear();
         s.env.insert("NCCL_P2P_DISABLE".into(), "1".into());
         let shm = choose(shipped(), &s).unwrap();
@@ -642,7 +677,10 @@ mod tests {
         let mut s = situation("NVIDIA RTX A6000", 2, topo(phb));
         assert_eq!(choose(shipped(), &s).unwrap().entry.id, "pcie-gen4-x16-shm");
         s.env.insert("NCCL_P2P_LEVEL".into(), "SYS".into());
-        assert_eq!(choose(shipped(), &s).unwrap().entry.id, "pcie-gen4-x16-p2p-hostbridge");
+        assert_eq!(
+            choose(shipped(), &s).unwrap().entry.id,
+            "pcie-gen4-x16-p2p-hostbridge"
+        );
     }
 
     #[test]

@@ -66,7 +66,11 @@ pub fn expected_at(choice: &Choice, coll: Collective, size_bytes: u64) -> Option
             "{} plateau ({}){}",
             choice.entry.provenance.name(),
             choice.entry.id,
-            if carried { ", all_reduce figure carried over" } else { "" }
+            if carried {
+                ", all_reduce figure carried over"
+            } else {
+                ""
+            }
         )
     } else {
         format!(
@@ -207,7 +211,11 @@ fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice)
     let largest = rows.iter().map(|(p, _, _)| p.size_bytes).max().unwrap_or(0);
     // The plateau: the entry's sizes when the run reaches them, else the run's top sizes.
     let (plateau, at) = if largest >= from {
-        let r: Vec<f64> = rows.iter().filter(|(p, _, _)| p.size_bytes >= from).map(|r| r.2).collect();
+        let r: Vec<f64> = rows
+            .iter()
+            .filter(|(p, _, _)| p.size_bytes >= from)
+            .map(|r| r.2)
+            .collect();
         (median(r), format!("at {} and above", format_size(from)))
     } else {
         let r: Vec<f64> = rows
@@ -235,12 +243,21 @@ fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice)
         .collect();
     if let Some(x) = median(latency) {
         if x >= 1.0 {
-            s.push_str(&format!("; latency-bound sizes {x:.1}x slower than modelled"));
+            s.push_str(&format!(
+                "; latency-bound sizes {x:.1}x slower than modelled"
+            ));
         } else {
-            s.push_str(&format!("; latency-bound sizes {:.1}x faster than modelled", 1.0 / x));
+            s.push_str(&format!(
+                "; latency-bound sizes {:.1}x faster than modelled",
+                1.0 / x
+            ));
         }
     }
-    let count = |v: &str| rows.iter().filter(|(p, e, _)| verdict(measured_busbw(p), e) == v).count();
+    let count = |v: &str| {
+        rows.iter()
+            .filter(|(p, e, _)| verdict(measured_busbw(p), e) == v)
+            .count()
+    };
     let (below, far) = (count(BELOW), count(FAR_BELOW));
     if below + far > 0 {
         s.push_str(&format!(
@@ -291,16 +308,27 @@ fn alternative(choice: &Choice, alt: &Choice) -> Alternative {
 
 /// Per collective, the median measured/expected ratio over the out-of-place plateau points
 /// (the entry's plateau sizes when the run reaches them, else its top sizes) and the points.
-pub fn plateau_ratios(doc: &Comparison, choice: &Choice) -> Vec<(Collective, f64, Vec<ComparedPoint>)> {
+pub fn plateau_ratios(
+    doc: &Comparison,
+    choice: &Choice,
+) -> Vec<(Collective, f64, Vec<ComparedPoint>)> {
     let mut by: BTreeMap<Collective, Vec<&ComparedPoint>> = BTreeMap::new();
-    for p in doc.points.iter().filter(|p| p.placement == crate::coll::Placement::OutOfPlace) {
+    for p in doc
+        .points
+        .iter()
+        .filter(|p| p.placement == crate::coll::Placement::OutOfPlace)
+    {
         by.entry(p.collective).or_default().push(p);
     }
     by.into_iter()
         .filter_map(|(c, pts)| {
             let largest = pts.iter().map(|p| p.size_bytes).max()?;
             let from = choice.entry.plateau_from_bytes.min((largest / 4).max(1));
-            let top: Vec<ComparedPoint> = pts.into_iter().filter(|p| p.size_bytes >= from).cloned().collect();
+            let top: Vec<ComparedPoint> = pts
+                .into_iter()
+                .filter(|p| p.size_bytes >= from)
+                .cloned()
+                .collect();
             let m = median(top.iter().map(|p| p.ratio).collect())?;
             Some((c, m, top))
         })

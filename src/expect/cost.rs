@@ -121,7 +121,12 @@ impl Link {
         // tuning.cc: LL is half the bandwidth (capped), LL128 120/128 of it.
         let ll_cap = if self.nnodes <= 1 { 87.7e9 } else { 22.5e9 };
         let mut out = vec![
-            ("Ring", 0, self.ring_latency_us(coll, 0), (0.5 * b).min(ll_cap)),
+            (
+                "Ring",
+                0,
+                self.ring_latency_us(coll, 0),
+                (0.5 * b).min(ll_cap),
+            ),
             ("Ring", 2, self.ring_latency_us(coll, 2), b),
         ];
         if self.ll128() {
@@ -138,7 +143,11 @@ impl Link {
             }
         }
         if let (Collective::AllReduce, Some(nvls)) = (coll, self.nvls_busbw_bytes_per_s) {
-            let net = if self.nnodes > 1 { self.hop(Hw::Net, false, 2) } else { 0.0 };
+            let net = if self.nnodes > 1 {
+                self.hop(Hw::Net, false, 2)
+            } else {
+                0.0
+            };
             out.push(("NVLS", 2, NVLS_LATENCY_US + net, nvls));
         }
         out
@@ -158,7 +167,11 @@ impl Link {
             if best.as_ref().is_none_or(|b| time_s < b.time_s) {
                 best = Some(Estimate {
                     time_s,
-                    busbw_bytes_per_s: if time_s > 0.0 { bus_bytes / time_s } else { 0.0 },
+                    busbw_bytes_per_s: if time_s > 0.0 {
+                        bus_bytes / time_s
+                    } else {
+                        0.0
+                    },
                     algorithm,
                     protocol: PROTOCOLS[p],
                     latency_share: lat_s / time_s,
@@ -196,7 +209,11 @@ mod tests {
         // GPUs, 20.6 on 8 PCIe GPUs, 8.6 on 2 PCIe GPUs.
         for (hw, n, us) in [(Hw::Nvlink, 8, 15.0), (Hw::Pci, 8, 20.6), (Hw::Pci, 2, 8.6)] {
             let e = link(hw, n, 20.0).estimate(Collective::AllReduce, 8);
-            assert!((e.time_s * 1e6 - us).abs() < 0.3, "{hw:?} {n}: {}", e.time_s * 1e6);
+            assert!(
+                (e.time_s * 1e6 - us).abs() < 0.3,
+                "{hw:?} {n}: {}",
+                e.time_s * 1e6
+            );
             assert_eq!(e.protocol, "LL");
             assert!(e.latency_share > 0.99);
         }
@@ -206,7 +223,10 @@ mod tests {
     fn large_messages_reach_the_plateau_and_time_grows_with_size() {
         let l = link(Hw::Nvlink, 8, 230.0);
         let big = l.estimate(Collective::AllReduce, 8 << 30);
-        assert!((big.busbw_bytes_per_s / 230e9 - 1.0).abs() < 0.01, "{big:?}");
+        assert!(
+            (big.busbw_bytes_per_s / 230e9 - 1.0).abs() < 0.01,
+            "{big:?}"
+        );
         assert_eq!((big.algorithm, big.protocol), ("Ring", "Simple"));
         let mut last = 0.0;
         for k in 3..34 {

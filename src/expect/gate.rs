@@ -12,7 +12,10 @@ use crate::model::RunRecord;
 use crate::units::parse_size;
 
 /// The rules the flags and the rules file give, and the profile either names.
-pub fn rules_from(args: &RuleArgs, profile: &Option<String>) -> Result<(Vec<Rule>, Option<String>), Failure> {
+pub fn rules_from(
+    args: &RuleArgs,
+    profile: &Option<String>,
+) -> Result<(Vec<Rule>, Option<String>), Failure> {
     let mut rules = Vec::new();
     let mut profile = profile.clone();
     let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Failure> {
@@ -22,16 +25,28 @@ pub fn rules_from(args: &RuleArgs, profile: &Option<String>) -> Result<(Vec<Rule
     };
     if let Some(gbps) = args.min_busbw {
         crate::flags::positive("--min-busbw", gbps, "GB/s")?;
-        let at = size("--at-size", &args.at_size)?.map(At::Size).unwrap_or(At::Largest);
-        rules.push(Rule::MinBusbw { coll: None, gbps, at });
+        let at = size("--at-size", &args.at_size)?
+            .map(At::Size)
+            .unwrap_or(At::Largest);
+        rules.push(Rule::MinBusbw {
+            coll: None,
+            gbps,
+            at,
+        });
     }
     if let Some(us) = args.max_latency_us {
         crate::flags::positive("--max-latency-us", us, "us")?;
-        rules.push(Rule::MaxLatency { coll: None, us, at: size("--at-size-small", &args.at_size_small)? });
+        rules.push(Rule::MaxLatency {
+            coll: None,
+            us,
+            at: size("--at-size-small", &args.at_size_small)?,
+        });
     }
     if let Some(ratio) = args.max_skew {
         if !(ratio.is_finite() && ratio >= 1.0) {
-            return Err(Failure::usage(format!("--max-skew: slowest/fastest is at least 1, not {ratio}")));
+            return Err(Failure::usage(format!(
+                "--max-skew: slowest/fastest is at least 1, not {ratio}"
+            )));
         }
         rules.push(Rule::MaxSkew { coll: None, ratio });
     }
@@ -40,9 +55,12 @@ pub fn rules_from(args: &RuleArgs, profile: &Option<String>) -> Result<(Vec<Rule
         rules.push(Rule::MinRatio { coll: None, ratio });
     }
     if let Some(path) = &args.rules {
-        let input = crate::import::text::Input::open(path).map_err(crate::commands::input::input_failure)?;
+        let input = crate::import::text::Input::open(path)
+            .map_err(crate::commands::input::input_failure)?;
         let name = input.name.clone();
-        let bytes = input.bytes("a TOML rules file").map_err(crate::commands::input::input_failure)?;
+        let bytes = input
+            .bytes("a TOML rules file")
+            .map_err(crate::commands::input::input_failure)?;
         let set = RuleSet::parse(&String::from_utf8_lossy(&bytes))
             .map_err(|e| Failure::usage(format!("{name}: {e}")))?;
         if profile.is_none() {
@@ -79,6 +97,12 @@ pub fn judge(
             rules.extend(qualify::profile_rules(c, run));
         }
     }
-    Ok(qualify::qualify(name, run, &rules, chosen.as_ref(), chosen.as_ref().map(baseline_ref), attempts))
+    Ok(qualify::qualify(
+        name,
+        run,
+        &rules,
+        chosen.as_ref(),
+        chosen.as_ref().map(baseline_ref),
+        attempts,
+    ))
 }
-

@@ -23,10 +23,24 @@ pub enum At {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rule {
-    MinBusbw { coll: Option<Collective>, gbps: f64, at: At },
-    MaxLatency { coll: Option<Collective>, us: f64, at: Option<u64> },
-    MaxSkew { coll: Option<Collective>, ratio: f64 },
-    MinRatio { coll: Option<Collective>, ratio: f64 },
+    MinBusbw {
+        coll: Option<Collective>,
+        gbps: f64,
+        at: At,
+    },
+    MaxLatency {
+        coll: Option<Collective>,
+        us: f64,
+        at: Option<u64>,
+    },
+    MaxSkew {
+        coll: Option<Collective>,
+        ratio: f64,
+    },
+    MinRatio {
+        coll: Option<Collective>,
+        ratio: f64,
+    },
 }
 
 /// A size in a rules file: bytes, or text with K/M/G suffixes.
@@ -100,7 +114,8 @@ impl RuleSet {
                 .count();
             if given != 1 {
                 return Err(at(
-                    "give exactly one of min_busbw_gbps, max_latency_us, max_skew, min_ratio".into(),
+                    "give exactly one of min_busbw_gbps, max_latency_us, max_skew, min_ratio"
+                        .into(),
                 ));
             }
             let rule = if let Some(v) = r.min_busbw_gbps {
@@ -110,19 +125,31 @@ impl RuleSet {
                     at: size.map(At::Size).unwrap_or(At::Largest),
                 }
             } else if let Some(v) = r.max_latency_us {
-                Rule::MaxLatency { coll, us: positive("max_latency_us", v).map_err(at)?, at: size }
+                Rule::MaxLatency {
+                    coll,
+                    us: positive("max_latency_us", v).map_err(at)?,
+                    at: size,
+                }
             } else if let Some(v) = r.max_skew {
                 if v < 1.0 {
-                    return Err(at(format!("max_skew is slowest/fastest rank, at least 1, not {v}")));
+                    return Err(at(format!(
+                        "max_skew is slowest/fastest rank, at least 1, not {v}"
+                    )));
                 }
                 Rule::MaxSkew { coll, ratio: v }
             } else {
                 let v = r.min_ratio.unwrap_or(0.0);
-                Rule::MinRatio { coll, ratio: positive("min_ratio", v).map_err(at)? }
+                Rule::MinRatio {
+                    coll,
+                    ratio: positive("min_ratio", v).map_err(at)?,
+                }
             };
             rules.push(rule);
         }
-        Ok(RuleSet { profile: file.profile, rules })
+        Ok(RuleSet {
+            profile: file.profile,
+            rules,
+        })
     }
 }
 
@@ -182,7 +209,8 @@ fn always(run: &RunRecord) -> Vec<RuleResult> {
         .ok()
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default();
-    done.passed = matches!(run.status, RunStatus::Complete | RunStatus::CheckFailed) && !run.points.is_empty();
+    done.passed = matches!(run.status, RunStatus::Complete | RunStatus::CheckFailed)
+        && !run.points.is_empty();
     done.message = if run.points.is_empty() {
         format!("the run has no measured points (status {status})")
     } else if done.passed {
@@ -190,11 +218,18 @@ fn always(run: &RunRecord) -> Vec<RuleResult> {
     } else {
         format!(
             "the run did not complete: status {status}{}",
-            run.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
+            run.error
+                .as_ref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default()
         )
     };
     out.push(done);
-    let oob = run.import.as_ref().and_then(|i| i.reported_out_of_bounds).unwrap_or(0);
+    let oob = run
+        .import
+        .as_ref()
+        .and_then(|i| i.reported_out_of_bounds)
+        .unwrap_or(0);
     for c in collectives(run) {
         let pts: Vec<&Point> = run.points.iter().filter(|p| p.collective == c).collect();
         let checked = pts.iter().filter(|p| p.wrong.is_some()).count();
@@ -208,7 +243,11 @@ fn always(run: &RunRecord) -> Vec<RuleResult> {
             format!(
                 "#wrong {wrong}, required 0{}",
                 first
-                    .map(|p| format!(" (first at {} {})", format_size(p.size_bytes), p.placement.name()))
+                    .map(|p| format!(
+                        " (first at {} {})",
+                        format_size(p.size_bytes),
+                        p.placement.name()
+                    ))
                     .unwrap_or_else(|| " (the log's out-of-bounds count)".into())
             )
         } else if checked == 0 {
@@ -236,7 +275,9 @@ fn min_busbw(run: &RunRecord, c: Collective, gbps: f64, at: At) -> RuleResult {
     let measured = match at {
         At::Size(s) => {
             r.size_bytes = Some(s);
-            pts.iter().find(|p| p.size_bytes == s).map(|p| super::compare::measured_busbw(p))
+            pts.iter()
+                .find(|p| p.size_bytes == s)
+                .map(|p| super::compare::measured_busbw(p))
         }
         At::Largest => {
             r.size_bytes = pts.last().map(|p| p.size_bytes);
@@ -244,7 +285,11 @@ fn min_busbw(run: &RunRecord, c: Collective, gbps: f64, at: At) -> RuleResult {
         }
         At::From(s) => {
             r.size_bytes = Some(s);
-            let mut v: Vec<f64> = pts.iter().filter(|p| p.size_bytes >= s).map(|p| super::compare::measured_busbw(p)).collect();
+            let mut v: Vec<f64> = pts
+                .iter()
+                .filter(|p| p.size_bytes >= s)
+                .map(|p| super::compare::measured_busbw(p))
+                .collect();
             v.sort_by(f64::total_cmp);
             (!v.is_empty()).then(|| crate::stats::quantile_sorted(&v, 0.5))
         }
@@ -283,7 +328,10 @@ fn max_latency(run: &RunRecord, c: Collective, us: f64, at: Option<u64>) -> Rule
     };
     r.size_bytes = at.or(p.map(|p| p.size_bytes));
     let Some(p) = p else {
-        r.message = format!("{c} was not measured at {}", format_size(r.size_bytes.unwrap_or(0)));
+        r.message = format!(
+            "{c} was not measured at {}",
+            format_size(r.size_bytes.unwrap_or(0))
+        );
         return r;
     };
     let m = p.time_s * 1e6;
@@ -303,7 +351,11 @@ fn max_skew(run: &RunRecord, c: Collective, ratio: f64) -> RuleResult {
         .into_iter()
         .filter(|p| p.per_rank_time_s.len() >= 2)
         .filter_map(|p| {
-            let lo = p.per_rank_time_s.iter().copied().fold(f64::INFINITY, f64::min);
+            let lo = p
+                .per_rank_time_s
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min);
             let hi = p.per_rank_time_s.iter().copied().fold(0.0, f64::max);
             (lo > 0.0).then(|| (hi / lo, p))
         })
@@ -332,12 +384,17 @@ fn min_ratio(run: &RunRecord, c: Collective, ratio: f64, choice: Option<&Choice>
     let pts = oop(run, c);
     let from = choice.entry.plateau_from_bytes;
     let largest = pts.last().map(|p| p.size_bytes).unwrap_or(0);
-    let floor = if largest >= from { from } else { (largest / 4).max(1) };
+    let floor = if largest >= from {
+        from
+    } else {
+        (largest / 4).max(1)
+    };
     let mut ratios: Vec<f64> = pts
         .iter()
         .filter(|p| p.size_bytes >= floor)
         .filter_map(|p| {
-            super::compare::expected_at(choice, c, p.size_bytes).map(|e| p.busbw_bytes_per_s / e.busbw_bytes_per_s)
+            super::compare::expected_at(choice, c, p.size_bytes)
+                .map(|e| p.busbw_bytes_per_s / e.busbw_bytes_per_s)
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
@@ -370,17 +427,26 @@ pub fn qualify(
     let mut results = always(run);
     for rule in rules {
         match *rule {
-            Rule::MinBusbw { coll, gbps, at } => {
-                results.extend(targets(run, coll).into_iter().map(|c| min_busbw(run, c, gbps, at)))
-            }
-            Rule::MaxLatency { coll, us, at } => {
-                results.extend(targets(run, coll).into_iter().map(|c| max_latency(run, c, us, at)))
-            }
-            Rule::MaxSkew { coll, ratio } => {
-                results.extend(targets(run, coll).into_iter().map(|c| max_skew(run, c, ratio)))
-            }
-            Rule::MinRatio { coll, ratio } => results
-                .extend(targets(run, coll).into_iter().map(|c| min_ratio(run, c, ratio, choice))),
+            Rule::MinBusbw { coll, gbps, at } => results.extend(
+                targets(run, coll)
+                    .into_iter()
+                    .map(|c| min_busbw(run, c, gbps, at)),
+            ),
+            Rule::MaxLatency { coll, us, at } => results.extend(
+                targets(run, coll)
+                    .into_iter()
+                    .map(|c| max_latency(run, c, us, at)),
+            ),
+            Rule::MaxSkew { coll, ratio } => results.extend(
+                targets(run, coll)
+                    .into_iter()
+                    .map(|c| max_skew(run, c, ratio)),
+            ),
+            Rule::MinRatio { coll, ratio } => results.extend(
+                targets(run, coll)
+                    .into_iter()
+                    .map(|c| min_ratio(run, c, ratio, choice)),
+            ),
         }
     }
     let failed: Vec<&RuleResult> = results.iter().filter(|r| !r.passed).collect();
@@ -396,12 +462,17 @@ pub fn qualify(
             "FAIL{retries}: {} of {} rules failed: {}",
             failed.len(),
             results.len(),
-            failed.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; ")
+            failed
+                .iter()
+                .map(|r| r.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
         )
     };
     let mut avg = BTreeMap::new();
     for h in &run.headlines {
-        avg.entry(h.collective.name().to_string()).or_insert(h.avg_busbw_bytes_per_s);
+        avg.entry(h.collective.name().to_string())
+            .or_insert(h.avg_busbw_bytes_per_s);
     }
     Qualification {
         schema_version: SCHEMA_VERSION,
@@ -422,7 +493,13 @@ pub fn failed_sizes(q: &Qualification) -> Vec<(Collective, u64)> {
     let mut out: Vec<(Collective, u64)> = q
         .results
         .iter()
-        .filter(|r| !r.passed && matches!(r.rule.as_str(), "min-busbw" | "max-latency" | "min-ratio" | "max-skew"))
+        .filter(|r| {
+            !r.passed
+                && matches!(
+                    r.rule.as_str(),
+                    "min-busbw" | "max-latency" | "min-ratio" | "max-skew"
+                )
+        })
         .filter_map(|r| Some((r.collective?, r.size_bytes?)))
         .collect();
     out.sort();
@@ -443,12 +520,27 @@ mod tests {
         assert_eq!(ok.profile.as_deref(), Some("a100-sxm4-nvswitch-8"));
         assert_eq!(
             ok.rules[0],
-            Rule::MinBusbw { coll: Some(Collective::AllReduce), gbps: 220.0, at: At::Size(1 << 30) }
+            Rule::MinBusbw {
+                coll: Some(Collective::AllReduce),
+                gbps: 220.0,
+                at: At::Size(1 << 30)
+            }
         );
-        assert_eq!(ok.rules[1], Rule::MaxLatency { coll: None, us: 30.0, at: Some(8) });
+        assert_eq!(
+            ok.rules[1],
+            Rule::MaxLatency {
+                coll: None,
+                us: 30.0,
+                at: Some(8)
+            }
+        );
         let two = RuleSet::parse("[[rule]]\nmin_busbw_gbps = 1\nmax_skew = 2\n").unwrap_err();
-        assert!(two.contains("rule 1") && two.contains("exactly one"), "{two}");
-        let coll = RuleSet::parse("[[rule]]\ncollective = \"allreduce_x\"\nmin_busbw_gbps = 1\n").unwrap_err();
+        assert!(
+            two.contains("rule 1") && two.contains("exactly one"),
+            "{two}"
+        );
+        let coll = RuleSet::parse("[[rule]]\ncollective = \"allreduce_x\"\nmin_busbw_gbps = 1\n")
+            .unwrap_err();
         assert!(coll.contains("not a collective"), "{coll}");
         let neg = RuleSet::parse("[[rule]]\nmin_busbw_gbps = -3\n").unwrap_err();
         assert!(neg.contains("positive"), "{neg}");

@@ -194,7 +194,10 @@ impl Table {
             if !(e.band[0] > 0.0 && e.band[0] <= 1.0 && e.band[1] >= 1.0 && e.band[1] < 10.0) {
                 return bad("band must be [low <= 1, high >= 1]");
             }
-            if e.ranks[0] < 2 || e.ranks[0] > e.ranks[1] || e.nodes[0] < 1 || e.nodes[0] > e.nodes[1]
+            if e.ranks[0] < 2
+                || e.ranks[0] > e.ranks[1]
+                || e.nodes[0] < 1
+                || e.nodes[0] > e.nodes[1]
             {
                 return bad("ranks/nodes ranges are empty");
             }
@@ -248,7 +251,15 @@ mod tests {
         let t = Table::parse(SHIPPED).expect("data/expectations.toml");
         assert!(t.entries.len() >= 25, "{} entries", t.entries.len());
         for e in &t.entries {
-            assert!(e.citation.contains("http") || e.citation.contains(".h") || e.citation.contains(".cc") || e.citation.contains(".md") || e.citation.contains(".conf"), "{}: a citation names a source", e.id);
+            assert!(
+                e.citation.contains("http")
+                    || e.citation.contains(".h")
+                    || e.citation.contains(".cc")
+                    || e.citation.contains(".md")
+                    || e.citation.contains(".conf"),
+                "{}: a citation names a source",
+                e.id
+            );
         }
     }
 
@@ -286,7 +297,10 @@ mod tests {
     fn a_broken_table_is_refused_with_the_entry_named() {
         let good = SHIPPED.replacen("band = [0.9, 1.06]", "band = [1.2, 1.06]", 1);
         let err = Table::parse(&good).unwrap_err();
-        assert!(err.contains("a100-sxm4-nvswitch-8") && err.contains("band"), "{err}");
+        assert!(
+            err.contains("a100-sxm4-nvswitch-8") && err.contains("band"),
+            "{err}"
+        );
         let dup = format!("{SHIPPED}\n[[entry]]\nid = \"socket-tcp\"\ntitle = \"x\"\npath = \"net\"\nlinks = [\"socket\"]\nranks = [2, 2]\nnodes = [1, 1]\nbusbw_gbps = {{ all_reduce = 1.0 }}\nband = [0.9, 1.1]\nplateau_from_bytes = 1\nprovenance = \"derived\"\ncitation = \"https://example.org/a-long-enough-citation\"\n");
         assert!(Table::parse(&dup).unwrap_err().contains("twice"));
         let unknown = SHIPPED.replacen("all_reduce = 230.0", "allreduce = 230.0", 1);
@@ -296,9 +310,19 @@ mod tests {
     #[test]
     fn gpu_names_find_their_model_and_carried_figures_are_marked() {
         let t = shipped();
-        assert_eq!(t.gpu_model("NVIDIA A100-SXM4-40GB").map(|g| g.family.as_str()), Some("ampere"));
-        assert_eq!(t.gpu_model("NVIDIA GeForce RTX 4090").map(|g| g.consumer), Some(true));
-        assert_eq!(t.gpu_model("NVIDIA H100 80GB HBM3").map(|g| g.pcie_gen), Some(5));
+        assert_eq!(
+            t.gpu_model("NVIDIA A100-SXM4-40GB")
+                .map(|g| g.family.as_str()),
+            Some("ampere")
+        );
+        assert_eq!(
+            t.gpu_model("NVIDIA GeForce RTX 4090").map(|g| g.consumer),
+            Some(true)
+        );
+        assert_eq!(
+            t.gpu_model("NVIDIA H100 80GB HBM3").map(|g| g.pcie_gen),
+            Some(5)
+        );
         assert!(t.gpu_model("Some Future GPU").is_none());
         let a100 = t.get("a100-sxm4-nvswitch-8").unwrap();
         assert_eq!(a100.busbw_for(Collective::AllGather), Some((230.0, true)));

@@ -23,7 +23,14 @@ const MIN_SAMPLES: usize = 4;
 type Key = (Collective, Dtype, Option<RedOp>, i64, Placement, u64);
 
 fn key(p: &Point) -> Key {
-    (p.collective, p.dtype, p.redop, p.root, p.placement, p.size_bytes)
+    (
+        p.collective,
+        p.dtype,
+        p.redop,
+        p.root,
+        p.placement,
+        p.size_bytes,
+    )
 }
 
 /// Two-sided p-value of the Mann-Whitney U test of `a` against `b`.
@@ -32,7 +39,11 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
     if n1 == 0 || n2 == 0 {
         return None;
     }
-    let mut all: Vec<(f64, bool)> = a.iter().map(|&x| (x, true)).chain(b.iter().map(|&x| (x, false))).collect();
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
     if all.iter().any(|(x, _)| !x.is_finite()) {
         return None;
     }
@@ -67,7 +78,10 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
 fn normal_upper_tail(z: f64) -> f64 {
     let x = z / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
-    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     0.5 * poly * (-x * x).exp()
 }
 
@@ -87,7 +101,10 @@ pub fn against_run(
     noise: f64,
 ) -> Result<Comparison, String> {
     let groups = |r: &RunRecord| -> BTreeSet<(Collective, usize, Dtype)> {
-        r.points.iter().map(|p| (p.collective, p.nranks, p.dtype)).collect()
+        r.points
+            .iter()
+            .map(|p| (p.collective, p.nranks, p.dtype))
+            .collect()
     };
     let (gb, ga) = (groups(before), groups(after));
     let common: BTreeSet<_> = gb.intersection(&ga).cloned().collect();
@@ -108,18 +125,29 @@ pub fn against_run(
         not_compared.push(format!("only in {after_name}: {}", describe(&only_a)));
     }
     let in_common = |p: &&Point| common.contains(&(p.collective, p.nranks, p.dtype));
-    let old: BTreeMap<Key, &Point> = before.points.iter().filter(in_common).map(|p| (key(p), p)).collect();
-    let new: BTreeMap<Key, &Point> = after.points.iter().filter(in_common).map(|p| (key(p), p)).collect();
-    let mut sizes_only = |from: &BTreeMap<Key, &Point>, other: &BTreeMap<Key, &Point>, name: &str| {
-        let missing: Vec<String> = from
-            .keys()
-            .filter(|k| !other.contains_key(*k))
-            .map(|k| format!("{} {} {}", k.0, crate::units::format_size(k.5), k.4.name()))
-            .collect();
-        if !missing.is_empty() {
-            not_compared.push(format!("only in {name}: {}", missing.join(", ")));
-        }
-    };
+    let old: BTreeMap<Key, &Point> = before
+        .points
+        .iter()
+        .filter(in_common)
+        .map(|p| (key(p), p))
+        .collect();
+    let new: BTreeMap<Key, &Point> = after
+        .points
+        .iter()
+        .filter(in_common)
+        .map(|p| (key(p), p))
+        .collect();
+    let mut sizes_only =
+        |from: &BTreeMap<Key, &Point>, other: &BTreeMap<Key, &Point>, name: &str| {
+            let missing: Vec<String> = from
+                .keys()
+                .filter(|k| !other.contains_key(*k))
+                .map(|k| format!("{} {} {}", k.0, crate::units::format_size(k.5), k.4.name()))
+                .collect();
+            if !missing.is_empty() {
+                not_compared.push(format!("only in {name}: {}", missing.join(", ")));
+            }
+        };
     sizes_only(&old, &new, before_name);
     sizes_only(&new, &old, after_name);
 
@@ -171,7 +199,11 @@ pub fn against_run(
     let mut warnings: Vec<String> = crate::expect::compare::record_warnings(before)
         .into_iter()
         .map(|w| format!("{before_name}: {w}"))
-        .chain(crate::expect::compare::record_warnings(after).into_iter().map(|w| format!("{after_name}: {w}")))
+        .chain(
+            crate::expect::compare::record_warnings(after)
+                .into_iter()
+                .map(|w| format!("{after_name}: {w}")),
+        )
         .collect();
     if without_samples > 0 {
         warnings.push(format!(

@@ -1,9 +1,9 @@
 //! Expectations, comparisons and qualifications for people (terminal tables, Markdown for an
 //! issue), for scripts (CSV) and for CI (JUnit XML).
 
-use crate::documents::{Comparison, ComparedPoint, Qualification};
-use crate::expect::table::Table;
+use crate::documents::{ComparedPoint, Comparison, Qualification};
 use crate::exit::Failure;
+use crate::expect::table::Table;
 use crate::units::format_size;
 use std::fmt::Write;
 
@@ -53,7 +53,11 @@ fn conditions(e: &crate::expect::table::Entry) -> String {
     c.push(format!("ranks {}-{}", e.ranks[0], e.ranks[1]));
     c.push(format!("nodes {}-{}", e.nodes[0], e.nodes[1]));
     if let Some(n) = e.nvls {
-        c.push(if n { "NVLS on".into() } else { "NVLS off".into() });
+        c.push(if n {
+            "NVLS on".into()
+        } else {
+            "NVLS off".into()
+        });
     }
     if e.wsl2 == Some(true) {
         c.push("WSL2".into());
@@ -66,7 +70,11 @@ fn conditions(e: &crate::expect::table::Entry) -> String {
 
 pub fn baselines_table(t: &Table) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "# {} shipped expectations (busbw GB/s at the plateau; band = healthy fraction of it)", t.entries.len());
+    let _ = writeln!(
+        out,
+        "# {} shipped expectations (busbw GB/s at the plateau; band = healthy fraction of it)",
+        t.entries.len()
+    );
     for e in &t.entries {
         let _ = writeln!(out, "{:<30} {}", e.id, e.title);
         let _ = writeln!(out, "{:<30}   when: {}", "", conditions(e));
@@ -87,7 +95,19 @@ pub fn baselines_table(t: &Table) -> String {
 
 pub fn baselines_csv(t: &Table) -> Result<String, Failure> {
     crate::render::csv::table(
-        &["id", "title", "conditions", "collective", "busbw_gbps", "per_nic", "plateau_from_bytes", "band_low", "band_high", "provenance", "citation"],
+        &[
+            "id",
+            "title",
+            "conditions",
+            "collective",
+            "busbw_gbps",
+            "per_nic",
+            "plateau_from_bytes",
+            "band_low",
+            "band_high",
+            "provenance",
+            "citation",
+        ],
         t.entries.iter().flat_map(|e| {
             e.busbw_gbps.iter().map(move |(c, v)| {
                 vec![
@@ -160,14 +180,20 @@ pub fn comparison_table(doc: &Comparison) -> String {
         "size",
         "placement",
         "busbw",
-        if vs_run { "before (noise band)" } else { "expected (band) GB/s" },
+        if vs_run {
+            "before (noise band)"
+        } else {
+            "expected (band) GB/s"
+        },
         "ratio",
         "verdict",
         if vs_run { "p-value" } else { "from" }
     );
     for p in &doc.points {
         let last = if vs_run {
-            p.p_value.map(|v| format!("{v:.3}")).unwrap_or_else(|| "no samples".into())
+            p.p_value
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "no samples".into())
         } else {
             let mut s = p.layer.clone();
             if let Some(n) = p.nccl_model_busbw_bytes_per_s {
@@ -202,7 +228,21 @@ pub fn comparison_table(doc: &Comparison) -> String {
 
 pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
     crate::render::csv::table(
-        &["collective", "dtype", "size_bytes", "placement", "measured_busbw_gbps", "expected_busbw_gbps", "expected_low_gbps", "expected_high_gbps", "ratio", "verdict", "layer", "nccl_model_busbw_gbps", "p_value"],
+        &[
+            "collective",
+            "dtype",
+            "size_bytes",
+            "placement",
+            "measured_busbw_gbps",
+            "expected_busbw_gbps",
+            "expected_low_gbps",
+            "expected_high_gbps",
+            "ratio",
+            "verdict",
+            "layer",
+            "nccl_model_busbw_gbps",
+            "p_value",
+        ],
         doc.points.iter().map(|p| {
             vec![
                 p.collective.name().to_string(),
@@ -216,7 +256,9 @@ pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
                 format!("{:.4}", p.ratio),
                 p.verdict.clone(),
                 p.layer.clone(),
-                p.nccl_model_busbw_bytes_per_s.map(|v| format!("{:.6}", v / 1e9)).unwrap_or_default(),
+                p.nccl_model_busbw_bytes_per_s
+                    .map(|v| format!("{:.6}", v / 1e9))
+                    .unwrap_or_default(),
                 p.p_value.map(|v| format!("{v:.6}")).unwrap_or_default(),
             ]
         }),
@@ -225,7 +267,11 @@ pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
 }
 
 pub fn comparison_markdown(doc: &Comparison) -> String {
-    let mut out = format!("### ncclprobe compare: {}\n\n{}\n\n", md(&doc.run), md(&doc.summary));
+    let mut out = format!(
+        "### ncclprobe compare: {}\n\n{}\n\n",
+        md(&doc.run),
+        md(&doc.summary)
+    );
     for l in head(doc).iter().skip(1) {
         let _ = writeln!(out, "- {}", md(l));
     }
@@ -244,7 +290,9 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
     );
     for p in &doc.points {
         let last = if vs_run {
-            p.p_value.map(|v| format!("{v:.3}")).unwrap_or_else(|| "no samples".into())
+            p.p_value
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "no samples".into())
         } else {
             md(&p.layer)
         };
@@ -257,7 +305,11 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
             gbps(p.measured_busbw_bytes_per_s),
             expected_cell(p),
             p.ratio,
-            if p.verdict == "ok" || p.verdict == "within-noise" { p.verdict.clone() } else { format!("**{}**", p.verdict) },
+            if p.verdict == "ok" || p.verdict == "within-noise" {
+                p.verdict.clone()
+            } else {
+                format!("**{}**", p.verdict)
+            },
             last
         );
     }
@@ -294,7 +346,11 @@ pub fn qualification_table(q: &Qualification) -> String {
         let _ = writeln!(out, "# expectation: {}", p.why);
         let _ = writeln!(out, "# source: {}", p.citation);
     }
-    let _ = writeln!(out, "{:<6} {:<34} {:>14} {:>14}  {}", "result", "rule", "measured", "required", "detail");
+    let _ = writeln!(
+        out,
+        "{:<6} {:<34} {:>14} {:>14}  detail",
+        "result", "rule", "measured", "required"
+    );
     for r in &q.results {
         let _ = writeln!(
             out,
@@ -307,7 +363,11 @@ pub fn qualification_table(q: &Qualification) -> String {
         );
     }
     for (c, v) in &q.avg_busbw_bytes_per_s {
-        let _ = writeln!(out, "# {c} nccl-tests \"Avg bus bandwidth\" {} GB/s (shown for familiarity; never a rule)", gbps(*v));
+        let _ = writeln!(
+            out,
+            "# {c} nccl-tests \"Avg bus bandwidth\" {} GB/s (shown for familiarity; never a rule)",
+            gbps(*v)
+        );
     }
     let _ = writeln!(out, "{}", q.summary);
     out
@@ -315,11 +375,22 @@ pub fn qualification_table(q: &Qualification) -> String {
 
 pub fn qualification_csv(q: &Qualification) -> Result<String, Failure> {
     crate::render::csv::table(
-        &["rule", "collective", "size_bytes", "measured", "required", "unit", "passed", "message"],
+        &[
+            "rule",
+            "collective",
+            "size_bytes",
+            "measured",
+            "required",
+            "unit",
+            "passed",
+            "message",
+        ],
         q.results.iter().map(|r| {
             vec![
                 r.rule.clone(),
-                r.collective.map(|c| c.name().to_string()).unwrap_or_default(),
+                r.collective
+                    .map(|c| c.name().to_string())
+                    .unwrap_or_default(),
                 r.size_bytes.map(|s| s.to_string()).unwrap_or_default(),
                 r.measured.map(|v| v.to_string()).unwrap_or_default(),
                 r.required.map(|v| v.to_string()).unwrap_or_default(),
@@ -340,7 +411,12 @@ pub fn qualification_markdown(q: &Qualification) -> String {
         md(&q.summary)
     );
     if let Some(p) = &q.profile {
-        let _ = writeln!(out, "- expectation: {}\n- source: {}\n", md(&p.why), md(&p.citation));
+        let _ = writeln!(
+            out,
+            "- expectation: {}\n- source: {}\n",
+            md(&p.why),
+            md(&p.citation)
+        );
     }
     out.push_str("| result | rule | measured | required | detail |\n|---|---|---:|---:|---|\n");
     for r in &q.results {
@@ -384,5 +460,7 @@ pub fn junit(q: &Qualification) -> Result<String, Failure> {
     suite.add_property(("attempts", q.attempts.to_string().as_str()));
     let mut report = Report::new("ncclprobe");
     report.add_test_suite(suite);
-    report.to_string().map_err(|e| Failure::internal(format!("JUnit: {e}")))
+    report
+        .to_string()
+        .map_err(|e| Failure::internal(format!("JUnit: {e}")))
 }

@@ -181,13 +181,14 @@ fn retry_failed(
         let all = comm
             .allgather_bytes(mine.as_bytes())
             .map_err(|e| Failure::from_backend("agreeing on the points to measure again", e))?;
-        let todo: Vec<(Collective, u64)> = String::from_utf8_lossy(all.first().map_or(&[][..], |v| v))
-            .lines()
-            .filter_map(|l| {
-                let (c, s) = l.split_once('\t')?;
-                Some((Collective::parse(c)?, s.parse().ok()?))
-            })
-            .collect();
+        let todo: Vec<(Collective, u64)> =
+            String::from_utf8_lossy(all.first().map_or(&[][..], |v| v))
+                .lines()
+                .filter_map(|l| {
+                    let (c, s) = l.split_once('\t')?;
+                    Some((Collective::parse(c)?, s.parse().ok()?))
+                })
+                .collect();
         // A rule judged over a plateau names where it starts: measure the plan's sizes from
         // there; a size the plan never had is not measured now either.
         let mut todo: Vec<(Collective, u64)> = todo
@@ -196,7 +197,11 @@ fn retry_failed(
                 let sizes: Vec<u64> = if plan.sizes_bytes.contains(&s) {
                     vec![s]
                 } else {
-                    plan.sizes_bytes.iter().copied().filter(|&p| p >= s).collect()
+                    plan.sizes_bytes
+                        .iter()
+                        .copied()
+                        .filter(|&p| p >= s)
+                        .collect()
                 };
                 sizes.into_iter().map(move |p| (c, p))
             })

@@ -135,8 +135,21 @@ impl Rank0 {
         self.with_sink(|sink| {
             for new in [oop, inp] {
                 let same = |p: &Point| {
-                    (p.collective, p.dtype, p.redop, p.root, p.placement, p.size_bytes)
-                        == (new.collective, new.dtype, new.redop, new.root, new.placement, new.size_bytes)
+                    (
+                        p.collective,
+                        p.dtype,
+                        p.redop,
+                        p.root,
+                        p.placement,
+                        p.size_bytes,
+                    ) == (
+                        new.collective,
+                        new.dtype,
+                        new.redop,
+                        new.root,
+                        new.placement,
+                        new.size_bytes,
+                    )
                 };
                 if let Some(i) = sink.record.points.iter().position(same) {
                     let old = sink.record.points.remove(i);
@@ -182,14 +195,24 @@ impl Rank0 {
     }
 
     pub fn begin_retry(&self, todo: &[(Collective, u64)]) {
-        let n = self.attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let n = self
+            .attempts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         let what: Vec<String> = todo
             .iter()
             .map(|(c, s)| format!("{c} {}", crate::units::format_size(*s)))
             .collect();
-        let line = format!("# retry {n}: the gate failed at {}; measuring them again", what.join(", "));
+        let line = format!(
+            "# retry {n}: the gate failed at {}; measuring them again",
+            what.join(", ")
+        );
         self.println(&line);
-        let _ = self.with_sink(|sink| sink.record.notes.push(line.trim_start_matches("# ").to_string()));
+        let _ = self.with_sink(|sink| {
+            sink.record
+                .notes
+                .push(line.trim_start_matches("# ").to_string())
+        });
     }
 
     pub fn banner(
@@ -224,7 +247,9 @@ impl Rank0 {
             Some(gate) => Some(self.gate_verdict(gate, &record)?),
             None => None,
         };
-        let verdict_text = verdict.as_ref().map(crate::render::expect::qualification_table);
+        let verdict_text = verdict
+            .as_ref()
+            .map(crate::render::expect::qualification_table);
         if let (Err(_), Some(text)) = (&result, &verdict_text) {
             eprint!("{text}");
         }
@@ -251,7 +276,10 @@ impl Rank0 {
             ));
         }
         if let Some(q) = verdict.filter(|q| !q.passed) {
-            return Err(Failure::new(ExitCode::CheckFailed, format!("qualify: {}", q.summary)));
+            return Err(Failure::new(
+                ExitCode::CheckFailed,
+                format!("qualify: {}", q.summary),
+            ));
         }
         Ok(ExitCode::Ok)
     }

@@ -257,7 +257,10 @@ fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
             .env("LAUNCHER", "mpirun")
             .env("NP", "2")
             .env("LAUNCH_ARGS", "--allow-run-as-root --oversubscribe")
-            .env("SIZES", "-b 8 -e 64K --min-samples 6 --max-samples 12 --point-budget 0.05")
+            .env(
+                "SIZES",
+                "-b 8 -e 64K --min-samples 6 --max-samples 12 --point-budget 0.05",
+            )
             .env("MIN_BUSBW", min_busbw)
             .env("RETRIES", "1")
             .output()
@@ -265,9 +268,17 @@ fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
     };
     let pass = tempfile::tempdir().unwrap();
     let out = run("0.0001", pass.path());
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let record = read_record(&pass.path().join("run.json"));
-    assert_eq!((record.backend.name.as_str(), record.backend.nranks), ("mpi", 2));
+    assert_eq!(
+        (record.backend.name.as_str(), record.backend.nranks),
+        ("mpi", 2)
+    );
     assert!(record.qualification.unwrap().passed);
     let xml = std::fs::read_to_string(pass.path().join("qual.xml")).unwrap();
     let report = quick_junit::Report::deserialize_from_str(&xml).unwrap();
@@ -282,5 +293,10 @@ fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
     assert_eq!(record.status, RunStatus::Complete);
     assert!(!record.retried_points.is_empty());
     let xml = std::fs::read_to_string(fail.path().join("qual.xml")).unwrap();
-    assert!(quick_junit::Report::deserialize_from_str(&xml).unwrap().failures >= 1);
+    assert!(
+        quick_junit::Report::deserialize_from_str(&xml)
+            .unwrap()
+            .failures
+            >= 1
+    );
 }

@@ -11,7 +11,6 @@ mod results;
 use super::facts::Inputs;
 use super::finding::{Evidence, Finding, Severity};
 
-
 /// One raised finding, before the table's text is attached.
 pub struct Hit {
     pub title: String,

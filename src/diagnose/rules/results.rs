@@ -140,22 +140,34 @@ pub fn below_expectation(inp: &Inputs) -> Vec<Hit> {
             if ratio >= 0.5 {
                 continue;
             }
-            let measured = top.iter().map(|p| p.measured_busbw_bytes_per_s).fold(0.0, f64::max) / 1e9;
+            let measured = top
+                .iter()
+                .map(|p| p.measured_busbw_bytes_per_s)
+                .fold(0.0, f64::max)
+                / 1e9;
             let mut evidence: Vec<Evidence> = top
                 .iter()
                 .rev()
                 .take(2)
                 .map(|p| {
-                    ev(&file, 0, format!(
-                        "{coll} {} busbw {:.2} GB/s, expected {:.2} GB/s ({:.2}x)",
-                        crate::units::format_size(p.size_bytes),
-                        p.measured_busbw_bytes_per_s / 1e9,
-                        p.expected_busbw_bytes_per_s / 1e9,
-                        p.ratio
-                    ))
+                    ev(
+                        &file,
+                        0,
+                        format!(
+                            "{coll} {} busbw {:.2} GB/s, expected {:.2} GB/s ({:.2}x)",
+                            crate::units::format_size(p.size_bytes),
+                            p.measured_busbw_bytes_per_s / 1e9,
+                            p.expected_busbw_bytes_per_s / 1e9,
+                            p.ratio
+                        ),
+                    )
                 })
                 .collect();
-            evidence.push(ev("(expectation)", 0, format!("{}; {}", choice.why, choice.entry.citation)));
+            evidence.push(ev(
+                "(expectation)",
+                0,
+                format!("{}; {}", choice.why, choice.entry.citation),
+            ));
             // Without a topology the link was assumed; only a gap no link explains is a warning.
             let assumed = s.topology.is_none() && s.nnodes <= 1;
             let mut hit = Hit::new(
@@ -167,7 +179,8 @@ pub fn below_expectation(inp: &Inputs) -> Vec<Hit> {
             );
             if assumed && ratio >= 0.25 {
                 hit.severity = Some(crate::diagnose::Severity::Info);
-                hit.title.push_str(" (links assumed: give the `nvidia-smi topo -m` output)");
+                hit.title
+                    .push_str(" (links assumed: give the `nvidia-smi topo -m` output)");
             }
             hits.push(hit);
         }

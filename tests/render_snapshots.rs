@@ -96,3 +96,70 @@ fn record_reader_rejects_unknown_fields() {
     );
     assert!(serde_json::from_str::<RunRecord>(r#"{"schema_version": 1, "extra": 2}"#).is_err());
 }
+
+/// The 2080 Ti record of `points()` held against a named expectation.
+fn judged() -> (RunRecord, ncclprobe::expect::Choice) {
+    let mut r = RunRecord::blank(
+        ncclprobe::model::Source::Imported,
+        "nccl",
+        "snapshot".into(),
+    );
+    r.points = points();
+    r.headlines = headlines(&r.points);
+    r.backend.nranks = 2;
+    let s = ncclprobe::expect::Situation::of_record(&r, None, None);
+    let choice =
+        ncclprobe::expect::named(ncclprobe::expect::shipped(), "pcie-gen3-x16-shm-switch", &s)
+            .unwrap();
+    (r, choice)
+}
+
+#[test]
+fn comparison_table_and_markdown() {
+    let (r, choice) = judged();
+    let doc = ncclprobe::expect::compare::against_expectation("run.json", &r, &choice);
+    insta::assert_snapshot!(
+        "comparison_table",
+        ncclprobe::render::expect::comparison_table(&doc)
+    );
+    insta::assert_snapshot!(
+        "comparison_markdown",
+        ncclprobe::render::expect::comparison_markdown(&doc)
+    );
+}
+
+#[test]
+fn qualification_table_markdown_and_junit() {
+    use ncclprobe::expect::qualify::{qualify, At, Rule};
+    let (mut r, choice) = judged();
+    r.status = ncclprobe::model::RunStatus::Complete;
+    let rules = vec![
+        Rule::MinBusbw {
+            coll: None,
+            gbps: 4.2,
+            at: At::Size(268435456),
+        },
+        Rule::MaxLatency {
+            coll: None,
+            us: 20.0,
+            at: Some(8),
+        },
+        Rule::MaxSkew {
+            coll: None,
+            ratio: 1.02,
+        },
+    ];
+    let q = qualify("run.json", &r, &rules, Some(&choice), None, 1);
+    insta::assert_snapshot!(
+        "qualification_table",
+        ncclprobe::render::expect::qualification_table(&q)
+    );
+    insta::assert_snapshot!(
+        "qualification_markdown",
+        ncclprobe::render::expect::qualification_markdown(&q)
+    );
+    insta::assert_snapshot!(
+        "qualification_junit",
+        ncclprobe::render::expect::junit(&q).unwrap()
+    );
+}

@@ -59,7 +59,7 @@ pub fn expected_at(choice: &Choice, coll: Collective, size_bytes: u64) -> Option
     let ramp = (size_bytes as f64 / choice.entry.plateau_from_bytes as f64)
         .powf(0.25)
         .clamp(RAMP_FLOOR, 1.0);
-    let low = est.busbw_bytes_per_s * (lo * (1.0 - f) + LATENCY_BAND[0] * f).min(lo * ramp);
+    let low = est.busbw_bytes_per_s * (lo * ramp * (1.0 - f) + LATENCY_BAND[0] * f);
     let high = est.busbw_bytes_per_s * (hi * (1.0 - f) + LATENCY_BAND[1] * f);
     let layer = if f <= 0.1 {
         format!(

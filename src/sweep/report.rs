@@ -132,6 +132,9 @@ impl Rank0 {
     pub fn point(&self, oop: &Point, inp: &Point) -> Result<(), Failure> {
         self.println(&table::row(oop, inp));
         self.progress.inc(1);
+        // Two plan sizes can report the same size (counts round down to whole elements), so
+        // only a retry replaces points.
+        let retrying = self.attempts.load(std::sync::atomic::Ordering::SeqCst) > 0;
         self.with_sink(|sink| {
             for new in [oop, inp] {
                 let same = |p: &Point| {
@@ -151,7 +154,13 @@ impl Rank0 {
                         new.size_bytes,
                     )
                 };
-                if let Some(i) = sink.record.points.iter().position(same) {
+                if let Some(i) = sink
+                    .record
+                    .points
+                    .iter()
+                    .rposition(same)
+                    .filter(|_| retrying)
+                {
                     let old = sink.record.points.remove(i);
                     sink.record.retried_points.push(old);
                 }

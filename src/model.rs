@@ -335,6 +335,22 @@ pub struct Headline {
     pub avg_busbw_bytes_per_s: f64,
 }
 
+/// What tells one point of a run from another: collective, type, op, root, placement, size.
+pub type PointKey = (Collective, Dtype, Option<RedOp>, i64, Placement, u64);
+
+impl Point {
+    pub fn key(&self) -> PointKey {
+        (
+            self.collective,
+            self.dtype,
+            self.redop,
+            self.root,
+            self.placement,
+            self.size_bytes,
+        )
+    }
+}
+
 impl RunRecord {
     pub fn total_wrong(&self) -> u64 {
         self.points.iter().filter_map(|p| p.wrong).sum()

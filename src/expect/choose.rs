@@ -214,25 +214,15 @@ fn worst_link(topo: &Topology, nranks: usize) -> Option<(String, String)> {
     } else {
         &gpus[..]
     };
-    let rank = |code: &str| -> u32 {
-        match code {
-            c if c.starts_with("NV") => 0,
-            "PIX" => 1,
-            "PXB" => 2,
-            "PHB" => 3,
-            "NODE" => 4,
-            _ => 5,
-        }
-    };
-    let mut worst: Option<(u32, String, String)> = None;
+    let mut worst: Option<(u8, String, String)> = None;
     for (i, a) in used.iter().enumerate() {
         for b in &used[i + 1..] {
             let Some(code) = topo.link(a, b) else {
                 continue;
             };
-            let r = rank(code);
+            let r = crate::import::topo::distance(code);
             let nv_fewer =
-                |w: &(u32, String, String)| r == 0 && w.0 == 0 && nv_count(code) < nv_count(&w.1);
+                |w: &(u8, String, String)| r == 0 && w.0 == 0 && nv_count(code) < nv_count(&w.1);
             if worst.as_ref().is_none_or(|w| r > w.0 || nv_fewer(w)) {
                 worst = Some((r, code.to_string(), format!("{a}-{b}")));
             }

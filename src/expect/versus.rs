@@ -3,9 +3,9 @@
 //! correction, α = 0.05) AND larger than a noise band. Points only in one run, other rank counts
 //! or dtypes are listed as not compared, never matched.
 
-use crate::coll::{Collective, Placement};
+use crate::coll::Collective;
 use crate::documents::{BaselineRef, ComparedPoint, Comparison, Kind, SCHEMA_VERSION};
-use crate::dtype::{Dtype, RedOp};
+use crate::dtype::Dtype;
 use crate::model::{Point, RunRecord};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,17 +20,10 @@ pub const ALPHA: f64 = 0.05;
 /// smallest two-sided p is 0.1).
 const MIN_SAMPLES: usize = 4;
 
-type Key = (Collective, Dtype, Option<RedOp>, i64, Placement, u64);
+use crate::model::PointKey as Key;
 
 fn key(p: &Point) -> Key {
-    (
-        p.collective,
-        p.dtype,
-        p.redop,
-        p.root,
-        p.placement,
-        p.size_bytes,
-    )
+    p.key()
 }
 
 /// Two-sided p-value of the Mann-Whitney U test of `a` against `b`.

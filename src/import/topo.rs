@@ -22,6 +22,18 @@ pub fn normalise_link(code: &str) -> Option<String> {
     }
 }
 
+/// How far a link code reaches, nearest first (NVLink, one switch, ..., across sockets).
+pub fn distance(code: &str) -> u8 {
+    match code {
+        c if c.starts_with("NV") => 0,
+        "PIX" => 1,
+        "PXB" => 2,
+        "PHB" => 3,
+        "NODE" => 4,
+        _ => 5,
+    }
+}
+
 fn p2p_code(code: &str) -> bool {
     matches!(
         code,

@@ -167,6 +167,32 @@ fn expected_cell(p: &ComparedPoint) -> String {
     )
 }
 
+/// One compared point's cells: collective, size, placement, busbw, expected (band), ratio,
+/// verdict, and where the expectation came from (or the p-value, run vs run).
+fn cells(p: &ComparedPoint, vs_run: bool) -> [String; 8] {
+    let last = if vs_run {
+        p.p_value
+            .map(|v| format!("{v:.3}"))
+            .unwrap_or_else(|| "no samples".into())
+    } else {
+        let mut s = p.layer.clone();
+        if let Some(n) = p.nccl_model_busbw_bytes_per_s {
+            let _ = write!(s, "; NCCL's model {}", gbps(n));
+        }
+        s
+    };
+    [
+        p.collective.name().to_string(),
+        format_size(p.size_bytes),
+        p.placement.name().to_string(),
+        gbps(p.measured_busbw_bytes_per_s),
+        expected_cell(p),
+        format!("{:.2}x", p.ratio),
+        p.verdict.clone(),
+        last,
+    ]
+}
+
 pub fn comparison_table(doc: &Comparison) -> String {
     let mut out = String::new();
     for l in head(doc) {
@@ -190,28 +216,11 @@ pub fn comparison_table(doc: &Comparison) -> String {
         if vs_run { "p-value" } else { "from" }
     );
     for p in &doc.points {
-        let last = if vs_run {
-            p.p_value
-                .map(|v| format!("{v:.3}"))
-                .unwrap_or_else(|| "no samples".into())
-        } else {
-            let mut s = p.layer.clone();
-            if let Some(n) = p.nccl_model_busbw_bytes_per_s {
-                let _ = write!(s, "; NCCL's model {}", gbps(n));
-            }
-            s
-        };
+        let c = cells(p, vs_run);
         let _ = writeln!(
             out,
-            "{:<15} {:>10} {:<12} {:>10} {:>24} {:>6.2}x {:<18} {}",
-            p.collective.name(),
-            format_size(p.size_bytes),
-            p.placement.name(),
-            gbps(p.measured_busbw_bytes_per_s),
-            expected_cell(p),
-            p.ratio,
-            p.verdict,
-            last
+            "{:<15} {:>10} {:<12} {:>10} {:>24} {:>7} {:<18} {}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
         );
     }
     for n in &doc.not_compared {
@@ -289,29 +298,11 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
         if vs_run { "p-value" } else { "from" }
     );
     for p in &doc.points {
-        let last = if vs_run {
-            p.p_value
-                .map(|v| format!("{v:.3}"))
-                .unwrap_or_else(|| "no samples".into())
-        } else {
-            md(&p.layer)
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {:.2}x | {} | {} |",
-            p.collective.name(),
-            format_size(p.size_bytes),
-            p.placement.name(),
-            gbps(p.measured_busbw_bytes_per_s),
-            expected_cell(p),
-            p.ratio,
-            if p.verdict == "ok" || p.verdict == "within-noise" {
-                p.verdict.clone()
-            } else {
-                format!("**{}**", p.verdict)
-            },
-            last
-        );
+        let mut c = cells(p, vs_run).map(|cell| md(&cell));
+        if p.verdict != "ok" && p.verdict != "within-noise" {
+            c[6] = format!("**{}**", c[6]);
+        }
+        let _ = writeln!(out, "| {} |", c.join(" | "));
     }
     for n in &doc.not_compared {
         let _ = writeln!(out, "\nNot compared: {}", md(n));

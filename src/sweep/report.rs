@@ -137,23 +137,7 @@ impl Rank0 {
         let retrying = self.attempts.load(std::sync::atomic::Ordering::SeqCst) > 0;
         self.with_sink(|sink| {
             for new in [oop, inp] {
-                let same = |p: &Point| {
-                    (
-                        p.collective,
-                        p.dtype,
-                        p.redop,
-                        p.root,
-                        p.placement,
-                        p.size_bytes,
-                    ) == (
-                        new.collective,
-                        new.dtype,
-                        new.redop,
-                        new.root,
-                        new.placement,
-                        new.size_bytes,
-                    )
-                };
+                let same = |p: &Point| p.key() == new.key();
                 if let Some(i) = sink
                     .record
                     .points

@@ -102,18 +102,6 @@ pub fn gdr_disabled(inp: &Inputs) -> Vec<Hit> {
     )]
 }
 
-/// How far a link code reaches, nearest first (NVLink, one switch, ..., across sockets).
-fn distance(code: &str) -> u8 {
-    match code {
-        c if c.starts_with("NV") => 0,
-        "PIX" => 1,
-        "PXB" => 2,
-        "PHB" => 3,
-        "NODE" => 4,
-        _ => 5,
-    }
-}
-
 /// GPUs whose nearest NIC is beyond their PCIe switch. GPUDirect RDMA is used by default only
 /// for a NIC within the GPU's PCIe switch (NCCL_NET_GDR_LEVEL defaults to PXB).
 fn far_nics(file: &str, t: &Topology) -> Vec<Evidence> {
@@ -122,7 +110,10 @@ fn far_nics(file: &str, t: &Topology) -> Vec<Evidence> {
     for g in t.gpus() {
         let nearest = nics
             .iter()
-            .filter_map(|n| t.link(g, n).map(|code| (distance(code), code, *n)))
+            .filter_map(|n| {
+                t.link(g, n)
+                    .map(|code| (crate::import::topo::distance(code), code, *n))
+            })
             .min_by_key(|(d, _, _)| *d);
         if let Some((_, code, nic)) = nearest.filter(|(d, _, _)| *d >= 3) {
             let name = t

@@ -78,8 +78,16 @@ pub fn run_rank(
     out: Option<&Rank0>,
 ) -> Result<(), Failure> {
     let nranks = comm.nranks();
-    let everyone = comm
-        .allgather_bytes(whoami(comm).as_bytes())
+    let me = whoami(comm);
+    let mut sweep = Sweep {
+        comm,
+        plan,
+        watchdog,
+        out,
+    };
+    let everyone = sweep
+        .comm
+        .allgather_bytes(me.as_bytes())
         .map_err(|e| Failure::from_backend("exchanging rank information", e))?;
     if let Some(out) = out {
         let ranks: Vec<RankInfo> = everyone
@@ -98,7 +106,9 @@ pub fn run_rank(
         // Allocate for the largest size up front, as nccl-tests does: every size then runs in
         // the same (already touched) memory instead of growing buffers between sizes.
         if let (Some(&largest), Some(&dtype)) = (plan.sizes_bytes.last(), plan.dtypes.first()) {
-            comm.prepare(&spec(coll, dtype, RedOp::Sum, 0, largest))
+            sweep
+                .comm
+                .prepare(&spec(coll, dtype, RedOp::Sum, 0, largest))
                 .map_err(|e| prepare_failure(coll, largest, e))?;
         }
         let mut coll_points: Vec<Point> = Vec::new();
@@ -106,8 +116,7 @@ pub fn run_rank(
             for op in plan.ops_for(coll) {
                 for &root in &roots {
                     for &size in &plan.sizes_bytes {
-                        let (oop, inp) =
-                            measure_size(comm, plan, watchdog, out, coll, dtype, op, root, size)?;
+                        let (oop, inp) = sweep.measure_size(coll, dtype, op, root, size)?;
                         coll_points.push(oop);
                         coll_points.push(inp);
                     }
@@ -119,7 +128,7 @@ pub fn run_rank(
         }
     }
     if let Some(gate) = &plan.gate {
-        retry_failed(comm, plan, watchdog, out, gate.retries)?;
+        sweep.retry_failed(gate.retries)?;
     }
     if let Some(w) = watchdog {
         w.disarm();
@@ -127,105 +136,109 @@ pub fn run_rank(
     Ok(())
 }
 
-/// One size of one (collective, type, op, root): both placements measured, rank 0 records
-/// them, and no rank moves on before the point is on disk.
-#[allow(clippy::too_many_arguments)]
-fn measure_size(
-    comm: &mut dyn Communicator,
-    plan: &Plan,
-    watchdog: Option<&Watchdog>,
-    out: Option<&Rank0>,
-    coll: Collective,
-    dtype: crate::dtype::Dtype,
-    op: Option<RedOp>,
-    root: i64,
-    size: u64,
-) -> Result<(Point, Point), Failure> {
-    let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
-    comm.prepare(&spec)
-        .map_err(|e| prepare_failure(coll, size, e))?;
-    let mut runner = PointRunner {
-        comm: &mut *comm,
-        plan,
-        watchdog,
-    };
-    let oop = runner.measure(&spec, Placement::OutOfPlace)?;
-    let inp = runner.measure(&spec, Placement::InPlace)?;
-    if let Some(out) = out {
-        out.point(&oop, &inp)?;
-    }
-    // No rank starts the next size before rank 0 has the point on disk, so a failure there
-    // can never lose it.
-    comm.allgather_bytes(&[])
-        .map_err(|e| Failure::from_backend(&format!("after {coll} {}", format_size(size)), e))?;
-    Ok((oop, inp))
+/// What one rank's sweep works with, for the steps after the first pass (retries).
+struct Sweep<'a> {
+    comm: &'a mut dyn Communicator,
+    plan: &'a Plan,
+    watchdog: Option<&'a Watchdog>,
+    out: Option<&'a Rank0>,
 }
 
-/// `sweep --retries`: rank 0 judges what it recorded and tells every rank which (collective,
-/// size) points failed; all ranks measure those again, up to `retries` times.
-fn retry_failed(
-    comm: &mut dyn Communicator,
-    plan: &Plan,
-    watchdog: Option<&Watchdog>,
-    out: Option<&Rank0>,
-    retries: usize,
-) -> Result<(), Failure> {
-    let nranks = comm.nranks();
-    for _ in 0..retries {
-        let mine: String = out
-            .map(|o| o.points_to_retry())
-            .unwrap_or_default()
-            .iter()
-            .map(|(c, s)| format!("{}\t{s}\n", c.name()))
-            .collect();
-        let all = comm
-            .allgather_bytes(mine.as_bytes())
-            .map_err(|e| Failure::from_backend("agreeing on the points to measure again", e))?;
-        let todo: Vec<(Collective, u64)> =
-            String::from_utf8_lossy(all.first().map_or(&[][..], |v| v))
-                .lines()
-                .filter_map(|l| {
-                    let (c, s) = l.split_once('\t')?;
-                    Some((Collective::parse(c)?, s.parse().ok()?))
-                })
+impl Sweep<'_> {
+    /// One size of one (collective, type, op, root): both placements measured, rank 0 records
+    /// them, and no rank moves on before the point is on disk.
+    fn measure_size(
+        &mut self,
+        coll: Collective,
+        dtype: crate::dtype::Dtype,
+        op: Option<RedOp>,
+        root: i64,
+        size: u64,
+    ) -> Result<(Point, Point), Failure> {
+        let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
+        self.comm
+            .prepare(&spec)
+            .map_err(|e| prepare_failure(coll, size, e))?;
+        let mut runner = PointRunner {
+            comm: &mut *self.comm,
+            plan: self.plan,
+            watchdog: self.watchdog,
+        };
+        let oop = runner.measure(&spec, Placement::OutOfPlace)?;
+        let inp = runner.measure(&spec, Placement::InPlace)?;
+        if let Some(out) = self.out {
+            out.point(&oop, &inp)?;
+        }
+        // No rank starts the next size before rank 0 has the point on disk, so a failure there
+        // can never lose it.
+        self.comm.allgather_bytes(&[]).map_err(|e| {
+            Failure::from_backend(&format!("after {coll} {}", format_size(size)), e)
+        })?;
+        Ok((oop, inp))
+    }
+
+    /// `sweep --retries`: rank 0 judges what it recorded and tells every rank which (collective,
+    /// size) points failed; all ranks measure those again, up to `retries` times.
+    fn retry_failed(&mut self, retries: usize) -> Result<(), Failure> {
+        let (plan, out) = (self.plan, self.out);
+        let nranks = self.comm.nranks();
+        for _ in 0..retries {
+            let mine: String = out
+                .map(|o| o.points_to_retry())
+                .unwrap_or_default()
+                .iter()
+                .map(|(c, s)| format!("{}\t{s}\n", c.name()))
                 .collect();
-        // A rule judged over a plateau names where it starts: measure the plan's sizes from
-        // there; a size the plan never had is not measured now either.
-        let mut todo: Vec<(Collective, u64)> = todo
-            .into_iter()
-            .flat_map(|(c, s)| {
-                let sizes: Vec<u64> = if plan.sizes_bytes.contains(&s) {
-                    vec![s]
-                } else {
-                    plan.sizes_bytes
-                        .iter()
-                        .copied()
-                        .filter(|&p| p >= s)
-                        .collect()
-                };
-                sizes.into_iter().map(move |p| (c, p))
-            })
-            .filter(|(c, _)| plan.collectives.contains(c))
-            .collect();
-        todo.sort();
-        todo.dedup();
-        if todo.is_empty() {
-            return Ok(());
-        }
-        if let Some(out) = out {
-            out.begin_retry(&todo);
-        }
-        for (coll, size) in todo {
-            for root in plan.roots(coll, nranks)? {
-                for &dtype in &plan.dtypes {
-                    for op in plan.ops_for(coll) {
-                        measure_size(comm, plan, watchdog, out, coll, dtype, op, root, size)?;
+            let all = self
+                .comm
+                .allgather_bytes(mine.as_bytes())
+                .map_err(|e| Failure::from_backend("agreeing on the points to measure again", e))?;
+            let todo: Vec<(Collective, u64)> =
+                String::from_utf8_lossy(all.first().map_or(&[][..], |v| v))
+                    .lines()
+                    .filter_map(|l| {
+                        let (c, s) = l.split_once('\t')?;
+                        Some((Collective::parse(c)?, s.parse().ok()?))
+                    })
+                    .collect();
+            // A rule judged over a plateau names where it starts: measure the plan's sizes from
+            // there; a size the plan never had is not measured now either.
+            let mut todo: Vec<(Collective, u64)> = todo
+                .into_iter()
+                .flat_map(|(c, s)| {
+                    let sizes: Vec<u64> = if plan.sizes_bytes.contains(&s) {
+                        vec![s]
+                    } else {
+                        plan.sizes_bytes
+                            .iter()
+                            .copied()
+                            .filter(|&p| p >= s)
+                            .collect()
+                    };
+                    sizes.into_iter().map(move |p| (c, p))
+                })
+                .filter(|(c, _)| plan.collectives.contains(c))
+                .collect();
+            todo.sort();
+            todo.dedup();
+            if todo.is_empty() {
+                return Ok(());
+            }
+            if let Some(out) = out {
+                out.begin_retry(&todo);
+            }
+            for (coll, size) in todo {
+                for root in plan.roots(coll, nranks)? {
+                    for &dtype in &plan.dtypes {
+                        for op in plan.ops_for(coll) {
+                            self.measure_size(coll, dtype, op, root, size)?;
+                        }
                     }
                 }
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -582,3 +582,32 @@ fn sweep_gates_after_measuring_and_retries_only_the_failed_points() {
     assert!(String::from_utf8_lossy(&err).contains("valid names"));
     assert!(!dir.path().join("x.json").exists());
 }
+
+#[test]
+fn the_nccl_lines_inside_nccl_tests_output_are_read() {
+    // Leonardo: the run's own NCCL_DEBUG lines set NCCL_P2P_LEVEL=NVL; the A100s talk over
+    // NVLink, so the path stands, and the line says what is in force.
+    let c = compare(&[corpus("nccl-tests", "15-").to_str().unwrap()]);
+    assert_eq!(c.baseline.id, "a100-sxm4-nvswitch-8");
+    assert!(
+        c.baseline.why.contains("in force: NCCL_P2P_LEVEL=NVL"),
+        "{}",
+        c.baseline.why
+    );
+    assert!(
+        c.not_compared.iter().any(|n| n.contains("sendrecv")),
+        "{:?}",
+        c.not_compared
+    );
+    // Two EKS nodes with EFA off, pasted without rank lines: one NCCL line names Socket, but
+    // nothing says how many nodes or which GPUs, so no expectation is guessed.
+    let out = bin()
+        .arg("compare")
+        .arg(corpus("nccl-tests", "18-"))
+        .assert()
+        .code(2)
+        .get_output()
+        .stderr
+        .clone();
+    assert!(String::from_utf8_lossy(&out).contains("--topo"));
+}

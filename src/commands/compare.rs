@@ -10,9 +10,9 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
     crate::flags::fraction("--noise", args.noise)?;
     let doc = match args.runs.as_slice() {
         [one] => {
-            let (name, run) = load_run(one, &args.expectation)?;
-            let choice = choice(&run, &args.expectation)?;
-            compare::against_expectation(&name, &run, &choice)
+            let one = load_run(one, &args.expectation)?;
+            let choice = choice(&one.run, one.log.as_ref(), &args.expectation)?;
+            compare::against_expectation(&one.name, &one.run, &choice)
         }
         [before, after] => {
             if args.expectation.profile.is_some() || args.expectation.topo.is_some() {
@@ -20,9 +20,12 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
                     "compare BEFORE AFTER holds two runs against each other; --profile and --topo are for one run against its expectation",
                 ));
             }
-            let (bn, b) = load_run(before, &args.expectation)?;
-            let (an, a) = load_run(after, &args.expectation)?;
-            versus::against_run(&bn, &b, &an, &a, args.noise).map_err(Failure::usage)?
+            let (b, a) = (
+                load_run(before, &args.expectation)?,
+                load_run(after, &args.expectation)?,
+            );
+            versus::against_run(&b.name, &b.run, &a.name, &a.run, args.noise)
+                .map_err(Failure::usage)?
         }
         _ => {
             return Err(Failure::usage(

@@ -6,13 +6,22 @@ use crate::cli::ExpectationArgs;
 use crate::coll::Collective;
 use crate::exit::Failure;
 use crate::expect::{self, Choice, Situation};
-use crate::import::{nccl_log, text::Input, topo};
+use crate::import::nccl_log::{self, LogFacts};
+use crate::import::{text::Input, topo};
 use crate::model::RunRecord;
 use std::path::Path;
 
+/// A run as `compare` and `qualify` read it: its name, the record, and the NCCL_DEBUG lines
+/// its nccl-tests output carried.
+pub struct Loaded {
+    pub name: String,
+    pub run: RunRecord,
+    pub log: Option<LogFacts>,
+}
+
 /// A run from a record or nccl-tests output, with `--collective` naming what its log did not.
-pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<(String, RunRecord), Failure> {
-    let (name, mut run) = read_run(path)?;
+pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<Loaded, Failure> {
+    let (name, mut run, log) = read_run(path)?;
     if let Some(text) = &args.collective {
         let coll = Collective::parse(text)
             .filter(|c| c.is_measured() || Collective::IMPORTED_ONLY.contains(c))
@@ -32,11 +41,16 @@ pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<(String, RunRecor
                 .push(format!("{renamed} points named {coll} with --collective"));
         }
     }
-    Ok((name, run))
+    Ok(Loaded { name, run, log })
 }
 
-/// The facts of a run with the `--topo` and `--log` files given beside it.
-pub fn situation(run: &RunRecord, args: &ExpectationArgs) -> Result<Situation, Failure> {
+/// The facts of a run with the `--topo` and `--log` files given beside it (`--log` wins over
+/// the lines the run's own output carried).
+pub fn situation(
+    run: &RunRecord,
+    embedded: Option<&LogFacts>,
+    args: &ExpectationArgs,
+) -> Result<Situation, Failure> {
     let topology = match &args.topo {
         Some(path) => {
             let (input, kind) = open(path)?;
@@ -58,13 +72,21 @@ pub fn situation(run: &RunRecord, args: &ExpectationArgs) -> Result<Situation, F
         }
         None => None,
     };
-    Ok(Situation::of_record(run, topology, log.as_ref()))
+    Ok(Situation::of_record(
+        run,
+        topology,
+        log.as_ref().or(embedded),
+    ))
 }
 
 /// `--profile`, or the expectation the facts point to. Either failing is bad input (exit 2)
 /// with the reason and what to give instead.
-pub fn choice(run: &RunRecord, args: &ExpectationArgs) -> Result<Choice, Failure> {
-    let s = situation(run, args)?;
+pub fn choice(
+    run: &RunRecord,
+    embedded: Option<&LogFacts>,
+    args: &ExpectationArgs,
+) -> Result<Choice, Failure> {
+    let s = situation(run, embedded, args)?;
     let table = expect::shipped();
     match &args.profile {
         Some(id) => {

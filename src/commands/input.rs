@@ -2,6 +2,7 @@
 //! how reading problems become exit code 2 naming the file.
 
 use crate::exit::Failure;
+use crate::import::nccl_log::LogFacts;
 use crate::import::{nccl_tests, text::Input, text::InputError, topo};
 use crate::model::RunRecord;
 use std::path::Path;
@@ -129,14 +130,22 @@ pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
 }
 
 /// A run: an ncclprobe run record, or nccl-tests output (text or -J JSON) imported on the way
-/// in. Anything else is bad input naming the file and what it is.
-pub fn read_run(path: &Path) -> Result<(String, RunRecord), Failure> {
+/// in, with the NCCL_DEBUG lines nccl-tests output often carries. Anything else is bad input
+/// naming the file and what it is.
+pub fn read_run(path: &Path) -> Result<(String, RunRecord, Option<LogFacts>), Failure> {
     let (input, kind) = open(path)?;
     let name = input.name.clone();
+    let mut log = None;
     let run = match kind {
         Kind::RunRecord => read_run_record(input)?,
         Kind::NcclTestsJson => nccl_tests::json_from(input).map_err(input_failure)?,
-        Kind::NcclTests => nccl_tests::text_from(input, &mut |_| {}).map_err(input_failure)?,
+        Kind::NcclTests => {
+            let mut facts = LogFacts::default();
+            let run = nccl_tests::text_from(input, &mut |line| facts.feed(&name, line))
+                .map_err(input_failure)?;
+            log = facts.finish(name.clone()).ok();
+            run
+        }
         other => {
             return Err(Failure::usage(format!(
             "{name}: is {} output, not a run record (ncclprobe sweep --json, or nccl-tests output)",
@@ -144,7 +153,7 @@ pub fn read_run(path: &Path) -> Result<(String, RunRecord), Failure> {
         )))
         }
     };
-    Ok((name, run))
+    Ok((name, run, log))
 }
 
 #[cfg(test)]

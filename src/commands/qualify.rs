@@ -28,7 +28,15 @@ pub fn report(q: &Qualification, args: &RuleArgs, format: DocFormat) -> Result<E
 }
 
 pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
-    let (name, run) = load_run(&args.run, &args.expectation)?;
-    let q = judge(&name, &run, &args.rules, &args.expectation, 1, true)?;
+    let loaded = load_run(&args.run, &args.expectation)?;
+    let q = judge(
+        &loaded.name,
+        &loaded.run,
+        loaded.log.as_ref(),
+        &args.rules,
+        &args.expectation,
+        1,
+        true,
+    )?;
     report(&q, &args.rules, args.format)
 }

@@ -28,6 +28,8 @@ pub struct Situation {
     /// network it chose.
     pub log_transports: Vec<String>,
     pub log_network: Option<String>,
+    /// NICs the log's IB plugin lists (`mlx5_0:1/IB`, `mlx5_1:1/RoCE`).
+    pub log_nics: Vec<String>,
 }
 
 /// The environment variables that force NCCL off its default path.
@@ -57,7 +59,7 @@ impl Situation {
         let mut nnodes = record.backend.hosts.len().max(1);
         let mut env = record.env.clone();
         let mut wsl2 = record.wsl2_evidence.clone();
-        let (mut log_transports, mut log_network) = (Vec::new(), None);
+        let (mut log_transports, mut log_network, mut log_nics) = (Vec::new(), None, Vec::new());
         if let Some(l) = log {
             nnodes = nnodes.max(l.nnodes.unwrap_or(1)).max(l.hosts.len());
             for (k, (v, _)) in &l.env {
@@ -66,6 +68,7 @@ impl Situation {
             wsl2.extend(l.wsl_hints.iter().map(|e| e.text.clone()).take(2));
             log_transports = l.transports.keys().cloned().collect();
             log_network = l.network.as_ref().map(|(n, _)| n.clone());
+            log_nics = l.net_devices.clone();
         }
         let record_topology = record
             .topology
@@ -82,6 +85,7 @@ impl Situation {
             wsl2,
             log_transports,
             log_network,
+            log_nics,
         }
     }
 
@@ -100,6 +104,7 @@ impl Situation {
         // A log's transports were chosen under the overrides; they say nothing without them.
         s.log_transports.clear();
         s.log_network = None;
+        s.log_nics.clear();
         s
     }
 }
@@ -128,6 +133,10 @@ pub struct PathFacts {
     pub nic_gbps: Option<f64>,
     /// Inside each node the GPUs talk over NVLink (multi-node SXM systems).
     pub intra_nvlink: bool,
+    /// NVLinks between the slowest pair, when the topology shows them.
+    pub nv_links: Option<u32>,
+    /// NCCL's per-link NVLink constant for the GPU model, GB/s.
+    pub nvlink_gbps: Option<f64>,
     /// One clause per decision, in order.
     pub reasons: Vec<String>,
 }
@@ -263,11 +272,14 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         || log_has("NET/Socket");
 
     if s.nnodes > 1 {
-        let nics = s
+        let topo_nics = s
             .topology
             .as_ref()
             .map(|(_, t)| t.devices.iter().filter(|d| d.starts_with("NIC")).count())
             .filter(|&n| n > 0);
+        let log_nics = (!s.log_nics.is_empty()).then_some(s.log_nics.len());
+        let roce = s.log_nics.iter().any(|d| d.ends_with("/RoCE"));
+        let nics = topo_nics.or(log_nics);
         let ppn = (s.nranks / s.nnodes).max(1);
         let (link, gbps) = if s.flag_on("NCCL_IB_DISABLE") || log_socket {
             reasons.push(if log_socket {
@@ -275,7 +287,15 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
             } else {
                 "NCCL_IB_DISABLE=1 puts NCCL on TCP sockets".to_string()
             });
+            reasons.push("NIC speed not known: NCCL's own 10 Gb/s default assumed".into());
             ("socket", 10.0)
+        } else if roce {
+            reasons.push(format!(
+                "{} nodes over RoCE (the log's NICs: {}; assumed 100 Gb/s)",
+                s.nnodes,
+                s.log_nics.join(" ")
+            ));
+            ("roce", 100.0)
         } else {
             let gbps = match gpu.map(|g| g.family.as_str()) {
                 Some("hopper" | "blackwell") => 400.0,
@@ -289,10 +309,15 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         };
         let nics_per_node = match (nics, link) {
             (Some(n), _) => {
-                reasons.push(format!("{n} NICs per node in the topology"));
+                let from = if topo_nics.is_some() {
+                    "the topology"
+                } else {
+                    "the log"
+                };
+                reasons.push(format!("{n} NICs per node in {from}"));
                 n
             }
-            (None, "ib") => {
+            (None, "ib" | "roce") => {
                 reasons.push(format!(
                     "NICs per node not known: assumed one per GPU ({ppn})"
                 ));
@@ -308,6 +333,8 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
             nics_per_node: Some(nics_per_node),
             nic_gbps: Some(gbps),
             intra_nvlink: sxm,
+            nv_links: None,
+            nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
             reasons,
         });
     }
@@ -321,14 +348,16 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         Some((code, pair, src)) => {
             reasons.push(format!("slowest GPU pair {pair} is {code} ({src})"));
             if code.starts_with("NV") {
+                // An NVSwitch board shows every GPU pair as NV12 (A100) or NV18 (Hopper,
+                // Blackwell): all of a GPU's links go to the switches. Fewer links per pair
+                // (NV4 on 4-GPU HGX A100 boards, bridges) are direct NVLinks.
                 let all_nv = s.topology.as_ref().is_some_and(|(_, t)| {
                     let g = t.gpus();
-                    g.len() >= 4
-                        && g.iter().enumerate().all(|(i, a)| {
-                            g[i + 1..]
-                                .iter()
-                                .all(|b| t.link(a, b).is_some_and(|c| c.starts_with("NV")))
-                        })
+                    g.iter().enumerate().all(|(i, a)| {
+                        g[i + 1..]
+                            .iter()
+                            .all(|b| t.link(a, b).is_some_and(|c| nv_count(c) >= 12))
+                    })
                 });
                 if all_nv && sxm {
                     "nvswitch".to_string()
@@ -382,33 +411,50 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
     } else {
         None
     };
-    // NCCL's P2P reach is PXB unless NCCL_P2P_LEVEL raises it.
+    // NCCL's P2P reach is PXB unless NCCL_P2P_LEVEL moves it (LOC, NVL, PIX, PXB, PHB, SYS;
+    // the old integers 0-5 mean the same; paths.cc, env.rst).
     let level = s
         .set("NCCL_P2P_LEVEL")
         .map(|v| v.trim().to_ascii_uppercase());
-    let beyond_reach = matches!(link.as_str(), "phb" | "node" | "sys")
-        && !matches!(
-            (level.as_deref(), link.as_str()),
-            (Some("PHB"), "phb") | (Some("SYS"), _) | (Some("NODE"), "phb" | "node")
-        );
+    let reach = match level.as_deref() {
+        Some("LOC" | "0") => 0,
+        Some("NVL" | "1") => 1,
+        Some("PIX" | "2") => 2,
+        Some("PHB" | "4") => 4,
+        Some("SYS" | "5") => 5,
+        _ => 3,
+    };
+    let link_level = match link.as_str() {
+        l if l.starts_with("nv") => 1,
+        "pix" => 2,
+        "pxb" => 3,
+        "phb" | "node" => 4,
+        _ => 5,
+    };
+    let beyond_reach = link_level > reach;
     let kind = if let Some(why) = p2p_off {
         reasons.push(why);
-        if link.starts_with("nv") {
-            // NVLink is off too: the ring goes through host memory across the host bridge.
-            link = "phb".into();
-        }
+        PathKind::PcieShm
+    } else if beyond_reach {
+        reasons.push(format!(
+            "{} is beyond NCCL's P2P reach ({}): host memory (SHM)",
+            link.to_ascii_uppercase(),
+            level
+                .as_deref()
+                .map_or("PXB by default".to_string(), |l| format!(
+                    "NCCL_P2P_LEVEL={l}"
+                ))
+        ));
         PathKind::PcieShm
     } else if link.starts_with("nv") {
         PathKind::Nvlink
-    } else if beyond_reach {
-        reasons.push(format!(
-            "{} is beyond NCCL's default P2P reach (PXB): host memory (SHM)",
-            link.to_ascii_uppercase()
-        ));
-        PathKind::PcieShm
     } else {
         PathKind::PcieP2p
     };
+    if kind == PathKind::PcieShm && link.starts_with("nv") {
+        // No NVLink P2P either: the ring goes through host memory across the host bridge.
+        link = "phb".into();
+    }
     let kind = if kind == PathKind::PcieShm && (s.flag_on("NCCL_SHM_DISABLE") || log_socket) {
         reasons.push(if s.flag_on("NCCL_SHM_DISABLE") {
             "NCCL_SHM_DISABLE=1 with no P2P leaves NCCL the network: TCP sockets".to_string()
@@ -447,6 +493,11 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         nics_per_node: None,
         nic_gbps: (kind == PathKind::Net).then_some(10.0),
         intra_nvlink: kind == PathKind::Nvlink,
+        nv_links: worst
+            .as_ref()
+            .map(|(code, _, _)| nv_count(code))
+            .filter(|&n| n > 0 && kind == PathKind::Nvlink),
+        nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
         reasons,
     })
 }
@@ -462,6 +513,9 @@ fn fit(e: &Entry, s: &Situation, p: &PathFacts) -> Option<u32> {
         && e.pcie_gen.is_none_or(|g| p.pcie_gen == Some(g))
         && e.nvls.is_none_or(|v| v == p.nvls)
         && (e.wsl2 != Some(true) || !s.wsl2.is_empty())
+        && e.nv_links
+            .is_none_or(|[lo, hi]| p.nv_links.is_some_and(|n| (lo..=hi).contains(&n)))
+        && (!e.per_nvlink || (p.nv_links.is_some() && p.nvlink_gbps.is_some()))
         && (e.scales_with_line_rate || !e.per_nic || e.nic_gbps == p.nic_gbps);
     applies.then(|| {
         let mut score = 0;
@@ -471,7 +525,7 @@ fn fit(e: &Entry, s: &Situation, p: &PathFacts) -> Option<u32> {
         if e.wsl2 == Some(true) {
             score += 2;
         }
-        if e.nvls.is_some() {
+        if e.nvls.is_some() || e.nv_links.is_some() {
             score += 1;
         }
         score
@@ -508,8 +562,19 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
             };
             nics * rate
         }
+        (false, _) if entry.per_nvlink => {
+            path.nv_links.unwrap_or(1) as f64 * path.nvlink_gbps.unwrap_or(20.0)
+        }
         (false, _) => 1.0,
     };
+    let mut path = path;
+    if entry.per_nvlink {
+        path.reasons.push(format!(
+            "{} NVLinks x {} GB/s (NCCL's constant for this GPU)",
+            path.nv_links.unwrap_or(1),
+            path.nvlink_gbps.unwrap_or(20.0)
+        ));
+    }
     let why = format!(
         "{} ({}): {}",
         entry.id,
@@ -544,6 +609,11 @@ pub fn choose(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
             }
         }
     }
+    if !overrides.is_empty() {
+        choice
+            .why
+            .push_str(&format!("; in force: {}", overrides.join(" ")));
+    }
     choice.overrides = overrides;
     Ok(choice)
 }
@@ -574,6 +644,8 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
         nics_per_node: nics,
         nic_gbps: entry.nic_gbps,
         intra_nvlink: entry.path == PathKind::Nvlink || gpu.is_some_and(|g| g.sxm_nvswitch),
+        nv_links: None,
+        nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
         reasons: vec!["given with --profile".into()],
     };
     Ok(Choice {
@@ -688,6 +760,49 @@ mod tests {
         let tcp = choose(shipped(), &multi).unwrap();
         assert_eq!(tcp.entry.id, "socket-tcp");
         assert_eq!(tcp.without_overrides.unwrap().entry.id, "ib-hdr-200");
+    }
+
+    #[test]
+    fn direct_nvlinks_are_counted_and_switch_boards_are_told_apart() {
+        // Leonardo's 4-GPU HGX A100: NV4 between every pair, no NVSwitch.
+        let nv4 = "        GPU0    GPU1    GPU2    GPU3\nGPU0     X      NV4     NV4     NV4\nGPU1    NV4      X      NV4     NV4\nGPU2    NV4     NV4      X      NV4\nGPU3    NV4     NV4     NV4      X\n";
+        let c = choose(shipped(), &situation("NVIDIA A100-SXM-64GB", 4, topo(nv4))).unwrap();
+        assert_eq!(c.entry.id, "nvlink-direct", "{}", c.why);
+        let (plateau, _) = c.plateau_bytes_per_s(Collective::AllReduce).unwrap();
+        assert!((plateau / 1e9 - 74.4).abs() < 0.01, "{plateau}");
+        // The same GPUs on an NVSwitch board show NV12 between every pair.
+        let nv12 = nv4.replace("NV4", "NV12");
+        let c = choose(
+            shipped(),
+            &situation("NVIDIA A100-SXM4-80GB", 4, topo(&nv12)),
+        )
+        .unwrap();
+        assert_eq!(c.entry.id, "a100-sxm4-nvswitch-8", "{}", c.why);
+    }
+
+    #[test]
+    fn the_log_s_nics_tell_roce_and_how_many() {
+        let mut s = situation("NVIDIA A100-SXM4-40GB", 16, None);
+        s.nnodes = 2;
+        s.log_nics = vec!["mlx5_0:1/RoCE".into(), "mlx5_1:1/RoCE".into()];
+        let c = choose(shipped(), &s).unwrap();
+        assert_eq!(
+            (c.entry.id.as_str(), c.scale),
+            ("roce-100", 2.0),
+            "{}",
+            c.why
+        );
+        assert!(c.why.contains("2 NICs per node in the log"), "{}", c.why);
+        let mut log = crate::import::nccl_log::LogFacts::default();
+        let line = "lrdn2296:4063850:4063871 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB ; OOB ib0:10.0.0.1<0>";
+        let input = crate::import::text::Input::from_reader(
+            "log",
+            Box::new(std::io::Cursor::new(line.as_bytes().to_vec())),
+        )
+        .unwrap();
+        input.lines("a log", |l| log.feed("log", &l)).unwrap();
+        assert_eq!(log.net_devices.len(), 4);
+        assert_eq!(log.net_devices[0], "mlx5_0:1/IB");
     }
 
     #[test]

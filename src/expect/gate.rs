@@ -76,6 +76,7 @@ pub fn rules_from(
 pub fn judge(
     name: &str,
     run: &RunRecord,
+    log: Option<&crate::import::nccl_log::LogFacts>,
     args: &RuleArgs,
     expectation: &ExpectationArgs,
     attempts: usize,
@@ -88,7 +89,7 @@ pub fn judge(
     let only_always = rules.is_empty() && choose_when_empty;
     // An expectation is needed for a profile, for min-ratio, and when nothing else is asked.
     let chosen: Option<Choice> = if profile.is_some() || wants_ratio || only_always {
-        Some(choice(run, &exp)?)
+        Some(choice(run, log, &exp)?)
     } else {
         None
     };

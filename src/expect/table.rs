@@ -84,6 +84,13 @@ pub struct Entry {
     pub nvls: Option<bool>,
     #[serde(default)]
     pub wsl2: Option<bool>,
+    /// NVLinks between the slowest pair (the `#` of `NV#`), inclusive range.
+    #[serde(default)]
+    pub nv_links: Option<[u32; 2]>,
+    /// The figure is per NVLink at the GPU model's NCCL link constant (`nvlink_gbps`): a
+    /// direct NVLink pair gets links x constant x figure.
+    #[serde(default)]
+    pub per_nvlink: bool,
     /// Net entries: the figure is per NIC at `nic_gbps`.
     #[serde(default)]
     pub per_nic: bool,

@@ -55,6 +55,9 @@ pub struct LogFacts {
     pub gdrdma: bool,
     /// The network plugin NCCL chose for inter-node traffic ("Socket", "IB", ...), with its line.
     pub network: Option<(String, Evidence)>,
+    /// NICs NCCL's IB plugin lists (`NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE`), as
+    /// `mlx5_0:1/IB`: how many a node has, and whether they are InfiniBand or RoCE.
+    pub net_devices: Vec<String>,
     pub env: BTreeMap<String, (String, Evidence)>,
     pub p2p_unavailable: Vec<Evidence>,
     pub gdr_disabled: Vec<Evidence>,
@@ -343,6 +346,20 @@ impl LogFacts {
                 .to_string();
             if !name.is_empty() && self.network.is_none() {
                 self.network = Some((name, ev()));
+            }
+        }
+        if let Some(i) = t.find("NET/IB : Using ") {
+            for tok in t[i + 15..].split_whitespace() {
+                if tok.starts_with(';') {
+                    break;
+                }
+                let dev = tok.split_once(']').map_or(tok, |(_, d)| d);
+                if dev.contains(':')
+                    && !self.net_devices.iter().any(|d| d == dev)
+                    && self.net_devices.len() < 64
+                {
+                    self.net_devices.push(dev.to_string());
+                }
             }
         }
         if t.contains("Bootstrap : Using") {

@@ -168,6 +168,7 @@ impl Rank0 {
         crate::expect::gate::judge(
             "(this sweep)",
             record,
+            None,
             &gate.rules,
             &gate.expectation(),
             self.attempts.load(std::sync::atomic::Ordering::SeqCst) + 1,

@@ -426,6 +426,9 @@ fn bad_inputs_are_refused_with_exit_2_and_a_reason() {
     std::fs::write(&sim, out.stdout).unwrap();
     let e = err(&["compare", sim.to_str().unwrap()]);
     assert!(e.contains("`diagnosis` document"), "{e}");
+    // One rank moves nothing between GPUs.
+    let e = err(&["compare", corpus("nccl-tests", "09-").to_str().unwrap()]);
+    assert!(e.contains("one rank"), "{e}");
     // A host run has no GPU path to expect anything of.
     let host = host_record(dir.path(), "host.json", &[]);
     let e = err(&["compare", host.to_str().unwrap()]);

@@ -595,6 +595,9 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
 
 /// The expectation for a situation, and, when overrides moved the path, the one without them.
 pub fn choose(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
+    if s.nranks < 2 {
+        return Err(ChooseError::NoFacts(one_rank()));
+    }
     let mut choice = choose_once(table, s)?;
     // WSL2 is not an override a user can drop; it stays in both situations.
     let overrides: Vec<String> = OVERRIDES
@@ -618,6 +621,10 @@ pub fn choose(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
     Ok(choice)
 }
 
+fn one_rank() -> String {
+    "the run has one rank: no data crossed a link between GPUs, so no interconnect expectation applies (its busbw is 0 by nccl-tests' definition)".into()
+}
+
 /// An entry named by the user (`--profile`), applied to the run's rank and node counts.
 pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
     let entry = table.get(id).ok_or_else(|| {
@@ -626,6 +633,9 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
             table.ids().join(", ")
         )
     })?;
+    if s.nranks < 2 {
+        return Err(one_rank());
+    }
     let gpu = s.gpu_name.as_deref().and_then(|n| table.gpu_model(n));
     let nics = if entry.per_nic {
         Some(if s.nnodes > 1 {

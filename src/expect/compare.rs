@@ -183,7 +183,9 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
     for (coll, rows) in &by_coll {
         sentences.push(sentence(*coll, rows, choice));
     }
-    let summary = if sentences.is_empty() {
+    let summary = if sentences.is_empty() && not_compared.is_empty() {
+        "nothing to compare: the run has no measured points".to_string()
+    } else if sentences.is_empty() {
         format!("nothing to compare: {}", not_compared.join("; "))
     } else {
         sentences.join(" ")

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{bin, host_sweep, json_stdout};
+use common::{bin, host_sweep, json_stdout, Printed};
 use ncclprobe::documents::{BaselinesDocument, Comparison, Qualification};
 use std::path::{Path, PathBuf};
 
@@ -59,11 +59,7 @@ fn an_8x_a100_nvswitch_run_passes_its_profile_with_a_junit_file() {
         ])
         .arg(&xml)
         .args(["--format", "json"])
-        .assert()
-        .code(0)
-        .get_output()
-        .stdout
-        .clone();
+        .stdout_if(0);
     let q: Qualification = serde_json::from_slice(&out).unwrap();
     assert!(q.passed, "{}", q.summary);
     let bw = q.results.iter().find(|r| r.rule == "min-busbw").unwrap();
@@ -193,11 +189,7 @@ fn a_run_with_wrong_data_fails_qualification_whatever_its_bandwidth() {
         .arg(&record)
         .args(["--min-busbw", "0.000001", "--junit"])
         .arg(&xml)
-        .assert()
-        .code(3)
-        .get_output()
-        .stdout
-        .clone();
+        .stdout_if(3);
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("FAIL   correct all_reduce"), "{text}");
     assert!(
@@ -238,10 +230,7 @@ fn thresholds_from_flags_and_a_rules_file_fail_with_measured_and_required() {
                 "--format",
                 "json",
             ])
-            .assert()
-            .code(3)
-            .get_output()
-            .stdout,
+            .stdout_if(3),
     )
     .unwrap();
     let rule = |name: &str| q.results.iter().find(|r| r.rule == name).unwrap().clone();
@@ -270,11 +259,7 @@ fn thresholds_from_flags_and_a_rules_file_fail_with_measured_and_required() {
         .arg(&record)
         .arg("--rules")
         .arg(&rules)
-        .assert()
-        .code(3)
-        .get_output()
-        .stdout
-        .clone();
+        .stdout_if(3);
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains("not measured at 1 GiB") && text.contains("-e 1 GiB"),
@@ -287,11 +272,7 @@ fn thresholds_from_flags_and_a_rules_file_fail_with_measured_and_required() {
         .arg(&record)
         .arg("--rules")
         .arg(&rules)
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
+        .stderr_if(2);
     assert!(String::from_utf8_lossy(&err).contains("rule 1"));
 }
 
@@ -356,11 +337,7 @@ fn a_slower_run_is_a_regression_only_where_significant_and_beyond_the_band() {
             "--format",
             "markdown",
         ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+        .stdout_if(0);
     let md = String::from_utf8(md).unwrap();
     assert!(
         md.contains("| all_reduce | 64 KiB | out-of-place |") && md.contains("**regression**"),
@@ -373,13 +350,7 @@ fn bad_inputs_are_refused_with_exit_2_and_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let run = corpus("nccl-tests", "07-");
     let err = |args: &[&str]| -> String {
-        let out = bin()
-            .args(args)
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr
-            .clone();
+        let out = bin().args(args).stderr_if(2);
         String::from_utf8_lossy(&out).into_owned()
     };
     let e = err(&[
@@ -448,21 +419,13 @@ fn a_running_record_is_compared_with_a_warning_and_fails_qualification() {
         .args(["compare"])
         .arg(&record)
         .arg(&running)
-        .assert()
-        .success()
-        .get_output()
-        .stderr
-        .clone();
+        .stderr_if(0);
     assert!(String::from_utf8_lossy(&out).contains("still `running`"));
     let out = bin()
         .args(["qualify"])
         .arg(&running)
         .args(["--min-busbw", "0.0001"])
-        .assert()
-        .code(3)
-        .get_output()
-        .stdout
-        .clone();
+        .stdout_if(3);
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains("FAIL   completed") && text.contains("status running"),
@@ -480,22 +443,10 @@ fn baselines_lists_every_entry_with_provenance_and_citation() {
         assert!(e.citation.len() > 20, "{}", e.id);
         assert!(e.busbw_gbps.contains_key("all_reduce"), "{}", e.id);
     }
-    let table = bin()
-        .arg("baselines")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let table = bin().arg("baselines").stdout_if(0);
     let table = String::from_utf8(table).unwrap();
     assert!(table.contains("wsl2-socket-shm-off") && table.contains("[derived]"));
-    let csv = bin()
-        .args(["baselines", "--format", "csv"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let csv = bin().args(["baselines", "--format", "csv"]).stdout_if(0);
     let mut reader = csv::Reader::from_reader(csv.as_slice());
     assert_eq!(reader.headers().unwrap().get(0), Some("id"));
     assert!(reader.records().count() >= doc.entries.len());
@@ -523,11 +474,8 @@ fn sweep_gates_after_measuring_and_retries_only_the_failed_points() {
         .arg(&xml)
         .arg("--json")
         .arg(&json)
-        .assert()
-        .code(3)
-        .get_output()
-        .clone();
-    let stdout = String::from_utf8(out.stdout).unwrap();
+        .stdout_if(3);
+    let stdout = String::from_utf8(out).unwrap();
     assert!(
         stdout.contains("# retry 1: the gate failed at all_reduce 64 KiB")
             && stdout.contains("# retry 2:"),
@@ -566,22 +514,14 @@ fn sweep_gates_after_measuring_and_retries_only_the_failed_points() {
             "--json",
         ])
         .arg(&json)
-        .assert()
-        .code(0)
-        .get_output()
-        .stdout
-        .clone();
+        .stdout_if(0);
     assert!(!String::from_utf8(ok).unwrap().contains("# retry"));
     assert!(common::read_record(&json).qualification.unwrap().passed);
     // A bad profile is refused before anything is measured.
     let err = host_sweep(2)
         .args(["--qualify", "nope", "--json"])
         .arg(dir.path().join("x.json"))
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
+        .stderr_if(2);
     assert!(String::from_utf8_lossy(&err).contains("valid names"));
     assert!(!dir.path().join("x.json").exists());
 }
@@ -607,10 +547,6 @@ fn the_nccl_lines_inside_nccl_tests_output_are_read() {
     let out = bin()
         .arg("compare")
         .arg(corpus("nccl-tests", "18-"))
-        .assert()
-        .code(2)
-        .get_output()
-        .stderr
-        .clone();
+        .stderr_if(2);
     assert!(String::from_utf8_lossy(&out).contains("--topo"));
 }

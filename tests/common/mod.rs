@@ -110,3 +110,19 @@ pub fn host_sweep(ranks: usize) -> assert_cmd::Command {
     cmd.args(["sweep", "--backend", "host", "--ranks", &ranks.to_string()]);
     cmd
 }
+
+/// What a command printed, once it exited with the code a test expects.
+pub trait Printed {
+    fn stdout_if(&mut self, code: i32) -> Vec<u8>;
+    fn stderr_if(&mut self, code: i32) -> Vec<u8>;
+}
+
+impl Printed for assert_cmd::Command {
+    fn stdout_if(&mut self, code: i32) -> Vec<u8> {
+        self.assert().code(code).get_output().stdout.clone()
+    }
+
+    fn stderr_if(&mut self, code: i32) -> Vec<u8> {
+        self.assert().code(code).get_output().stderr.clone()
+    }
+}

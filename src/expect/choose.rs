@@ -4,122 +4,11 @@
 //! that fits that path best. The slowest GPU pair the ring must cross decides.
 
 use super::cost::{Hw, Link};
+pub use super::situation::{Situation, OVERRIDES};
 use super::table::{contains_ci, Entry, GpuModel, PathKind, Table};
 use crate::coll::Collective;
-use crate::import::nccl_log::LogFacts;
 use crate::import::topo::Topology;
-use crate::model::RunRecord;
 use serde::Serialize;
-use std::collections::BTreeMap;
-
-/// What is known about where a run ran.
-#[derive(Debug, Clone, Default)]
-pub struct Situation {
-    pub nranks: usize,
-    pub nnodes: usize,
-    /// A GPU name as the run or log printed it.
-    pub gpu_name: Option<String>,
-    /// (where from, topology).
-    pub topology: Option<(String, Topology)>,
-    pub env: BTreeMap<String, String>,
-    /// Why the run is known to be under WSL2 (empty: not known to be).
-    pub wsl2: Vec<String>,
-    /// Transports an NCCL_DEBUG=INFO log shows (`P2P/IPC`, `SHM`, `NET/Socket`…) and the
-    /// network it chose.
-    pub log_transports: Vec<String>,
-    pub log_network: Option<String>,
-    /// NICs the log's IB plugin lists (`mlx5_0:1/IB`, `mlx5_1:1/RoCE`).
-    pub log_nics: Vec<String>,
-}
-
-/// The environment variables that force NCCL off its default path.
-pub const OVERRIDES: [&str; 6] = [
-    "NCCL_SHM_DISABLE",
-    "NCCL_P2P_DISABLE",
-    "NCCL_IB_DISABLE",
-    "NCCL_NVLS_ENABLE",
-    "NCCL_P2P_LEVEL",
-    "NCCL_NET",
-];
-
-impl Situation {
-    /// The facts of a run record, with an optional topology and log given beside it.
-    pub fn of_record(
-        record: &RunRecord,
-        topology: Option<(String, Topology)>,
-        log: Option<&LogFacts>,
-    ) -> Situation {
-        let nranks = record
-            .points
-            .iter()
-            .map(|p| p.nranks)
-            .max()
-            .unwrap_or(record.backend.nranks)
-            .max(record.backend.nranks);
-        let mut nnodes = record.backend.hosts.len().max(1);
-        let mut env = record.env.clone();
-        let mut wsl2 = record.wsl2_evidence.clone();
-        let (mut log_transports, mut log_network, mut log_nics) = (Vec::new(), None, Vec::new());
-        if let Some(l) = log {
-            nnodes = nnodes.max(l.nnodes.unwrap_or(1)).max(l.hosts.len());
-            for (k, (v, _)) in &l.env {
-                env.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            wsl2.extend(l.wsl_hints.iter().map(|e| e.text.clone()).take(2));
-            log_transports = l.transports.keys().cloned().collect();
-            log_network = l.network.as_ref().map(|(n, _)| n.clone());
-            log_nics = l.net_devices.clone();
-        }
-        let record_topology = record
-            .topology
-            .as_ref()
-            .and_then(|v| serde_json::from_value::<Topology>(v.clone()).ok())
-            .filter(|t| t.gpus().len() >= 2)
-            .map(|t| ("the record's topology".to_string(), t));
-        Situation {
-            nranks,
-            nnodes,
-            gpu_name: gpu_name(record),
-            topology: topology.or(record_topology),
-            env,
-            wsl2,
-            log_transports,
-            log_network,
-            log_nics,
-        }
-    }
-
-    fn set(&self, key: &str) -> Option<&str> {
-        self.env.get(key).map(String::as_str)
-    }
-
-    fn flag_on(&self, key: &str) -> bool {
-        self.set(key).is_some_and(|v| v.trim() == "1")
-    }
-
-    /// The same facts with the path overrides taken out: what the machine would give.
-    fn without_overrides(&self) -> Situation {
-        let mut s = self.clone();
-        s.env.retain(|k, _| !OVERRIDES.contains(&k.as_str()));
-        // A log's transports were chosen under the overrides; they say nothing without them.
-        s.log_transports.clear();
-        s.log_network = None;
-        s.log_nics.clear();
-        s
-    }
-}
-
-/// The GPU a record's ranks name (`0 [0x1b] NVIDIA A100-SXM4-40GB` → the model part).
-fn gpu_name(record: &RunRecord) -> Option<String> {
-    record.backend.ranks.iter().find_map(|r| {
-        let d = r.device.as_deref()?.trim();
-        let name = match d.find(']') {
-            Some(i) => d[i + 1..].trim(),
-            None => d.trim_start_matches(|c: char| c.is_ascii_digit()).trim(),
-        };
-        (!name.is_empty()).then(|| name.to_string())
-    })
-}
 
 /// The path NCCL takes and how it was told.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -256,195 +145,61 @@ fn p2p_matrix_says_no(topo: &Topology) -> Option<String> {
         .map(|(a, b, v)| format!("`nvidia-smi topo -p2p` says {v} for {a}-{b}"))
 }
 
+/// What the facts about a run tell before any path is decided.
+struct Clues<'a> {
+    s: &'a Situation,
+    gpu: Option<&'a GpuModel>,
+    /// The GPU name the run printed ("" when none).
+    name: &'a str,
+    /// An SXM part whose multi-GPU boards are NVSwitch systems.
+    sxm: bool,
+    /// The log shows NCCL's socket transport.
+    log_socket: bool,
+}
+
+impl Clues<'_> {
+    fn log_has(&self, transport: &str) -> bool {
+        self.s
+            .log_transports
+            .iter()
+            .any(|x| x.starts_with(transport))
+    }
+}
+
 /// Decide the path from the facts.
 fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseError> {
-    let mut reasons = Vec::new();
     let name = s.gpu_name.as_deref().unwrap_or("");
-    let pcie_gen = gpu.map(|g| g.pcie_gen);
     let sxm = gpu.is_some_and(|g| g.sxm_nvswitch)
         && !contains_ci(name, "PCIE")
         && !contains_ci(name, "NVL");
-    let log_has = |t: &str| s.log_transports.iter().any(|x| x.starts_with(t));
     let log_socket = s
         .log_network
         .as_deref()
         .is_some_and(|n| contains_ci(n, "socket"))
-        || log_has("NET/Socket");
-
+        || s.log_transports.iter().any(|x| x.starts_with("NET/Socket"));
+    let c = Clues {
+        s,
+        gpu,
+        name,
+        sxm,
+        log_socket,
+    };
     if s.nnodes > 1 {
-        let topo_nics = s
-            .topology
-            .as_ref()
-            .map(|(_, t)| t.devices.iter().filter(|d| d.starts_with("NIC")).count())
-            .filter(|&n| n > 0);
-        let log_nics = (!s.log_nics.is_empty()).then_some(s.log_nics.len());
-        let roce = s.log_nics.iter().any(|d| d.ends_with("/RoCE"));
-        let nics = topo_nics.or(log_nics);
-        let ppn = (s.nranks / s.nnodes).max(1);
-        let (link, gbps) = if s.flag_on("NCCL_IB_DISABLE") || log_socket {
-            reasons.push(if log_socket {
-                "the log shows NCCL's socket transport".to_string()
-            } else {
-                "NCCL_IB_DISABLE=1 puts NCCL on TCP sockets".to_string()
-            });
-            reasons.push("NIC speed not known: NCCL's own 10 Gb/s default assumed".into());
-            ("socket", 10.0)
-        } else if roce {
-            reasons.push(format!(
-                "{} nodes over RoCE (the log's NICs: {}; assumed 100 Gb/s)",
-                s.nnodes,
-                s.log_nics.join(" ")
-            ));
-            ("roce", 100.0)
-        } else {
-            let gbps = match gpu.map(|g| g.family.as_str()) {
-                Some("hopper" | "blackwell") => 400.0,
-                _ => 200.0,
-            };
-            reasons.push(format!(
-                "{} nodes over InfiniBand (assumed {gbps:.0} Gb/s NICs for this GPU generation)",
-                s.nnodes
-            ));
-            ("ib", gbps)
-        };
-        let nics_per_node = match (nics, link) {
-            (Some(n), _) => {
-                let from = if topo_nics.is_some() {
-                    "the topology"
-                } else {
-                    "the log"
-                };
-                reasons.push(format!("{n} NICs per node in {from}"));
-                n
-            }
-            (None, "ib" | "roce") => {
-                reasons.push(format!(
-                    "NICs per node not known: assumed one per GPU ({ppn})"
-                ));
-                ppn
-            }
-            (None, _) => 1,
-        };
-        return Ok(PathFacts {
-            kind: PathKind::Net,
-            link: link.into(),
-            pcie_gen,
-            nvls: false,
-            nics_per_node: Some(nics_per_node),
-            nic_gbps: Some(gbps),
-            intra_nvlink: sxm,
-            nv_links: None,
-            nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
-            reasons,
-        });
+        return Ok(network_path(&c));
     }
-
-    // One node: the slowest GPU pair the ring must cross.
+    let mut reasons = Vec::new();
+    let pcie_gen = gpu.map(|g| g.pcie_gen);
     let worst = s
         .topology
         .as_ref()
         .and_then(|(src, t)| worst_link(t, s.nranks).map(|(code, pair)| (code, pair, src.clone())));
-    let mut link = match &worst {
-        Some((code, pair, src)) => {
-            reasons.push(format!("slowest GPU pair {pair} is {code} ({src})"));
-            if code.starts_with("NV") {
-                // An NVSwitch board shows every GPU pair as NV12 (A100) or NV18 (Hopper,
-                // Blackwell): all of a GPU's links go to the switches. Fewer links per pair
-                // (NV4 on 4-GPU HGX A100 boards, bridges) are direct NVLinks.
-                let all_nv = s.topology.as_ref().is_some_and(|(_, t)| {
-                    let g = t.gpus();
-                    g.iter().enumerate().all(|(i, a)| {
-                        g[i + 1..]
-                            .iter()
-                            .all(|b| t.link(a, b).is_some_and(|c| nv_count(c) >= 12))
-                    })
-                });
-                if all_nv && sxm {
-                    "nvswitch".to_string()
-                } else {
-                    "nvlink".to_string()
-                }
-            } else {
-                code.to_ascii_lowercase()
-            }
-        }
-        None if sxm => {
-            reasons.push(format!(
-                "no topology; {name} is an SXM part, whose multi-GPU boards are NVSwitch systems"
-            ));
-            "nvswitch".to_string()
-        }
-        None if !name.is_empty() => {
-            reasons.push(format!(
-                "no topology: {name} assumed on PCIe under one host bridge (give --topo for the real links)"
-            ));
-            "phb".to_string()
-        }
-        None => {
-            return Err(ChooseError::NoFacts(
-                "the run names no GPU and carries no topology: give --topo FILE (a pasted `nvidia-smi topo -m`) or --profile NAME (ncclprobe baselines lists them)".into(),
-            ))
-        }
-    };
-
-    // Can the GPUs reach each other directly (P2P)? NCCL_P2P_DISABLE also turns NVLink off.
-    let p2p_off = if s.flag_on("NCCL_P2P_DISABLE") {
-        Some("NCCL_P2P_DISABLE=1 turns P2P off (NVLink and PCIe)".to_string())
-    } else if !s.wsl2.is_empty() {
-        Some(format!(
-            "WSL2 has no CUDA IPC, so NCCL has no P2P ({})",
-            s.wsl2[0]
-        ))
-    } else if let Some(no) = s.topology.as_ref().and_then(|(_, t)| p2p_matrix_says_no(t)) {
-        (!link.starts_with("nv")).then_some(no)
-    } else if !link.starts_with("nv") && gpu.is_some_and(|g| g.consumer) {
-        if log_has("P2P") {
-            reasons.push("the log shows P2P in use despite a GeForce card (patched driver)".into());
-            None
-        } else {
-            Some(format!(
-                "{name} is a GeForce/consumer card: no GPUDirect P2P over PCIe with the stock driver"
-            ))
-        }
-    } else if log_has("SHM") && !log_has("P2P") && !link.starts_with("nv") {
-        Some("the log shows SHM, not P2P, between the GPUs".to_string())
-    } else {
-        None
-    };
-    // NCCL's P2P reach is PXB unless NCCL_P2P_LEVEL moves it (LOC, NVL, PIX, PXB, PHB, SYS;
-    // the old integers 0-5 mean the same; paths.cc, env.rst).
-    let level = s
-        .set("NCCL_P2P_LEVEL")
-        .map(|v| v.trim().to_ascii_uppercase());
-    let reach = match level.as_deref() {
-        Some("LOC" | "0") => 0,
-        Some("NVL" | "1") => 1,
-        Some("PIX" | "2") => 2,
-        Some("PHB" | "4") => 4,
-        Some("SYS" | "5") => 5,
-        _ => 3,
-    };
-    let link_level = match link.as_str() {
-        l if l.starts_with("nv") => 1,
-        "pix" => 2,
-        "pxb" => 3,
-        "phb" | "node" => 4,
-        _ => 5,
-    };
-    let beyond_reach = link_level > reach;
+    let mut link = slowest_link(&c, worst.as_ref(), &mut reasons)?;
+    let p2p_off = p2p_blocker(&c, &link, &mut reasons);
     let kind = if let Some(why) = p2p_off {
         reasons.push(why);
         PathKind::PcieShm
-    } else if beyond_reach {
-        reasons.push(format!(
-            "{} is beyond NCCL's P2P reach ({}): host memory (SHM)",
-            link.to_ascii_uppercase(),
-            level
-                .as_deref()
-                .map_or("PXB by default".to_string(), |l| format!(
-                    "NCCL_P2P_LEVEL={l}"
-                ))
-        ));
+    } else if let Some(why) = beyond_p2p_reach(s, &link) {
+        reasons.push(why);
         PathKind::PcieShm
     } else if link.starts_with("nv") {
         PathKind::Nvlink
@@ -455,7 +210,7 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
         // No NVLink P2P either: the ring goes through host memory across the host bridge.
         link = "phb".into();
     }
-    let kind = if kind == PathKind::PcieShm && (s.flag_on("NCCL_SHM_DISABLE") || log_socket) {
+    let kind = if kind == PathKind::PcieShm && (s.flag_on("NCCL_SHM_DISABLE") || c.log_socket) {
         reasons.push(if s.flag_on("NCCL_SHM_DISABLE") {
             "NCCL_SHM_DISABLE=1 with no P2P leaves NCCL the network: TCP sockets".to_string()
         } else {
@@ -499,6 +254,195 @@ fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts, ChooseErr
             .filter(|&n| n > 0 && kind == PathKind::Nvlink),
         nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
         reasons,
+    })
+}
+
+/// Across nodes: which network NCCL uses, how many NICs a node has and how fast they are.
+fn network_path(c: &Clues) -> PathFacts {
+    let (s, gpu) = (c.s, c.gpu);
+    let mut reasons = Vec::new();
+    let topo_nics = s
+        .topology
+        .as_ref()
+        .map(|(_, t)| t.devices.iter().filter(|d| d.starts_with("NIC")).count())
+        .filter(|&n| n > 0);
+    let log_nics = (!s.log_nics.is_empty()).then_some(s.log_nics.len());
+    let roce = s.log_nics.iter().any(|d| d.ends_with("/RoCE"));
+    let nics = topo_nics.or(log_nics);
+    let ppn = (s.nranks / s.nnodes).max(1);
+    let (link, gbps) = if s.flag_on("NCCL_IB_DISABLE") || c.log_socket {
+        reasons.push(if c.log_socket {
+            "the log shows NCCL's socket transport".to_string()
+        } else {
+            "NCCL_IB_DISABLE=1 puts NCCL on TCP sockets".to_string()
+        });
+        reasons.push("NIC speed not known: NCCL's own 10 Gb/s default assumed".into());
+        ("socket", 10.0)
+    } else if roce {
+        reasons.push(format!(
+            "{} nodes over RoCE (the log's NICs: {}; assumed 100 Gb/s)",
+            s.nnodes,
+            s.log_nics.join(" ")
+        ));
+        ("roce", 100.0)
+    } else {
+        let gbps = match gpu.map(|g| g.family.as_str()) {
+            Some("hopper" | "blackwell") => 400.0,
+            _ => 200.0,
+        };
+        reasons.push(format!(
+            "{} nodes over InfiniBand (assumed {gbps:.0} Gb/s NICs for this GPU generation)",
+            s.nnodes
+        ));
+        ("ib", gbps)
+    };
+    let nics_per_node = match (nics, link) {
+        (Some(n), _) => {
+            let from = if topo_nics.is_some() {
+                "the topology"
+            } else {
+                "the log"
+            };
+            reasons.push(format!("{n} NICs per node in {from}"));
+            n
+        }
+        (None, "ib" | "roce") => {
+            reasons.push(format!(
+                "NICs per node not known: assumed one per GPU ({ppn})"
+            ));
+            ppn
+        }
+        (None, _) => 1,
+    };
+    PathFacts {
+        kind: PathKind::Net,
+        link: link.into(),
+        pcie_gen: gpu.map(|g| g.pcie_gen),
+        nvls: false,
+        nics_per_node: Some(nics_per_node),
+        nic_gbps: Some(gbps),
+        intra_nvlink: c.sxm,
+        nv_links: None,
+        nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
+        reasons,
+    }
+}
+
+/// One node: the link class of the slowest GPU pair the ring must cross, or what the GPU
+/// model says when there is no topology.
+fn slowest_link(
+    c: &Clues,
+    worst: Option<&(String, String, String)>,
+    reasons: &mut Vec<String>,
+) -> Result<String, ChooseError> {
+    let (s, name, sxm) = (c.s, c.name, c.sxm);
+    let link = match worst {
+    Some((code, pair, src)) => {
+        reasons.push(format!("slowest GPU pair {pair} is {code} ({src})"));
+        if code.starts_with("NV") {
+            // An NVSwitch board shows every GPU pair as NV12 (A100) or NV18 (Hopper,
+            // Blackwell): all of a GPU's links go to the switches. Fewer links per pair
+            // (NV4 on 4-GPU HGX A100 boards, bridges) are direct NVLinks.
+            let all_nv = s.topology.as_ref().is_some_and(|(_, t)| {
+                let g = t.gpus();
+                g.iter().enumerate().all(|(i, a)| {
+                    g[i + 1..]
+                        .iter()
+                        .all(|b| t.link(a, b).is_some_and(|c| nv_count(c) >= 12))
+                })
+            });
+            if all_nv && sxm {
+                "nvswitch".to_string()
+            } else {
+                "nvlink".to_string()
+            }
+        } else {
+            code.to_ascii_lowercase()
+        }
+    }
+    None if sxm => {
+        reasons.push(format!(
+            "no topology; {name} is an SXM part, whose multi-GPU boards are NVSwitch systems"
+        ));
+        "nvswitch".to_string()
+    }
+    None if !name.is_empty() => {
+        reasons.push(format!(
+            "no topology: {name} assumed on PCIe under one host bridge (give --topo for the real links)"
+        ));
+        "phb".to_string()
+    }
+    None => {
+        return Err(ChooseError::NoFacts(
+            "the run names no GPU and carries no topology: give --topo FILE (a pasted `nvidia-smi topo -m`) or --profile NAME (ncclprobe baselines lists them)".into(),
+        ))
+    }
+};
+
+    Ok(link)
+}
+
+/// Why the GPUs cannot reach each other directly (P2P), if they cannot. NCCL_P2P_DISABLE also
+/// turns NVLink off.
+fn p2p_blocker(c: &Clues, link: &str, reasons: &mut Vec<String>) -> Option<String> {
+    let (s, gpu, name) = (c.s, c.gpu, c.name);
+    if s.flag_on("NCCL_P2P_DISABLE") {
+        Some("NCCL_P2P_DISABLE=1 turns P2P off (NVLink and PCIe)".to_string())
+    } else if !s.wsl2.is_empty() {
+        Some(format!(
+            "WSL2 has no CUDA IPC, so NCCL has no P2P ({})",
+            s.wsl2[0]
+        ))
+    } else if let Some(no) = s.topology.as_ref().and_then(|(_, t)| p2p_matrix_says_no(t)) {
+        (!link.starts_with("nv")).then_some(no)
+    } else if !link.starts_with("nv") && gpu.is_some_and(|g| g.consumer) {
+        if c.log_has("P2P") {
+            reasons.push("the log shows P2P in use despite a GeForce card (patched driver)".into());
+            None
+        } else {
+            Some(format!(
+            "{name} is a GeForce/consumer card: no GPUDirect P2P over PCIe with the stock driver"
+        ))
+        }
+    } else if c.log_has("SHM") && !c.log_has("P2P") && !link.starts_with("nv") {
+        Some("the log shows SHM, not P2P, between the GPUs".to_string())
+    } else {
+        None
+    }
+}
+
+/// Why `link` is beyond NCCL's P2P reach, if it is. The reach is PXB unless NCCL_P2P_LEVEL
+/// moves it (LOC, NVL, PIX, PXB, PHB, SYS; the old integers 0-5 mean the same; paths.cc,
+/// env.rst).
+fn beyond_p2p_reach(s: &Situation, link: &str) -> Option<String> {
+    let level = s
+        .set("NCCL_P2P_LEVEL")
+        .map(|v| v.trim().to_ascii_uppercase());
+    let reach = match level.as_deref() {
+        Some("LOC" | "0") => 0,
+        Some("NVL" | "1") => 1,
+        Some("PIX" | "2") => 2,
+        Some("PHB" | "4") => 4,
+        Some("SYS" | "5") => 5,
+        _ => 3,
+    };
+    let link_level = match link {
+        l if l.starts_with("nv") => 1,
+        "pix" => 2,
+        "pxb" => 3,
+        "phb" | "node" => 4,
+        _ => 5,
+    };
+    (link_level > reach).then(|| {
+        format!(
+            "{} is beyond NCCL's P2P reach ({}): host memory (SHM)",
+            link.to_ascii_uppercase(),
+            level
+                .as_deref()
+                .map_or("PXB by default".to_string(), |l| format!(
+                    "NCCL_P2P_LEVEL={l}"
+                ))
+        )
     })
 }
 

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod cost;
 pub mod gate;
 pub mod qualify;
+pub mod situation;
 pub mod table;
 pub mod versus;
 

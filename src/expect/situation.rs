@@ -1,0 +1,116 @@
+//! What is known about where a run ran: the facts of its record, of a topology and of an
+//! NCCL_DEBUG=INFO log given beside it, and the overrides that move NCCL off its default path.
+
+use crate::import::nccl_log::LogFacts;
+use crate::import::topo::Topology;
+use crate::model::RunRecord;
+use std::collections::BTreeMap;
+
+/// What is known about where a run ran.
+#[derive(Debug, Clone, Default)]
+pub struct Situation {
+    pub nranks: usize,
+    pub nnodes: usize,
+    /// A GPU name as the run or log printed it.
+    pub gpu_name: Option<String>,
+    /// (where from, topology).
+    pub topology: Option<(String, Topology)>,
+    pub env: BTreeMap<String, String>,
+    /// Why the run is known to be under WSL2 (empty: not known to be).
+    pub wsl2: Vec<String>,
+    /// Transports an NCCL_DEBUG=INFO log shows (`P2P/IPC`, `SHM`, `NET/Socket`…) and the
+    /// network it chose.
+    pub log_transports: Vec<String>,
+    pub log_network: Option<String>,
+    /// NICs the log's IB plugin lists (`mlx5_0:1/IB`, `mlx5_1:1/RoCE`).
+    pub log_nics: Vec<String>,
+}
+
+/// The environment variables that force NCCL off its default path.
+pub const OVERRIDES: [&str; 6] = [
+    "NCCL_SHM_DISABLE",
+    "NCCL_P2P_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_NET",
+];
+
+impl Situation {
+    /// The facts of a run record, with an optional topology and log given beside it.
+    pub fn of_record(
+        record: &RunRecord,
+        topology: Option<(String, Topology)>,
+        log: Option<&LogFacts>,
+    ) -> Situation {
+        let nranks = record
+            .points
+            .iter()
+            .map(|p| p.nranks)
+            .max()
+            .unwrap_or(record.backend.nranks)
+            .max(record.backend.nranks);
+        let mut nnodes = record.backend.hosts.len().max(1);
+        let mut env = record.env.clone();
+        let mut wsl2 = record.wsl2_evidence.clone();
+        let (mut log_transports, mut log_network, mut log_nics) = (Vec::new(), None, Vec::new());
+        if let Some(l) = log {
+            nnodes = nnodes.max(l.nnodes.unwrap_or(1)).max(l.hosts.len());
+            for (k, (v, _)) in &l.env {
+                env.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            wsl2.extend(l.wsl_hints.iter().map(|e| e.text.clone()).take(2));
+            log_transports = l.transports.keys().cloned().collect();
+            log_network = l.network.as_ref().map(|(n, _)| n.clone());
+            log_nics = l.net_devices.clone();
+        }
+        let record_topology = record
+            .topology
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<Topology>(v.clone()).ok())
+            .filter(|t| t.gpus().len() >= 2)
+            .map(|t| ("the record's topology".to_string(), t));
+        Situation {
+            nranks,
+            nnodes,
+            gpu_name: gpu_name(record),
+            topology: topology.or(record_topology),
+            env,
+            wsl2,
+            log_transports,
+            log_network,
+            log_nics,
+        }
+    }
+
+    pub(super) fn set(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str)
+    }
+
+    pub(super) fn flag_on(&self, key: &str) -> bool {
+        self.set(key).is_some_and(|v| v.trim() == "1")
+    }
+
+    /// The same facts with the path overrides taken out: what the machine would give.
+    pub(super) fn without_overrides(&self) -> Situation {
+        let mut s = self.clone();
+        s.env.retain(|k, _| !OVERRIDES.contains(&k.as_str()));
+        // A log's transports were chosen under the overrides; they say nothing without them.
+        s.log_transports.clear();
+        s.log_network = None;
+        s.log_nics.clear();
+        s
+    }
+}
+
+/// The GPU a record's ranks name (`0 [0x1b] NVIDIA A100-SXM4-40GB` → the model part).
+fn gpu_name(record: &RunRecord) -> Option<String> {
+    record.backend.ranks.iter().find_map(|r| {
+        let d = r.device.as_deref()?.trim();
+        let name = match d.find(']') {
+            Some(i) => d[i + 1..].trim(),
+            None => d.trim_start_matches(|c: char| c.is_ascii_digit()).trim(),
+        };
+        (!name.is_empty()).then(|| name.to_string())
+    })
+}

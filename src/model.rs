@@ -81,6 +81,21 @@ pub enum RunStatus {
     Truncated,
 }
 
+impl RunStatus {
+    /// The status as the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::CheckFailed => "check-failed",
+            RunStatus::TimedOut => "timed-out",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Truncated => "truncated",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ImportInfo {
@@ -416,6 +431,22 @@ pub fn relevant_env() -> BTreeMap<String, String> {
 #[cfg(test)]
 mod across_ranks_tests {
     use super::AcrossRanks;
+
+    #[test]
+    fn status_names_are_what_the_record_writes() {
+        use super::RunStatus;
+        for s in [
+            RunStatus::Running,
+            RunStatus::Complete,
+            RunStatus::CheckFailed,
+            RunStatus::TimedOut,
+            RunStatus::Failed,
+            RunStatus::Interrupted,
+            RunStatus::Truncated,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+    }
 
     #[test]
     fn each_choice_picks_its_rank_time() {

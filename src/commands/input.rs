@@ -68,8 +68,13 @@ pub fn detect(input: &Input) -> Kind {
         .map(|l| l.trim_start())
         .unwrap_or("");
     if first.starts_with('{') {
-        // Our documents open with their schema version; nccl-tests' JSON has none.
-        return if body.iter().any(|l| l.contains("\"schema_version\"")) {
+        // Our documents carry a schema version and a kind; nccl-tests' JSON has neither. A
+        // compact document with sorted keys may put `schema_version` past the head, but `kind`
+        // comes before its long `points`.
+        let ours = |l: &&str| {
+            l.contains("\"schema_version\"") || l.contains("\"kind\":") || l.contains("\"kind\" :")
+        };
+        return if body.iter().any(ours) {
             Kind::RunRecord
         } else {
             Kind::NcclTestsJson
@@ -177,6 +182,12 @@ mod tests {
         );
         assert_eq!(kind_of("{\"schema_version\": 1}\n"), Kind::RunRecord);
         assert_eq!(kind_of("{\"nccl-tests\": 1}\n"), Kind::NcclTestsJson);
+        // Compact, keys sorted: the schema version lies far past the head, the kind does not.
+        let compact = format!(
+            "{{\"backend\":{{}},\"kind\":\"run\",\"points\":[{}],\"schema_version\":1}}",
+            "0,".repeat(400_000)
+        );
+        assert_eq!(kind_of(&compact), Kind::RunRecord);
         assert_eq!(
             kind_of("node1:123:123 [0] NCCL INFO Bootstrap : Using eth0\n"),
             Kind::Log

@@ -136,7 +136,7 @@ pub fn record_warnings(r: &RunRecord) -> Vec<String> {
         ),
         s => w.push(format!(
             "the run ended `{}`{}: the points it has are compared",
-            serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            s.name(),
             r.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default()
         )),
     }
@@ -208,30 +208,33 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
     }
 }
 
+/// Where a run's plateau starts: the entry's plateau size when the run reaches it, else the
+/// run's top sizes (from a quarter of its largest).
+pub fn plateau_floor(largest_bytes: u64, entry_from_bytes: u64) -> u64 {
+    if largest_bytes >= entry_from_bytes {
+        entry_from_bytes
+    } else {
+        (largest_bytes / 4).max(1)
+    }
+}
+
 fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice) -> String {
     let from = choice.entry.plateau_from_bytes;
     let largest = rows.iter().map(|(p, _, _)| p.size_bytes).max().unwrap_or(0);
-    // The plateau: the entry's sizes when the run reaches them, else the run's top sizes.
-    let (plateau, at) = if largest >= from {
-        let r: Vec<f64> = rows
-            .iter()
-            .filter(|(p, _, _)| p.size_bytes >= from)
+    let floor = plateau_floor(largest, from);
+    let plateau = median(
+        rows.iter()
+            .filter(|(p, _, _)| p.size_bytes >= floor)
             .map(|r| r.2)
-            .collect();
-        (median(r), format!("at {} and above", format_size(from)))
+            .collect(),
+    );
+    let at = if floor == from {
+        format!("at {} and above", format_size(from))
     } else {
-        let r: Vec<f64> = rows
-            .iter()
-            .filter(|(p, _, _)| p.size_bytes * 8 > largest)
-            .map(|r| r.2)
-            .collect();
-        (
-            median(r),
-            format!(
-                "at {} and above (the run stops below the entry's plateau, {})",
-                format_size((largest / 4).max(1)),
-                format_size(from)
-            ),
+        format!(
+            "at {} and above (the run stops below the entry's plateau, {})",
+            format_size(floor),
+            format_size(from)
         )
     };
     let mut s = match plateau {
@@ -325,10 +328,10 @@ pub fn plateau_ratios(
     by.into_iter()
         .filter_map(|(c, pts)| {
             let largest = pts.iter().map(|p| p.size_bytes).max()?;
-            let from = choice.entry.plateau_from_bytes.min((largest / 4).max(1));
+            let floor = plateau_floor(largest, choice.entry.plateau_from_bytes);
             let top: Vec<ComparedPoint> = pts
                 .into_iter()
-                .filter(|p| p.size_bytes >= from)
+                .filter(|p| p.size_bytes >= floor)
                 .cloned()
                 .collect();
             let m = median(top.iter().map(|p| p.ratio).collect())?;

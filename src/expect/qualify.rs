@@ -205,10 +205,7 @@ fn result(rule: &str, coll: Option<Collective>, size: Option<u64>, unit: &str) -
 fn always(run: &RunRecord) -> Vec<RuleResult> {
     let mut out = Vec::new();
     let mut done = result("completed", None, None, "");
-    let status = serde_json::to_value(run.status)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
+    let status = run.status.name();
     done.passed = matches!(run.status, RunStatus::Complete | RunStatus::CheckFailed)
         && !run.points.is_empty();
     done.message = if run.points.is_empty() {
@@ -382,13 +379,8 @@ fn min_ratio(run: &RunRecord, c: Collective, ratio: f64, choice: Option<&Choice>
         return r;
     };
     let pts = oop(run, c);
-    let from = choice.entry.plateau_from_bytes;
     let largest = pts.last().map(|p| p.size_bytes).unwrap_or(0);
-    let floor = if largest >= from {
-        from
-    } else {
-        (largest / 4).max(1)
-    };
+    let floor = super::compare::plateau_floor(largest, choice.entry.plateau_from_bytes);
     let mut ratios: Vec<f64> = pts
         .iter()
         .filter(|p| p.size_bytes >= floor)

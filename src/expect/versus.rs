@@ -85,14 +85,20 @@ fn describe(keys: &BTreeSet<(Collective, usize, Dtype)>) -> String {
         .join(", ")
 }
 
-/// Compare `after` with `before`. Err when they have nothing in common.
-pub fn against_run(
+/// The points of two runs matched by key, and what only one of them has.
+struct Matched<'a> {
+    old: BTreeMap<Key, &'a Point>,
+    new: BTreeMap<Key, &'a Point>,
+    not_compared: Vec<String>,
+}
+
+/// Match points of the (collective, ranks, type) groups both runs have; Err when none.
+fn match_points<'a>(
     before_name: &str,
-    before: &RunRecord,
+    before: &'a RunRecord,
     after_name: &str,
-    after: &RunRecord,
-    noise: f64,
-) -> Result<Comparison, String> {
+    after: &'a RunRecord,
+) -> Result<Matched<'a>, String> {
     let groups = |r: &RunRecord| -> BTreeSet<(Collective, usize, Dtype)> {
         r.points
             .iter()
@@ -144,66 +150,48 @@ pub fn against_run(
     sizes_only(&old, &new, before_name);
     sizes_only(&new, &old, after_name);
 
-    let mut points = Vec::new();
-    let mut without_samples = 0usize;
-    for (k, b) in &old {
-        let Some(a) = new.get(k) else { continue };
-        if k.5 == 0 {
-            continue;
-        }
-        let ratio = a.busbw_bytes_per_s / b.busbw_bytes_per_s;
-        let change = ratio - 1.0;
-        let p_value = (b.samples_s.len() >= MIN_SAMPLES && a.samples_s.len() >= MIN_SAMPLES)
-            .then(|| mann_whitney_p(&b.samples_s, &a.samples_s))
-            .flatten();
-        if p_value.is_none() {
-            without_samples += 1;
-        }
-        let significant = p_value.is_none_or(|p| p < ALPHA);
-        let verdict = if significant && change < -noise {
-            REGRESSION
-        } else if significant && change > noise {
-            IMPROVEMENT
-        } else {
-            WITHIN_NOISE
-        };
-        points.push(ComparedPoint {
-            collective: k.0,
-            dtype: k.1,
-            size_bytes: k.5,
-            placement: k.4,
-            measured_busbw_bytes_per_s: a.busbw_bytes_per_s,
-            expected_busbw_bytes_per_s: b.busbw_bytes_per_s,
-            expected_low_bytes_per_s: b.busbw_bytes_per_s * (1.0 - noise),
-            expected_high_bytes_per_s: b.busbw_bytes_per_s * (1.0 + noise),
-            ratio,
-            verdict: verdict.into(),
-            layer: format!("run {before_name}"),
-            nccl_model_busbw_bytes_per_s: None,
-            p_value,
-        });
+    Ok(Matched {
+        old,
+        new,
+        not_compared,
+    })
+}
+
+/// One point of the later run against the same point of the earlier one.
+fn judge(k: &Key, b: &Point, a: &Point, before_name: &str, noise: f64) -> ComparedPoint {
+    let ratio = a.busbw_bytes_per_s / b.busbw_bytes_per_s;
+    let change = ratio - 1.0;
+    let p_value = (b.samples_s.len() >= MIN_SAMPLES && a.samples_s.len() >= MIN_SAMPLES)
+        .then(|| mann_whitney_p(&b.samples_s, &a.samples_s))
+        .flatten();
+    // Without samples only the band can decide.
+    let significant = p_value.is_none_or(|p| p < ALPHA);
+    let verdict = if significant && change < -noise {
+        REGRESSION
+    } else if significant && change > noise {
+        IMPROVEMENT
+    } else {
+        WITHIN_NOISE
+    };
+    ComparedPoint {
+        collective: k.0,
+        dtype: k.1,
+        size_bytes: k.5,
+        placement: k.4,
+        measured_busbw_bytes_per_s: a.busbw_bytes_per_s,
+        expected_busbw_bytes_per_s: b.busbw_bytes_per_s,
+        expected_low_bytes_per_s: b.busbw_bytes_per_s * (1.0 - noise),
+        expected_high_bytes_per_s: b.busbw_bytes_per_s * (1.0 + noise),
+        ratio,
+        verdict: verdict.into(),
+        layer: format!("run {before_name}"),
+        nccl_model_busbw_bytes_per_s: None,
+        p_value,
     }
-    if points.is_empty() {
-        return Err(format!(
-            "{before_name} and {after_name} share no message size: {}",
-            not_compared.join("; ")
-        ));
-    }
-    let mut warnings: Vec<String> = crate::expect::compare::record_warnings(before)
-        .into_iter()
-        .map(|w| format!("{before_name}: {w}"))
-        .chain(
-            crate::expect::compare::record_warnings(after)
-                .into_iter()
-                .map(|w| format!("{after_name}: {w}")),
-        )
-        .collect();
-    if without_samples > 0 {
-        warnings.push(format!(
-            "{without_samples} point(s) have fewer than {MIN_SAMPLES} raw samples on a side (imported runs have one): judged by the {:.0}% noise band alone",
-            noise * 100.0
-        ));
-    }
+}
+
+/// "N of M points changed …", and the largest regression.
+fn summary(points: &[ComparedPoint], noise: f64) -> String {
     let count = |v: &str| points.iter().filter(|p| p.verdict == v).count();
     let (reg, imp) = (count(REGRESSION), count(IMPROVEMENT));
     let worst = points
@@ -227,6 +215,50 @@ pub fn against_run(
             w.ratio
         ));
     }
+    summary
+}
+
+/// Compare `after` with `before`. Err when they have nothing in common.
+pub fn against_run(
+    before_name: &str,
+    before: &RunRecord,
+    after_name: &str,
+    after: &RunRecord,
+    noise: f64,
+) -> Result<Comparison, String> {
+    let Matched {
+        old,
+        new,
+        not_compared,
+    } = match_points(before_name, before, after_name, after)?;
+    let points: Vec<ComparedPoint> = old
+        .iter()
+        .filter(|(k, _)| k.5 > 0)
+        .filter_map(|(k, b)| new.get(k).map(|a| judge(k, b, a, before_name, noise)))
+        .collect();
+    let without_samples = points.iter().filter(|p| p.p_value.is_none()).count();
+    if points.is_empty() {
+        return Err(format!(
+            "{before_name} and {after_name} share no message size: {}",
+            not_compared.join("; ")
+        ));
+    }
+    let mut warnings: Vec<String> = crate::expect::compare::record_warnings(before)
+        .into_iter()
+        .map(|w| format!("{before_name}: {w}"))
+        .chain(
+            crate::expect::compare::record_warnings(after)
+                .into_iter()
+                .map(|w| format!("{after_name}: {w}")),
+        )
+        .collect();
+    if without_samples > 0 {
+        warnings.push(format!(
+            "{without_samples} point(s) have fewer than {MIN_SAMPLES} raw samples on a side (imported runs have one): judged by the {:.0}% noise band alone",
+            noise * 100.0
+        ));
+    }
+    let summary = summary(&points, noise);
     Ok(Comparison {
         schema_version: SCHEMA_VERSION,
         kind: Kind::Comparison,

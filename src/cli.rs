@@ -34,6 +34,90 @@ pub enum Command {
     Qualify(QualifyArgs),
     /// Every shipped expectation with its conditions, provenance and citation.
     Baselines(BaselinesArgs),
+    /// One self-contained HTML page, PNG/SVG plots and a Markdown summary from any documents.
+    Report(ReportArgs),
+    /// This machine end to end: topology, a short sweep (and one without the overrides that
+    /// force a slower path), diagnosis, compare, simulate (with --model), and the report.
+    Doctor(Box<DoctorArgs>),
+}
+
+/// Where a report goes (`sweep --report`, `report -o`).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Report")]
+pub struct ReportOutputs {
+    /// Write the Markdown summary (for a GitHub issue comment) here.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write every plot here as PNG and SVG (the Markdown links the PNGs).
+    #[arg(long, value_name = "DIR")]
+    pub png_dir: Option<PathBuf>,
+    /// The report's title.
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Documents to render: run records, nccl-tests output, and the JSON of diagnose,
+    /// simulate, compare, qualify and topo (each told by its `kind`). Several runs are overlaid.
+    #[arg(required = true, value_name = "FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Write the self-contained HTML report here (without any output flag, the Markdown
+    /// summary goes to stdout).
+    #[arg(short = 'o', long = "output", value_name = "HTML")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
+    /// Do not hold runs against their shipped expectation when no comparison is given.
+    #[arg(long)]
+    pub no_expect: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The directory for index.html, summary.md, the plots and every JSON behind them.
+    #[arg(short = 'o', long = "output", default_value = "ncclprobe-report", value_name = "DIR")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// MPI ranks to launch for `--backend mpi` when doctor is not itself under a launcher.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub np: usize,
+    /// The MPI launcher for `--backend mpi`, with its arguments (split at spaces), e.g.
+    /// `mpirun --oversubscribe`.
+    #[arg(long, default_value = "mpirun", value_name = "COMMAND")]
+    pub launcher: String,
+    /// Smallest size of the short sweep.
+    #[arg(short = 'b', long, default_value = "8")]
+    pub minbytes: String,
+    /// Largest size of the short sweep.
+    #[arg(short = 'e', long, default_value = "64M")]
+    pub maxbytes: String,
+    /// Size factor between points of the short sweep.
+    #[arg(short = 'f', long, default_value = "4")]
+    pub stepfactor: String,
+    /// Measured seconds per point of the short sweep.
+    #[arg(long, default_value_t = 0.2)]
+    pub point_budget: f64,
+    /// Seconds a collective may make no progress before a sweep is ended (each sweep's
+    /// watchdog; doctor also ends a child that outlives twice this).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Do not measure again without the overrides that force a slower path.
+    #[arg(long)]
+    pub no_alternative: bool,
+    /// Simulate DDP on the measured curve for this model (a preset, .safetensors or tensor list).
+    #[arg(long, requires = "compute_ms")]
+    pub model: Option<String>,
+    /// One GPU's step time in ms at --batch-size (with --model).
+    #[arg(long)]
+    pub compute_ms: Option<f64>,
+    /// Per-GPU micro-batch size (with --model).
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// The report's title.
+    #[arg(long)]
+    pub title: Option<String>,
 }
 
 /// table for people; json: a typed document; csv: one row per point or rule; markdown: for an issue.
@@ -303,6 +387,11 @@ pub struct SweepArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub gate: GateArgs,
+    /// Render the report (self-contained HTML) here when the sweep ends.
+    #[arg(long, value_name = "HTML", help_heading = "Report")]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub report_outputs: ReportOutputs,
 
     /// Testing hook: inject a fault (`stall:RANK[:SIZE]`, `corrupt:RANK[:SIZE]`, `die:RANK[:SIZE]`).
     #[arg(long, hide = true)]

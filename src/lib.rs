@@ -23,6 +23,7 @@ pub mod measure;
 pub mod model;
 pub mod plan;
 pub mod render;
+pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod units;
@@ -57,6 +58,8 @@ pub fn run_cli() -> i32 {
         cli::Command::Compare(args) => commands::compare::run(args),
         cli::Command::Qualify(args) => commands::qualify::run(args),
         cli::Command::Baselines(args) => commands::baselines::run(args),
+        cli::Command::Report(args) => commands::report::run(args),
+        cli::Command::Doctor(args) => commands::doctor::run(args),
     };
     match result {
         Ok(code) => code.code(),

@@ -24,7 +24,8 @@ pub struct RunRecord {
     pub finished_at: Option<String>,
     pub command_line: Vec<String>,
     pub backend: BackendInfo,
-    /// `NCCL_*` and `CUDA_*` variables only; never the rest of the environment.
+    /// `NCCL_*`, `CUDA_*` and the MPI transport selection (`OMPI_MCA_btl`, `OMPI_MCA_pml`,
+    /// `OMPI_MCA_mtl`, `UCX_TLS`) only; never the rest of the environment.
     pub env: BTreeMap<String, String>,
     /// How the run was measured; `None` for imports that do not say.
     pub settings: Option<Settings>,
@@ -421,10 +422,17 @@ pub fn headlines(points: &[Point]) -> Vec<Headline> {
         .collect()
 }
 
-/// The environment variables a record may hold: `NCCL_*` and `CUDA_*`, nothing else.
+/// Open MPI and UCX settings that choose the transport under an MPI run (a run restricted to
+/// TCP is a slower path the report must be able to name).
+pub const MPI_TRANSPORT_ENV: [&str; 4] = ["OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_mtl", "UCX_TLS"];
+
+/// The environment variables a record may hold: `NCCL_*`, `CUDA_*` and the MPI transport
+/// selection, nothing else.
 pub fn relevant_env() -> BTreeMap<String, String> {
     std::env::vars()
-        .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("CUDA_"))
+        .filter(|(k, _)| {
+            k.starts_with("NCCL_") || k.starts_with("CUDA_") || MPI_TRANSPORT_ENV.contains(&k.as_str())
+        })
         .collect()
 }
 

@@ -4,10 +4,12 @@
 pub mod baselines;
 pub mod compare;
 pub mod diagnose;
+pub mod doctor;
 pub mod expectation;
 pub mod import;
 pub mod input;
 pub mod qualify;
+pub mod report;
 pub mod simulate;
 pub mod sweep;
 pub mod topo;

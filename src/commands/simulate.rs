@@ -106,6 +106,18 @@ fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
 }
 
 pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
+    let doc = ddp_document(args)?;
+    print_document(
+        args.format,
+        &doc,
+        render::simulate::ddp_csv,
+        render::simulate::ddp_table,
+    )?;
+    Ok(ExitCode::Ok)
+}
+
+/// The DDP simulation `simulate ddp` prints (also what `doctor` writes).
+pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
     count_in("--world-size", args.world_size, 1, MAX_WORLD_SIZE)?;
     count_in("--batch-size", args.batch_size, 1, MAX_BATCH_SIZE)?;
     let mut model = load_model(&args.model)?;
@@ -181,13 +193,7 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
         best: best.cloned(),
         advice,
     };
-    print_document(
-        args.format,
-        &doc,
-        render::simulate::ddp_csv,
-        render::simulate::ddp_table,
-    )?;
-    Ok(ExitCode::Ok)
+    Ok(doc)
 }
 
 pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {

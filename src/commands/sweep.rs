@@ -6,6 +6,7 @@ use crate::sweep::{select_backend, worlds, Backend, Environment};
 
 pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
     args.output.check()?;
+    super::report::destinations(args.report.clone(), &args.report_outputs)?;
     if args.gate.requested() {
         // A bad rules file or profile is refused before anything is measured.
         crate::expect::gate::rules_from(&args.gate.rules, &args.gate.qualify)?;

@@ -4,7 +4,9 @@
 pub mod csv;
 pub mod expect;
 pub mod findings;
+pub mod plots;
 pub mod record;
+pub mod report;
 pub mod simulate;
 pub mod table;
 pub mod topo;

@@ -92,7 +92,7 @@ pub fn launch<C: Communicator + Send + 'static>(
     };
     let ok = outcome.is_ok();
     let code = match &rank0 {
-        Some(r0) => r0.finish(&args.output, outcome.map(|_| ())),
+        Some(r0) => r0.finish(args, outcome.map(|_| ())),
         None => outcome.map(|_| ExitCode::Ok),
     };
     if ok {

@@ -225,9 +225,10 @@ impl Rank0 {
     /// stdout was asked to carry; the exit code of the run.
     pub fn finish(
         &self,
-        output: &OutputArgs,
+        args: &crate::cli::SweepArgs,
         result: Result<(), Failure>,
     ) -> Result<ExitCode, Failure> {
+        let output = &args.output;
         self.progress.finish_and_clear();
         let record = self.with_sink(|sink| {
             let r = &mut sink.record;
@@ -247,7 +248,13 @@ impl Rank0 {
         if let (Err(_), Some(text)) = (&result, &verdict_text) {
             eprint!("{text}");
         }
+        // The report is written whatever the outcome: a run that timed out is worth attaching.
+        let report = report_of(args, &record);
+        if let (Err(f), Err(_)) = (&report, &result) {
+            eprintln!("ncclprobe: {}", f.message);
+        }
         result?;
+        report?;
         for line in after_table_lines(&record) {
             self.println(&line);
         }
@@ -447,4 +454,25 @@ mod tests {
             "a pinned figure without its pageable twin is not printed"
         );
     }
+}
+
+/// `sweep --report/--markdown/--png-dir`: the finished record held against its expectation and
+/// rendered.
+fn report_of(args: &crate::cli::SweepArgs, record: &model::RunRecord) -> Result<(), Failure> {
+    use crate::commands::report::{destinations, produce, DEFAULT_TITLE};
+    let Some(dest) = destinations(args.report.clone(), &args.report_outputs)? else {
+        return Ok(());
+    };
+    let file = match &args.output.json {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
+        _ => "(this sweep)".to_string(),
+    };
+    let mut docs = crate::report::Documents::default();
+    docs.runs.push(crate::report::Named {
+        file,
+        doc: record.clone(),
+    });
+    docs.compare_runs_without_comparison();
+    let title = args.report_outputs.title.as_deref().unwrap_or(DEFAULT_TITLE);
+    produce(&docs, title, &dest)
 }

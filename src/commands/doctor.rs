@@ -1,0 +1,382 @@
+//! `ncclprobe doctor`: this machine end to end. Topology, a short sweep (a child process, or
+//! in this process when a launcher started the ranks), the same sweep without the settings that
+//! force a slower path, diagnosis, compare, an optional DDP simulation, then the report, with
+//! every JSON behind it, in one directory. Progress and each part's time go to stderr.
+
+use crate::cli::{Cli, Command as Cmd, DoctorArgs, SimulateCommand};
+use crate::documents::{DiagnosisDocument, TopologyDocument};
+use crate::exit::{ExitCode, Failure};
+use crate::model::RunRecord;
+use crate::render::report::Destinations;
+use crate::report::verdict::{forcing_overrides, State};
+use crate::report::{Documents, FailedAlternative, Named, Note, Timing};
+use crate::sweep::{select_backend, Backend, Environment};
+use clap::Parser;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Prints each step as it starts and keeps how long it took.
+struct Steps {
+    total: usize,
+    done: usize,
+    started: Instant,
+    timings: Vec<Timing>,
+}
+
+impl Steps {
+    fn begin(&mut self, what: &str) {
+        self.done += 1;
+        self.started = Instant::now();
+        eprintln!("doctor [{}/{}] {what} …", self.done, self.total);
+    }
+
+    fn end(&mut self, part: &str) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        eprintln!("doctor       {part}: {seconds:.1} s");
+        self.timings.push(Timing {
+            part: part.into(),
+            seconds,
+        });
+    }
+}
+
+fn write_json(path: &Path, doc: &impl serde::Serialize) -> Result<(), Failure> {
+    let text = crate::render::to_json(doc)?;
+    crate::render::record::write_atomic(path, format!("{text}\n").as_bytes())
+        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
+}
+
+/// The short sweep's arguments, shared by the child process and the in-process run.
+fn sweep_args(args: &DoctorArgs, backend: Backend, json: &Path) -> Vec<String> {
+    let mut v: Vec<String> = vec!["sweep".into(), "--backend".into(), backend.name().into()];
+    if let Some(n) = args.backend.ranks.filter(|_| backend == Backend::Host) {
+        v.extend(["--ranks".into(), n.to_string()]);
+    }
+    if backend == Backend::Nccl {
+        if let Some(g) = args.backend.ngpus {
+            v.extend(["-g".into(), g.to_string()]);
+        }
+        if let Some(lib) = &args.backend.nccl_lib {
+            v.extend(["--nccl-lib".into(), lib.display().to_string()]);
+        }
+    }
+    v.extend([
+        "-b".into(),
+        args.minbytes.clone(),
+        "-e".into(),
+        args.maxbytes.clone(),
+        "-f".into(),
+        args.stepfactor.clone(),
+        "--point-budget".into(),
+        args.point_budget.to_string(),
+        "--timeout".into(),
+        args.timeout.to_string(),
+        "--json".into(),
+        json.display().to_string(),
+    ]);
+    v
+}
+
+/// How a child sweep ended when it left no record to say so.
+struct ChildFailure {
+    message: String,
+}
+
+/// Run a sweep as a child process (under the MPI launcher for `--backend mpi`) with some
+/// variables removed from its environment; its table and progress go to our stderr, and the
+/// last lines of its stderr are kept for the report. A child that outlives its watchdog by far
+/// is ended.
+fn child_sweep(
+    args: &DoctorArgs,
+    backend: Backend,
+    json: &Path,
+    remove_env: &[String],
+) -> Result<(), ChildFailure> {
+    let exe = std::env::current_exe().map_err(|e| ChildFailure {
+        message: format!("cannot find this program to run the sweep: {e}"),
+    })?;
+    let mut argv: Vec<String> = Vec::new();
+    if backend == Backend::Mpi {
+        argv.extend(args.launcher.split_whitespace().map(String::from));
+        argv.extend(["-np".into(), args.np.to_string()]);
+    }
+    argv.push(exe.display().to_string());
+    argv.extend(sweep_args(args, backend, json));
+    let (program, rest) = argv.split_first().ok_or_else(|| ChildFailure {
+        message: "--launcher is empty".into(),
+    })?;
+    let mut cmd = Command::new(program);
+    cmd.args(rest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(std::io::stderr()))
+        .stderr(Stdio::piped());
+    for k in remove_env {
+        cmd.env_remove(k);
+    }
+    let shown = argv.join(" ");
+    let mut child = cmd.spawn().map_err(|e| ChildFailure {
+        message: format!("cannot start `{shown}`: {e}"),
+    })?;
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let forward = child.stderr.take().map(|err| {
+        let tail = std::sync::Arc::clone(&tail);
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                if let Ok(mut t) = tail.lock() {
+                    t.push(line);
+                    let excess = t.len().saturating_sub(6);
+                    t.drain(..excess);
+                }
+            }
+        })
+    });
+    let limit = Duration::from_secs_f64(args.timeout * 4.0 + 120.0);
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if started.elapsed() > limit => {
+                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                std::thread::sleep(Duration::from_secs(5));
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(format!(
+                    "`{shown}` was still running after {:.0} s and was ended",
+                    limit.as_secs_f64()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => break Err(format!("cannot wait for `{shown}`: {e}")),
+        }
+    };
+    if let Some(f) = forward {
+        let _ = f.join();
+    }
+    let last = tail.lock().map(|t| t.join(" | ")).unwrap_or_default();
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(ChildFailure {
+            message: format!("`{shown}` exited with {s}: {last}"),
+        }),
+        Err(message) => Err(ChildFailure { message }),
+    }
+}
+
+/// The short sweep in this process (ranks started by a launcher): the sweep command itself.
+fn sweep_here(args: &DoctorArgs, backend: Backend, json: &Path) -> Result<(), Failure> {
+    let mut argv = vec!["ncclprobe".to_string()];
+    argv.extend(sweep_args(args, backend, json));
+    let cli = Cli::try_parse_from(&argv).map_err(|e| Failure::internal(e.to_string()))?;
+    match &cli.command {
+        Cmd::Sweep(sweep) => crate::commands::sweep::run(sweep).map(|_| ()),
+        _ => Err(Failure::internal("doctor built a command that is not a sweep")),
+    }
+}
+
+fn read_record(path: &Path) -> Option<RunRecord> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The variables that force a slower path for this backend (the host backend uses none).
+fn overrides_for(backend: Backend) -> Vec<(String, String)> {
+    forcing_overrides(&crate::model::relevant_env())
+        .into_iter()
+        .filter(|(k, _)| match backend {
+            Backend::Nccl => k.starts_with("NCCL_"),
+            Backend::Mpi => !k.starts_with("NCCL_"),
+            Backend::Host => false,
+        })
+        .collect()
+}
+
+fn simulate(args: &DoctorArgs, run: &Path, world: usize) -> Result<crate::documents::DdpSimulation, Failure> {
+    let (Some(model), Some(ms)) = (&args.model, args.compute_ms) else {
+        return Err(Failure::usage("--model needs --compute-ms"));
+    };
+    let argv = [
+        "ncclprobe".to_string(),
+        "simulate".into(),
+        "ddp".into(),
+        "--model".into(),
+        model.clone(),
+        "--world-size".into(),
+        world.max(1).to_string(),
+        "--batch-size".into(),
+        args.batch_size.to_string(),
+        "--compute-ms".into(),
+        ms.to_string(),
+        "--curve".into(),
+        run.display().to_string(),
+    ];
+    let cli = Cli::try_parse_from(argv).map_err(|e| Failure::usage(e.to_string()))?;
+    match &cli.command {
+        Cmd::Simulate(SimulateCommand::Ddp(ddp)) => crate::commands::simulate::ddp_document(ddp),
+        _ => Err(Failure::internal("doctor built a command that is not simulate ddp")),
+    }
+}
+
+pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
+    if args.model.is_some() && args.compute_ms.is_none() {
+        return Err(Failure::usage("--model needs --compute-ms (one GPU's step time)"));
+    }
+    let env = Environment::detect();
+    let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
+    let backend = selection.backend;
+    let launched = env.mpi_world_size.is_some() && backend != Backend::Host;
+    let rank = crate::backend::mpi::launcher_rank();
+    let dir = &args.output;
+    if rank == 0 {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let run_path = dir.join("run.json");
+    if launched && rank != 0 {
+        // Every rank takes part in the sweep; rank 0 writes the record and the report.
+        sweep_here(args, backend, &run_path)?;
+        return Ok(ExitCode::Ok);
+    }
+    let overrides = overrides_for(backend);
+    let alternative = !args.no_alternative && !overrides.is_empty();
+    let mut steps = Steps {
+        total: 5 + usize::from(alternative) + usize::from(args.model.is_some()),
+        done: 0,
+        started: Instant::now(),
+        timings: Vec::new(),
+    };
+    let mut docs = Documents::default();
+    let total = Instant::now();
+
+    steps.begin("topology");
+    let facts = crate::live::collect(&crate::live::Roots::default(), true);
+    match &facts.topology {
+        Some(t) => {
+            let doc = TopologyDocument::new("(live)".into(), t.clone());
+            write_json(&dir.join("topology.json"), &doc)?;
+            docs.topologies.push(Named { file: "topology.json".into(), doc });
+        }
+        None => docs.notes.push(Note {
+            level: "info".into(),
+            text: "no GPU topology on this machine (NVML not found): the expectation is chosen from the backend and rank count".into(),
+        }),
+    }
+    steps.end("topology");
+
+    steps.begin(&format!("short sweep ({} backend: {})", backend.name(), selection.reason));
+    let _ = std::fs::remove_file(&run_path);
+    let outcome = if launched {
+        sweep_here(args, backend, &run_path).map_err(|f| f.message)
+    } else {
+        child_sweep(args, backend, &run_path, &[]).map_err(|f| f.message)
+    };
+    let main_run = read_record(&run_path);
+    match (&main_run, outcome) {
+        (Some(run), _) => docs.runs.push(Named { file: run_path.display().to_string(), doc: run.clone() }),
+        (None, Err(message)) => docs.notes.push(Note { level: "error".into(), text: format!("the sweep left no record: {message}") }),
+        (None, Ok(())) => docs.notes.push(Note { level: "error".into(), text: format!("the sweep ended but {} could not be read", run_path.display()) }),
+    }
+    steps.end("sweep");
+
+    let alt_path = dir.join("run-without-overrides.json");
+    let shown: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if alternative && launched {
+        docs.notes.push(Note {
+            level: "info".into(),
+            text: format!(
+                "{} came from the launcher: measuring without it needs the ranks started again without it",
+                shown.join(" ")
+            ),
+        });
+    } else if alternative {
+        steps.begin(&format!("the same sweep without {}", shown.join(" ")));
+        let _ = std::fs::remove_file(&alt_path);
+        let keys: Vec<String> = overrides.iter().map(|(k, _)| k.clone()).collect();
+        let outcome = child_sweep(args, backend, &alt_path, &keys);
+        match (read_record(&alt_path), outcome) {
+            (Some(run), _) => docs.runs.push(Named { file: alt_path.display().to_string(), doc: run }),
+            (None, Err(f)) => docs.failed_alternatives.push(FailedAlternative { overrides: shown.clone(), error: f.message }),
+            (None, Ok(())) => docs.failed_alternatives.push(FailedAlternative {
+                overrides: shown.clone(),
+                error: format!("{} could not be read", alt_path.display()),
+            }),
+        }
+        steps.end("sweep without overrides");
+    } else if !overrides.is_empty() {
+        docs.notes.push(Note {
+            level: "info".into(),
+            text: format!("{} is set; not measured without it (--no-alternative)", shown.join(" ")),
+        });
+    }
+
+    steps.begin("diagnose");
+    let diagnose_args = crate::cli::DiagnoseArgs {
+        from: main_run.as_ref().map(|_| vec![run_path.clone()]).unwrap_or_default(),
+        live: true,
+        format: crate::cli::OutputFormat::Json,
+        fail_on: None,
+    };
+    let inputs = crate::commands::diagnose::gather(&diagnose_args)?;
+    let findings = crate::diagnose::rules(&inputs);
+    let doc = DiagnosisDocument::new(inputs.facts(), findings);
+    write_json(&dir.join("diagnosis.json"), &doc)?;
+    docs.diagnoses.push(Named { file: "diagnosis.json".into(), doc });
+    steps.end("diagnose");
+
+    steps.begin("compare with what this machine should give");
+    docs.compare_runs_without_comparison();
+    for (i, c) in docs.comparisons.iter_mut().enumerate() {
+        let name = if i == 0 { "comparison.json".to_string() } else { format!("comparison-{}.json", i + 1) };
+        write_json(&dir.join(&name), &c.doc)?;
+        c.file = name;
+    }
+    steps.end("compare");
+
+    if args.model.is_some() {
+        steps.begin("simulate DDP on the measured curve");
+        let runs: Vec<(PathBuf, usize)> = docs.runs.iter().map(|r| (PathBuf::from(&r.file), r.doc.backend.nranks)).collect();
+        for (i, (path, world)) in runs.iter().enumerate() {
+            match simulate(args, path, *world) {
+                Ok(doc) => {
+                    let name = if i == 0 { "simulation.json".to_string() } else { "simulation-without-overrides.json".to_string() };
+                    write_json(&dir.join(&name), &doc)?;
+                    docs.ddp.push(Named { file: name, doc });
+                }
+                Err(f) => docs.notes.push(Note { level: "warning".into(), text: format!("no DDP simulation on {}: {}", path.display(), f.message) }),
+            }
+        }
+        steps.end("simulate");
+    }
+
+    steps.begin("report");
+    docs.timings = steps.timings.clone();
+    let title = args.title.clone().unwrap_or_else(|| {
+        let host = hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("ncclprobe doctor: {host}")
+    });
+    let dest = Destinations {
+        html: Some(dir.join("index.html")),
+        markdown: Some(dir.join("summary.md")),
+        png_dir: Some(dir.to_path_buf()),
+        svg: true,
+    };
+    let rendered = crate::render::report::render(&docs, &title, &dest)?;
+    crate::render::report::write_all(&rendered, &dest)?;
+    steps.end("report");
+    let verdict = crate::report::verdict::verdict(&docs);
+    println!("{}: {}", format!("{:?}", verdict.state).to_uppercase(), verdict.sentence);
+    for (i, r) in crate::report::verdict::recommendations(&docs).iter().take(3).enumerate() {
+        match &r.gain {
+            Some(g) => println!("{}. {} — {g}", i + 1, r.action),
+            None => println!("{}. {}", i + 1, r.action),
+        }
+    }
+    println!("report: {} ({:.1} s)", dir.join("index.html").display(), total.elapsed().as_secs_f64());
+    Ok(match verdict.state {
+        State::Failed => ExitCode::CheckFailed,
+        _ => ExitCode::Ok,
+    })
+}

@@ -1,0 +1,201 @@
+//! What a report is made of: the documents given (each recognised by its `kind`), what the
+//! reader must see first (`verdict`: healthy / degraded / failed and the recommendations,
+//! ranked by expected gain), how several runs are told apart (`label`), and the view the
+//! templates render (`view`).
+
+pub mod label;
+pub mod verdict;
+pub mod view;
+
+use crate::commands::input::{input_failure, open, read_run_record, Kind as FileKind};
+use crate::documents::{
+    Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification,
+    Simulator, TopologyDocument,
+};
+use crate::exit::Failure;
+use crate::import::{nccl_tests, topo};
+use crate::model::RunRecord;
+use std::path::Path;
+
+/// A document and the file it came from.
+#[derive(Debug, Clone)]
+pub struct Named<T> {
+    pub file: String,
+    pub doc: T,
+}
+
+/// How long one part of the work took (doctor's steps, the rendering itself).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Timing {
+    pub part: String,
+    pub seconds: f64,
+}
+
+/// Something the report must say that no document holds: a child run that died before it
+/// wrote a record, a step that was skipped and why.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Note {
+    /// `error`, `warning` or `info`.
+    pub level: String,
+    pub text: String,
+}
+
+/// A measured alternative that could not be measured: the overrides it would have removed and
+/// what happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedAlternative {
+    pub overrides: Vec<String>,
+    pub error: String,
+}
+
+/// Every document a report renders; a section whose documents are absent is left out.
+#[derive(Debug, Clone, Default)]
+pub struct Documents {
+    pub runs: Vec<Named<RunRecord>>,
+    pub diagnoses: Vec<Named<DiagnosisDocument>>,
+    pub ddp: Vec<Named<DdpSimulation>>,
+    pub fsdp: Vec<Named<FsdpSimulation>>,
+    pub comparisons: Vec<Named<Comparison>>,
+    pub qualifications: Vec<Named<Qualification>>,
+    pub topologies: Vec<Named<TopologyDocument>>,
+    pub timings: Vec<Timing>,
+    pub notes: Vec<Note>,
+    pub failed_alternatives: Vec<FailedAlternative>,
+}
+
+impl Documents {
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+            && self.diagnoses.is_empty()
+            && self.ddp.is_empty()
+            && self.fsdp.is_empty()
+            && self.comparisons.is_empty()
+            && self.qualifications.is_empty()
+            && self.topologies.is_empty()
+    }
+
+    /// Read one input: any ncclprobe document (by its `kind`), nccl-tests output (imported on
+    /// the way in) or a pasted `nvidia-smi topo -m`.
+    pub fn add_file(&mut self, path: &Path) -> Result<(), Failure> {
+        let (input, kind) = open(path)?;
+        let file = input.name.clone();
+        match kind {
+            FileKind::RunRecord => {
+                let bytes = input.bytes("an ncclprobe document").map_err(input_failure)?;
+                self.add_json(&file, &bytes)
+            }
+            FileKind::NcclTestsJson => {
+                let doc = nccl_tests::json_from(input).map_err(input_failure)?;
+                self.runs.push(Named { file, doc });
+                Ok(())
+            }
+            FileKind::NcclTests => {
+                let doc = nccl_tests::text_from(input, &mut |_| {}).map_err(input_failure)?;
+                self.runs.push(Named { file, doc });
+                Ok(())
+            }
+            FileKind::Topo => {
+                let topology = topo::from_input(input).map_err(input_failure)?;
+                self.topologies.push(Named {
+                    doc: TopologyDocument::new(file.clone(), topology),
+                    file,
+                });
+                Ok(())
+            }
+            other => Err(Failure::usage(format!(
+                "{file}: is {} output, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
+                other.name()
+            ))),
+        }
+    }
+
+    /// One of our JSON documents, told by its `kind` (a record without one is a run).
+    pub fn add_json(&mut self, file: &str, bytes: &[u8]) -> Result<(), Failure> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(default)]
+            kind: Kind,
+            simulator: Option<Simulator>,
+        }
+        let head: Head = serde_json::from_slice(bytes)
+            .map_err(|e| Failure::usage(format!("{file}: not an ncclprobe document: {e}")))?;
+        let file = file.to_string();
+        let bad = |what: &str, e: serde_json::Error| {
+            Failure::usage(format!("{file}: not a valid ncclprobe {what} document: {e}"))
+        };
+        match (head.kind, head.simulator) {
+            (Kind::Run, _) => {
+                let input = crate::import::text::Input::from_reader(
+                    &file,
+                    Box::new(std::io::Cursor::new(bytes.to_vec())),
+                )
+                .map_err(input_failure)?;
+                let doc = read_run_record(input)?;
+                self.runs.push(Named { file, doc });
+            }
+            (Kind::Diagnosis, _) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("diagnosis", e))?;
+                self.diagnoses.push(Named { file, doc });
+            }
+            (Kind::Simulation, Some(Simulator::Fsdp)) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("simulation", e))?;
+                self.fsdp.push(Named { file, doc });
+            }
+            (Kind::Simulation, _) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("simulation", e))?;
+                self.ddp.push(Named { file, doc });
+            }
+            (Kind::Comparison, _) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("comparison", e))?;
+                self.comparisons.push(Named { file, doc });
+            }
+            (Kind::Qualification, _) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("qualification", e))?;
+                self.qualifications.push(Named { file, doc });
+            }
+            (Kind::Topology, _) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("topology", e))?;
+                self.topologies.push(Named { file, doc });
+            }
+            (Kind::Baselines, _) => {
+                return Err(Failure::usage(format!(
+                    "{file}: is the list of shipped expectations; a report renders runs and what was said about them"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Hold every run that no comparison names against its expectation, so the report has a
+    /// verdict per size even when only records were given. Runs that cannot be judged (one
+    /// rank, nothing measured) are left as they are.
+    pub fn compare_runs_without_comparison(&mut self) {
+        let args = crate::cli::ExpectationArgs::default();
+        let mut added = Vec::new();
+        for run in &self.runs {
+            if self.comparisons.iter().any(|c| c.doc.run == run.file) || run.doc.points.is_empty()
+            {
+                continue;
+            }
+            let Ok(choice) = crate::commands::expectation::choice(&run.doc, None, &args) else {
+                continue;
+            };
+            let doc = crate::expect::compare::against_expectation(&run.file, &run.doc, &choice);
+            if !doc.points.is_empty() {
+                added.push(Named {
+                    file: format!("{} (compared by report)", run.file),
+                    doc,
+                });
+            }
+        }
+        self.comparisons.extend(added);
+    }
+
+    /// The comparison of a run against its expectation, if any.
+    pub fn expectation_of(&self, run_file: &str) -> Option<&Comparison> {
+        self.comparisons
+            .iter()
+            .map(|c| &c.doc)
+            .find(|c| c.run == run_file && c.baseline.kind == "expectation")
+    }
+}

@@ -1,0 +1,579 @@
+//! The report as the templates see it: every figure already formatted with its unit, and every
+//! number beside the word that says where it came from (measured, imported, published with its
+//! citation, modelled). Strings from machines and logs are passed as they are; the HTML
+//! template escapes them and the Markdown one quotes them.
+
+use super::label::labels;
+use super::verdict::{recommendations, same_file, verdict, Recommendation, Verdict};
+use super::{Documents, Note, Timing};
+use crate::coll::Placement;
+use crate::model::{RunRecord, Source};
+use crate::render::plots::draw::colour;
+use crate::units::format_size;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub title: String,
+    pub tool: String,
+    pub verdict: Verdict,
+    pub recommendations: Vec<Recommendation>,
+    pub runs: Vec<RunView>,
+    pub headline: Vec<HeadlineRow>,
+    pub comparisons: Vec<ComparisonView>,
+    pub qualifications: Vec<QualificationView>,
+    pub findings: Vec<FindingView>,
+    pub simulations: Vec<SimulationView>,
+    pub fsdp: Vec<FsdpView>,
+    pub topologies: Vec<TopologyView>,
+    pub plots: Vec<PlotView>,
+    pub timings: Vec<Timing>,
+    pub notes: Vec<Note>,
+    pub inputs: Vec<InputView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InputView {
+    pub file: String,
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunView {
+    pub label: String,
+    pub file: String,
+    /// The run's colour in every plot (`#rrggbb`).
+    pub colour: String,
+    /// `measured` or `imported`.
+    pub source: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub backend: String,
+    pub backend_reason: String,
+    pub nranks: usize,
+    pub hosts: String,
+    pub devices: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub libraries: Vec<(String, String)>,
+    pub started_at: String,
+    pub notes: Vec<String>,
+    pub wrong: u64,
+    pub points: Vec<PointRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PointRow {
+    pub collective: String,
+    pub dtype: String,
+    pub size: String,
+    pub placement: String,
+    pub time_us: String,
+    pub algbw: String,
+    pub busbw: String,
+    /// ± half-width of the median's 95% interval, or `-` for imported rows.
+    pub interval: String,
+    pub samples: usize,
+    pub wrong: String,
+}
+
+/// One collective across every run, side by side.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadlineRow {
+    pub collective: String,
+    pub cells: Vec<HeadlineCell>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadlineCell {
+    pub run: String,
+    pub source: String,
+    pub plateau: String,
+    pub latency: String,
+    /// measured / expected at the plateau, with what the expectation is.
+    pub vs_expected: String,
+    pub expected_from: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonView {
+    pub file: String,
+    pub run: String,
+    pub against: String,
+    pub provenance: String,
+    pub citation: String,
+    pub why: String,
+    pub summary: String,
+    pub method: String,
+    pub without_overrides: Option<String>,
+    pub not_compared: Vec<String>,
+    pub warnings: Vec<String>,
+    pub points: Vec<ComparedRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparedRow {
+    pub collective: String,
+    pub size: String,
+    pub placement: String,
+    pub measured: String,
+    pub expected: String,
+    pub band: String,
+    pub ratio: String,
+    pub verdict: String,
+    pub layer: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QualificationView {
+    pub file: String,
+    pub passed: bool,
+    pub summary: String,
+    pub attempts: usize,
+    pub rules: Vec<RuleRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleRow {
+    pub rule: String,
+    pub at: String,
+    pub measured: String,
+    pub required: String,
+    pub passed: bool,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingView {
+    pub severity: String,
+    pub id: String,
+    pub title: String,
+    pub evidence: Vec<String>,
+    pub explanation: String,
+    pub fix: String,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SimulationView {
+    pub file: String,
+    pub model: String,
+    pub world_size: usize,
+    pub batch_size: usize,
+    pub link: String,
+    pub one_gpu: String,
+    pub best: String,
+    pub advice: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FsdpView {
+    pub file: String,
+    pub model: String,
+    pub world_size: usize,
+    pub link: String,
+    pub rows: Vec<(String, String, String, String)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TopologyView {
+    pub source: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlotView {
+    pub name: String,
+    pub title: String,
+    pub caption: String,
+    /// `data:image/png;base64,…` for the HTML.
+    pub data_uri: String,
+    /// The PNG beside the Markdown, relative to it (when PNGs are written).
+    pub png_path: Option<String>,
+}
+
+fn gbps(v: f64) -> String {
+    if v.is_finite() {
+        format!("{:.2} GB/s", v / 1e9)
+    } else {
+        "-".into()
+    }
+}
+
+fn source_word(run: &RunRecord) -> &'static str {
+    match run.source {
+        Source::Measured => "measured",
+        Source::Imported => "imported",
+    }
+}
+
+pub fn hex(index: usize) -> String {
+    let c = colour(index);
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
+    let mut devices: Vec<String> = r
+        .backend
+        .ranks
+        .iter()
+        .map(|k| match &k.device {
+            Some(d) => format!("rank {} on {}: {d}", k.rank, k.host),
+            None => format!("rank {} on {}", k.rank, k.host),
+        })
+        .collect();
+    devices.truncate(64);
+    RunView {
+        label: label.to_string(),
+        file: file.to_string(),
+        colour: hex(index),
+        source: source_word(r).into(),
+        status: r.status.name().into(),
+        error: r.error.clone(),
+        backend: r.backend.name.clone(),
+        backend_reason: r.backend.reason.clone(),
+        nranks: r.backend.nranks,
+        hosts: r.backend.hosts.join(", "),
+        devices,
+        env: r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        libraries: r
+            .backend
+            .library_versions
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        started_at: r.started_at.clone(),
+        notes: r.notes.clone(),
+        wrong: r.total_wrong(),
+        points: r
+            .points
+            .iter()
+            .map(|p| PointRow {
+                collective: p.collective.to_string(),
+                dtype: p.dtype.to_string(),
+                size: format_size(p.size_bytes),
+                placement: match p.placement {
+                    Placement::OutOfPlace => "out-of-place".into(),
+                    Placement::InPlace => "in-place".into(),
+                },
+                time_us: format!("{:.2}", p.time_s * 1e6),
+                algbw: gbps(p.algbw_bytes_per_s),
+                busbw: gbps(p.busbw_bytes_per_s),
+                interval: if p.samples_s.len() > 1 && p.stats.ci_rel_half_width.is_finite() {
+                    format!("±{:.1}%", p.stats.ci_rel_half_width * 100.0)
+                } else {
+                    "-".into()
+                },
+                samples: p.samples_s.len(),
+                wrong: p.wrong.map(|w| w.to_string()).unwrap_or_else(|| "-".into()),
+            })
+            .collect(),
+    }
+}
+
+fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
+    let mut colls = Vec::new();
+    for run in &docs.runs {
+        for h in &run.doc.headlines {
+            if !colls.contains(&h.collective) {
+                colls.push(h.collective);
+            }
+        }
+    }
+    colls
+        .into_iter()
+        .map(|coll| HeadlineRow {
+            collective: coll.to_string(),
+            cells: docs
+                .runs
+                .iter()
+                .zip(run_labels)
+                .map(|(run, label)| {
+                    let h = run.doc.headlines.iter().find(|h| h.collective == coll);
+                    let cmp = docs.expectation_of(&run.file).or_else(|| {
+                        docs.comparisons
+                            .iter()
+                            .map(|c| &c.doc)
+                            .find(|c| same_file(&c.run, &run.file) && c.baseline.kind == "expectation")
+                    });
+                    let ratio = cmp.and_then(|c| {
+                        let mut top: Vec<&crate::documents::ComparedPoint> =
+                            c.points.iter().filter(|p| p.collective == coll).collect();
+                        top.sort_by_key(|p| p.size_bytes);
+                        top.last().map(|p| (p.ratio, p.verdict.clone(), p.layer.clone()))
+                    });
+                    HeadlineCell {
+                        run: label.clone(),
+                        source: source_word(&run.doc).into(),
+                        plateau: h
+                            .map(|h| {
+                                format!(
+                                    "{} ({}–{})",
+                                    gbps(h.plateau_busbw_bytes_per_s),
+                                    format_size(h.plateau_sizes_bytes.iter().copied().min().unwrap_or(0)),
+                                    format_size(h.plateau_sizes_bytes.iter().copied().max().unwrap_or(0))
+                                )
+                            })
+                            .unwrap_or_else(|| "-".into()),
+                        latency: h
+                            .map(|h| format!("{:.1} µs at {}", h.small_latency_s * 1e6, format_size(h.small_size_bytes)))
+                            .unwrap_or_else(|| "-".into()),
+                        vs_expected: ratio
+                            .as_ref()
+                            .map(|(r, v, _)| format!("{r:.2}x ({v})"))
+                            .unwrap_or_else(|| "-".into()),
+                        expected_from: match (cmp, ratio) {
+                            (Some(c), Some((_, _, layer))) => format!(
+                                "{layer}; {} ({}): {}",
+                                c.baseline.title, c.baseline.provenance, c.baseline.citation
+                            ),
+                            _ => "no expectation for this run".into(),
+                        },
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn comparison_view(file: &str, c: &crate::documents::Comparison) -> ComparisonView {
+    ComparisonView {
+        file: file.to_string(),
+        run: c.run.clone(),
+        against: format!("{} ({})", c.baseline.title, c.baseline.id),
+        provenance: c.baseline.provenance.clone(),
+        citation: c.baseline.citation.clone(),
+        why: c.baseline.why.clone(),
+        summary: c.summary.clone(),
+        method: c.method.clone(),
+        without_overrides: c.without_overrides.as_ref().map(|a| a.sentence.clone()),
+        not_compared: c.not_compared.clone(),
+        warnings: c.warnings.clone(),
+        points: c
+            .points
+            .iter()
+            .map(|p| ComparedRow {
+                collective: p.collective.to_string(),
+                size: format_size(p.size_bytes),
+                placement: match p.placement {
+                    Placement::OutOfPlace => "out-of-place".into(),
+                    Placement::InPlace => "in-place".into(),
+                },
+                measured: gbps(p.measured_busbw_bytes_per_s),
+                expected: gbps(p.expected_busbw_bytes_per_s),
+                band: format!(
+                    "{:.2}–{:.2}",
+                    p.expected_low_bytes_per_s / 1e9,
+                    p.expected_high_bytes_per_s / 1e9
+                ),
+                ratio: format!("{:.2}x", p.ratio),
+                verdict: p.verdict.clone(),
+                layer: p.layer.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn value(v: Option<f64>, unit: &str) -> String {
+    v.map(|v| format!("{} {unit}", crate::render::table::format_g(v)))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn others(docs: &Documents) -> (Vec<QualificationView>, Vec<FindingView>) {
+    let mut quals: Vec<(&str, &crate::documents::Qualification)> = docs
+        .qualifications
+        .iter()
+        .map(|q| (q.file.as_str(), &q.doc))
+        .collect();
+    for run in &docs.runs {
+        if let Some(q) = &run.doc.qualification {
+            quals.push((run.file.as_str(), q));
+        }
+    }
+    let qualifications = quals
+        .into_iter()
+        .map(|(file, q)| QualificationView {
+            file: file.to_string(),
+            passed: q.passed,
+            summary: q.summary.clone(),
+            attempts: q.attempts,
+            rules: q
+                .results
+                .iter()
+                .map(|r| RuleRow {
+                    rule: r.rule.clone(),
+                    at: match (r.collective, r.size_bytes) {
+                        (Some(c), Some(s)) => format!("{c} {}", format_size(s)),
+                        (Some(c), None) => c.to_string(),
+                        _ => String::new(),
+                    },
+                    measured: value(r.measured, &r.unit),
+                    required: value(r.required, &r.unit),
+                    passed: r.passed,
+                    message: r.message.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    let findings = docs
+        .diagnoses
+        .iter()
+        .flat_map(|d| d.doc.findings.iter())
+        .map(|f| FindingView {
+            severity: format!("{:?}", f.severity).to_lowercase(),
+            id: f.id.clone(),
+            title: f.title.clone(),
+            evidence: f
+                .evidence
+                .iter()
+                .map(|e| match e.line {
+                    0 => format!("{}: {}", e.file, e.text),
+                    n => format!("{}:{n}: {}", e.file, e.text),
+                })
+                .collect(),
+            explanation: f.explanation.clone(),
+            fix: f.fix.clone(),
+            source: f.source.clone(),
+        })
+        .collect();
+    (qualifications, findings)
+}
+
+fn simulations(docs: &Documents) -> (Vec<SimulationView>, Vec<FsdpView>) {
+    let ddp = docs
+        .ddp
+        .iter()
+        .map(|s| {
+            let d = &s.doc;
+            SimulationView {
+                file: s.file.clone(),
+                model: format!("{} ({:.1} M parameters, {})", d.model.name, d.model.params as f64 / 1e6, d.model.source),
+                world_size: d.world_size,
+                batch_size: d.batch_size,
+                link: d.link.clone(),
+                one_gpu: format!(
+                    "{:.0} samples/s, {:.2} it/s (modelled from the compute time given)",
+                    d.one_gpu.samples_per_s, d.one_gpu.iters_per_s
+                ),
+                best: d
+                    .best
+                    .as_ref()
+                    .map(|b| {
+                        format!(
+                            "bucket_cap_mb={} accumulation {}{}: {:.0} samples/s, {:.2} it/s, scaling efficiency {:.0}% (modelled)",
+                            b.bucket_cap_mb,
+                            b.accumulation,
+                            if b.no_sync { " with no_sync()" } else { "" },
+                            b.samples_per_s,
+                            b.iters_per_s,
+                            b.scaling_efficiency * 100.0
+                        )
+                    })
+                    .unwrap_or_else(|| "-".into()),
+                advice: d.advice.clone(),
+            }
+        })
+        .collect();
+    let fsdp = docs
+        .fsdp
+        .iter()
+        .map(|s| FsdpView {
+            file: s.file.clone(),
+            model: s.doc.model.name.clone(),
+            world_size: s.doc.world_size,
+            link: s.doc.link.clone(),
+            rows: s
+                .doc
+                .strategies
+                .iter()
+                .map(|r| {
+                    (
+                        format!("{:?}", r.estimate.strategy),
+                        format!("{:.1} ms", r.estimate.step_time_s * 1e3),
+                        format!("{:.1} GiB", r.estimate.total_bytes_per_gpu / (1u64 << 30) as f64),
+                        match r.fits {
+                            Some(true) => "fits".into(),
+                            Some(false) => "does not fit".into(),
+                            None => "-".into(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    (ddp, fsdp)
+}
+
+fn topology_view(t: &crate::documents::TopologyDocument) -> TopologyView {
+    let devices = &t.topology.devices;
+    TopologyView {
+        source: t.source.clone(),
+        header: devices.clone(),
+        rows: devices
+            .iter()
+            .map(|a| {
+                std::iter::once(a.clone())
+                    .chain(devices.iter().map(|b| {
+                        if a == b {
+                            "X".into()
+                        } else {
+                            t.topology.link(a, b).unwrap_or("?").to_string()
+                        }
+                    }))
+                    .collect()
+            })
+            .collect(),
+    }
+}
+
+/// The whole report but its plots (added by the renderer once drawn).
+pub fn build(docs: &Documents, title: &str) -> Report {
+    let names: Vec<(&str, &RunRecord)> =
+        docs.runs.iter().map(|r| (r.file.as_str(), &r.doc)).collect();
+    let run_labels = labels(&names);
+    let (qualifications, findings) = others(docs);
+    let (simulations, fsdp) = simulations(docs);
+    let tool = crate::buildinfo::tool_info();
+    let mut inputs = Vec::new();
+    let mut list = |file: &str, kind: &str| {
+        inputs.push(InputView {
+            file: file.to_string(),
+            kind: kind.to_string(),
+        })
+    };
+    docs.runs.iter().for_each(|d| list(&d.file, "run"));
+    docs.diagnoses.iter().for_each(|d| list(&d.file, "diagnosis"));
+    docs.ddp.iter().for_each(|d| list(&d.file, "simulation (ddp)"));
+    docs.fsdp.iter().for_each(|d| list(&d.file, "simulation (fsdp)"));
+    docs.comparisons.iter().for_each(|d| list(&d.file, "comparison"));
+    docs.qualifications.iter().for_each(|d| list(&d.file, "qualification"));
+    docs.topologies.iter().for_each(|d| list(&d.file, "topology"));
+    Report {
+        title: title.to_string(),
+        tool: format!("{} {}", tool.name, tool.version),
+        verdict: verdict(docs),
+        recommendations: recommendations(docs),
+        runs: docs
+            .runs
+            .iter()
+            .zip(&run_labels)
+            .enumerate()
+            .map(|(i, (r, l))| run_view(&r.file, l, i, &r.doc))
+            .collect(),
+        headline: headline(docs, &run_labels),
+        comparisons: docs
+            .comparisons
+            .iter()
+            .map(|c| comparison_view(&c.file, &c.doc))
+            .collect(),
+        qualifications,
+        findings,
+        simulations,
+        fsdp,
+        topologies: docs.topologies.iter().map(|t| topology_view(&t.doc)).collect(),
+        plots: Vec::new(),
+        timings: docs.timings.clone(),
+        notes: docs.notes.clone(),
+        inputs,
+    }
+}

@@ -45,7 +45,7 @@ pub enum Command {
 #[derive(Debug, Args, Clone, Default)]
 #[command(next_help_heading = "Report")]
 pub struct ReportOutputs {
-    /// Write the Markdown summary (for a GitHub issue comment) here.
+    /// Write the Markdown summary (for a GitHub issue comment) here (`-` = stdout).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
     /// Write every plot here as PNG and SVG (the Markdown links the PNGs).
@@ -71,6 +71,9 @@ pub struct ReportArgs {
     /// Do not hold runs against their shipped expectation when no comparison is given.
     #[arg(long)]
     pub no_expect: bool,
+    /// The collective of runs whose old nccl-tests log does not name it.
+    #[arg(long)]
+    pub collective: Option<String>,
 }
 
 #[derive(Debug, Args)]

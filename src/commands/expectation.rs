@@ -23,25 +23,31 @@ pub struct Loaded {
 pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<Loaded, Failure> {
     let (name, mut run, log) = read_run(path)?;
     if let Some(text) = &args.collective {
-        let coll = Collective::parse(text)
-            .filter(|c| c.is_measured() || Collective::IMPORTED_ONLY.contains(c))
-            .ok_or_else(|| Failure::usage(format!("--collective: `{text}` is not a collective")))?;
-        let mut renamed = 0;
-        for p in run
-            .points
-            .iter_mut()
-            .filter(|p| p.collective == Collective::Unknown)
-        {
-            p.collective = coll;
-            renamed += 1;
-        }
-        if renamed > 0 {
-            run.headlines = crate::model::headlines(&run.points);
-            run.notes
-                .push(format!("{renamed} points named {coll} with --collective"));
-        }
+        name_collective(&mut run, text)?;
     }
     Ok(Loaded { name, run, log })
+}
+
+/// `--collective NAME`: the collective of the points an old log left unnamed.
+pub fn name_collective(run: &mut RunRecord, text: &str) -> Result<(), Failure> {
+    let coll = Collective::parse(text)
+        .filter(|c| c.is_measured() || Collective::IMPORTED_ONLY.contains(c))
+        .ok_or_else(|| Failure::usage(format!("--collective: `{text}` is not a collective")))?;
+    let mut renamed = 0;
+    for p in run
+        .points
+        .iter_mut()
+        .filter(|p| p.collective == Collective::Unknown)
+    {
+        p.collective = coll;
+        renamed += 1;
+    }
+    if renamed > 0 {
+        run.headlines = crate::model::headlines(&run.points);
+        run.notes
+            .push(format!("{renamed} points named {coll} with --collective"));
+    }
+    Ok(())
 }
 
 /// The facts of a run with the `--topo` and `--log` files given beside it (`--log` wins over

@@ -4,7 +4,7 @@
 use crate::cli::{ReportArgs, ReportOutputs};
 use crate::exit::{ExitCode, Failure};
 use crate::render::report::{render, write_all, Destinations};
-use crate::report::{Documents, Timing};
+use crate::report::Documents;
 use std::path::PathBuf;
 
 pub const DEFAULT_TITLE: &str = "ncclprobe report";
@@ -44,18 +44,18 @@ pub fn produce(docs: &Documents, title: &str, dest: &Destinations) -> Result<(),
 }
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
-    let started = std::time::Instant::now();
     let mut docs = Documents::default();
     for path in &args.inputs {
         docs.add_file(path)?;
     }
+    if let Some(text) = &args.collective {
+        for run in &mut docs.runs {
+            super::expectation::name_collective(&mut run.doc, text)?;
+        }
+    }
     if !args.no_expect {
         docs.compare_runs_without_comparison();
     }
-    docs.timings.push(Timing {
-        part: "reading".into(),
-        seconds: started.elapsed().as_secs_f64(),
-    });
     let title = args.outputs.title.as_deref().unwrap_or(DEFAULT_TITLE);
     match destinations(args.output.clone(), &args.outputs)? {
         Some(dest) => produce(&docs, title, &dest)?,

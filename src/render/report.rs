@@ -34,11 +34,6 @@ pub fn markdown_escape(text: &str) -> String {
     out
 }
 
-/// Text for inside a Markdown code span: no backtick can close it early, no line break.
-fn code_span(value: String) -> Value {
-    Value::from_safe_string(value.replace('`', "'").replace(['\n', '\r'], " "))
-}
-
 fn environment() -> Result<Environment<'static>, Failure> {
     let mut env = Environment::new();
     env.set_auto_escape_callback(|name| {
@@ -59,7 +54,6 @@ fn environment() -> Result<Environment<'static>, Failure> {
         }
         escape_formatter(out, state, value)
     });
-    env.add_filter("code", code_span);
     let bad = |e: minijinja::Error| Failure::internal(format!("report template: {e:#}"));
     env.add_template("report.html", HTML).map_err(bad)?;
     env.add_template("summary.md", MARKDOWN).map_err(bad)?;
@@ -168,9 +162,13 @@ pub fn write_all(rendered: &Rendered, dest: &Destinations) -> Result<Vec<PathBuf
             }
         }
     }
-    if let Some(md) = &dest.markdown {
-        write(md, rendered.markdown.as_bytes())?;
-        written.push(md.clone());
+    match &dest.markdown {
+        Some(md) if md.as_os_str() == "-" => print!("{}", rendered.markdown),
+        Some(md) => {
+            write(md, rendered.markdown.as_bytes())?;
+            written.push(md.clone());
+        }
+        None => {}
     }
     if let Some(html) = &dest.html {
         write(html, rendered.html.as_bytes())?;

@@ -61,6 +61,8 @@ pub struct Documents {
     pub timings: Vec<Timing>,
     pub notes: Vec<Note>,
     pub failed_alternatives: Vec<FailedAlternative>,
+    /// A pasted `nvidia-smi topo -m` among the inputs: the links runs are held against.
+    pub topo_file: Option<std::path::PathBuf>,
 }
 
 impl Documents {
@@ -96,6 +98,7 @@ impl Documents {
             }
             FileKind::Topo => {
                 let topology = topo::from_input(input).map_err(input_failure)?;
+                self.topo_file.get_or_insert_with(|| path.to_path_buf());
                 self.topologies.push(Named {
                     doc: TopologyDocument::new(file.clone(), topology),
                     file,
@@ -166,22 +169,41 @@ impl Documents {
         Ok(())
     }
 
-    /// Hold every run that no comparison names against its expectation, so the report has a
-    /// verdict per size even when only records were given. Runs that cannot be judged (one
-    /// rank, nothing measured) are left as they are.
+    /// Hold every run that no comparison names against its expectation (with the pasted
+    /// topology given among the inputs), so the report has a verdict per size even when only
+    /// records were given. A run that cannot be judged (one rank, nothing measured, no
+    /// expectation fits) gets a note saying why.
     pub fn compare_runs_without_comparison(&mut self) {
-        let args = crate::cli::ExpectationArgs::default();
+        let args = crate::cli::ExpectationArgs {
+            topo: self.topo_file.clone(),
+            ..Default::default()
+        };
         let mut added = Vec::new();
         for run in &self.runs {
-            if self.comparisons.iter().any(|c| c.doc.run == run.file) || run.doc.points.is_empty()
-            {
+            let compared = self
+                .comparisons
+                .iter()
+                .any(|c| verdict::same_file(&c.doc.run, &run.file));
+            if compared || run.doc.points.is_empty() {
                 continue;
             }
-            let Ok(choice) = crate::commands::expectation::choice(&run.doc, None, &args) else {
-                continue;
+            let choice = match crate::commands::expectation::choice(&run.doc, None, &args) {
+                Ok(choice) => choice,
+                Err(f) => {
+                    self.notes.push(Note {
+                        level: "info".into(),
+                        text: format!("{}: not held against an expectation: {}", run.file, f.message),
+                    });
+                    continue;
+                }
             };
             let doc = crate::expect::compare::against_expectation(&run.file, &run.doc, &choice);
-            if !doc.points.is_empty() {
+            if doc.points.is_empty() {
+                self.notes.push(Note {
+                    level: "info".into(),
+                    text: format!("{}: {}", run.file, doc.summary),
+                });
+            } else {
                 added.push(Named {
                     file: format!("{} (compared by report)", run.file),
                     doc,
@@ -196,6 +218,6 @@ impl Documents {
         self.comparisons
             .iter()
             .map(|c| &c.doc)
-            .find(|c| c.run == run_file && c.baseline.kind == "expectation")
+            .find(|c| c.baseline.kind == "expectation" && verdict::same_file(&c.run, run_file))
     }
 }

@@ -4,7 +4,7 @@
 //! template escapes them and the Markdown one quotes them.
 
 use super::label::labels;
-use super::verdict::{recommendations, same_file, verdict, Recommendation, Verdict};
+use super::verdict::{recommendations, verdict, Recommendation, Verdict};
 use super::{Documents, Note, Timing};
 use crate::coll::Placement;
 use crate::model::{RunRecord, Source};
@@ -290,12 +290,7 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                 .zip(run_labels)
                 .map(|(run, label)| {
                     let h = run.doc.headlines.iter().find(|h| h.collective == coll);
-                    let cmp = docs.expectation_of(&run.file).or_else(|| {
-                        docs.comparisons
-                            .iter()
-                            .map(|c| &c.doc)
-                            .find(|c| same_file(&c.run, &run.file) && c.baseline.kind == "expectation")
-                    });
+                    let cmp = docs.expectation_of(&run.file);
                     let ratio = cmp.and_then(|c| {
                         let mut top: Vec<&crate::documents::ComparedPoint> =
                             c.points.iter().filter(|p| p.collective == coll).collect();

@@ -116,7 +116,11 @@ fn tick(axis: Axis, at: f64) -> String {
             if (at - rounded).abs() > 1e-6 {
                 return String::new();
             }
-            crate::render::table::format_g(10f64.powf(rounded))
+            match rounded as i32 {
+                e @ -3..=-1 => format!("{:.*}", (-e) as usize, 10f64.powi(e)),
+                e @ 0..=3 => format!("{}", 10u32.pow(e as u32)),
+                e => format!("1e{e}"),
+            }
         }
         Axis::Linear => {
             if at.abs() >= 100.0 {
@@ -370,6 +374,9 @@ mod tests {
         assert_eq!(tick(Axis::Log2Bytes, 20.0), "1MiB");
         assert_eq!(tick(Axis::Log2Bytes, 34.0), "16GiB");
         assert_eq!(tick(Axis::Log2Bytes, 3.5), "");
+        assert_eq!(tick(Axis::Log10, -1.0), "0.1");
+        assert_eq!(tick(Axis::Log10, 3.0), "1000");
+        assert_eq!(tick(Axis::Log10, 6.0), "1e6");
         assert_eq!(range(Axis::Log2Bytes, [8.0, 3e8].into_iter(), false), (3.0, 29.0));
     }
 

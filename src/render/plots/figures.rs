@@ -4,7 +4,7 @@
 
 use super::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
 use crate::coll::{Collective, Placement};
-use crate::documents::{Comparison, DdpSimulation};
+use crate::documents::DdpSimulation;
 use crate::model::{Point, RunRecord};
 use crate::report::label::labels;
 use crate::report::verdict::same_file;
@@ -51,13 +51,6 @@ fn line(title: String, y_label: &str, y_axis: Axis) -> LineChart {
     }
 }
 
-fn expectation_for<'a>(docs: &'a Documents, run_file: &str) -> Option<&'a Comparison> {
-    docs.comparisons
-        .iter()
-        .map(|c| &c.doc)
-        .find(|c| c.baseline.kind == "expectation" && same_file(&c.run, run_file))
-}
-
 fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Plot> {
     let mut chart = line(
         format!("{coll}: bus bandwidth vs message size"),
@@ -83,7 +76,7 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
             dashed: false,
             markers: true,
         });
-        let Some(cmp) = expectation_for(docs, &run.file) else { continue };
+        let Some(cmp) = docs.expectation_of(&run.file) else { continue };
         if baselines.contains(&cmp.baseline.id) {
             continue;
         }

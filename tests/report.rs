@@ -1,0 +1,315 @@
+//! `ncclprobe report`, `sweep --report` and `doctor` through the real binary: every output is
+//! what it says (PNGs decode at 1200x700, SVGs parse, the HTML is one file that asks for
+//! nothing outside itself), strings from machines and logs stay text, several runs are told
+//! apart by what differs, and the Markdown and the HTML's text are pinned by snapshots.
+
+mod common;
+
+use common::{bin, host_sweep, read_record, Printed};
+use std::path::{Path, PathBuf};
+
+const CSP: &str = "default-src 'none'; img-src data:; style-src 'unsafe-inline'";
+const SCRIPT: &str = "<script>alert(1)</script>";
+const IMG: &str = "\"><img src=x onerror=alert(1)>";
+const JS_URL: &str = "javascript:alert(1)";
+
+fn corpus(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(name)
+}
+
+/// Check an HTML report: one document with the CSP, images only as data URIs, nothing that
+/// runs or loads; returns the visible text.
+fn check_html(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("the HTML report");
+    let doc = scraper::Html::parse_document(&text);
+    let sel = |s: &str| scraper::Selector::parse(s).expect("selector");
+    let csp: Vec<_> = doc
+        .select(&sel("meta[http-equiv=\"Content-Security-Policy\"]"))
+        .filter_map(|m| m.value().attr("content"))
+        .collect();
+    assert_eq!(csp, [CSP], "the CSP meta tag");
+    assert_eq!(doc.select(&sel("script")).count(), 0, "no script element");
+    for el in doc.select(&sel("*")) {
+        for (name, value) in el.value().attrs() {
+            assert!(!name.starts_with("on"), "event handler attribute {name}={value}");
+            let v = value.trim().to_ascii_lowercase();
+            if matches!(name, "src" | "href" | "action" | "formaction" | "srcset" | "poster") {
+                assert!(v.starts_with("data:image/png;base64,") || v.starts_with('#'), "{name}={value}");
+            }
+            assert!(!v.starts_with("javascript:"), "{name}={value}");
+        }
+    }
+    for tag in ["link", "iframe", "object", "embed", "base", "form"] {
+        assert_eq!(doc.select(&sel(tag)).count(), 0, "no <{tag}>");
+    }
+    let imgs: Vec<_> = doc.select(&sel("img")).collect();
+    assert!(!imgs.is_empty(), "the report has plots");
+    for img in imgs {
+        assert!(img.value().attr("alt").is_some_and(|a| !a.is_empty()), "every plot has alt text");
+    }
+    doc.root_element().text().collect::<Vec<_>>().join(" ")
+}
+
+fn check_png(path: &Path) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(path).expect("png"),
+    ));
+    let mut reader = decoder.read_info().expect("a PNG that decodes");
+    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut buf).expect("its pixels decode");
+    assert_eq!((info.width, info.height), (1200, 700), "{}", path.display());
+    let pixels = &buf[..info.buffer_size()];
+    assert!(pixels.iter().any(|&b| b < 128), "{} is not blank", path.display());
+}
+
+fn check_svg(path: &Path) {
+    let text = std::fs::read_to_string(path).expect("svg");
+    let doc = roxmltree::Document::parse(&text).expect("an SVG that parses");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    assert_eq!(root.attribute("width"), Some("1200"));
+    assert_eq!(root.attribute("height"), Some("700"));
+    assert!(doc.descendants().any(|n| n.has_tag_name("text")), "the SVG has titles and labels");
+}
+
+/// Versions change with every release; the snapshots keep the rest.
+fn redact(text: &str) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    text.replace(&format!("ncclprobe {version}"), "ncclprobe [version]")
+}
+
+#[test]
+fn a_report_renders_html_markdown_png_and_svg_from_an_imported_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = corpus("nccl-tests/24-2x4090-docker-pcie-very-low-busbw.txt");
+    let (html, md, plots) = (dir.path().join("r.html"), dir.path().join("s.md"), dir.path().join("plots"));
+    let mut cmd = bin();
+    cmd.arg("report").arg(&run).arg("-o").arg(&html).arg("--markdown").arg(&md).arg("--png-dir").arg(&plots);
+    cmd.stderr_if(0);
+    let text = check_html(&html);
+    assert!(text.contains("degraded"), "the verdict comes first: {text:.300}");
+    let pngs: Vec<PathBuf> = std::fs::read_dir(&plots)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .collect();
+    assert!(pngs.len() >= 3, "busbw, latency and ratio plots: {pngs:?}");
+    for png in &pngs {
+        check_png(png);
+        check_svg(&png.with_extension("svg"));
+    }
+    let summary = std::fs::read_to_string(&md).unwrap();
+    // The Markdown links the PNGs by a path relative to itself, and nothing outside.
+    for png in &pngs {
+        let name = png.file_name().unwrap().to_string_lossy();
+        assert!(summary.contains(&format!("](plots/{name})")), "{name} linked");
+    }
+    assert!(!summary.contains("](http"), "no outside link");
+    assert!(summary.contains("<details>"), "the full table folds away");
+}
+
+#[test]
+fn the_gallery_reports_are_pinned() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/gallery");
+    for name in ["a100-nvswitch-healthy", "rtx4090-pcie-degraded"] {
+        let dir = root.join(name);
+        let md = std::fs::read_to_string(dir.join("summary.md")).expect("ci/gallery renders it");
+        insta::assert_snapshot!(format!("gallery-{name}-markdown"), redact(&md));
+        let text = check_html(&dir.join("index.html"));
+        let words: Vec<&str> = text.split_whitespace().collect();
+        insta::assert_snapshot!(format!("gallery-{name}-html-text"), redact(&words.join(" ")));
+    }
+}
+
+/// A host record with hostile strings where a machine or a log puts them.
+fn hostile_record(dir: &Path) -> PathBuf {
+    let path = dir.join("run.json");
+    host_sweep(2)
+        .args(["-b", "8", "-e", "64K", "-f", "8", "--json"])
+        .arg(&path)
+        .stdout_if(0);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    value["backend"]["hosts"] = serde_json::json!([format!("node{SCRIPT}")]);
+    value["backend"]["ranks"][0]["host"] = serde_json::json!(format!("node{IMG}"));
+    value["backend"]["ranks"][0]["device"] = serde_json::json!(format!("0 [0x1b] NVIDIA {SCRIPT} {JS_URL}"));
+    value["env"]["NCCL_SOCKET_IFNAME"] = serde_json::json!(format!("{IMG}{JS_URL}"));
+    value["notes"] = serde_json::json!([format!("[click]({JS_URL}) {SCRIPT}")]);
+    std::fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn strings_from_machines_and_logs_stay_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = hostile_record(dir.path());
+    // A log line with the payloads, quoted as a finding's evidence.
+    let log = dir.path().join(format!("log{}.txt", "&lt;"));
+    let source = std::fs::read_to_string(corpus(
+        "nccl-debug/03-h20-k8s-two-pods-same-node-net-socket-fallback.txt",
+    ))
+    .unwrap();
+    let hostile: String = source
+        .lines()
+        .map(|l| if l.contains("via NET/Socket") { format!("{l} {IMG} {SCRIPT} {JS_URL}\n") } else { format!("{l}\n") })
+        .collect();
+    std::fs::write(&log, hostile).unwrap();
+    let diag = dir.path().join("diag.json");
+    let out = bin().args(["diagnose", "--format", "json", "--from"]).arg(&log).stdout_if(0);
+    std::fs::write(&diag, out).unwrap();
+    assert!(std::fs::read_to_string(&diag).unwrap().contains("onerror"), "the payload reached the findings");
+
+    let (html, md) = (dir.path().join("r.html"), dir.path().join("s.md"));
+    bin()
+        .arg("report")
+        .arg(&run)
+        .arg(&diag)
+        .arg("-o")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .arg("--png-dir")
+        .arg(dir.path().join("p"))
+        .stderr_if(0);
+    let text = check_html(&html);
+    // Shown as text, every one of them.
+    assert!(text.contains(SCRIPT), "the script tag is visible text");
+    assert!(text.contains("onerror=alert(1)"));
+    assert!(text.contains(JS_URL));
+    let summary = std::fs::read_to_string(&md).unwrap();
+    for raw in ["<script", "<img", "](javascript:"] {
+        assert!(!summary.contains(raw), "raw `{raw}` in the Markdown");
+    }
+}
+
+/// Two runs of the same box: one with NCCL_SHM_DISABLE=1 and a third of the bandwidth.
+fn forced_and_free(dir: &Path) -> (PathBuf, PathBuf) {
+    let free = dir.join("free.json");
+    host_sweep(2)
+        .args(["-b", "1K", "-e", "1M", "-f", "4", "--json"])
+        .arg(&free)
+        .stdout_if(0);
+    let mut record = read_record(&free);
+    record.env.insert("NCCL_SHM_DISABLE".into(), "1".into());
+    for p in &mut record.points {
+        p.busbw_bytes_per_s /= 3.0;
+        p.algbw_bytes_per_s /= 3.0;
+        p.time_s *= 3.0;
+    }
+    record.headlines = ncclprobe::model::headlines(&record.points);
+    let forced = dir.join("forced.json");
+    std::fs::write(&forced, serde_json::to_vec(&record).unwrap()).unwrap();
+    (forced, free)
+}
+
+#[test]
+fn several_runs_are_overlaid_and_labelled_by_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (forced, free) = forced_and_free(dir.path());
+    let html = dir.path().join("r.html");
+    let md = bin()
+        .arg("report")
+        .arg(&forced)
+        .arg(&free)
+        .arg("-o")
+        .arg(&html)
+        .arg("--markdown")
+        .arg("-")
+        .stdout_if(0);
+    let text = check_html(&html);
+    assert!(text.contains("NCCL_SHM_DISABLE=1") && text.contains("NCCL_SHM_DISABLE unset"), "{text:.2000}");
+    let summary = String::from_utf8(md).unwrap();
+    let first = summary
+        .lines()
+        .find(|l| l.starts_with("1. "))
+        .expect("a first recommendation");
+    assert!(first.contains("unset NCCL\\_SHM\\_DISABLE") || first.contains("unset NCCL_SHM_DISABLE"), "{first}");
+    assert!(first.contains("measured") && first.contains("3.0x"), "{first}");
+}
+
+#[test]
+fn sweep_report_measures_and_renders_in_one_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let (html, md, json) = (dir.path().join("r.html"), dir.path().join("s.md"), dir.path().join("run.json"));
+    host_sweep(2)
+        .args(["-b", "8", "-e", "256K", "-f", "4", "--json"])
+        .arg(&json)
+        .arg("--report")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .stdout_if(0);
+    check_html(&html);
+    let summary = std::fs::read_to_string(&md).unwrap();
+    assert!(summary.contains("run.json (measured)"), "{summary}");
+    // One path for two outputs is refused before anything is measured.
+    let same = dir.path().join("same");
+    host_sweep(2).arg("--report").arg(&same).arg("--markdown").arg(&same).stderr_if(2);
+    assert!(!same.exists());
+}
+
+#[test]
+fn a_report_names_what_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let baselines = dir.path().join("b.json");
+    std::fs::write(&baselines, bin().args(["baselines", "--format", "json"]).stdout_if(0)).unwrap();
+    let err = bin().arg("report").arg(&baselines).stderr_if(2);
+    assert!(String::from_utf8_lossy(&err).contains("shipped expectations"));
+    let log = dir.path().join("train.log");
+    std::fs::write(&log, "epoch 1 loss 0.53\nepoch 2 loss 0.41\n").unwrap();
+    let err = bin().arg("report").arg(&log).stderr_if(2);
+    assert!(String::from_utf8_lossy(&err).contains("diagnose --from"));
+}
+
+#[test]
+fn doctor_runs_end_to_end_on_the_host_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let mut cmd = bin();
+    cmd.args(["doctor", "--backend", "host", "-e", "1M", "--model", "resnet18", "--compute-ms", "40", "-o"])
+        .arg(&out)
+        .env("NCCL_SHM_DISABLE", "1");
+    let output = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("report: "), "{stdout}");
+    assert!(stderr.contains("doctor [1/6] topology"), "progress on stderr: {stderr}");
+    for file in ["index.html", "summary.md", "run.json", "diagnosis.json", "simulation.json", "busbw-all_reduce.png", "busbw-all_reduce.svg"] {
+        assert!(out.join(file).exists(), "{file}: {stderr}");
+    }
+    let run = read_record(&out.join("run.json"));
+    assert_eq!(run.backend.name, "host");
+    check_html(&out.join("index.html"));
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("sweep ") && summary.contains(" s"), "each part's time: {summary}");
+    // The host backend moves no data through NCCL: nothing to measure without the override.
+    assert!(!out.join("run-without-overrides.json").exists());
+}
+
+#[test]
+fn doctor_on_the_gpu_test_double() {
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(["doctor", "--backend", "nccl", "-e", "64K", "-f", "16", "--point-budget", "0.05", "-o"])
+        .arg(&out)
+        .env("LD_LIBRARY_PATH", libs.path())
+        .env("NCCL_P2P_DISABLE", "1")
+        .env_remove("NCCL_LIBRARY")
+        .env_remove("NCCL_HOME")
+        .env_remove("NCCLPROBE_TEST_DOUBLE_FAULT")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{stderr}");
+    let run = read_record(&out.join("run.json"));
+    assert_eq!(run.backend.name, "nccl", "{stderr}");
+    assert_eq!(run.env.get("NCCL_P2P_DISABLE").map(String::as_str), Some("1"));
+    // NCCL_P2P_DISABLE=1 forces a slower path: the same sweep is measured without it.
+    let free = read_record(&out.join("run-without-overrides.json"));
+    assert!(!free.env.contains_key("NCCL_P2P_DISABLE"), "{stderr}");
+    let text = check_html(&out.join("index.html"));
+    assert!(text.contains("NCCL_P2P_DISABLE=1") && text.contains("NCCL_P2P_DISABLE unset"), "{text:.3000}");
+}

@@ -135,9 +135,24 @@ pub fn render(docs: &Documents, title: &str, dest: &Destinations) -> Result<Rend
     };
     Ok(Rendered {
         html: fill("report.html")?,
-        markdown: fill("summary.md")?,
+        markdown: tidy_markdown(&fill("summary.md")?),
         plots,
     })
+}
+
+/// Sections left out leave blank lines behind: at most one blank line in a row.
+fn tidy_markdown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank = 0;
+    for line in text.lines() {
+        let line = line.trim_end();
+        blank = if line.is_empty() { blank + 1 } else { 0 };
+        if blank < 2 {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {

@@ -79,7 +79,12 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// The directory for index.html, summary.md, the plots and every JSON behind them.
-    #[arg(short = 'o', long = "output", default_value = "ncclprobe-report", value_name = "DIR")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "ncclprobe-report",
+        value_name = "DIR"
+    )]
     pub output: PathBuf,
     #[command(flatten)]
     pub backend: BackendArgs,

@@ -18,7 +18,14 @@ fn chromium() -> PathBuf {
     let found = ["CHROMIUM", "CHROME"]
         .iter()
         .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
-        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"].map(PathBuf::from))
+        .chain(
+            [
+                "/usr/bin/chromium",
+                "/usr/bin/chromium-browser",
+                "/usr/bin/google-chrome",
+            ]
+            .map(PathBuf::from),
+        )
         .find(|p| p.exists());
     found.unwrap_or_else(|| {
         panic!("no Chromium found (set CHROMIUM=/path, or `apt-get install chromium`; ci/test installs it)")
@@ -34,22 +41,29 @@ struct Seen {
 
 /// Open `page` and check it; the screenshot is written beside the others.
 fn check_in_browser(browser: &Browser, page: &Path, shot_name: &str) {
-    let url = format!("file://{}", page.canonicalize().expect("the report").display());
+    let url = format!(
+        "file://{}",
+        page.canonicalize().expect("the report").display()
+    );
     let tab = browser.new_tab().expect("a tab");
     let seen = Arc::new(Mutex::new(Seen::default()));
     let sink = Arc::clone(&seen);
     tab.add_event_listener(Arc::new(move |event: &Event| {
         let mut s = sink.lock().expect("events");
         match event {
-            Event::RuntimeConsoleAPICalled(e) => {
-                if format!("{:?}", e.params.Type).to_lowercase().contains("error") {
-                    s.console_errors.push(format!("{:?}", e.params.args));
-                }
+            Event::RuntimeConsoleAPICalled(e)
+                if format!("{:?}", e.params.Type)
+                    .to_lowercase()
+                    .contains("error") =>
+            {
+                s.console_errors.push(format!("{:?}", e.params.args));
             }
-            Event::LogEntryAdded(e) => {
-                if format!("{:?}", e.params.entry.level).to_lowercase().contains("error") {
-                    s.console_errors.push(e.params.entry.text.clone());
-                }
+            Event::LogEntryAdded(e)
+                if format!("{:?}", e.params.entry.level)
+                    .to_lowercase()
+                    .contains("error") =>
+            {
+                s.console_errors.push(e.params.entry.text.clone());
             }
             Event::RuntimeExceptionThrown(e) => s.console_errors.push(format!("{:?}", e.params)),
             Event::NetworkRequestWillBeSent(e) => s.requests.push(e.params.request.url.clone()),
@@ -68,7 +82,10 @@ fn check_in_browser(browser: &Browser, page: &Path, shot_name: &str) {
         enable_durable_messages: None,
     })
     .expect("Network domain");
-    tab.navigate_to(&url).expect("navigate").wait_until_navigated().expect("loaded");
+    tab.navigate_to(&url)
+        .expect("navigate")
+        .wait_until_navigated()
+        .expect("loaded");
     let widths = tab
         .evaluate(
             "JSON.stringify(Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight]))",
@@ -81,7 +98,11 @@ fn check_in_browser(browser: &Browser, page: &Path, shot_name: &str) {
     let images: Vec<(bool, u32, u32)> = serde_json::from_str(&widths).expect("image sizes");
     assert!(!images.is_empty(), "{}: no images", page.display());
     for (complete, w, h) in &images {
-        assert!(*complete && *w == 1200 && *h == 700, "{}: an image did not decode: {images:?}", page.display());
+        assert!(
+            *complete && *w == 1200 && *h == 700,
+            "{}: an image did not decode: {images:?}",
+            page.display()
+        );
     }
     let png = tab
         .capture_screenshot(Page::CaptureScreenshotFormatOption::Png, None, None, true)
@@ -89,14 +110,32 @@ fn check_in_browser(browser: &Browser, page: &Path, shot_name: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser-screenshots");
     std::fs::create_dir_all(&dir).expect("screenshot directory");
     std::fs::write(dir.join(format!("{shot_name}.png")), &png).expect("write screenshot");
-    assert!(pixel_variance(&png) > 100.0, "{}: the screenshot is blank", page.display());
+    assert!(
+        pixel_variance(&png) > 100.0,
+        "{}: the screenshot is blank",
+        page.display()
+    );
     // Events may trail the load by a moment.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let s = seen.lock().expect("events");
-    assert!(s.console_errors.is_empty(), "{}: console errors {:?}", page.display(), s.console_errors);
-    assert!(s.dialogs.is_empty(), "{}: dialogs {:?}", page.display(), s.dialogs);
+    assert!(
+        s.console_errors.is_empty(),
+        "{}: console errors {:?}",
+        page.display(),
+        s.console_errors
+    );
+    assert!(
+        s.dialogs.is_empty(),
+        "{}: dialogs {:?}",
+        page.display(),
+        s.dialogs
+    );
     for r in &s.requests {
-        assert!(r == &url || r.starts_with("data:"), "{}: requested {r}", page.display());
+        assert!(
+            r == &url || r.starts_with("data:"),
+            "{}: requested {r}",
+            page.display()
+        );
     }
     let _ = tab.close(true);
 }
@@ -140,8 +179,12 @@ fn gallery_reports_load_cleanly_in_chromium() {
 fn hostile_strings_run_nothing_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run.json");
-    host_sweep(2).args(["-b", "8", "-e", "4K", "-f", "8", "--json"]).arg(&run).stdout_if(0);
-    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&run).unwrap()).unwrap();
+    host_sweep(2)
+        .args(["-b", "8", "-e", "4K", "-f", "8", "--json"])
+        .arg(&run)
+        .stdout_if(0);
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&run).unwrap()).unwrap();
     let payload = "<script>alert(1)</script>\"><img src=x onerror=alert(1)>javascript:alert(1)";
     value["backend"]["hosts"] = serde_json::json!([payload]);
     value["backend"]["ranks"][0]["host"] = serde_json::json!(payload);
@@ -150,6 +193,11 @@ fn hostile_strings_run_nothing_in_chromium() {
     value["notes"] = serde_json::json!([payload]);
     std::fs::write(&run, serde_json::to_vec(&value).unwrap()).unwrap();
     let html = dir.path().join("hostile.html");
-    bin().arg("report").arg(&run).arg("-o").arg(&html).stderr_if(0);
+    bin()
+        .arg("report")
+        .arg(&run)
+        .arg("-o")
+        .arg(&html)
+        .stderr_if(0);
     check_in_browser(&launch(), &html, "hostile");
 }

@@ -14,7 +14,9 @@ const IMG: &str = "\"><img src=x onerror=alert(1)>";
 const JS_URL: &str = "javascript:alert(1)";
 
 fn corpus(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name)
 }
 
 /// Check an HTML report: one document with the CSP, images only as data URIs, nothing that
@@ -31,10 +33,19 @@ fn check_html(path: &Path) -> String {
     assert_eq!(doc.select(&sel("script")).count(), 0, "no script element");
     for el in doc.select(&sel("*")) {
         for (name, value) in el.value().attrs() {
-            assert!(!name.starts_with("on"), "event handler attribute {name}={value}");
+            assert!(
+                !name.starts_with("on"),
+                "event handler attribute {name}={value}"
+            );
             let v = value.trim().to_ascii_lowercase();
-            if matches!(name, "src" | "href" | "action" | "formaction" | "srcset" | "poster") {
-                assert!(v.starts_with("data:image/png;base64,") || v.starts_with('#'), "{name}={value}");
+            if matches!(
+                name,
+                "src" | "href" | "action" | "formaction" | "srcset" | "poster"
+            ) {
+                assert!(
+                    v.starts_with("data:image/png;base64,") || v.starts_with('#'),
+                    "{name}={value}"
+                );
             }
             assert!(!v.starts_with("javascript:"), "{name}={value}");
         }
@@ -45,7 +56,10 @@ fn check_html(path: &Path) -> String {
     let imgs: Vec<_> = doc.select(&sel("img")).collect();
     assert!(!imgs.is_empty(), "the report has plots");
     for img in imgs {
-        assert!(img.value().attr("alt").is_some_and(|a| !a.is_empty()), "every plot has alt text");
+        assert!(
+            img.value().attr("alt").is_some_and(|a| !a.is_empty()),
+            "every plot has alt text"
+        );
     }
     doc.root_element().text().collect::<Vec<_>>().join(" ")
 }
@@ -59,7 +73,11 @@ fn check_png(path: &Path) {
     let info = reader.next_frame(&mut buf).expect("its pixels decode");
     assert_eq!((info.width, info.height), (1200, 700), "{}", path.display());
     let pixels = &buf[..info.buffer_size()];
-    assert!(pixels.iter().any(|&b| b < 128), "{} is not blank", path.display());
+    assert!(
+        pixels.iter().any(|&b| b < 128),
+        "{} is not blank",
+        path.display()
+    );
 }
 
 fn check_svg(path: &Path) {
@@ -69,7 +87,10 @@ fn check_svg(path: &Path) {
     assert_eq!(root.tag_name().name(), "svg");
     assert_eq!(root.attribute("width"), Some("1200"));
     assert_eq!(root.attribute("height"), Some("700"));
-    assert!(doc.descendants().any(|n| n.has_tag_name("text")), "the SVG has titles and labels");
+    assert!(
+        doc.descendants().any(|n| n.has_tag_name("text")),
+        "the SVG has titles and labels"
+    );
 }
 
 /// Versions change with every release; the snapshots keep the rest.
@@ -82,12 +103,26 @@ fn redact(text: &str) -> String {
 fn a_report_renders_html_markdown_png_and_svg_from_an_imported_run() {
     let dir = tempfile::tempdir().unwrap();
     let run = corpus("nccl-tests/24-2x4090-docker-pcie-very-low-busbw.txt");
-    let (html, md, plots) = (dir.path().join("r.html"), dir.path().join("s.md"), dir.path().join("plots"));
+    let (html, md, plots) = (
+        dir.path().join("r.html"),
+        dir.path().join("s.md"),
+        dir.path().join("plots"),
+    );
     let mut cmd = bin();
-    cmd.arg("report").arg(&run).arg("-o").arg(&html).arg("--markdown").arg(&md).arg("--png-dir").arg(&plots);
+    cmd.arg("report")
+        .arg(&run)
+        .arg("-o")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .arg("--png-dir")
+        .arg(&plots);
     cmd.stderr_if(0);
     let text = check_html(&html);
-    assert!(text.contains("degraded"), "the verdict comes first: {text:.300}");
+    assert!(
+        text.contains("degraded"),
+        "the verdict comes first: {text:.300}"
+    );
     let pngs: Vec<PathBuf> = std::fs::read_dir(&plots)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -102,7 +137,10 @@ fn a_report_renders_html_markdown_png_and_svg_from_an_imported_run() {
     // The Markdown links the PNGs by a path relative to itself, and nothing outside.
     for png in &pngs {
         let name = png.file_name().unwrap().to_string_lossy();
-        assert!(summary.contains(&format!("](plots/{name})")), "{name} linked");
+        assert!(
+            summary.contains(&format!("](plots/{name})")),
+            "{name} linked"
+        );
     }
     assert!(!summary.contains("](http"), "no outside link");
     assert!(summary.contains("<details>"), "the full table folds away");
@@ -117,7 +155,10 @@ fn the_gallery_reports_are_pinned() {
         insta::assert_snapshot!(format!("gallery-{name}-markdown"), redact(&md));
         let text = check_html(&dir.join("index.html"));
         let words: Vec<&str> = text.split_whitespace().collect();
-        insta::assert_snapshot!(format!("gallery-{name}-html-text"), redact(&words.join(" ")));
+        insta::assert_snapshot!(
+            format!("gallery-{name}-html-text"),
+            redact(&words.join(" "))
+        );
     }
 }
 
@@ -132,7 +173,8 @@ fn hostile_record(dir: &Path) -> PathBuf {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     value["backend"]["hosts"] = serde_json::json!([format!("node{SCRIPT}")]);
     value["backend"]["ranks"][0]["host"] = serde_json::json!(format!("node{IMG}"));
-    value["backend"]["ranks"][0]["device"] = serde_json::json!(format!("0 [0x1b] NVIDIA {SCRIPT} {JS_URL}"));
+    value["backend"]["ranks"][0]["device"] =
+        serde_json::json!(format!("0 [0x1b] NVIDIA {SCRIPT} {JS_URL}"));
     value["env"]["NCCL_SOCKET_IFNAME"] = serde_json::json!(format!("{IMG}{JS_URL}"));
     value["notes"] = serde_json::json!([format!("[click]({JS_URL}) {SCRIPT}")]);
     std::fs::write(&path, serde_json::to_vec(&value).unwrap()).unwrap();
@@ -151,13 +193,25 @@ fn strings_from_machines_and_logs_stay_text() {
     .unwrap();
     let hostile: String = source
         .lines()
-        .map(|l| if l.contains("via NET/Socket") { format!("{l} {IMG} {SCRIPT} {JS_URL}\n") } else { format!("{l}\n") })
+        .map(|l| {
+            if l.contains("via NET/Socket") {
+                format!("{l} {IMG} {SCRIPT} {JS_URL}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
         .collect();
     std::fs::write(&log, hostile).unwrap();
     let diag = dir.path().join("diag.json");
-    let out = bin().args(["diagnose", "--format", "json", "--from"]).arg(&log).stdout_if(0);
+    let out = bin()
+        .args(["diagnose", "--format", "json", "--from"])
+        .arg(&log)
+        .stdout_if(0);
     std::fs::write(&diag, out).unwrap();
-    assert!(std::fs::read_to_string(&diag).unwrap().contains("onerror"), "the payload reached the findings");
+    assert!(
+        std::fs::read_to_string(&diag).unwrap().contains("onerror"),
+        "the payload reached the findings"
+    );
 
     let (html, md) = (dir.path().join("r.html"), dir.path().join("s.md"));
     bin()
@@ -217,20 +271,33 @@ fn several_runs_are_overlaid_and_labelled_by_what_differs() {
         .arg("-")
         .stdout_if(0);
     let text = check_html(&html);
-    assert!(text.contains("NCCL_SHM_DISABLE=1") && text.contains("NCCL_SHM_DISABLE unset"), "{text:.2000}");
+    assert!(
+        text.contains("NCCL_SHM_DISABLE=1") && text.contains("NCCL_SHM_DISABLE unset"),
+        "{text:.2000}"
+    );
     let summary = String::from_utf8(md).unwrap();
     let first = summary
         .lines()
         .find(|l| l.starts_with("1. "))
         .expect("a first recommendation");
-    assert!(first.contains("unset NCCL\\_SHM\\_DISABLE") || first.contains("unset NCCL_SHM_DISABLE"), "{first}");
-    assert!(first.contains("measured") && first.contains("3.0x"), "{first}");
+    assert!(
+        first.contains("unset NCCL\\_SHM\\_DISABLE") || first.contains("unset NCCL_SHM_DISABLE"),
+        "{first}"
+    );
+    assert!(
+        first.contains("measured") && first.contains("3.0x"),
+        "{first}"
+    );
 }
 
 #[test]
 fn sweep_report_measures_and_renders_in_one_go() {
     let dir = tempfile::tempdir().unwrap();
-    let (html, md, json) = (dir.path().join("r.html"), dir.path().join("s.md"), dir.path().join("run.json"));
+    let (html, md, json) = (
+        dir.path().join("r.html"),
+        dir.path().join("s.md"),
+        dir.path().join("run.json"),
+    );
     host_sweep(2)
         .args(["-b", "8", "-e", "256K", "-f", "4", "--json"])
         .arg(&json)
@@ -244,7 +311,12 @@ fn sweep_report_measures_and_renders_in_one_go() {
     assert!(summary.contains("run.json (measured)"), "{summary}");
     // One path for two outputs is refused before anything is measured.
     let same = dir.path().join("same");
-    host_sweep(2).arg("--report").arg(&same).arg("--markdown").arg(&same).stderr_if(2);
+    host_sweep(2)
+        .arg("--report")
+        .arg(&same)
+        .arg("--markdown")
+        .arg(&same)
+        .stderr_if(2);
     assert!(!same.exists());
 }
 
@@ -252,7 +324,11 @@ fn sweep_report_measures_and_renders_in_one_go() {
 fn a_report_names_what_it_cannot_read() {
     let dir = tempfile::tempdir().unwrap();
     let baselines = dir.path().join("b.json");
-    std::fs::write(&baselines, bin().args(["baselines", "--format", "json"]).stdout_if(0)).unwrap();
+    std::fs::write(
+        &baselines,
+        bin().args(["baselines", "--format", "json"]).stdout_if(0),
+    )
+    .unwrap();
     let err = bin().arg("report").arg(&baselines).stderr_if(2);
     assert!(String::from_utf8_lossy(&err).contains("shipped expectations"));
     let log = dir.path().join("train.log");
@@ -266,23 +342,48 @@ fn doctor_runs_end_to_end_on_the_host_backend() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
     let mut cmd = bin();
-    cmd.args(["doctor", "--backend", "host", "-e", "1M", "--model", "resnet18", "--compute-ms", "40", "-o"])
-        .arg(&out)
-        .env("NCCL_SHM_DISABLE", "1");
+    cmd.args([
+        "doctor",
+        "--backend",
+        "host",
+        "-e",
+        "1M",
+        "--model",
+        "resnet18",
+        "--compute-ms",
+        "40",
+        "-o",
+    ])
+    .arg(&out)
+    .env("NCCL_SHM_DISABLE", "1");
     let output = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("report: "), "{stdout}");
-    assert!(stderr.contains("doctor [1/6] topology"), "progress on stderr: {stderr}");
-    for file in ["index.html", "summary.md", "run.json", "diagnosis.json", "simulation.json", "busbw-all_reduce.png", "busbw-all_reduce.svg"] {
+    assert!(
+        stderr.contains("doctor [1/6] topology"),
+        "progress on stderr: {stderr}"
+    );
+    for file in [
+        "index.html",
+        "summary.md",
+        "run.json",
+        "diagnosis.json",
+        "simulation.json",
+        "busbw-all_reduce.png",
+        "busbw-all_reduce.svg",
+    ] {
         assert!(out.join(file).exists(), "{file}: {stderr}");
     }
     let run = read_record(&out.join("run.json"));
     assert_eq!(run.backend.name, "host");
     check_html(&out.join("index.html"));
     let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
-    assert!(summary.contains("sweep ") && summary.contains(" s"), "each part's time: {summary}");
+    assert!(
+        summary.contains("sweep ") && summary.contains(" s"),
+        "each part's time: {summary}"
+    );
     // The host backend moves no data through NCCL: nothing to measure without the override.
     assert!(!out.join("run-without-overrides.json").exists());
 }
@@ -293,7 +394,18 @@ fn doctor_on_the_gpu_test_double() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
-        .args(["doctor", "--backend", "nccl", "-e", "64K", "-f", "16", "--point-budget", "0.05", "-o"])
+        .args([
+            "doctor",
+            "--backend",
+            "nccl",
+            "-e",
+            "64K",
+            "-f",
+            "16",
+            "--point-budget",
+            "0.05",
+            "-o",
+        ])
         .arg(&out)
         .env("LD_LIBRARY_PATH", libs.path())
         .env("NCCL_P2P_DISABLE", "1")
@@ -303,13 +415,22 @@ fn doctor_on_the_gpu_test_double() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{stderr}");
+    assert!(
+        output.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{stderr}"
+    );
     let run = read_record(&out.join("run.json"));
     assert_eq!(run.backend.name, "nccl", "{stderr}");
-    assert_eq!(run.env.get("NCCL_P2P_DISABLE").map(String::as_str), Some("1"));
+    assert_eq!(
+        run.env.get("NCCL_P2P_DISABLE").map(String::as_str),
+        Some("1")
+    );
     // NCCL_P2P_DISABLE=1 forces a slower path: the same sweep is measured without it.
     let free = read_record(&out.join("run-without-overrides.json"));
     assert!(!free.env.contains_key("NCCL_P2P_DISABLE"), "{stderr}");
     let text = check_html(&out.join("index.html"));
-    assert!(text.contains("NCCL_P2P_DISABLE=1") && text.contains("NCCL_P2P_DISABLE unset"), "{text:.3000}");
+    assert!(
+        text.contains("NCCL_P2P_DISABLE=1") && text.contains("NCCL_P2P_DISABLE unset"),
+        "{text:.3000}"
+    );
 }

@@ -48,10 +48,15 @@ pub fn launcher_world_size() -> Option<usize> {
 
 /// This process's rank, where a launcher says (0 when none does).
 pub fn launcher_rank() -> usize {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse().ok())
-        .unwrap_or(0)
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or(0)
 }
 
 /// Ranks sharing this host, where the launcher says (to size buffers against memory).

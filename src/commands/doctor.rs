@@ -173,7 +173,9 @@ fn sweep_here(args: &DoctorArgs, backend: Backend, json: &Path) -> Result<(), Fa
     let cli = Cli::try_parse_from(&argv).map_err(|e| Failure::internal(e.to_string()))?;
     match &cli.command {
         Cmd::Sweep(sweep) => crate::commands::sweep::run(sweep).map(|_| ()),
-        _ => Err(Failure::internal("doctor built a command that is not a sweep")),
+        _ => Err(Failure::internal(
+            "doctor built a command that is not a sweep",
+        )),
     }
 }
 
@@ -194,7 +196,11 @@ fn overrides_for(backend: Backend) -> Vec<(String, String)> {
         .collect()
 }
 
-fn simulate(args: &DoctorArgs, run: &Path, world: usize) -> Result<crate::documents::DdpSimulation, Failure> {
+fn simulate(
+    args: &DoctorArgs,
+    run: &Path,
+    world: usize,
+) -> Result<crate::documents::DdpSimulation, Failure> {
     let (Some(model), Some(ms)) = (&args.model, args.compute_ms) else {
         return Err(Failure::usage("--model needs --compute-ms"));
     };
@@ -216,13 +222,17 @@ fn simulate(args: &DoctorArgs, run: &Path, world: usize) -> Result<crate::docume
     let cli = Cli::try_parse_from(argv).map_err(|e| Failure::usage(e.to_string()))?;
     match &cli.command {
         Cmd::Simulate(SimulateCommand::Ddp(ddp)) => crate::commands::simulate::ddp_document(ddp),
-        _ => Err(Failure::internal("doctor built a command that is not simulate ddp")),
+        _ => Err(Failure::internal(
+            "doctor built a command that is not simulate ddp",
+        )),
     }
 }
 
 pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     if args.model.is_some() && args.compute_ms.is_none() {
-        return Err(Failure::usage("--model needs --compute-ms (one GPU's step time)"));
+        return Err(Failure::usage(
+            "--model needs --compute-ms (one GPU's step time)",
+        ));
     }
     let env = Environment::detect();
     let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
@@ -266,7 +276,11 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     }
     steps.end("topology");
 
-    steps.begin(&format!("short sweep ({} backend: {})", backend.name(), selection.reason));
+    steps.begin(&format!(
+        "short sweep ({} backend: {})",
+        backend.name(),
+        selection.reason
+    ));
     let _ = std::fs::remove_file(&run_path);
     let outcome = if launched {
         sweep_here(args, backend, &run_path).map_err(|f| f.message)
@@ -275,9 +289,21 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     };
     let main_run = read_record(&run_path);
     match (&main_run, outcome) {
-        (Some(run), _) => docs.runs.push(Named { file: run_path.display().to_string(), doc: run.clone() }),
-        (None, Err(message)) => docs.notes.push(Note { level: "error".into(), text: format!("the sweep left no record: {message}") }),
-        (None, Ok(())) => docs.notes.push(Note { level: "error".into(), text: format!("the sweep ended but {} could not be read", run_path.display()) }),
+        (Some(run), _) => docs.runs.push(Named {
+            file: run_path.display().to_string(),
+            doc: run.clone(),
+        }),
+        (None, Err(message)) => docs.notes.push(Note {
+            level: "error".into(),
+            text: format!("the sweep left no record: {message}"),
+        }),
+        (None, Ok(())) => docs.notes.push(Note {
+            level: "error".into(),
+            text: format!(
+                "the sweep ended but {} could not be read",
+                run_path.display()
+            ),
+        }),
     }
     steps.end("sweep");
 
@@ -297,8 +323,14 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         let keys: Vec<String> = overrides.iter().map(|(k, _)| k.clone()).collect();
         let outcome = child_sweep(args, backend, &alt_path, &keys);
         match (read_record(&alt_path), outcome) {
-            (Some(run), _) => docs.runs.push(Named { file: alt_path.display().to_string(), doc: run }),
-            (None, Err(f)) => docs.failed_alternatives.push(FailedAlternative { overrides: shown.clone(), error: f.message }),
+            (Some(run), _) => docs.runs.push(Named {
+                file: alt_path.display().to_string(),
+                doc: run,
+            }),
+            (None, Err(f)) => docs.failed_alternatives.push(FailedAlternative {
+                overrides: shown.clone(),
+                error: f.message,
+            }),
             (None, Ok(())) => docs.failed_alternatives.push(FailedAlternative {
                 overrides: shown.clone(),
                 error: format!("{} could not be read", alt_path.display()),
@@ -308,13 +340,19 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     } else if !overrides.is_empty() {
         docs.notes.push(Note {
             level: "info".into(),
-            text: format!("{} is set; not measured without it (--no-alternative)", shown.join(" ")),
+            text: format!(
+                "{} is set; not measured without it (--no-alternative)",
+                shown.join(" ")
+            ),
         });
     }
 
     steps.begin("diagnose");
     let diagnose_args = crate::cli::DiagnoseArgs {
-        from: main_run.as_ref().map(|_| vec![run_path.clone()]).unwrap_or_default(),
+        from: main_run
+            .as_ref()
+            .map(|_| vec![run_path.clone()])
+            .unwrap_or_default(),
         live: true,
         format: crate::cli::OutputFormat::Json,
         fail_on: None,
@@ -323,13 +361,20 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     let findings = crate::diagnose::rules(&inputs);
     let doc = DiagnosisDocument::new(inputs.facts(), findings);
     write_json(&dir.join("diagnosis.json"), &doc)?;
-    docs.diagnoses.push(Named { file: "diagnosis.json".into(), doc });
+    docs.diagnoses.push(Named {
+        file: "diagnosis.json".into(),
+        doc,
+    });
     steps.end("diagnose");
 
     steps.begin("compare with what this machine should give");
     docs.compare_runs_without_comparison();
     for (i, c) in docs.comparisons.iter_mut().enumerate() {
-        let name = if i == 0 { "comparison.json".to_string() } else { format!("comparison-{}.json", i + 1) };
+        let name = if i == 0 {
+            "comparison.json".to_string()
+        } else {
+            format!("comparison-{}.json", i + 1)
+        };
         write_json(&dir.join(&name), &c.doc)?;
         c.file = name;
     }
@@ -337,15 +382,26 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
 
     if args.model.is_some() {
         steps.begin("simulate DDP on the measured curve");
-        let runs: Vec<(PathBuf, usize)> = docs.runs.iter().map(|r| (PathBuf::from(&r.file), r.doc.backend.nranks)).collect();
+        let runs: Vec<(PathBuf, usize)> = docs
+            .runs
+            .iter()
+            .map(|r| (PathBuf::from(&r.file), r.doc.backend.nranks))
+            .collect();
         for (i, (path, world)) in runs.iter().enumerate() {
             match simulate(args, path, *world) {
                 Ok(doc) => {
-                    let name = if i == 0 { "simulation.json".to_string() } else { "simulation-without-overrides.json".to_string() };
+                    let name = if i == 0 {
+                        "simulation.json".to_string()
+                    } else {
+                        "simulation-without-overrides.json".to_string()
+                    };
                     write_json(&dir.join(&name), &doc)?;
                     docs.ddp.push(Named { file: name, doc });
                 }
-                Err(f) => docs.notes.push(Note { level: "warning".into(), text: format!("no DDP simulation on {}: {}", path.display(), f.message) }),
+                Err(f) => docs.notes.push(Note {
+                    level: "warning".into(),
+                    text: format!("no DDP simulation on {}: {}", path.display(), f.message),
+                }),
             }
         }
         steps.end("simulate");
@@ -354,7 +410,9 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     steps.begin("report");
     docs.timings = steps.timings.clone();
     let title = args.title.clone().unwrap_or_else(|| {
-        let host = hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+        let host = hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
         format!("ncclprobe doctor: {host}")
     });
     let dest = Destinations {
@@ -367,14 +425,26 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     crate::render::report::write_all(&rendered, &dest)?;
     steps.end("report");
     let verdict = crate::report::verdict::verdict(&docs);
-    println!("{}: {}", format!("{:?}", verdict.state).to_uppercase(), verdict.sentence);
-    for (i, r) in crate::report::verdict::recommendations(&docs).iter().take(3).enumerate() {
+    println!(
+        "{}: {}",
+        format!("{:?}", verdict.state).to_uppercase(),
+        verdict.sentence
+    );
+    for (i, r) in crate::report::verdict::recommendations(&docs)
+        .iter()
+        .take(3)
+        .enumerate()
+    {
         match &r.gain {
             Some(g) => println!("{}. {} — {g}", i + 1, r.action),
             None => println!("{}. {}", i + 1, r.action),
         }
     }
-    println!("report: {} ({:.1} s)", dir.join("index.html").display(), total.elapsed().as_secs_f64());
+    println!(
+        "report: {} ({:.1} s)",
+        dir.join("index.html").display(),
+        total.elapsed().as_secs_f64()
+    );
     Ok(match verdict.state {
         State::Failed => ExitCode::CheckFailed,
         _ => ExitCode::Ok,

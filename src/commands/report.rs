@@ -59,7 +59,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     let title = args.outputs.title.as_deref().unwrap_or(DEFAULT_TITLE);
     match destinations(args.output.clone(), &args.outputs)? {
         Some(dest) => produce(&docs, title, &dest)?,
-        None => print!("{}", render(&docs, title, &Destinations::default())?.markdown),
+        None => print!(
+            "{}",
+            render(&docs, title, &Destinations::default())?.markdown
+        ),
     }
     Ok(ExitCode::Ok)
 }

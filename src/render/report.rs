@@ -94,10 +94,12 @@ fn link_target(path: &Path) -> String {
 /// `png` as seen from the directory the Markdown sits in.
 fn relative_to_markdown(markdown: &Path, png: &Path) -> PathBuf {
     let base = markdown.parent().unwrap_or(Path::new(""));
-    let abs = |p: &Path| {
-        std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-    };
-    let from = abs(if base.as_os_str().is_empty() { Path::new(".") } else { base });
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let from = abs(if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    });
     let to = abs(png);
     pathdiff::diff_paths(&to, &from).unwrap_or(to)
 }
@@ -207,7 +209,10 @@ mod tests {
 
     #[test]
     fn link_targets_are_percent_encoded() {
-        assert_eq!(link_target(Path::new("my plots/a (1).png")), "my%20plots/a%20%281%29.png");
+        assert_eq!(
+            link_target(Path::new("my plots/a (1).png")),
+            "my%20plots/a%20%281%29.png"
+        );
     }
 
     #[test]

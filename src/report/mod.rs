@@ -9,8 +9,8 @@ pub mod view;
 
 use crate::commands::input::{input_failure, open, read_run_record, Kind as FileKind};
 use crate::documents::{
-    Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification,
-    Simulator, TopologyDocument,
+    Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification, Simulator,
+    TopologyDocument,
 };
 use crate::exit::Failure;
 use crate::import::{nccl_tests, topo};
@@ -124,7 +124,9 @@ impl Documents {
             .map_err(|e| Failure::usage(format!("{file}: not an ncclprobe document: {e}")))?;
         let file = file.to_string();
         let bad = |what: &str, e: serde_json::Error| {
-            Failure::usage(format!("{file}: not a valid ncclprobe {what} document: {e}"))
+            Failure::usage(format!(
+                "{file}: not a valid ncclprobe {what} document: {e}"
+            ))
         };
         match (head.kind, head.simulator) {
             (Kind::Run, _) => {
@@ -192,7 +194,10 @@ impl Documents {
                 Err(f) => {
                     self.notes.push(Note {
                         level: "info".into(),
-                        text: format!("{}: not held against an expectation: {}", run.file, f.message),
+                        text: format!(
+                            "{}: not held against an expectation: {}",
+                            run.file, f.message
+                        ),
                     });
                     continue;
                 }

@@ -66,7 +66,9 @@ fn forces_slower_path(key: &str, value: &str) -> bool {
             let shm = ["vader", "sm", "smcuda"];
             let listed: Vec<&str> = v.split(',').map(str::trim).collect();
             if v.starts_with('^') {
-                listed.iter().any(|t| shm.contains(&t.trim_start_matches('^')))
+                listed
+                    .iter()
+                    .any(|t| shm.contains(&t.trim_start_matches('^')))
             } else {
                 !listed.iter().any(|t| shm.contains(t))
             }
@@ -93,11 +95,7 @@ pub fn same_file(a: &str, b: &str) -> bool {
 }
 
 /// The largest out-of-place size both runs measured for a collective, and each run's busbw there.
-fn at_largest_common(
-    a: &RunRecord,
-    b: &RunRecord,
-    coll: Collective,
-) -> Option<(u64, f64, f64)> {
+fn at_largest_common(a: &RunRecord, b: &RunRecord, coll: Collective) -> Option<(u64, f64, f64)> {
     let at = |r: &RunRecord, size: u64| {
         r.points
             .iter()
@@ -153,8 +151,11 @@ pub fn verdict(docs: &Documents) -> Verdict {
     let mut failed = Vec::new();
     let mut degraded = Vec::new();
     let mut fine = Vec::new();
-    let names: Vec<(&str, &RunRecord)> =
-        docs.runs.iter().map(|r| (r.file.as_str(), &r.doc)).collect();
+    let names: Vec<(&str, &RunRecord)> = docs
+        .runs
+        .iter()
+        .map(|r| (r.file.as_str(), &r.doc))
+        .collect();
     let run_labels = labels(&names);
     let alternative = |r: &RunRecord| {
         docs.runs.len() > 1 && forcing_overrides(&r.env).is_empty() && r.source == Source::Measured
@@ -162,7 +163,10 @@ pub fn verdict(docs: &Documents) -> Verdict {
     for (run, label) in docs.runs.iter().zip(&run_labels) {
         let r = &run.doc;
         if !finished(r) {
-            let why = r.error.clone().unwrap_or_else(|| "no reason recorded".into());
+            let why = r
+                .error
+                .clone()
+                .unwrap_or_else(|| "no reason recorded".into());
             let text = format!("the run ({label}) ended {}: {why}", r.status.name());
             // A run measured only to try the machine without its overrides is information
             // for the recommendation, not a fault of the machine as configured.
@@ -213,6 +217,16 @@ pub fn verdict(docs: &Documents) -> Verdict {
             degraded.push(doc.summary.clone());
         } else {
             fine.push(doc.summary.clone());
+        }
+    }
+    let mut measured = Vec::new();
+    measured_alternatives(docs, &mut measured);
+    for m in measured
+        .iter()
+        .filter(|m| m.factor.is_some_and(|f| f >= 1.2))
+    {
+        if let Some(gain) = &m.gain {
+            degraded.push(format!("{}: {gain}", m.action));
         }
     }
     for s in &docs.ddp {
@@ -270,14 +284,21 @@ fn measured_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
             .join(" ");
         for free in docs.runs.iter().filter(|r| {
             !std::ptr::eq(*r, forced)
-                && overrides.iter().all(|(k, _)| !r.doc.env.contains_key(k) || {
-                    !forces_slower_path(k, &r.doc.env[k])
+                && overrides.iter().all(|(k, _)| {
+                    !r.doc.env.contains_key(k) || { !forces_slower_path(k, &r.doc.env[k]) }
                 })
         }) {
             if !finished(&free.doc) {
-                let why = free.doc.error.clone().unwrap_or_else(|| "no reason recorded".into());
+                let why = free
+                    .doc
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into());
                 out.push(Recommendation {
-                    action: format!("keep {was} for now: without it the run ended {}", free.doc.status.name()),
+                    action: format!(
+                        "keep {was} for now: without it the run ended {}",
+                        free.doc.status.name()
+                    ),
                     gain: None,
                     evidence: vec![format!("{}: {why}", free.file)],
                     origin: "measured".into(),
@@ -286,10 +307,12 @@ fn measured_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
                 });
                 continue;
             }
-            let mut colls: Vec<Collective> = forced.doc.points.iter().map(|p| p.collective).collect();
+            let mut colls: Vec<Collective> =
+                forced.doc.points.iter().map(|p| p.collective).collect();
             colls.dedup();
             for coll in colls {
-                let Some((size, slow, fast)) = at_largest_common(&forced.doc, &free.doc, coll) else {
+                let Some((size, slow, fast)) = at_largest_common(&forced.doc, &free.doc, coll)
+                else {
                     continue;
                 };
                 if slow <= 0.0 || fast < slow * 1.05 {
@@ -309,8 +332,18 @@ fn measured_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
                     action: format!("{unset} ({was} forces a slower path)"),
                     gain: Some(gain),
                     evidence: vec![
-                        format!("{}: {coll} {} at {} ({was})", forced.file, gbps(slow), format_size(size)),
-                        format!("{}: {coll} {} at {} (without)", free.file, gbps(fast), format_size(size)),
+                        format!(
+                            "{}: {coll} {} at {} ({was})",
+                            forced.file,
+                            gbps(slow),
+                            format_size(size)
+                        ),
+                        format!(
+                            "{}: {coll} {} at {} (without)",
+                            free.file,
+                            gbps(fast),
+                            format_size(size)
+                        ),
                     ],
                     origin: "measured".into(),
                     factor: Some(fast / slow),
@@ -351,7 +384,9 @@ fn ddp_gain(docs: &Documents, slow: &Named<RunRecord>, fast: &Named<RunRecord>) 
 
 fn modelled_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
     for c in &docs.comparisons {
-        let Some(alt) = &c.doc.without_overrides else { continue };
+        let Some(alt) = &c.doc.without_overrides else {
+            continue;
+        };
         let Some(run) = docs.runs.iter().find(|r| same_file(&r.file, &c.doc.run)) else {
             continue;
         };
@@ -370,7 +405,10 @@ fn modelled_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
                 .collect();
             let action = format!("unset {}", keys.join(" and "));
             // A measured alternative says more than a modelled one; keep the model as evidence.
-            if let Some(m) = out.iter_mut().find(|r| r.origin == "measured" && r.action.starts_with(&action)) {
+            if let Some(m) = out
+                .iter_mut()
+                .find(|r| r.origin == "measured" && r.action.starts_with(&action))
+            {
                 m.evidence.push(format!("modelled: {}", alt.sentence));
                 continue;
             }
@@ -384,7 +422,10 @@ fn modelled_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
                     expected / measured,
                     alt.baseline.provenance
                 )),
-                evidence: vec![alt.sentence.clone(), format!("{}: {}", alt.baseline.id, alt.baseline.citation)],
+                evidence: vec![
+                    alt.sentence.clone(),
+                    format!("{}: {}", alt.baseline.id, alt.baseline.citation),
+                ],
                 origin: "modelled".into(),
                 factor: Some(expected / measured),
                 severity: None,
@@ -395,9 +436,11 @@ fn modelled_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
 
 /// A plateau far from its expectation with no override to blame: look for what slows the link.
 fn unexplained_gaps(docs: &Documents, out: &mut Vec<Recommendation>) {
-    for c in docs.comparisons.iter().filter(|c| {
-        c.doc.baseline.kind == "expectation" && c.doc.without_overrides.is_none()
-    }) {
+    for c in docs
+        .comparisons
+        .iter()
+        .filter(|c| c.doc.baseline.kind == "expectation" && c.doc.without_overrides.is_none())
+    {
         for (coll, ratio) in plateau_below(&c.doc) {
             if ratio <= 0.0 {
                 continue;
@@ -424,7 +467,12 @@ fn unexplained_gaps(docs: &Documents, out: &mut Vec<Recommendation>) {
 
 fn findings(docs: &Documents, out: &mut Vec<Recommendation>) {
     for d in &docs.diagnoses {
-        for f in d.doc.findings.iter().filter(|f| f.severity >= Severity::Warning && !f.fix.is_empty()) {
+        for f in d
+            .doc
+            .findings
+            .iter()
+            .filter(|f| f.severity >= Severity::Warning && !f.fix.is_empty())
+        {
             let evidence = f
                 .evidence
                 .iter()
@@ -457,16 +505,23 @@ fn ddp_default(s: &DdpSimulation) -> Option<&crate::analysis::ddp::Outcome> {
 fn simulations(docs: &Documents, out: &mut Vec<Recommendation>) {
     for s in &docs.ddp {
         let doc = &s.doc;
-        let (Some(best), Some(default)) = (&doc.best, ddp_default(doc)) else { continue };
+        let (Some(best), Some(default)) = (&doc.best, ddp_default(doc)) else {
+            continue;
+        };
         let mut evidence: Vec<String> = doc.advice.clone();
         evidence.push(format!("{}: {}", s.file, doc.link));
         let one = doc.one_gpu.samples_per_s;
         if best.samples_per_s < one {
             out.push(Recommendation {
-                action: format!("train {} on one GPU: {} GPUs over this link are slower", doc.model.name, doc.world_size),
+                action: format!(
+                    "train {} on one GPU: {} GPUs over this link are slower",
+                    doc.model.name, doc.world_size
+                ),
                 gain: Some(format!(
                     "{:.0} → {:.0} samples/s ({:.1}x, modelled)",
-                    default.samples_per_s, one, one / default.samples_per_s
+                    default.samples_per_s,
+                    one,
+                    one / default.samples_per_s
                 )),
                 evidence,
                 origin: "simulate".into(),

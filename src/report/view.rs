@@ -295,7 +295,8 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                         let mut top: Vec<&crate::documents::ComparedPoint> =
                             c.points.iter().filter(|p| p.collective == coll).collect();
                         top.sort_by_key(|p| p.size_bytes);
-                        top.last().map(|p| (p.ratio, p.verdict.clone(), p.layer.clone()))
+                        top.last()
+                            .map(|p| (p.ratio, p.verdict.clone(), p.layer.clone()))
                     });
                     HeadlineCell {
                         run: label.clone(),
@@ -305,13 +306,23 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                                 format!(
                                     "{} ({}–{})",
                                     gbps(h.plateau_busbw_bytes_per_s),
-                                    format_size(h.plateau_sizes_bytes.iter().copied().min().unwrap_or(0)),
-                                    format_size(h.plateau_sizes_bytes.iter().copied().max().unwrap_or(0))
+                                    format_size(
+                                        h.plateau_sizes_bytes.iter().copied().min().unwrap_or(0)
+                                    ),
+                                    format_size(
+                                        h.plateau_sizes_bytes.iter().copied().max().unwrap_or(0)
+                                    )
                                 )
                             })
                             .unwrap_or_else(|| "-".into()),
                         latency: h
-                            .map(|h| format!("{:.1} µs at {}", h.small_latency_s * 1e6, format_size(h.small_size_bytes)))
+                            .map(|h| {
+                                format!(
+                                    "{:.1} µs at {}",
+                                    h.small_latency_s * 1e6,
+                                    format_size(h.small_size_bytes)
+                                )
+                            })
                             .unwrap_or_else(|| "-".into()),
                         vs_expected: ratio
                             .as_ref()
@@ -485,7 +496,10 @@ fn simulations(docs: &Documents) -> (Vec<SimulationView>, Vec<FsdpView>) {
                     (
                         format!("{:?}", r.estimate.strategy),
                         format!("{:.1} ms", r.estimate.step_time_s * 1e3),
-                        format!("{:.1} GiB", r.estimate.total_bytes_per_gpu / (1u64 << 30) as f64),
+                        format!(
+                            "{:.1} GiB",
+                            r.estimate.total_bytes_per_gpu / (1u64 << 30) as f64
+                        ),
                         match r.fits {
                             Some(true) => "fits".into(),
                             Some(false) => "does not fit".into(),
@@ -523,8 +537,11 @@ fn topology_view(t: &crate::documents::TopologyDocument) -> TopologyView {
 
 /// The whole report but its plots (added by the renderer once drawn).
 pub fn build(docs: &Documents, title: &str) -> Report {
-    let names: Vec<(&str, &RunRecord)> =
-        docs.runs.iter().map(|r| (r.file.as_str(), &r.doc)).collect();
+    let names: Vec<(&str, &RunRecord)> = docs
+        .runs
+        .iter()
+        .map(|r| (r.file.as_str(), &r.doc))
+        .collect();
     let run_labels = labels(&names);
     let (qualifications, findings) = others(docs);
     let (simulations, fsdp) = simulations(docs);
@@ -537,12 +554,24 @@ pub fn build(docs: &Documents, title: &str) -> Report {
         })
     };
     docs.runs.iter().for_each(|d| list(&d.file, "run"));
-    docs.diagnoses.iter().for_each(|d| list(&d.file, "diagnosis"));
-    docs.ddp.iter().for_each(|d| list(&d.file, "simulation (ddp)"));
-    docs.fsdp.iter().for_each(|d| list(&d.file, "simulation (fsdp)"));
-    docs.comparisons.iter().for_each(|d| list(&d.file, "comparison"));
-    docs.qualifications.iter().for_each(|d| list(&d.file, "qualification"));
-    docs.topologies.iter().for_each(|d| list(&d.file, "topology"));
+    docs.diagnoses
+        .iter()
+        .for_each(|d| list(&d.file, "diagnosis"));
+    docs.ddp
+        .iter()
+        .for_each(|d| list(&d.file, "simulation (ddp)"));
+    docs.fsdp
+        .iter()
+        .for_each(|d| list(&d.file, "simulation (fsdp)"));
+    docs.comparisons
+        .iter()
+        .for_each(|d| list(&d.file, "comparison"));
+    docs.qualifications
+        .iter()
+        .for_each(|d| list(&d.file, "qualification"));
+    docs.topologies
+        .iter()
+        .for_each(|d| list(&d.file, "topology"));
     Report {
         title: title.to_string(),
         tool: format!("{} {}", tool.name, tool.version),
@@ -565,7 +594,11 @@ pub fn build(docs: &Documents, title: &str) -> Report {
         findings,
         simulations,
         fsdp,
-        topologies: docs.topologies.iter().map(|t| topology_view(&t.doc)).collect(),
+        topologies: docs
+            .topologies
+            .iter()
+            .map(|t| topology_view(&t.doc))
+            .collect(),
         plots: Vec::new(),
         timings: docs.timings.clone(),
         notes: docs.notes.clone(),

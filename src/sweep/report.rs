@@ -424,6 +424,31 @@ fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
     ))
 }
 
+/// `sweep --report/--markdown/--png-dir`: the finished record held against its expectation and
+/// rendered.
+fn report_of(args: &crate::cli::SweepArgs, record: &model::RunRecord) -> Result<(), Failure> {
+    use crate::commands::report::{destinations, produce, DEFAULT_TITLE};
+    let Some(dest) = destinations(args.report.clone(), &args.report_outputs)? else {
+        return Ok(());
+    };
+    let file = match &args.output.json {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
+        _ => "(this sweep)".to_string(),
+    };
+    let mut docs = crate::report::Documents::default();
+    docs.runs.push(crate::report::Named {
+        file,
+        doc: record.clone(),
+    });
+    docs.compare_runs_without_comparison();
+    let title = args
+        .report_outputs
+        .title
+        .as_deref()
+        .unwrap_or(DEFAULT_TITLE);
+    produce(&docs, title, &dest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,25 +479,4 @@ mod tests {
             "a pinned figure without its pageable twin is not printed"
         );
     }
-}
-
-/// `sweep --report/--markdown/--png-dir`: the finished record held against its expectation and
-/// rendered.
-fn report_of(args: &crate::cli::SweepArgs, record: &model::RunRecord) -> Result<(), Failure> {
-    use crate::commands::report::{destinations, produce, DEFAULT_TITLE};
-    let Some(dest) = destinations(args.report.clone(), &args.report_outputs)? else {
-        return Ok(());
-    };
-    let file = match &args.output.json {
-        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
-        _ => "(this sweep)".to_string(),
-    };
-    let mut docs = crate::report::Documents::default();
-    docs.runs.push(crate::report::Named {
-        file,
-        doc: record.clone(),
-    });
-    docs.compare_runs_without_comparison();
-    let title = args.report_outputs.title.as_deref().unwrap_or(DEFAULT_TITLE);
-    produce(&docs, title, &dest)
 }

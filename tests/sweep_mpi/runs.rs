@@ -300,3 +300,64 @@ fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
             >= 1
     );
 }
+
+#[test]
+fn doctor_under_mpirun_measures_in_its_ranks_and_rank_0_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let (o, _) = mpirun(
+        2,
+        &[
+            "doctor",
+            "--backend",
+            "mpi",
+            "-e",
+            "256K",
+            "--point-budget",
+            "0.05",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let run = read_record(&out.join("run.json"));
+    assert_eq!((run.backend.name.as_str(), run.backend.nranks), ("mpi", 2));
+    assert!(out.join("index.html").exists() && out.join("summary.md").exists());
+    assert!(text(&o.stdout).contains("report: "), "{}", text(&o.stdout));
+}
+
+/// doctor launching mpirun itself, with Open MPI restricted to TCP: it also measures the same
+/// sweep without the restriction (shared memory), and the report quotes both.
+#[test]
+fn doctor_measures_the_mpi_run_again_without_the_tcp_restriction() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let o = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args([
+            "doctor",
+            "--backend",
+            "mpi",
+            "--np",
+            "2",
+            "--launcher",
+            "mpirun --allow-run-as-root --oversubscribe",
+        ])
+        .args(["-b", "64K", "-e", "4M", "--point-budget", "0.05", "-o"])
+        .arg(&out)
+        .env("OMPI_MCA_btl", "tcp,self")
+        .env("NCCLPROBE_CUDA_DRIVER", "none")
+        .output()
+        .expect("doctor runs");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let tcp = read_record(&out.join("run.json"));
+    let shm = read_record(&out.join("run-without-overrides.json"));
+    assert_eq!(
+        tcp.env.get("OMPI_MCA_btl").map(String::as_str),
+        Some("tcp,self")
+    );
+    assert!(!shm.env.contains_key("OMPI_MCA_btl"));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("OMPI_MCA_btl=tcp,self") && html.contains("OMPI_MCA_btl unset"));
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    println!("{summary}");
+}

@@ -152,7 +152,10 @@ fn range(axis: Axis, values: impl Iterator<Item = f64>, from_zero: bool) -> (f64
         Axis::Linear => {
             let lo = if from_zero { lo.min(0.0) } else { lo };
             let span = if hi > lo { hi - lo } else { hi.abs().max(1.0) };
-            (lo - if from_zero { 0.0 } else { span * 0.05 }, hi + span * 0.08)
+            (
+                lo - if from_zero { 0.0 } else { span * 0.05 },
+                hi + span * 0.08,
+            )
         }
     }
 }
@@ -222,12 +225,7 @@ fn line_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) 
         let style = colour(h.colour).stroke_width(2);
         let y = place(y_axis, h.y);
         chart
-            .draw_series(DashedLineSeries::new(
-                [(xr.0, y), (xr.1, y)],
-                10,
-                6,
-                style,
-            ))
+            .draw_series(DashedLineSeries::new([(xr.0, y), (xr.1, y)], 10, 6, style))
             .map_err(err)?
             .label(&h.label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 22, y)], style));
@@ -361,7 +359,10 @@ fn cell_tick(ticks: &[String], at: f64) -> String {
     if (cell - cell.round()).abs() > 1e-6 || cell < 0.0 {
         return String::new();
     }
-    ticks.get(cell.round() as usize).cloned().unwrap_or_default()
+    ticks
+        .get(cell.round() as usize)
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -377,7 +378,10 @@ mod tests {
         assert_eq!(tick(Axis::Log10, -1.0), "0.1");
         assert_eq!(tick(Axis::Log10, 3.0), "1000");
         assert_eq!(tick(Axis::Log10, 6.0), "1e6");
-        assert_eq!(range(Axis::Log2Bytes, [8.0, 3e8].into_iter(), false), (3.0, 29.0));
+        assert_eq!(
+            range(Axis::Log2Bytes, [8.0, 3e8].into_iter(), false),
+            (3.0, 29.0)
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@ fn out_of_place(run: &RunRecord, coll: Collective) -> Vec<&Point> {
     let mut v: Vec<&Point> = run
         .points
         .iter()
-        .filter(|p| p.collective == coll && p.placement == Placement::OutOfPlace && p.size_bytes > 0)
+        .filter(|p| {
+            p.collective == coll && p.placement == Placement::OutOfPlace && p.size_bytes > 0
+        })
         .collect();
     v.sort_by_key(|p| p.size_bytes);
     v
@@ -71,12 +73,17 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
         sources.push(format!("{label}: {word}"));
         chart.series.push(Series {
             label: format!("{label} ({word})"),
-            points: points.iter().map(|p| (p.size_bytes as f64, p.busbw_bytes_per_s / 1e9)).collect(),
+            points: points
+                .iter()
+                .map(|p| (p.size_bytes as f64, p.busbw_bytes_per_s / 1e9))
+                .collect(),
             colour: i,
             dashed: false,
             markers: true,
         });
-        let Some(cmp) = docs.expectation_of(&run.file) else { continue };
+        let Some(cmp) = docs.expectation_of(&run.file) else {
+            continue;
+        };
         if baselines.contains(&cmp.baseline.id) {
             continue;
         }
@@ -84,7 +91,9 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
         let mut expected: Vec<_> = cmp
             .points
             .iter()
-            .filter(|p| p.collective == coll && p.placement == Placement::OutOfPlace && p.size_bytes > 0)
+            .filter(|p| {
+                p.collective == coll && p.placement == Placement::OutOfPlace && p.size_bytes > 0
+            })
             .collect();
         expected.sort_by_key(|p| p.size_bytes);
         if expected.is_empty() {
@@ -94,13 +103,22 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
             label: format!("expected band ({}, modelled)", cmp.baseline.id),
             points: expected
                 .iter()
-                .map(|p| (p.size_bytes as f64, p.expected_low_bytes_per_s / 1e9, p.expected_high_bytes_per_s / 1e9))
+                .map(|p| {
+                    (
+                        p.size_bytes as f64,
+                        p.expected_low_bytes_per_s / 1e9,
+                        p.expected_high_bytes_per_s / 1e9,
+                    )
+                })
                 .collect(),
             colour: i,
         });
         chart.series.push(Series {
             label: format!("expected ({})", cmp.baseline.id),
-            points: expected.iter().map(|p| (p.size_bytes as f64, p.expected_busbw_bytes_per_s / 1e9)).collect(),
+            points: expected
+                .iter()
+                .map(|p| (p.size_bytes as f64, p.expected_busbw_bytes_per_s / 1e9))
+                .collect(),
             colour: i,
             dashed: true,
             markers: false,
@@ -109,7 +127,10 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
         if let Some(entry) = table.get(&cmp.baseline.id).filter(|e| !e.per_nic) {
             if let Some(v) = entry.busbw_gbps.get(coll.name()) {
                 chart.hlines.push(HLine {
-                    label: format!("published plateau {v} GB/s ({}, {})", entry.id, cmp.baseline.provenance),
+                    label: format!(
+                        "published plateau {v} GB/s ({}, {})",
+                        entry.id, cmp.baseline.provenance
+                    ),
                     y: *v,
                     colour: BLACK,
                 });
@@ -140,7 +161,11 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
 }
 
 fn latency(docs: &Documents, run_labels: &[String], colls: &[Collective]) -> Option<Plot> {
-    let mut chart = line("Time per call vs message size".into(), "time per call (µs, log10)", Axis::Log10);
+    let mut chart = line(
+        "Time per call vs message size".into(),
+        "time per call (µs, log10)",
+        Axis::Log10,
+    );
     for (i, (run, label)) in docs.runs.iter().zip(run_labels).enumerate() {
         for (j, coll) in colls.iter().enumerate() {
             let points = out_of_place(&run.doc, *coll);
@@ -148,8 +173,15 @@ fn latency(docs: &Documents, run_labels: &[String], colls: &[Collective]) -> Opt
                 continue;
             }
             chart.series.push(Series {
-                label: if colls.len() > 1 { format!("{label}: {coll}") } else { label.clone() },
-                points: points.iter().map(|p| (p.size_bytes as f64, p.time_s * 1e6)).collect(),
+                label: if colls.len() > 1 {
+                    format!("{label}: {coll}")
+                } else {
+                    label.clone()
+                },
+                points: points
+                    .iter()
+                    .map(|p| (p.size_bytes as f64, p.time_s * 1e6))
+                    .collect(),
                 colour: i,
                 dashed: j > 0,
                 markers: true,
@@ -168,9 +200,17 @@ fn latency(docs: &Documents, run_labels: &[String], colls: &[Collective]) -> Opt
 }
 
 fn ratio(docs: &Documents) -> Option<Plot> {
-    let mut chart = line("Measured / expected busbw".into(), "measured / expected (x)", Axis::Linear);
+    let mut chart = line(
+        "Measured / expected busbw".into(),
+        "measured / expected (x)",
+        Axis::Linear,
+    );
     chart.legend_at = SeriesLabelPosition::UpperRight;
-    let files: Vec<(&str, &RunRecord)> = docs.runs.iter().map(|r| (r.file.as_str(), &r.doc)).collect();
+    let files: Vec<(&str, &RunRecord)> = docs
+        .runs
+        .iter()
+        .map(|r| (r.file.as_str(), &r.doc))
+        .collect();
     let run_labels = labels(&files);
     for (i, c) in docs.comparisons.iter().enumerate() {
         let doc = &c.doc;
@@ -185,26 +225,41 @@ fn ratio(docs: &Documents) -> Option<Plot> {
             .position(|r| same_file(&r.file, &doc.run))
             .map(|k| run_labels[k].clone())
             .unwrap_or_else(|| doc.run.clone());
-        let mut by_coll: BTreeMap<Collective, Vec<&crate::documents::ComparedPoint>> = BTreeMap::new();
-        for p in doc.points.iter().filter(|p| p.placement == Placement::OutOfPlace && p.size_bytes > 0) {
+        let mut by_coll: BTreeMap<Collective, Vec<&crate::documents::ComparedPoint>> =
+            BTreeMap::new();
+        for p in doc
+            .points
+            .iter()
+            .filter(|p| p.placement == Placement::OutOfPlace && p.size_bytes > 0)
+        {
             by_coll.entry(p.collective).or_default().push(p);
         }
         for (j, (coll, mut points)) in by_coll.into_iter().enumerate() {
             points.sort_by_key(|p| p.size_bytes);
-            let expected = |p: &&crate::documents::ComparedPoint| p.expected_busbw_bytes_per_s.max(1e-30);
+            let expected =
+                |p: &&crate::documents::ComparedPoint| p.expected_busbw_bytes_per_s.max(1e-30);
             if j == 0 {
                 chart.bands.push(Band {
                     label: format!("band vs {}", doc.baseline.id),
                     points: points
                         .iter()
-                        .map(|p| (p.size_bytes as f64, p.expected_low_bytes_per_s / expected(p), p.expected_high_bytes_per_s / expected(p)))
+                        .map(|p| {
+                            (
+                                p.size_bytes as f64,
+                                p.expected_low_bytes_per_s / expected(p),
+                                p.expected_high_bytes_per_s / expected(p),
+                            )
+                        })
                         .collect(),
                     colour,
                 });
             }
             chart.series.push(Series {
                 label: format!("{who}: {coll} vs {}", doc.baseline.id),
-                points: points.iter().map(|p| (p.size_bytes as f64, p.ratio)).collect(),
+                points: points
+                    .iter()
+                    .map(|p| (p.size_bytes as f64, p.ratio))
+                    .collect(),
                 colour,
                 dashed: j > 0,
                 markers: true,
@@ -214,7 +269,11 @@ fn ratio(docs: &Documents) -> Option<Plot> {
     if chart.series.is_empty() {
         return None;
     }
-    chart.hlines.push(HLine { label: "as expected (1.0x)".into(), y: 1.0, colour: BLACK });
+    chart.hlines.push(HLine {
+        label: "as expected (1.0x)".into(),
+        y: 1.0,
+        colour: BLACK,
+    });
     Some(Plot {
         name: "ratio".into(),
         title: chart.title.clone(),
@@ -248,7 +307,11 @@ fn spread(docs: &Documents, run_labels: &[String], colls: &[Collective]) -> Opti
             .iter()
             .map(|p| {
                 let t = &p.per_rank_time_s;
-                let (lo, hi) = t.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(*v), h.max(*v)));
+                let (lo, hi) = t
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                        (l.min(*v), h.max(*v))
+                    });
                 if let Some((rank, _)) = t.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)) {
                     *slowest.entry(rank).or_insert(0) += 1;
                 }
@@ -263,11 +326,29 @@ fn spread(docs: &Documents, run_labels: &[String], colls: &[Collective]) -> Opti
                 .ranks
                 .iter()
                 .find(|r| r.rank == *rank)
-                .map(|r| format!(" ({}{})", r.host, r.device.as_ref().map(|d| format!(", {d}")).unwrap_or_default()))
+                .map(|r| {
+                    format!(
+                        " ({}{})",
+                        r.host,
+                        r.device
+                            .as_ref()
+                            .map(|d| format!(", {d}"))
+                            .unwrap_or_default()
+                    )
+                })
                 .unwrap_or_default();
-            notes.push(format!("{label}: rank {rank}{host} is the slowest at {n} of {} sizes", points.len()));
+            notes.push(format!(
+                "{label}: rank {rank}{host} is the slowest at {n} of {} sizes",
+                points.len()
+            ));
         }
-        chart.series.push(Series { label: label.clone(), points: values, colour: i, dashed: false, markers: true });
+        chart.series.push(Series {
+            label: label.clone(),
+            points: values,
+            colour: i,
+            dashed: false,
+            markers: true,
+        });
     }
     if chart.series.is_empty() {
         return None;
@@ -302,7 +383,9 @@ fn ddp_heatmap(file: &str, sim: &DdpSimulation) -> Option<Plot> {
     accs.sort_unstable();
     let mut values = vec![vec![None; caps.len()]; accs.len()];
     for o in &sim.configurations {
-        let x = caps.iter().position(|c| (c - o.bucket_cap_mb).abs() < 1e-9)?;
+        let x = caps
+            .iter()
+            .position(|c| (c - o.bucket_cap_mb).abs() < 1e-9)?;
         let y = accs.iter().position(|a| *a == o.accumulation)?;
         let cell: &mut Option<f64> = &mut values[y][x];
         *cell = Some(cell.map_or(o.samples_per_s, |v: f64| v.max(o.samples_per_s)));
@@ -321,7 +404,16 @@ fn ddp_heatmap(file: &str, sim: &DdpSimulation) -> Option<Plot> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let safe: String = stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let safe: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     Some(Plot {
         name: format!("ddp-{safe}"),
         title: format!("DDP {} on {} GPUs: samples/s", sim.model.name, sim.world_size),
@@ -344,10 +436,17 @@ fn ddp_heatmap(file: &str, sim: &DdpSimulation) -> Option<Plot> {
 
 /// Every plot the documents support, in reading order.
 pub fn figures(docs: &Documents) -> Vec<Plot> {
-    let files: Vec<(&str, &RunRecord)> = docs.runs.iter().map(|r| (r.file.as_str(), &r.doc)).collect();
+    let files: Vec<(&str, &RunRecord)> = docs
+        .runs
+        .iter()
+        .map(|r| (r.file.as_str(), &r.doc))
+        .collect();
     let run_labels = labels(&files);
     let colls = collectives(docs);
-    let mut plots: Vec<Plot> = colls.iter().filter_map(|c| busbw(docs, &run_labels, *c)).collect();
+    let mut plots: Vec<Plot> = colls
+        .iter()
+        .filter_map(|c| busbw(docs, &run_labels, *c))
+        .collect();
     plots.extend(latency(docs, &run_labels, &colls));
     plots.extend(ratio(docs));
     plots.extend(spread(docs, &run_labels, &colls));

@@ -228,6 +228,225 @@ fn simulate(
     }
 }
 
+/// What every step works on: the arguments, the backend, the output directory, the documents
+/// gathered so far and the steps' timings.
+struct Doctor<'a> {
+    args: &'a DoctorArgs,
+    backend: Backend,
+    launched: bool,
+    dir: &'a Path,
+    docs: Documents,
+    steps: Steps,
+}
+
+impl Doctor<'_> {
+    fn note(&mut self, level: &str, text: String) {
+        self.docs.notes.push(Note {
+            level: level.into(),
+            text,
+        });
+    }
+
+    fn topology(&mut self) -> Result<(), Failure> {
+        self.steps.begin("topology");
+        let facts = crate::live::collect(&crate::live::Roots::default(), true);
+        match &facts.topology {
+            Some(t) => {
+                let doc = TopologyDocument::new("(live)".into(), t.clone());
+                write_json(&self.dir.join("topology.json"), &doc)?;
+                self.docs.topologies.push(Named {
+                    file: "topology.json".into(),
+                    doc,
+                });
+            }
+            None => self.note(
+                "info",
+                "no GPU topology on this machine (NVML not found): the expectation is chosen from the backend and rank count".into(),
+            ),
+        }
+        self.steps.end("topology");
+        Ok(())
+    }
+
+    /// The short sweep; the record's path when it left one.
+    fn sweep(&mut self, reason: &str) -> Option<PathBuf> {
+        let run_path = self.dir.join("run.json");
+        self.steps.begin(&format!(
+            "short sweep ({} backend: {reason})",
+            self.backend.name()
+        ));
+        let _ = std::fs::remove_file(&run_path);
+        let outcome = if self.launched {
+            sweep_here(self.args, self.backend, &run_path).map_err(|f| f.message)
+        } else {
+            child_sweep(self.args, self.backend, &run_path, &[]).map_err(|f| f.message)
+        };
+        let found = match (read_record(&run_path), outcome) {
+            (Some(run), _) => {
+                self.docs.runs.push(Named {
+                    file: run_path.display().to_string(),
+                    doc: run,
+                });
+                Some(run_path)
+            }
+            (None, Err(message)) => {
+                self.note("error", format!("the sweep left no record: {message}"));
+                None
+            }
+            (None, Ok(())) => {
+                self.note(
+                    "error",
+                    format!(
+                        "the sweep ended but {} could not be read",
+                        run_path.display()
+                    ),
+                );
+                None
+            }
+        };
+        self.steps.end("sweep");
+        found
+    }
+
+    /// The same sweep without the overrides that force a slower path, when it can be run.
+    fn alternative(&mut self, overrides: &[(String, String)]) {
+        let shown: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if overrides.is_empty() {
+            return;
+        }
+        if self.args.no_alternative {
+            let text = format!(
+                "{} is set; not measured without it (--no-alternative)",
+                shown.join(" ")
+            );
+            return self.note("info", text);
+        }
+        if self.launched {
+            let text = format!(
+                "{} came from the launcher: measuring without it needs the ranks started again without it",
+                shown.join(" ")
+            );
+            return self.note("info", text);
+        }
+        let alt_path = self.dir.join("run-without-overrides.json");
+        self.steps
+            .begin(&format!("the same sweep without {}", shown.join(" ")));
+        let _ = std::fs::remove_file(&alt_path);
+        let keys: Vec<String> = overrides.iter().map(|(k, _)| k.clone()).collect();
+        let outcome = child_sweep(self.args, self.backend, &alt_path, &keys);
+        let error = match (read_record(&alt_path), outcome) {
+            (Some(run), _) => {
+                self.docs.runs.push(Named {
+                    file: alt_path.display().to_string(),
+                    doc: run,
+                });
+                None
+            }
+            (None, Err(f)) => Some(f.message),
+            (None, Ok(())) => Some(format!("{} could not be read", alt_path.display())),
+        };
+        if let Some(error) = error {
+            self.docs.failed_alternatives.push(FailedAlternative {
+                overrides: shown,
+                error,
+            });
+        }
+        self.steps.end("sweep without overrides");
+    }
+
+    fn diagnose(&mut self, run: Option<PathBuf>) -> Result<(), Failure> {
+        self.steps.begin("diagnose");
+        let diagnose_args = crate::cli::DiagnoseArgs {
+            from: run.into_iter().collect(),
+            live: true,
+            format: crate::cli::OutputFormat::Json,
+            fail_on: None,
+        };
+        let inputs = crate::commands::diagnose::gather(&diagnose_args)?;
+        let findings = crate::diagnose::rules(&inputs);
+        let doc = DiagnosisDocument::new(inputs.facts(), findings);
+        write_json(&self.dir.join("diagnosis.json"), &doc)?;
+        self.docs.diagnoses.push(Named {
+            file: "diagnosis.json".into(),
+            doc,
+        });
+        self.steps.end("diagnose");
+        Ok(())
+    }
+
+    fn compare(&mut self) -> Result<(), Failure> {
+        self.steps
+            .begin("compare with what this machine should give");
+        self.docs.compare_runs_without_comparison();
+        for (i, c) in self.docs.comparisons.iter_mut().enumerate() {
+            let name = match i {
+                0 => "comparison.json".to_string(),
+                _ => format!("comparison-{}.json", i + 1),
+            };
+            write_json(&self.dir.join(&name), &c.doc)?;
+            c.file = name;
+        }
+        self.steps.end("compare");
+        Ok(())
+    }
+
+    /// DDP on each measured curve (with and without the overrides), when a model was named.
+    fn simulate(&mut self) -> Result<(), Failure> {
+        if self.args.model.is_none() {
+            return Ok(());
+        }
+        self.steps.begin("simulate DDP on the measured curve");
+        let runs: Vec<(PathBuf, usize)> = self
+            .docs
+            .runs
+            .iter()
+            .map(|r| (PathBuf::from(&r.file), r.doc.backend.nranks))
+            .collect();
+        for (i, (path, world)) in runs.iter().enumerate() {
+            match simulate(self.args, path, *world) {
+                Ok(doc) => {
+                    let name = match i {
+                        0 => "simulation.json",
+                        _ => "simulation-without-overrides.json",
+                    };
+                    write_json(&self.dir.join(name), &doc)?;
+                    self.docs.ddp.push(Named {
+                        file: name.into(),
+                        doc,
+                    });
+                }
+                Err(f) => self.note(
+                    "warning",
+                    format!("no DDP simulation on {}: {}", path.display(), f.message),
+                ),
+            }
+        }
+        self.steps.end("simulate");
+        Ok(())
+    }
+
+    fn report(&mut self) -> Result<(), Failure> {
+        self.steps.begin("report");
+        self.docs.timings = self.steps.timings.clone();
+        let title = self.args.title.clone().unwrap_or_else(|| {
+            let host = hostname::get()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("ncclprobe doctor: {host}")
+        });
+        let dest = Destinations {
+            html: Some(self.dir.join("index.html")),
+            markdown: Some(self.dir.join("summary.md")),
+            png_dir: Some(self.dir.to_path_buf()),
+            svg: true,
+        };
+        let rendered = crate::render::report::render(&self.docs, &title, &dest)?;
+        crate::render::report::write_all(&rendered, &dest)?;
+        self.steps.end("report");
+        Ok(())
+    }
+}
+
 pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     if args.model.is_some() && args.compute_ms.is_none() {
         return Err(Failure::usage(
@@ -251,186 +470,37 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::Ok);
     }
     let overrides = overrides_for(backend);
-    let alternative = !args.no_alternative && !overrides.is_empty();
-    let mut steps = Steps {
-        total: 5 + usize::from(alternative) + usize::from(args.model.is_some()),
-        done: 0,
-        started: Instant::now(),
-        timings: Vec::new(),
-    };
-    let mut docs = Documents::default();
+    let measures_alternative = !args.no_alternative && !overrides.is_empty() && !launched;
     let total = Instant::now();
-
-    steps.begin("topology");
-    let facts = crate::live::collect(&crate::live::Roots::default(), true);
-    match &facts.topology {
-        Some(t) => {
-            let doc = TopologyDocument::new("(live)".into(), t.clone());
-            write_json(&dir.join("topology.json"), &doc)?;
-            docs.topologies.push(Named { file: "topology.json".into(), doc });
-        }
-        None => docs.notes.push(Note {
-            level: "info".into(),
-            text: "no GPU topology on this machine (NVML not found): the expectation is chosen from the backend and rank count".into(),
-        }),
-    }
-    steps.end("topology");
-
-    steps.begin(&format!(
-        "short sweep ({} backend: {})",
-        backend.name(),
-        selection.reason
-    ));
-    let _ = std::fs::remove_file(&run_path);
-    let outcome = if launched {
-        sweep_here(args, backend, &run_path).map_err(|f| f.message)
-    } else {
-        child_sweep(args, backend, &run_path, &[]).map_err(|f| f.message)
+    let mut doctor = Doctor {
+        args,
+        backend,
+        launched,
+        dir,
+        docs: Documents::default(),
+        steps: Steps {
+            total: 5 + usize::from(measures_alternative) + usize::from(args.model.is_some()),
+            done: 0,
+            started: Instant::now(),
+            timings: Vec::new(),
+        },
     };
-    let main_run = read_record(&run_path);
-    match (&main_run, outcome) {
-        (Some(run), _) => docs.runs.push(Named {
-            file: run_path.display().to_string(),
-            doc: run.clone(),
-        }),
-        (None, Err(message)) => docs.notes.push(Note {
-            level: "error".into(),
-            text: format!("the sweep left no record: {message}"),
-        }),
-        (None, Ok(())) => docs.notes.push(Note {
-            level: "error".into(),
-            text: format!(
-                "the sweep ended but {} could not be read",
-                run_path.display()
-            ),
-        }),
-    }
-    steps.end("sweep");
+    doctor.topology()?;
+    let run = doctor.sweep(&selection.reason);
+    doctor.alternative(&overrides);
+    doctor.diagnose(run)?;
+    doctor.compare()?;
+    doctor.simulate()?;
+    doctor.report()?;
+    let docs = &doctor.docs;
 
-    let alt_path = dir.join("run-without-overrides.json");
-    let shown: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    if alternative && launched {
-        docs.notes.push(Note {
-            level: "info".into(),
-            text: format!(
-                "{} came from the launcher: measuring without it needs the ranks started again without it",
-                shown.join(" ")
-            ),
-        });
-    } else if alternative {
-        steps.begin(&format!("the same sweep without {}", shown.join(" ")));
-        let _ = std::fs::remove_file(&alt_path);
-        let keys: Vec<String> = overrides.iter().map(|(k, _)| k.clone()).collect();
-        let outcome = child_sweep(args, backend, &alt_path, &keys);
-        match (read_record(&alt_path), outcome) {
-            (Some(run), _) => docs.runs.push(Named {
-                file: alt_path.display().to_string(),
-                doc: run,
-            }),
-            (None, Err(f)) => docs.failed_alternatives.push(FailedAlternative {
-                overrides: shown.clone(),
-                error: f.message,
-            }),
-            (None, Ok(())) => docs.failed_alternatives.push(FailedAlternative {
-                overrides: shown.clone(),
-                error: format!("{} could not be read", alt_path.display()),
-            }),
-        }
-        steps.end("sweep without overrides");
-    } else if !overrides.is_empty() {
-        docs.notes.push(Note {
-            level: "info".into(),
-            text: format!(
-                "{} is set; not measured without it (--no-alternative)",
-                shown.join(" ")
-            ),
-        });
-    }
-
-    steps.begin("diagnose");
-    let diagnose_args = crate::cli::DiagnoseArgs {
-        from: main_run
-            .as_ref()
-            .map(|_| vec![run_path.clone()])
-            .unwrap_or_default(),
-        live: true,
-        format: crate::cli::OutputFormat::Json,
-        fail_on: None,
-    };
-    let inputs = crate::commands::diagnose::gather(&diagnose_args)?;
-    let findings = crate::diagnose::rules(&inputs);
-    let doc = DiagnosisDocument::new(inputs.facts(), findings);
-    write_json(&dir.join("diagnosis.json"), &doc)?;
-    docs.diagnoses.push(Named {
-        file: "diagnosis.json".into(),
-        doc,
-    });
-    steps.end("diagnose");
-
-    steps.begin("compare with what this machine should give");
-    docs.compare_runs_without_comparison();
-    for (i, c) in docs.comparisons.iter_mut().enumerate() {
-        let name = if i == 0 {
-            "comparison.json".to_string()
-        } else {
-            format!("comparison-{}.json", i + 1)
-        };
-        write_json(&dir.join(&name), &c.doc)?;
-        c.file = name;
-    }
-    steps.end("compare");
-
-    if args.model.is_some() {
-        steps.begin("simulate DDP on the measured curve");
-        let runs: Vec<(PathBuf, usize)> = docs
-            .runs
-            .iter()
-            .map(|r| (PathBuf::from(&r.file), r.doc.backend.nranks))
-            .collect();
-        for (i, (path, world)) in runs.iter().enumerate() {
-            match simulate(args, path, *world) {
-                Ok(doc) => {
-                    let name = if i == 0 {
-                        "simulation.json".to_string()
-                    } else {
-                        "simulation-without-overrides.json".to_string()
-                    };
-                    write_json(&dir.join(&name), &doc)?;
-                    docs.ddp.push(Named { file: name, doc });
-                }
-                Err(f) => docs.notes.push(Note {
-                    level: "warning".into(),
-                    text: format!("no DDP simulation on {}: {}", path.display(), f.message),
-                }),
-            }
-        }
-        steps.end("simulate");
-    }
-
-    steps.begin("report");
-    docs.timings = steps.timings.clone();
-    let title = args.title.clone().unwrap_or_else(|| {
-        let host = hostname::get()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        format!("ncclprobe doctor: {host}")
-    });
-    let dest = Destinations {
-        html: Some(dir.join("index.html")),
-        markdown: Some(dir.join("summary.md")),
-        png_dir: Some(dir.to_path_buf()),
-        svg: true,
-    };
-    let rendered = crate::render::report::render(&docs, &title, &dest)?;
-    crate::render::report::write_all(&rendered, &dest)?;
-    steps.end("report");
-    let verdict = crate::report::verdict::verdict(&docs);
+    let verdict = crate::report::verdict::verdict(docs);
     println!(
         "{}: {}",
         format!("{:?}", verdict.state).to_uppercase(),
         verdict.sentence
     );
-    for (i, r) in crate::report::verdict::recommendations(&docs)
+    for (i, r) in crate::report::verdict::recommendations(docs)
         .iter()
         .take(3)
         .enumerate()

@@ -218,6 +218,16 @@ impl Documents {
         self.comparisons.extend(added);
     }
 
+    /// Each run's label: what differs between the runs (see `label`).
+    pub fn run_labels(&self) -> Vec<String> {
+        let names: Vec<(&str, &RunRecord)> = self
+            .runs
+            .iter()
+            .map(|r| (r.file.as_str(), &r.doc))
+            .collect();
+        label::labels(&names)
+    }
+
     /// The comparison of a run against its expectation, if any.
     pub fn expectation_of(&self, run_file: &str) -> Option<&Comparison> {
         self.comparisons

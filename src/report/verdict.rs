@@ -2,7 +2,6 @@
 //! recommendations, each with its evidence, ranked by the gain expected where a number exists
 //! (measured alternatives, then modelled ones, then findings by severity).
 
-use super::label::labels;
 use super::{Documents, Named};
 use crate::coll::{Collective, Placement};
 use crate::diagnose::Severity;
@@ -151,12 +150,7 @@ pub fn verdict(docs: &Documents) -> Verdict {
     let mut failed = Vec::new();
     let mut degraded = Vec::new();
     let mut fine = Vec::new();
-    let names: Vec<(&str, &RunRecord)> = docs
-        .runs
-        .iter()
-        .map(|r| (r.file.as_str(), &r.doc))
-        .collect();
-    let run_labels = labels(&names);
+    let run_labels = docs.run_labels();
     let alternative = |r: &RunRecord| {
         docs.runs.len() > 1 && forcing_overrides(&r.env).is_empty() && r.source == Source::Measured
     };

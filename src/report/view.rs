@@ -3,7 +3,6 @@
 //! citation, modelled). Strings from machines and logs are passed as they are; the HTML
 //! template escapes them and the Markdown one quotes them.
 
-use super::label::labels;
 use super::verdict::{recommendations, verdict, Recommendation, Verdict};
 use super::{Documents, Note, Timing};
 use crate::coll::Placement;
@@ -537,12 +536,7 @@ fn topology_view(t: &crate::documents::TopologyDocument) -> TopologyView {
 
 /// The whole report but its plots (added by the renderer once drawn).
 pub fn build(docs: &Documents, title: &str) -> Report {
-    let names: Vec<(&str, &RunRecord)> = docs
-        .runs
-        .iter()
-        .map(|r| (r.file.as_str(), &r.doc))
-        .collect();
-    let run_labels = labels(&names);
+    let run_labels = docs.run_labels();
     let (qualifications, findings) = others(docs);
     let (simulations, fsdp) = simulations(docs);
     let tool = crate::buildinfo::tool_info();

@@ -6,7 +6,6 @@ use super::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
 use crate::coll::{Collective, Placement};
 use crate::documents::DdpSimulation;
 use crate::model::{Point, RunRecord};
-use crate::report::label::labels;
 use crate::report::verdict::same_file;
 use crate::report::Documents;
 use plotters::chart::SeriesLabelPosition;
@@ -206,12 +205,7 @@ fn ratio(docs: &Documents) -> Option<Plot> {
         Axis::Linear,
     );
     chart.legend_at = SeriesLabelPosition::UpperRight;
-    let files: Vec<(&str, &RunRecord)> = docs
-        .runs
-        .iter()
-        .map(|r| (r.file.as_str(), &r.doc))
-        .collect();
-    let run_labels = labels(&files);
+    let run_labels = docs.run_labels();
     for (i, c) in docs.comparisons.iter().enumerate() {
         let doc = &c.doc;
         let colour = docs
@@ -436,12 +430,7 @@ fn ddp_heatmap(file: &str, sim: &DdpSimulation) -> Option<Plot> {
 
 /// Every plot the documents support, in reading order.
 pub fn figures(docs: &Documents) -> Vec<Plot> {
-    let files: Vec<(&str, &RunRecord)> = docs
-        .runs
-        .iter()
-        .map(|r| (r.file.as_str(), &r.doc))
-        .collect();
-    let run_labels = labels(&files);
+    let run_labels = docs.run_labels();
     let colls = collectives(docs);
     let mut plots: Vec<Plot> = colls
         .iter()

@@ -27,7 +27,7 @@ pub const TABLE: &[(ExitCode, &str)] = &[
     (ExitCode::Usage, "usage or bad input (flags, sizes, files)"),
     (
         ExitCode::CheckFailed,
-        "check failed (`#wrong` > 0), a `qualify` gate failed, or `diagnose --fail-on` found a finding that severe",
+        "check failed (`#wrong` > 0), a `qualify` gate failed, `diagnose --fail-on` found a finding that severe, or `doctor`'s verdict is failed",
     ),
     (
         ExitCode::Timeout,

@@ -82,6 +82,16 @@ pub enum RunStatus {
     Truncated,
 }
 
+impl Source {
+    /// The source as the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Measured => "measured",
+            Source::Imported => "imported",
+        }
+    }
+}
+
 impl RunStatus {
     /// The status as the record writes it.
     pub fn name(self) -> &'static str {

@@ -425,7 +425,7 @@ impl Doctor<'_> {
         Ok(())
     }
 
-    fn report(&mut self) -> Result<(), Failure> {
+    fn report(&mut self) -> Result<crate::render::report::Rendered, Failure> {
         self.steps.begin("report");
         self.docs.timings = self.steps.timings.clone();
         let title = self.args.title.clone().unwrap_or_else(|| {
@@ -443,7 +443,7 @@ impl Doctor<'_> {
         let rendered = crate::render::report::render(&self.docs, &title, &dest)?;
         crate::render::report::write_all(&rendered, &dest)?;
         self.steps.end("report");
-        Ok(())
+        Ok(rendered)
     }
 }
 
@@ -491,20 +491,15 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     doctor.diagnose(run)?;
     doctor.compare()?;
     doctor.simulate()?;
-    doctor.report()?;
-    let docs = &doctor.docs;
+    let rendered = doctor.report()?;
+    let verdict = &rendered.verdict;
 
-    let verdict = crate::report::verdict::verdict(docs);
     println!(
         "{}: {}",
         format!("{:?}", verdict.state).to_uppercase(),
         verdict.sentence
     );
-    for (i, r) in crate::report::verdict::recommendations(docs)
-        .iter()
-        .take(3)
-        .enumerate()
-    {
+    for (i, r) in rendered.recommendations.iter().take(3).enumerate() {
         match &r.gain {
             Some(g) => println!("{}. {} — {g}", i + 1, r.action),
             None => println!("{}. {}", i + 1, r.action),

@@ -22,6 +22,16 @@ pub struct Evidence {
     pub text: String,
 }
 
+impl Evidence {
+    /// `file:line: text`, or `file: text` when the fact is not one line.
+    pub fn cited(&self) -> String {
+        match self.line {
+            0 => format!("{}: {}", self.file, self.text),
+            n => format!("{}:{n}: {}", self.file, self.text),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankSeen {
     pub rank: usize,

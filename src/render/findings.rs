@@ -41,11 +41,7 @@ pub fn table(facts: &Facts, findings: &[Finding]) -> String {
     for f in findings {
         let _ = writeln!(out, "\n[{:?}] {}: {}", f.severity, f.id, f.title);
         for e in f.evidence.iter().take(6) {
-            if e.line > 0 {
-                let _ = writeln!(out, "    {}:{}: {}", e.file, e.line, e.text);
-            } else {
-                let _ = writeln!(out, "    {}: {}", e.file, e.text);
-            }
+            let _ = writeln!(out, "    {}", e.cited());
         }
         let _ = writeln!(out, "  why: {}", f.explanation);
         let _ = writeln!(out, "  fix: {}", f.fix);

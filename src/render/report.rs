@@ -65,6 +65,9 @@ pub struct Rendered {
     pub html: String,
     pub markdown: String,
     pub plots: Vec<Drawn>,
+    /// What the report said first, for a caller that also prints it.
+    pub verdict: crate::report::verdict::Verdict,
+    pub recommendations: Vec<crate::report::recommend::Recommendation>,
 }
 
 /// Where the files go: any of them may be absent.
@@ -135,10 +138,13 @@ pub fn render(docs: &Documents, title: &str, dest: &Destinations) -> Result<Rend
             .and_then(|t| t.render(minijinja::context! { r => Value::from(Serde(&report)) }))
             .map_err(|e| Failure::internal(format!("report template {name}: {e:#}")))
     };
+    let (html, markdown) = (fill("report.html")?, tidy_markdown(&fill("summary.md")?));
     Ok(Rendered {
-        html: fill("report.html")?,
-        markdown: tidy_markdown(&fill("summary.md")?),
+        html,
+        markdown,
         plots,
+        verdict: report.verdict,
+        recommendations: report.recommendations,
     })
 }
 

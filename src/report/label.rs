@@ -32,7 +32,8 @@ fn traits(run: &RunRecord) -> Vec<(String, String)> {
     t
 }
 
-fn short(file: &str) -> String {
+/// A file's name without its directories (how documents made elsewhere name the same file).
+pub fn short(file: &str) -> String {
     Path::new(file)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -4,6 +4,7 @@
 //! templates render (`view`).
 
 pub mod label;
+pub mod recommend;
 pub mod verdict;
 pub mod view;
 
@@ -16,6 +17,15 @@ use crate::exit::Failure;
 use crate::import::{nccl_tests, topo};
 use crate::model::RunRecord;
 use std::path::Path;
+
+/// A bandwidth as reports quote it (`-` when there is none).
+pub fn gbps(bytes_per_s: f64) -> String {
+    if bytes_per_s.is_finite() {
+        format!("{:.2} GB/s", bytes_per_s / 1e9)
+    } else {
+        "-".into()
+    }
+}
 
 /// A document and the file it came from.
 #[derive(Debug, Clone)]

@@ -1,13 +1,13 @@
-//! What a reader sees first: healthy / degraded / failed with the one sentence why, and the
-//! recommendations, each with its evidence, ranked by the gain expected where a number exists
-//! (measured alternatives, then modelled ones, then findings by severity).
+//! What a reader sees first: healthy / degraded / failed with the one sentence why (the
+//! recommendations that follow it are `recommend`'s).
 
-use super::{Documents, Named};
-use crate::coll::{Collective, Placement};
+use super::label::short;
+use super::recommend::measured_alternatives;
+use super::Documents;
+use crate::coll::Collective;
 use crate::diagnose::Severity;
-use crate::documents::{Comparison, DdpSimulation};
+use crate::documents::Comparison;
 use crate::model::{RunRecord, RunStatus, Source};
-use crate::units::format_size;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -28,23 +28,6 @@ pub struct Verdict {
     pub reasons: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Recommendation {
-    /// What to do.
-    pub action: String,
-    /// The expected gain in words, with its source (measured / modelled).
-    pub gain: Option<String>,
-    /// Where it came from: file:line of a log, a measured point, a document.
-    pub evidence: Vec<String>,
-    /// `measured`, `modelled`, `diagnose`, `simulate`, `compare`.
-    pub origin: String,
-    /// The factor behind `gain` (new / old), for ranking.
-    #[serde(skip)]
-    pub factor: Option<f64>,
-    #[serde(skip)]
-    pub severity: Option<Severity>,
-}
-
 /// Environment settings that force NCCL (or MPI) onto a slower path: the ones `doctor` also
 /// measures without, and whose absence in another run is a measured alternative.
 pub fn forcing_overrides(env: &BTreeMap<String, String>) -> Vec<(String, String)> {
@@ -54,7 +37,7 @@ pub fn forcing_overrides(env: &BTreeMap<String, String>) -> Vec<(String, String)
         .collect()
 }
 
-fn forces_slower_path(key: &str, value: &str) -> bool {
+pub(super) fn forces_slower_path(key: &str, value: &str) -> bool {
     let v = value.trim().to_ascii_lowercase();
     match key {
         "NCCL_SHM_DISABLE" | "NCCL_P2P_DISABLE" | "NCCL_IB_DISABLE" => v == "1",
@@ -76,47 +59,12 @@ fn forces_slower_path(key: &str, value: &str) -> bool {
     }
 }
 
-/// A point's figure as a reader quotes it.
-fn gbps(bytes_per_s: f64) -> String {
-    format!("{:.2} GB/s", bytes_per_s / 1e9)
-}
-
-fn base(file: &str) -> &str {
-    std::path::Path::new(file)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(file)
-}
-
 /// Whether a document's `run` (as its command was given it) names this file.
 pub fn same_file(a: &str, b: &str) -> bool {
-    a == b || base(a) == base(b)
+    a == b || short(a) == short(b)
 }
 
-/// The largest out-of-place size both runs measured for a collective, and each run's busbw there.
-fn at_largest_common(a: &RunRecord, b: &RunRecord, coll: Collective) -> Option<(u64, f64, f64)> {
-    let at = |r: &RunRecord, size: u64| {
-        r.points
-            .iter()
-            .find(|p| {
-                p.collective == coll && p.placement == Placement::OutOfPlace && p.size_bytes == size
-            })
-            .map(|p| p.busbw_bytes_per_s)
-    };
-    let mut sizes: Vec<u64> = a
-        .points
-        .iter()
-        .filter(|p| p.collective == coll && p.placement == Placement::OutOfPlace)
-        .map(|p| p.size_bytes)
-        .collect();
-    sizes.sort_unstable();
-    sizes
-        .into_iter()
-        .rev()
-        .find_map(|s| Some((s, at(a, s)?, at(b, s)?)))
-}
-
-fn finished(run: &RunRecord) -> bool {
+pub(super) fn finished(run: &RunRecord) -> bool {
     matches!(run.status, RunStatus::Complete | RunStatus::Truncated)
 }
 
@@ -257,311 +205,6 @@ pub fn verdict(docs: &Documents) -> Verdict {
         sentence: reasons.first().cloned().unwrap_or_default(),
         reasons,
     }
-}
-
-/// What removing the overrides of one run gave another, measured.
-fn measured_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
-    for forced in &docs.runs {
-        let overrides = forcing_overrides(&forced.doc.env);
-        if overrides.is_empty() {
-            continue;
-        }
-        let unset = overrides
-            .iter()
-            .map(|(k, _)| format!("unset {k}"))
-            .collect::<Vec<_>>()
-            .join(" and ");
-        let was = overrides
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        for free in docs.runs.iter().filter(|r| {
-            !std::ptr::eq(*r, forced)
-                && overrides.iter().all(|(k, _)| {
-                    !r.doc.env.contains_key(k) || { !forces_slower_path(k, &r.doc.env[k]) }
-                })
-        }) {
-            if !finished(&free.doc) {
-                let why = free
-                    .doc
-                    .error
-                    .clone()
-                    .unwrap_or_else(|| "no reason recorded".into());
-                out.push(Recommendation {
-                    action: format!(
-                        "keep {was} for now: without it the run ended {}",
-                        free.doc.status.name()
-                    ),
-                    gain: None,
-                    evidence: vec![format!("{}: {why}", free.file)],
-                    origin: "measured".into(),
-                    factor: None,
-                    severity: Some(Severity::Warning),
-                });
-                continue;
-            }
-            let mut colls: Vec<Collective> =
-                forced.doc.points.iter().map(|p| p.collective).collect();
-            colls.dedup();
-            for coll in colls {
-                let Some((size, slow, fast)) = at_largest_common(&forced.doc, &free.doc, coll)
-                else {
-                    continue;
-                };
-                if slow <= 0.0 || fast < slow * 1.05 {
-                    continue;
-                }
-                let mut gain = format!(
-                    "{coll} busbw {} → {} at {} ({:.1}x, measured)",
-                    gbps(slow),
-                    gbps(fast),
-                    format_size(size),
-                    fast / slow
-                );
-                if let Some(ddp) = ddp_gain(docs, forced, free) {
-                    gain.push_str(&format!("; {ddp}"));
-                }
-                out.push(Recommendation {
-                    action: format!("{unset} ({was} forces a slower path)"),
-                    gain: Some(gain),
-                    evidence: vec![
-                        format!(
-                            "{}: {coll} {} at {} ({was})",
-                            forced.file,
-                            gbps(slow),
-                            format_size(size)
-                        ),
-                        format!(
-                            "{}: {coll} {} at {} (without)",
-                            free.file,
-                            gbps(fast),
-                            format_size(size)
-                        ),
-                    ],
-                    origin: "measured".into(),
-                    factor: Some(fast / slow),
-                    severity: None,
-                });
-            }
-        }
-    }
-    for failed in &docs.failed_alternatives {
-        out.push(Recommendation {
-            action: format!(
-                "keep {} for now: the run without it could not be measured",
-                failed.overrides.join(" ")
-            ),
-            gain: None,
-            evidence: vec![failed.error.clone()],
-            origin: "measured".into(),
-            factor: None,
-            severity: Some(Severity::Warning),
-        });
-    }
-}
-
-/// The DDP step on each run's curve, when a simulation was made from both.
-fn ddp_gain(docs: &Documents, slow: &Named<RunRecord>, fast: &Named<RunRecord>) -> Option<String> {
-    let on = |run: &Named<RunRecord>| {
-        docs.ddp
-            .iter()
-            .find(|s| s.doc.link.contains(base(&run.file)))
-            .and_then(|s| s.doc.best.as_ref().map(|b| (s, b.iters_per_s)))
-    };
-    let ((sim, before), (_, after)) = (on(slow)?, on(fast)?);
-    Some(format!(
-        "DDP {} step {:.2} → {:.2} it/s (modelled)",
-        sim.doc.model.name, before, after
-    ))
-}
-
-fn modelled_alternatives(docs: &Documents, out: &mut Vec<Recommendation>) {
-    for c in &docs.comparisons {
-        let Some(alt) = &c.doc.without_overrides else {
-            continue;
-        };
-        let Some(run) = docs.runs.iter().find(|r| same_file(&r.file, &c.doc.run)) else {
-            continue;
-        };
-        for h in &run.doc.headlines {
-            let Some(expected) = alt.plateau_busbw_bytes_per_s.get(h.collective.name()) else {
-                continue;
-            };
-            let measured = h.plateau_busbw_bytes_per_s;
-            if measured <= 0.0 || *expected < measured * 1.05 {
-                continue;
-            }
-            let keys: Vec<&str> = alt
-                .overrides
-                .iter()
-                .map(|o| o.split('=').next().unwrap_or(o))
-                .collect();
-            let action = format!("unset {}", keys.join(" and "));
-            // A measured alternative says more than a modelled one; keep the model as evidence.
-            if let Some(m) = out
-                .iter_mut()
-                .find(|r| r.origin == "measured" && r.action.starts_with(&action))
-            {
-                m.evidence.push(format!("modelled: {}", alt.sentence));
-                continue;
-            }
-            out.push(Recommendation {
-                action,
-                gain: Some(format!(
-                    "expected {} busbw {} → ~{} at the plateau ({:.1}x, modelled: {})",
-                    h.collective,
-                    gbps(measured),
-                    gbps(*expected),
-                    expected / measured,
-                    alt.baseline.provenance
-                )),
-                evidence: vec![
-                    alt.sentence.clone(),
-                    format!("{}: {}", alt.baseline.id, alt.baseline.citation),
-                ],
-                origin: "modelled".into(),
-                factor: Some(expected / measured),
-                severity: None,
-            });
-        }
-    }
-}
-
-/// A plateau far from its expectation with no override to blame: look for what slows the link.
-fn unexplained_gaps(docs: &Documents, out: &mut Vec<Recommendation>) {
-    for c in docs
-        .comparisons
-        .iter()
-        .filter(|c| c.doc.baseline.kind == "expectation" && c.doc.without_overrides.is_none())
-    {
-        for (coll, ratio) in plateau_below(&c.doc) {
-            if ratio <= 0.0 {
-                continue;
-            }
-            out.push(Recommendation {
-                action: format!(
-                    "find what slows {coll}: check the PCIe link width and generation, the GPUs' placement and the findings below"
-                ),
-                gain: Some(format!(
-                    "up to {:.1}x if the link gave what {} should ({}, {})",
-                    1.0 / ratio,
-                    c.doc.baseline.title,
-                    c.doc.baseline.provenance,
-                    c.doc.baseline.citation
-                )),
-                evidence: vec![c.doc.summary.clone(), c.doc.baseline.why.clone()],
-                origin: "compare".into(),
-                factor: Some(1.0 / ratio),
-                severity: None,
-            });
-        }
-    }
-}
-
-fn findings(docs: &Documents, out: &mut Vec<Recommendation>) {
-    for d in &docs.diagnoses {
-        for f in d
-            .doc
-            .findings
-            .iter()
-            .filter(|f| f.severity >= Severity::Warning && !f.fix.is_empty())
-        {
-            let evidence = f
-                .evidence
-                .iter()
-                .take(4)
-                .map(|e| match e.line {
-                    0 => format!("{}: {}", e.file, e.text),
-                    n => format!("{}:{n}: {}", e.file, e.text),
-                })
-                .collect();
-            out.push(Recommendation {
-                action: f.fix.clone(),
-                gain: None,
-                evidence,
-                origin: format!("diagnose: {} ({})", f.title, f.id),
-                factor: None,
-                severity: Some(f.severity),
-            });
-        }
-    }
-}
-
-/// The default DDP configuration a user starts from: 25 MiB buckets, no accumulation.
-fn ddp_default(s: &DdpSimulation) -> Option<&crate::analysis::ddp::Outcome> {
-    s.configurations
-        .iter()
-        .find(|o| o.accumulation == 1 && (o.bucket_cap_mb - 25.0).abs() < 1e-9)
-        .or_else(|| s.configurations.iter().find(|o| o.accumulation == 1))
-}
-
-fn simulations(docs: &Documents, out: &mut Vec<Recommendation>) {
-    for s in &docs.ddp {
-        let doc = &s.doc;
-        let (Some(best), Some(default)) = (&doc.best, ddp_default(doc)) else {
-            continue;
-        };
-        let mut evidence: Vec<String> = doc.advice.clone();
-        evidence.push(format!("{}: {}", s.file, doc.link));
-        let one = doc.one_gpu.samples_per_s;
-        if best.samples_per_s < one {
-            out.push(Recommendation {
-                action: format!(
-                    "train {} on one GPU: {} GPUs over this link are slower",
-                    doc.model.name, doc.world_size
-                ),
-                gain: Some(format!(
-                    "{:.0} → {:.0} samples/s ({:.1}x, modelled)",
-                    default.samples_per_s,
-                    one,
-                    one / default.samples_per_s
-                )),
-                evidence,
-                origin: "simulate".into(),
-                factor: Some(one / default.samples_per_s),
-                severity: None,
-            });
-        } else if best.samples_per_s > default.samples_per_s * 1.05 {
-            out.push(Recommendation {
-                action: format!(
-                    "use bucket_cap_mb={} and accumulation {}{}",
-                    best.bucket_cap_mb,
-                    best.accumulation,
-                    if best.no_sync { " with no_sync()" } else { "" }
-                ),
-                gain: Some(format!(
-                    "{:.0} → {:.0} samples/s on {} GPUs ({:.1}x, modelled; one GPU: {:.0})",
-                    default.samples_per_s,
-                    best.samples_per_s,
-                    doc.world_size,
-                    best.samples_per_s / default.samples_per_s,
-                    one
-                )),
-                evidence,
-                origin: "simulate".into(),
-                factor: Some(best.samples_per_s / default.samples_per_s),
-                severity: None,
-            });
-        }
-    }
-}
-
-/// Every recommendation, numbers first (largest gain first), then by severity.
-pub fn recommendations(docs: &Documents) -> Vec<Recommendation> {
-    let mut out = Vec::new();
-    measured_alternatives(docs, &mut out);
-    modelled_alternatives(docs, &mut out);
-    unexplained_gaps(docs, &mut out);
-    simulations(docs, &mut out);
-    findings(docs, &mut out);
-    out.sort_by(|a, b| match (a.factor, b.factor) {
-        (Some(x), Some(y)) => y.total_cmp(&x),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => b.severity.cmp(&a.severity),
-    });
-    out
 }
 
 #[cfg(test)]

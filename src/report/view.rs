@@ -3,10 +3,10 @@
 //! citation, modelled). Strings from machines and logs are passed as they are; the HTML
 //! template escapes them and the Markdown one quotes them.
 
-use super::verdict::{recommendations, verdict, Recommendation, Verdict};
-use super::{Documents, Note, Timing};
-use crate::coll::Placement;
-use crate::model::{RunRecord, Source};
+use super::recommend::{recommendations, Recommendation};
+use super::verdict::{verdict, Verdict};
+use super::{gbps, Documents, Note, Timing};
+use crate::model::RunRecord;
 use crate::render::plots::draw::colour;
 use crate::units::format_size;
 use serde::Serialize;
@@ -191,21 +191,6 @@ pub struct PlotView {
     pub png_path: Option<String>,
 }
 
-fn gbps(v: f64) -> String {
-    if v.is_finite() {
-        format!("{:.2} GB/s", v / 1e9)
-    } else {
-        "-".into()
-    }
-}
-
-fn source_word(run: &RunRecord) -> &'static str {
-    match run.source {
-        Source::Measured => "measured",
-        Source::Imported => "imported",
-    }
-}
-
 pub fn hex(index: usize) -> String {
     let c = colour(index);
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
@@ -226,7 +211,7 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
         label: label.to_string(),
         file: file.to_string(),
         colour: hex(index),
-        source: source_word(r).into(),
+        source: r.source.name().into(),
         status: r.status.name().into(),
         error: r.error.clone(),
         backend: r.backend.name.clone(),
@@ -251,10 +236,7 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
                 collective: p.collective.to_string(),
                 dtype: p.dtype.to_string(),
                 size: format_size(p.size_bytes),
-                placement: match p.placement {
-                    Placement::OutOfPlace => "out-of-place".into(),
-                    Placement::InPlace => "in-place".into(),
-                },
+                placement: p.placement.name().into(),
                 time_us: format!("{:.2}", p.time_s * 1e6),
                 algbw: gbps(p.algbw_bytes_per_s),
                 busbw: gbps(p.busbw_bytes_per_s),
@@ -299,7 +281,7 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                     });
                     HeadlineCell {
                         run: label.clone(),
-                        source: source_word(&run.doc).into(),
+                        source: run.doc.source.name().into(),
                         plateau: h
                             .map(|h| {
                                 format!(
@@ -360,10 +342,7 @@ fn comparison_view(file: &str, c: &crate::documents::Comparison) -> ComparisonVi
             .map(|p| ComparedRow {
                 collective: p.collective.to_string(),
                 size: format_size(p.size_bytes),
-                placement: match p.placement {
-                    Placement::OutOfPlace => "out-of-place".into(),
-                    Placement::InPlace => "in-place".into(),
-                },
+                placement: p.placement.name().into(),
                 measured: gbps(p.measured_busbw_bytes_per_s),
                 expected: gbps(p.expected_busbw_bytes_per_s),
                 band: format!(
@@ -428,14 +407,7 @@ fn others(docs: &Documents) -> (Vec<QualificationView>, Vec<FindingView>) {
             severity: format!("{:?}", f.severity).to_lowercase(),
             id: f.id.clone(),
             title: f.title.clone(),
-            evidence: f
-                .evidence
-                .iter()
-                .map(|e| match e.line {
-                    0 => format!("{}: {}", e.file, e.text),
-                    n => format!("{}:{n}: {}", e.file, e.text),
-                })
-                .collect(),
+            evidence: f.evidence.iter().map(|e| e.cited()).collect(),
             explanation: f.explanation.clone(),
             fix: f.fix.clone(),
             source: f.source.clone(),

@@ -65,10 +65,7 @@ fn busbw(docs: &Documents, run_labels: &[String], coll: Collective) -> Option<Pl
         if points.is_empty() {
             continue;
         }
-        let word = match run.doc.source {
-            crate::model::Source::Measured => "measured",
-            crate::model::Source::Imported => "imported",
-        };
+        let word = run.doc.source.name();
         sources.push(format!("{label}: {word}"));
         chart.series.push(Series {
             label: format!("{label} ({word})"),

@@ -24,6 +24,7 @@ pub enum Kind {
     Comparison,
     Qualification,
     Baselines,
+    Matrix,
 }
 
 /// `ncclprobe diagnose --format json`.

@@ -2,6 +2,13 @@
 //! stall, die or corrupt its output so the tests can prove that hangs, dead ranks and wrong
 //! data are caught. Nothing sets it in a normal run; product code reaches it through the one
 //! hook, [`strike`], and only when a fault was asked for.
+//!
+//! The same flag takes, `;`-separated, what the pair matrix and straggler tests need on a
+//! machine whose links are all alike: `slow:A-B:FACTOR` (every message between ranks A and B
+//! takes FACTOR times as long), `slow:A:FACTOR` (every message to or from A: a bad NIC),
+//! `late:RANK:MICROSECONDS` (the rank arrives that much late at every collective of
+//! `sweep --stragglers`) and `hosts:NAME,NAME,…` (the host name each rank reports, so
+//! `matrix --by node` can be tested on one machine). [`Injected`] holds them.
 
 use crate::coll::{Layout, Placement};
 use crate::exit::Failure;
@@ -55,6 +62,88 @@ impl Fault {
     pub fn applies(&self, rank: usize, size_bytes: u64) -> bool {
         self.rank == rank && self.size_bytes.is_none_or(|s| s == size_bytes)
     }
+}
+
+/// The matrix and straggler injections (TEST-ONLY; empty in a normal run).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Injected {
+    /// (rank, other rank or any, factor): messages between them take `factor` times as long.
+    pub slow: Vec<(usize, Option<usize>, f64)>,
+    /// (rank, seconds late at every collective of the straggler pass).
+    pub late: Option<(usize, f64)>,
+    /// The host name of each rank, in rank order.
+    pub hosts: Option<Vec<String>>,
+}
+
+impl Injected {
+    /// How many times as long a message between `a` and `b` is made to take (1 = untouched).
+    pub fn slowdown(&self, a: usize, b: usize) -> f64 {
+        self.slow
+            .iter()
+            .filter(|(x, y, _)| match y {
+                Some(y) => (*x == a && *y == b) || (*x == b && *y == a),
+                None => *x == a || *x == b,
+            })
+            .map(|(_, _, f)| *f)
+            .fold(1.0, f64::max)
+    }
+
+    /// Hold this rank for `seconds` without holding a core: on a machine with fewer cores
+    /// than ranks a spinning rank would slow the others too, and the test would see two
+    /// slow ranks instead of the one it injected. (A sleep overshoots by the scheduler's
+    /// granularity, which only makes the injected rank later.)
+    pub fn hold(seconds: f64) {
+        if seconds > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        }
+    }
+}
+
+/// Parse `--inject-fault`: at most one rank fault and any of the matrix/straggler injections,
+/// `;`-separated.
+pub fn parse(text: &str) -> Result<(Option<Fault>, Injected), Failure> {
+    let mut fault = None;
+    let mut injected = Injected::default();
+    for item in text.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+        let bad = |why: &str| Failure::usage(format!("--inject-fault: '{item}': {why}"));
+        let (kind, rest) = item.split_once(':').unwrap_or((item, ""));
+        match kind {
+            "slow" => {
+                let (who, factor) = rest
+                    .rsplit_once(':')
+                    .ok_or_else(|| bad("expected slow:A-B:FACTOR or slow:A:FACTOR"))?;
+                let factor: f64 = factor
+                    .parse()
+                    .ok()
+                    .filter(|f: &f64| f.is_finite() && *f >= 1.0)
+                    .ok_or_else(|| bad("FACTOR is a number >= 1"))?;
+                let rank = |r: &str| r.parse::<usize>().map_err(|_| bad("ranks are numbers"));
+                let (a, b) = match who.split_once('-') {
+                    Some((a, b)) => (rank(a)?, Some(rank(b)?)),
+                    None => (rank(who)?, None),
+                };
+                injected.slow.push((a, b, factor));
+            }
+            "late" => {
+                let (rank, micros) = rest
+                    .split_once(':')
+                    .ok_or_else(|| bad("expected late:RANK:MICROSECONDS"))?;
+                let rank = rank.parse().map_err(|_| bad("RANK is a number"))?;
+                let micros: f64 = micros
+                    .parse()
+                    .ok()
+                    .filter(|m: &f64| m.is_finite() && *m >= 0.0)
+                    .ok_or_else(|| bad("MICROSECONDS is a number >= 0"))?;
+                injected.late = Some((rank, micros * 1e-6));
+            }
+            "hosts" => {
+                injected.hosts = Some(rest.split(',').map(str::to_string).collect());
+            }
+            _ if fault.is_none() => fault = Some(Fault::parse(item)?),
+            _ => return Err(bad("one rank fault at a time")),
+        }
+    }
+    Ok((fault, injected))
 }
 
 /// Where in a point the harness offers the fault its chance.
@@ -133,6 +222,22 @@ mod tests {
         );
         assert!(Fault::parse("explode:1").is_err());
         assert!(Fault::parse("die").is_err());
+    }
+
+    #[test]
+    fn matrix_and_straggler_injections_parse_beside_a_fault() {
+        let (fault, inj) = parse("slow:1-3:4; late:2:500;hosts:a,a,b,b;stall:0").unwrap();
+        assert_eq!(fault.map(|f| f.kind), Some(FaultKind::Stall));
+        assert_eq!(inj.slow, vec![(1, Some(3), 4.0)]);
+        assert_eq!(inj.late, Some((2, 500e-6)));
+        assert_eq!(inj.hosts.as_deref().map(<[String]>::len), Some(4));
+        assert_eq!(inj.slowdown(3, 1), 4.0);
+        assert_eq!(inj.slowdown(1, 2), 1.0);
+        let (_, node) = parse("slow:2:3").unwrap();
+        assert_eq!((node.slowdown(0, 2), node.slowdown(0, 1)), (3.0, 1.0));
+        for bad in ["slow:1-x:2", "slow:1:0.5", "late:1", "stall:0;die:1", "boom:1"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

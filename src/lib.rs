@@ -4,6 +4,7 @@
 //! `backend` (host / mpi) → `model` (the JSON record) → `analysis` (DDP/FSDP simulation) →
 //! `render` (table, CSV, JSON).
 
+pub mod arrivals;
 pub mod backend;
 pub mod buildinfo;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod fault_injection;
 pub mod flags;
 pub mod import;
 pub mod live;
+pub mod matrix;
 pub mod measure;
 pub mod model;
 pub mod plan;
@@ -46,6 +48,7 @@ pub fn run_cli() -> i32 {
     };
     let result = match &cli.command {
         cli::Command::Sweep(args) => commands::sweep::run(args),
+        cli::Command::Matrix(args) => commands::matrix::run(args),
         cli::Command::Import(args) => commands::import::run(args),
         cli::Command::Topo(args) => commands::topo::run(args),
         cli::Command::Diagnose(args) => commands::diagnose::run(args),

@@ -112,6 +112,19 @@ impl PointRunner<'_> {
             }
         };
 
+        let arrivals = match s.stragglers {
+            true => {
+                self.arm(&format!("{what} (arrival times)"));
+                Some(crate::arrivals::measure(
+                    self.comm,
+                    placement,
+                    &self.plan.injected,
+                    &what,
+                )?)
+            }
+            false => None,
+        };
+
         let wrong = self.check(spec, placement, &gen, &layout, &what)?;
 
         let stats = summarize(&samples);
@@ -141,6 +154,7 @@ impl PointRunner<'_> {
             stop_reason,
             per_rank_time_s: per_rank.iter().map(|v| summarize(v).median_s).collect(),
             nccl_model_time_s: self.comm.model_time_s(placement),
+            arrivals,
         })
     }
 

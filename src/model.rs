@@ -176,6 +176,9 @@ pub struct Settings {
     /// How a sample's time is taken across ranks (-a).
     #[serde(default)]
     pub across_ranks: AcrossRanks,
+    /// `sweep --stragglers`: per-rank arrival times were taken after each point.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stragglers: bool,
 }
 
 /// Per collective and dtype, the largest out-of-place point that carries NCCL's cost-model
@@ -342,6 +345,9 @@ pub struct Point {
     /// the time this topology should give, as NCCL sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_model_time_s: Option<f64>,
+    /// `sweep --stragglers`: who entered the collective when, over single calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<crate::arrivals::Arrivals>,
 }
 
 /// The numbers to quote for one collective: large-message plateau and small-message latency.

@@ -24,6 +24,10 @@ pub struct Plan {
     pub sizes_bytes: Vec<u64>,
     pub settings: Settings,
     pub fault: Option<Fault>,
+    /// TEST-ONLY slow links, late rank and host names (`--inject-fault`).
+    pub injected: crate::fault_injection::Injected,
+    /// `ncclprobe matrix`: measure pairs of ranks instead of collectives.
+    pub matrix: Option<std::sync::Arc<crate::cli::MatrixOptions>>,
     pub notes: Vec<String>,
     /// `--qualify`/rules: gate the run after measuring, re-measuring failed points.
     pub gate: Option<std::sync::Arc<crate::cli::GateArgs>>,
@@ -243,8 +247,12 @@ impl Plan {
                 _ => crate::model::Registration::Symmetric,
             },
             across_ranks: across,
+            stragglers: args.stragglers,
         };
-        let fault = args.inject_fault.as_deref().map(Fault::parse).transpose()?;
+        let (fault, injected) = match args.inject_fault.as_deref() {
+            Some(text) => crate::fault_injection::parse(text)?,
+            None => Default::default(),
+        };
         Ok(Plan {
             collectives,
             dtypes,
@@ -253,6 +261,8 @@ impl Plan {
             sizes_bytes,
             settings,
             fault,
+            injected,
+            matrix: args.matrix.clone(),
             notes,
             gate: args
                 .gate

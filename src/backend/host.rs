@@ -1,7 +1,7 @@
 //! The `host` backend: ranks are threads of one process that move data through each other's
 //! buffers directly (like CUDA IPC peers). Always available; also the correctness oracle.
 
-use super::{AlignedBuf, BackendError, Communicator, PointSpec};
+use super::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
@@ -68,6 +68,10 @@ struct Slot {
     send: AtomicUsize,
     recv: AtomicUsize,
     scratch: AtomicUsize,
+    /// Pair synchronisations this rank has made, and their count when the current exchange
+    /// began (what its partner counts from).
+    pair_syncs: AtomicU64,
+    pair_base: AtomicU64,
 }
 
 struct Shared {
@@ -170,6 +174,23 @@ impl HostComm {
 
     fn barrier(&self) {
         self.shared.barrier.wait(self.rank);
+    }
+
+    /// The `k`-th meeting of this exchange with `peer` (the two ranks only, not the world):
+    /// returns once the peer has come to its `k`-th too.
+    fn meet(&self, peer: usize, peer_base: u64, k: u64) {
+        let mine = &self.shared.slots[self.rank].pair_syncs;
+        mine.fetch_add(1, Ordering::AcqRel);
+        let theirs = &self.shared.slots[peer].pair_syncs;
+        let mut spins = 0u32;
+        while theirs.load(Ordering::Acquire) < peer_base + k {
+            if spins < 200 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Reduce chunk `[off, off+len)` of every rank's send buffer into `dst`. When `dst_is_input`,
@@ -361,6 +382,49 @@ impl Communicator for HostComm {
             // inside this call until the final barrier. `execute` orders conflicting accesses
             // with barriers; each phase writes disjoint ranges (see the comments there).
             unsafe { self.execute(&spec, placement) };
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// A message is the receiver copying the sender's buffer (as a CUDA IPC peer reads);
+    /// after each phase the two ranks meet, so the sender's buffer is not reused early and a
+    /// round trip's answer waits for its question.
+    fn exchange(&mut self, role: PairRole, iters: usize) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("exchange() before prepare()".to_string()))?;
+        let bytes = spec.count;
+        let me = &self.shared.slots[self.rank];
+        me.send
+            .store(self.send.as_mut_ptr() as usize, Ordering::Release);
+        me.pair_base
+            .store(me.pair_syncs.load(Ordering::Acquire), Ordering::Release);
+        // Addresses and counts are published before anyone reads a partner's.
+        self.barrier();
+        let Some(partner) = role.peer() else {
+            return Ok(0.0);
+        };
+        let partner_base = self.shared.slots[partner].pair_base.load(Ordering::Acquire);
+        let partner_send = self.shared.slots[partner].send.load(Ordering::Acquire);
+        let recv = self.recv.as_mut_ptr() as usize;
+        let phases: Vec<_> = role
+            .phases()
+            .into_iter()
+            .filter(|t| t.send_to.is_some() || t.recv_from.is_some())
+            .collect();
+        let mut k = 0;
+        let start = Instant::now();
+        for _ in 0..iters {
+            for phase in &phases {
+                if phase.recv_from.is_some() {
+                    // SAFETY: the peer's send buffer holds `bytes` (it prepared the same
+                    // pair spec) and nobody writes it during the exchange; our receive
+                    // buffer is ours alone.
+                    unsafe { own(recv, 0, bytes).copy_from_slice(peer(partner_send, 0, bytes)) };
+                }
+                k += 1;
+                self.meet(partner, partner_base, k);
+            }
         }
         Ok(start.elapsed().as_secs_f64())
     }

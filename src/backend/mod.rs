@@ -58,6 +58,85 @@ impl PointSpec {
     }
 }
 
+/// What one rank does in each iteration of a `matrix` exchange with its partner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairRole {
+    /// Not paired in this step (an odd rank out, or another pair's turn).
+    Idle,
+    /// Send one message to `to` per iteration (one-way).
+    Send { to: usize },
+    /// Receive one message from `from` per iteration (one-way).
+    Recv { from: usize },
+    /// Send to and receive from `peer` at once (two-way).
+    Both { peer: usize },
+    /// Send to `peer`, then wait for its answer (latency, the side that starts).
+    Ping { peer: usize },
+    /// Wait for `peer`'s message, then answer it (latency, the other side).
+    Pong { peer: usize },
+}
+
+/// One phase of an iteration: what is sent and received together (one NCCL group).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transfer {
+    pub send_to: Option<usize>,
+    pub recv_from: Option<usize>,
+}
+
+impl PairRole {
+    /// The partner, if any.
+    pub fn peer(self) -> Option<usize> {
+        match self {
+            PairRole::Idle => None,
+            PairRole::Send { to } => Some(to),
+            PairRole::Recv { from } => Some(from),
+            PairRole::Both { peer } | PairRole::Ping { peer } | PairRole::Pong { peer } => {
+                Some(peer)
+            }
+        }
+    }
+
+    /// The phases of one iteration, in order: a round trip is two (there and back), the
+    /// others one; a phase with nothing to do is skipped.
+    pub fn phases(self) -> [Transfer; 2] {
+        let send = |p| Transfer {
+            send_to: Some(p),
+            recv_from: None,
+        };
+        let recv = |p| Transfer {
+            send_to: None,
+            recv_from: Some(p),
+        };
+        let none = Transfer::default();
+        match self {
+            PairRole::Idle => [none, none],
+            PairRole::Send { to } => [send(to), none],
+            PairRole::Recv { from } => [recv(from), none],
+            PairRole::Both { peer } => [
+                Transfer {
+                    send_to: Some(peer),
+                    recv_from: Some(peer),
+                },
+                none,
+            ],
+            PairRole::Ping { peer } => [send(peer), recv(peer)],
+            PairRole::Pong { peer } => [recv(peer), send(peer)],
+        }
+    }
+}
+
+impl PointSpec {
+    /// The buffers of a `matrix` exchange: `bytes` to send and `bytes` to receive.
+    pub fn pair(bytes: usize) -> PointSpec {
+        PointSpec {
+            coll: Collective::Sendrecv,
+            dtype: Dtype::Uint8,
+            op: RedOp::Sum,
+            root: 0,
+            count: bytes,
+        }
+    }
+}
+
 /// One rank's view of a backend.
 pub trait Communicator {
     fn rank(&self) -> usize;
@@ -69,6 +148,15 @@ pub trait Communicator {
     /// Issue `iters` back-to-back calls of the prepared collective and wait for the last; the
     /// wall time in seconds.
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError>;
+    /// `iters` iterations of `role` with messages of the prepared size (`PointSpec::pair`),
+    /// from the send buffer into the receive buffer; the wall time in seconds. Every rank of
+    /// the world calls it for the same step (idle ranks too), so a backend may synchronise at
+    /// its start.
+    fn exchange(&mut self, _role: PairRole, _iters: usize) -> Result<f64, BackendError> {
+        Err(BackendError::Unsupported(
+            "this backend cannot exchange messages between pairs of ranks".into(),
+        ))
+    }
     /// Every rank's `data`, in rank order (control plane: results, decisions, host names).
     fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError>;
 

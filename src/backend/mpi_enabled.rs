@@ -1,6 +1,6 @@
 //! MPI backend implementation over rsmpi (control plane) and MPI's C API (data collectives).
 
-use crate::backend::{AlignedBuf, BackendError, Communicator, PointSpec};
+use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
@@ -324,6 +324,63 @@ impl Communicator for MpiComm {
                     "MPI call for {} failed with error code {rc}",
                     spec.coll
                 )));
+            }
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// Blocking point-to-point calls, as osu_bw/osu_bibw/osu_latency make them: MPI_Send and
+    /// MPI_Recv one way, MPI_Sendrecv both ways, a send then a receive for a round trip.
+    fn exchange(&mut self, role: PairRole, iters: usize) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("exchange() before prepare()".into()))?;
+        let count = spec.count as c_int;
+        let comm = self.world.as_raw();
+        let send = self.send.as_mut_ptr() as *mut c_void;
+        let recv = self.recv.as_mut_ptr() as *mut c_void;
+        let phases = role.phases();
+        let start = Instant::now();
+        for _ in 0..iters {
+            for phase in &phases {
+                // SAFETY: both buffers hold `count` bytes (prepare of the pair spec); the calls
+                // are blocking, so nothing outlives them.
+                let rc = unsafe {
+                    let dt = ffi::RSMPI_UINT8_T;
+                    match (phase.send_to, phase.recv_from) {
+                        (Some(to), Some(from)) => ffi::MPI_Sendrecv(
+                            send,
+                            count,
+                            dt,
+                            to as c_int,
+                            1,
+                            recv,
+                            count,
+                            dt,
+                            from as c_int,
+                            1,
+                            comm,
+                            ffi::RSMPI_STATUS_IGNORE,
+                        ),
+                        (Some(to), None) => ffi::MPI_Send(send, count, dt, to as c_int, 1, comm),
+                        (None, Some(from)) => ffi::MPI_Recv(
+                            recv,
+                            count,
+                            dt,
+                            from as c_int,
+                            1,
+                            comm,
+                            ffi::RSMPI_STATUS_IGNORE,
+                        ),
+                        (None, None) => 0,
+                    }
+                };
+                if rc != 0 {
+                    return Err(BackendError::Failed(format!(
+                        "MPI point-to-point call of rank {} ({role:?}) failed with error code {rc}",
+                        self.rank
+                    )));
+                }
             }
         }
         Ok(start.elapsed().as_secs_f64())

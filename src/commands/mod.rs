@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod expectation;
 pub mod import;
 pub mod input;
+pub mod matrix;
 pub mod qualify;
 pub mod report;
 pub mod simulate;

@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod expect;
 pub mod findings;
+pub mod matrix;
 pub mod plots;
 pub mod record;
 pub mod report;

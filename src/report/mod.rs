@@ -68,6 +68,7 @@ pub struct Documents {
     pub comparisons: Vec<Named<Comparison>>,
     pub qualifications: Vec<Named<Qualification>>,
     pub topologies: Vec<Named<TopologyDocument>>,
+    pub matrices: Vec<Named<crate::matrix::MatrixDocument>>,
     pub timings: Vec<Timing>,
     pub notes: Vec<Note>,
     pub failed_alternatives: Vec<FailedAlternative>,
@@ -84,6 +85,7 @@ impl Documents {
             && self.comparisons.is_empty()
             && self.qualifications.is_empty()
             && self.topologies.is_empty()
+            && self.matrices.is_empty()
     }
 
     /// Read one input: any ncclprobe document (by its `kind`), nccl-tests output (imported on
@@ -171,6 +173,10 @@ impl Documents {
             (Kind::Topology, _) => {
                 let doc = serde_json::from_slice(bytes).map_err(|e| bad("topology", e))?;
                 self.topologies.push(Named { file, doc });
+            }
+            (Kind::Matrix, _) => {
+                let doc = serde_json::from_slice(bytes).map_err(|e| bad("matrix", e))?;
+                self.matrices.push(Named { file, doc });
             }
             (Kind::Baselines, _) => {
                 return Err(Failure::usage(format!(

@@ -14,6 +14,7 @@ use super::report::Rank0;
 use super::select::Selection;
 use crate::backend::Communicator;
 use crate::cli::SweepArgs;
+use crate::matrix::{MatrixDocument, MatrixOut};
 use crate::exit::{ExitCode, Failure};
 use crate::model::Calibration;
 use crate::plan::Plan;
@@ -38,6 +39,70 @@ pub struct Start<C> {
     /// Kept until the ranks are done, then dropped on this thread (MPI must be finalised by
     /// the thread that initialised it); never dropped while a rank may still be inside it.
     pub keep_alive: Option<Box<dyn std::any::Any>>,
+}
+
+/// Who reports, on the process that holds rank 0: a sweep's record and table, or the pair
+/// matrix's document (`ncclprobe matrix` runs on the same skeleton).
+#[derive(Clone)]
+enum Reporter {
+    Sweep(Arc<Rank0>),
+    Matrix(Arc<MatrixOut>),
+}
+
+impl Reporter {
+    fn new(args: &SweepArgs, plan: &Plan, record: crate::model::RunRecord) -> Reporter {
+        match &plan.matrix {
+            Some(options) => {
+                let doc = MatrixDocument::from_record(record, plan.settings.clone(), options);
+                Reporter::Matrix(Arc::new(MatrixOut::new(&args.output, doc)))
+            }
+            None => {
+                let mut r0 = Rank0::new(&args.output, record);
+                r0.set_gate(plan.gate.clone());
+                Reporter::Sweep(Arc::new(r0))
+            }
+        }
+    }
+
+    fn mark_timed_out(&self, message: &str) {
+        match self {
+            Reporter::Sweep(r0) => r0.mark_timed_out(message),
+            Reporter::Matrix(m) => m.mark_timed_out(message),
+        }
+    }
+
+    fn finish(&self, args: &SweepArgs, outcome: Result<(), Failure>) -> Result<ExitCode, Failure> {
+        match self {
+            Reporter::Sweep(r0) => r0.finish(args, outcome),
+            Reporter::Matrix(m) => m.finish(outcome),
+        }
+    }
+}
+
+/// One rank's whole run: the sweep, or the matrix when the plan asks for pairs.
+fn run_body(
+    comm: &mut dyn Communicator,
+    plan: &Plan,
+    watchdog: Option<&Watchdog>,
+    reporter: Option<&Reporter>,
+) -> Result<(), Failure> {
+    match (&plan.matrix, reporter) {
+        (Some(options), reporter) => {
+            let out = match reporter {
+                Some(Reporter::Matrix(m)) => Some(m.as_ref()),
+                _ => None,
+            };
+            let cx = crate::matrix::run::Context {
+                plan,
+                options,
+                watchdog,
+                out,
+            };
+            crate::matrix::run::run_rank(comm, &cx)
+        }
+        (None, Some(Reporter::Sweep(r0))) => run_rank(comm, plan, watchdog, Some(r0)),
+        (None, _) => run_rank(comm, plan, watchdog, None),
+    }
 }
 
 /// What the rank-side threads tell the waiting thread.
@@ -67,15 +132,18 @@ pub fn launch<C: Communicator + Send + 'static>(
     let watchdog = Watchdog::start(plan.settings.timeout_s);
     let rank0 = reports.then(|| {
         let record = record::new_record(&plan, selection, libraries.clone(), calibration);
-        let mut r0 = Rank0::new(&args.output, record);
-        r0.set_gate(plan.gate.clone());
-        Arc::new(r0)
+        Reporter::new(args, &plan, record)
     });
     let (tx, rx) = mpsc::channel::<Event<C>>();
     watch_for_timeouts(&watchdog, rank0.clone(), tx.clone());
     watch_for_signals(tx.clone());
-    if let Some(r0) = &rank0 {
-        r0.banner(&plan, selection, &ranks_text, &libraries);
+    match &rank0 {
+        Some(Reporter::Sweep(r0)) => r0.banner(&plan, selection, &ranks_text, &libraries),
+        Some(Reporter::Matrix(_)) => eprintln!(
+            "ncclprobe matrix: {} backend, {ranks_text}",
+            selection.backend.name()
+        ),
+        None => {}
     }
     let ranks_side = {
         let (plan, watchdog, rank0) = (Arc::clone(&plan), watchdog.clone(), rank0.clone());
@@ -109,7 +177,7 @@ pub fn launch<C: Communicator + Send + 'static>(
 /// communicators so peers in other processes return too.
 fn watch_for_timeouts<C: Send + 'static>(
     watchdog: &Watchdog,
-    rank0: Option<Arc<Rank0>>,
+    rank0: Option<Reporter>,
     tx: mpsc::Sender<Event<C>>,
 ) {
     watchdog.set_on_timeout(Box::new(move |failure: Failure| {
@@ -152,7 +220,7 @@ fn start_ranks<C: Communicator + Send + 'static>(
     connect: Connect<C>,
     plan: Arc<Plan>,
     watchdog: Watchdog,
-    rank0: Option<Arc<Rank0>>,
+    rank0: Option<Reporter>,
     tx: mpsc::Sender<Event<C>>,
 ) {
     let comms = match connect(&watchdog, &plan) {
@@ -178,11 +246,11 @@ fn start_ranks<C: Communicator + Send + 'static>(
         let rank = comm.rank();
         let body = move || {
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_rank(
+                run_body(
                     &mut comm,
                     &plan,
                     first.then_some(&watchdog),
-                    rank0.as_deref(),
+                    rank0.as_ref(),
                 )
             }));
             let result = run.unwrap_or_else(|_| {

@@ -7,6 +7,7 @@ use crate::backend::{BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::dtype::RedOp;
 use crate::exit::Failure;
+use crate::fault_injection::Injected;
 use crate::measure::PointRunner;
 use crate::model::{Point, RankInfo};
 use crate::plan::Plan;
@@ -28,16 +29,36 @@ fn prepare_failure(coll: Collective, size: u64, e: BackendError) -> Failure {
     Failure::from_backend(&format!("{coll} at {}", format_size(size)), e)
 }
 
-/// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where.
-fn whoami(comm: &dyn Communicator) -> String {
-    format!(
-        "{}\t{}\t{}",
-        hostname::get()
+/// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where
+/// (the host name a test gave this rank through `--inject-fault hosts:…`, if any).
+fn whoami(comm: &dyn Communicator, injected: &Injected) -> String {
+    let host = match injected.hosts.as_ref().and_then(|h| h.get(comm.rank())) {
+        Some(h) => h.clone(),
+        None => hostname::get()
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_else(|_| "unknown".into()),
+    };
+    format!(
+        "{host}\t{}\t{}",
         std::process::id(),
         comm.device_label().unwrap_or_default()
     )
+}
+
+/// Who is where: every rank's host, process and device, on every rank.
+pub fn exchange_whoami(
+    comm: &mut dyn Communicator,
+    injected: &Injected,
+) -> Result<Vec<RankInfo>, Failure> {
+    let me = whoami(comm, injected);
+    let everyone = comm
+        .allgather_bytes(me.as_bytes())
+        .map_err(|e| Failure::from_backend("exchanging rank information", e))?;
+    Ok(everyone
+        .iter()
+        .enumerate()
+        .map(|(rank, b)| parse_whoami(rank, b))
+        .collect())
 }
 
 fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
@@ -78,23 +99,14 @@ pub fn run_rank(
     out: Option<&Rank0>,
 ) -> Result<(), Failure> {
     let nranks = comm.nranks();
-    let me = whoami(comm);
+    let ranks = exchange_whoami(comm, &plan.injected)?;
     let mut sweep = Sweep {
         comm,
         plan,
         watchdog,
         out,
     };
-    let everyone = sweep
-        .comm
-        .allgather_bytes(me.as_bytes())
-        .map_err(|e| Failure::from_backend("exchanging rank information", e))?;
     if let Some(out) = out {
-        let ranks: Vec<RankInfo> = everyone
-            .iter()
-            .enumerate()
-            .map(|(rank, b)| parse_whoami(rank, b))
-            .collect();
         out.set_ranks(ranks, nranks, total_points(plan, nranks))?;
     }
 

@@ -363,6 +363,15 @@ fn after_table_lines(record: &RunRecord) -> Vec<String> {
     lines.extend(memcpy_ratio_line(record));
     lines.extend(copy_bandwidth_lines(record));
     lines.extend(cost_model_lines(record));
+    if record.settings.as_ref().is_some_and(|s| s.stragglers) {
+        lines.push(match crate::arrivals::straggler(&record.points) {
+            Some(s) => format!(
+                "# STRAGGLER: {}",
+                crate::arrivals::describe(&s, &record.backend.ranks)
+            ),
+            None => "# stragglers: no rank entered last in most calls (arrival times in the record)".into(),
+        });
+    }
     lines
 }
 

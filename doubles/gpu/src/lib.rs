@@ -12,6 +12,8 @@
 //!   every peer's part), in call order, on the caller's stream;
 //! - `ncclGroupStart/End` batch sends and receives so a rank posts all sends before waiting;
 //!   a thread that calls several communicators outside a group is refused (ncclInvalidUsage),
+//!   sends and receives pair up per peer in call order with no other rank taking part (as
+//!   NCCL's point-to-point does), so pairs of ranks can exchange while others stay idle,
 //!   as NCCL requires grouping when one thread drives several devices;
 //! - faults for tests: `NCCLPROBE_TEST_DOUBLE_FAULT=init:RANK | async:RANK:BYTES |
 //!   remote:RANK:BYTES | contained:RANK:BYTES | hang:RANK:BYTES | die:RANK:BYTES` (RANK's first
@@ -534,6 +536,8 @@ pub struct Comm {
     /// Sends and receives of a group that was only simulated: NCCL 2.23+ leaves them queued
     /// in the communicator's planner (src/group.cc), and the next group runs them first.
     stale_p2p: Mutex<Vec<P2p>>,
+    /// Sends to (true, peer) and receives from (false, peer) issued so far: what pairs them.
+    p2p_counts: Mutex<HashMap<(bool, usize), u64>>,
 }
 
 impl Comm {
@@ -592,20 +596,12 @@ impl Comm {
             for e in d.flatten() {
                 let n = e.file_name().to_string_lossy().into_owned();
                 if let Some(tag) = n.strip_prefix(&prefix) {
-                    if mine.iter().any(|m| m == tag)
-                        || tag.starts_with(&format!("s{}to", self.rank))
-                    {
+                    if mine.iter().any(|m| m == tag) {
                         let _ = std::fs::remove_file(e.path());
                     }
                 }
             }
         }
-    }
-
-    /// Publish a marker and wait for every rank's: the exchange of `seq` is complete everywhere.
-    fn barrier(&self, seq: u64) -> bool {
-        self.publish(seq, &format!("g{}", self.rank), b"");
-        (0..self.nranks).all(|r| self.wait(seq, &format!("g{r}"), false).is_some())
     }
 
     /// Apply an injected fault at this collective (of `bytes`); true = do not complete it.
@@ -832,6 +828,7 @@ fn new_comm(
         collectives: AtomicU64::new(0),
         async_error: AtomicI32::new(NCCL_SUCCESS),
         stale_p2p: Mutex::new(Vec::new()),
+        p2p_counts: Mutex::new(HashMap::new()),
         freed: AtomicBool::new(false),
         aborted: AtomicBool::new(false),
     });
@@ -1063,25 +1060,34 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
     }
     for (comm_ptr, stream_ptr, ops) in batches {
         let comm = comm_of(comm_ptr as *mut c_void);
-        let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+        // As NCCL matches them: the k-th send from A to B meets the k-th receive on B from A,
+        // whatever else either rank (or any other rank) does; nobody else takes part. The
+        // numbers are taken now, at the group's end, in the caller's order.
+        let numbered: Vec<(P2p, u64)> = ops
+            .into_iter()
+            .map(|op| {
+                let mut counts = comm.p2p_counts.lock().unwrap();
+                let n = counts.entry((op.send, op.peer)).or_insert(0);
+                *n += 1;
+                (op, *n)
+            })
+            .collect();
         stream_of(stream_ptr as *mut c_void).enqueue(Box::new(move || {
-            if comm.faulted(ops.iter().map(|o| o.bytes).sum()) {
+            if comm.faulted(numbered.iter().map(|(o, _)| o.bytes).sum()) {
                 return;
             }
-            for op in ops.iter().filter(|o| o.send) {
+            for (op, n) in numbered.iter().filter(|(o, _)| o.send) {
                 let data = std::slice::from_raw_parts(op.buf as *const u8, op.bytes);
-                comm.publish(seq, &format!("s{}to{}", comm.rank, op.peer), data);
+                comm.publish(*n, &format!("p{}to{}", comm.rank, op.peer), data);
             }
-            for op in ops.iter().filter(|o| !o.send) {
-                let Some(data) = comm.wait(seq, &format!("s{}to{}", op.peer, comm.rank), true)
-                else {
+            for (op, n) in numbered.iter().filter(|(o, _)| !o.send) {
+                let tag = format!("p{}to{}", op.peer, comm.rank);
+                let Some(data) = comm.wait(*n, &tag, true) else {
                     return;
                 };
-                let n = data.len().min(op.bytes);
-                std::ptr::copy_nonoverlapping(data.as_ptr(), op.buf as *mut u8, n);
-            }
-            if comm.barrier(seq) {
-                comm.cleanup(seq);
+                let _ = std::fs::remove_file(comm.file(*n, &tag));
+                let len = data.len().min(op.bytes);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), op.buf as *mut u8, len);
             }
         }));
     }

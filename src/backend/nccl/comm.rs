@@ -6,11 +6,11 @@
 
 use super::abort::Handle;
 use super::api::{Api, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
-use super::enqueue::enqueue;
-use super::group::{GroupLauncher, Target};
+use super::enqueue::{enqueue, enqueue_transfer};
+use super::group::{GroupLauncher, Target, Work};
 use crate::backend::cuda::drv;
 use crate::backend::rendezvous::{ControlPlane, InProcess};
-use crate::backend::{AlignedBuf, BackendError, Communicator, PointSpec};
+use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use cudarc::driver::sys as cu;
@@ -476,7 +476,12 @@ impl Communicator for NcclComm {
         }
         match &self.group {
             Some(group) => {
-                start = group.launch(&self.api, self.target(), &spec, placement, iters)?;
+                start = group.launch(
+                    &self.api,
+                    self.target(),
+                    Work::Collective(spec, placement),
+                    iters,
+                )?;
                 self.current()?;
             }
             None => {
@@ -505,6 +510,34 @@ impl Communicator for NcclComm {
             }
             None => Ok(host_s),
         }
+    }
+
+    /// ncclSend/ncclRecv in a group per phase on this rank's stream (`-g N`: every GPU's
+    /// part in one group from one thread), then wait for the stream.
+    fn exchange(&mut self, role: PairRole, iters: usize) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("exchange() before prepare()".into()))?;
+        self.current()?;
+        let mut start = Instant::now();
+        match &self.group {
+            Some(group) => {
+                let work = Work::Pair(role, spec.count);
+                start = group.launch(&self.api, self.target(), work, iters)?;
+                self.current()?;
+            }
+            None => {
+                let target = self.target();
+                for _ in 0..iters {
+                    for phase in role.phases() {
+                        // SAFETY: both device buffers hold `count` bytes (prepare).
+                        unsafe { enqueue_transfer(&self.api, &target, phase, spec.count)? };
+                    }
+                }
+            }
+        }
+        self.wait(&spec)?;
+        Ok(start.elapsed().as_secs_f64())
     }
 
     fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {

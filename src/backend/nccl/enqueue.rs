@@ -3,7 +3,8 @@
 
 use super::api::{nccl_dtype, nccl_op, Api};
 use super::group::Target;
-use crate::backend::{BackendError, PointSpec};
+use crate::backend::{BackendError, PointSpec, Transfer};
+use crate::dtype::Dtype;
 use crate::coll::{Collective, Placement};
 use std::ffi::{c_int, c_void};
 
@@ -88,6 +89,35 @@ pub(super) unsafe fn enqueue(
     };
     busy.leave().map_err(|_| gone())?;
     a.nccl_check(&format!("nccl {} on rank {}", spec.coll, t.rank), rc)
+}
+
+/// Enqueue one phase of a pair exchange: its send and receive of `bytes` in one group, as
+/// nccl-tests' sendrecv does. A phase with nothing to do enqueues nothing.
+pub(super) unsafe fn enqueue_transfer(
+    a: &Api,
+    t: &Target,
+    phase: Transfer,
+    bytes: usize,
+) -> Result<(), BackendError> {
+    if phase == Transfer::default() {
+        return Ok(());
+    }
+    let dt = nccl_dtype(Dtype::Uint8);
+    let stream = t.stream as *mut c_void;
+    let busy = t.comm.enter_blocking().map_err(|_| gone())?;
+    let comm = t.comm.raw();
+    (a.nccl_group_start)();
+    let mut rc = 0;
+    if let Some(to) = phase.send_to {
+        rc |= (a.nccl_send)(t.dev_send as *mut c_void, bytes, dt, to as c_int, comm, stream);
+    }
+    if let Some(from) = phase.recv_from {
+        rc |= (a.nccl_recv)(t.dev_recv as *mut c_void, bytes, dt, from as c_int, comm, stream);
+    }
+    let end = (a.nccl_group_end)();
+    busy.leave().map_err(|_| gone())?;
+    let what = format!("ncclSend/ncclRecv of {bytes} bytes on rank {}", t.rank);
+    a.nccl_check(&what, if rc != 0 { rc } else { end })
 }
 
 /// What a call on an aborted communicator gets.

@@ -1,9 +1,9 @@
 //! `-g N`: one thread enqueues every GPU's calls of a batch between ncclGroupStart/End.
 
 use super::api::Api;
-use super::enqueue::enqueue;
+use super::enqueue::{enqueue, enqueue_transfer};
 use crate::backend::cuda::drv;
-use crate::backend::{BackendError, PointSpec};
+use crate::backend::{BackendError, PairRole, PointSpec};
 use crate::coll::Placement;
 use cudarc::driver::sys as cu;
 use std::sync::Mutex;
@@ -21,13 +21,20 @@ pub(super) struct Target {
     pub(super) nranks: usize,
 }
 
+/// What every rank of a batch enqueues: a collective, or its part of a pair exchange.
+#[derive(Clone, Copy)]
+pub(super) enum Work {
+    Collective(PointSpec, Placement),
+    Pair(PairRole, usize),
+}
+
 /// `-g N` in one process, as nccl-tests does it and as NCCL requires when one thread drives
 /// several devices: rank threads hand over their targets, one thread (rank 0's) enqueues every
 /// GPU's call between `ncclGroupStart` and `ncclGroupEnd`, then each rank waits for its own
 /// stream. Every rank thread calls `launch` with the same point and iteration count (the
 /// harness takes its decisions from all-gathered numbers).
 pub struct GroupLauncher {
-    targets: Mutex<Vec<Option<Target>>>,
+    targets: Mutex<Vec<Option<(Target, Work)>>>,
     arrived: std::sync::Barrier,
     launched: std::sync::Barrier,
     error: Mutex<Option<BackendError>>,
@@ -49,17 +56,16 @@ impl GroupLauncher {
         &self,
         api: &Api,
         target: Target,
-        spec: &PointSpec,
-        placement: Placement,
+        work: Work,
         iters: usize,
     ) -> Result<Instant, BackendError> {
         let poisoned = || BackendError::Failed("a rank thread panicked".into());
         let my_rank = target.rank;
-        self.targets.lock().map_err(|_| poisoned())?[my_rank] = Some(target);
+        self.targets.lock().map_err(|_| poisoned())?[my_rank] = Some((target, work));
         self.arrived.wait();
         let start = Instant::now();
         if my_rank == 0 {
-            let targets: Vec<Target> = self
+            let targets: Vec<(Target, Work)> = self
                 .targets
                 .lock()
                 .map_err(|_| poisoned())?
@@ -72,34 +78,20 @@ impl GroupLauncher {
                 // call that may block, so a timeout may abort them to unblock it.
                 let busy: Vec<_> = targets
                     .iter()
-                    .map(|t| t.comm.enter_blocking())
+                    .map(|(t, _)| t.comm.enter_blocking())
                     .collect::<Result<_, _>>()
                     .map_err(|_| BackendError::Failed("an NCCL communicator was aborted".into()))?;
                 for _ in 0..iters {
-                    // SAFETY: no arguments; paired with the group end below.
-                    unsafe { (api.nccl_group_start)() };
-                    let mut first_error = Ok(());
-                    for t in &targets {
-                        // SAFETY: each target's context and buffers were set up by its rank
-                        // for this spec (prepare) before it arrived.
-                        let r = unsafe {
-                            api.cuda(
-                                "cuCtxSetCurrent",
-                                drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
-                            )
-                            .and_then(|_| enqueue(api, t, spec, placement))
-                        };
-                        if first_error.is_ok() {
-                            first_error = r;
+                    // A collective is one group; a round trip's two phases are two.
+                    for phase in 0..2 {
+                        let any = targets.iter().any(|(_, w)| match w {
+                            Work::Collective(..) => phase == 0,
+                            Work::Pair(role, _) => role.phases()[phase] != Default::default(),
+                        });
+                        if any {
+                            one_group(api, &targets, phase)?;
                         }
                     }
-                    // SAFETY: closes the group opened above.
-                    let end = unsafe { (api.nccl_group_end)() };
-                    first_error?;
-                    api.nccl_check(
-                        &format!("ncclGroupEnd after {} on {} GPUs", spec.coll, targets.len()),
-                        end,
-                    )?;
                 }
                 for b in busy {
                     b.leave().map_err(|_| {
@@ -116,4 +108,36 @@ impl GroupLauncher {
             None => Ok(start),
         }
     }
+}
+
+/// One group: every GPU's part of phase `phase` between ncclGroupStart and ncclGroupEnd.
+fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), BackendError> {
+    // SAFETY: no arguments; paired with the group end below.
+    unsafe { (api.nccl_group_start)() };
+    let mut first_error = Ok(());
+    for (t, work) in targets {
+        // SAFETY: each target's context and buffers were set up by its rank for this work
+        // (prepare) before it arrived.
+        let r = unsafe {
+            api.cuda(
+                "cuCtxSetCurrent",
+                drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
+            )
+            .and_then(|_| match *work {
+                Work::Collective(spec, placement) if phase == 0 => enqueue(api, t, &spec, placement),
+                Work::Collective(..) => Ok(()),
+                Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], bytes),
+            })
+        };
+        if first_error.is_ok() {
+            first_error = r;
+        }
+    }
+    // SAFETY: closes the group opened above.
+    let end = unsafe { (api.nccl_group_end)() };
+    first_error?;
+    api.nccl_check(
+        &format!("ncclGroupEnd on {} GPUs", targets.len()),
+        end,
+    )
 }

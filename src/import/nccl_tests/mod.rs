@@ -78,6 +78,7 @@ fn point(
         stats,
         stop_reason: StopReason::Fixed,
         per_rank_time_s: Vec::new(),
+        arrivals: None,
         nccl_model_time_s: None,
     })
 }

@@ -1,6 +1,9 @@
 //! Command-line arguments as typed (clap derive). Validation into a plan happens in `plan`.
 
+mod matrix;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use matrix::{By, MatrixArgs, MatrixOptions};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -19,6 +22,9 @@ pub struct Cli {
 pub enum Command {
     /// Measure collectives over a range of message sizes (nccl-tests compatible table).
     Sweep(Box<SweepArgs>),
+    /// Every pair of ranks, GPUs or nodes: one-way and two-way bandwidth and latency, and the
+    /// pairs (or the node) far below the others named.
+    Matrix(Box<MatrixArgs>),
     /// Show the GPU/NIC link matrix: live (NVML + sysfs) or from a pasted `nvidia-smi topo -m`.
     Topo(TopoArgs),
     /// Everything a good engineer checks, as findings with evidence and fixes: live, or from files.
@@ -401,9 +407,19 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub report_outputs: ReportOutputs,
 
-    /// Testing hook: inject a fault (`stall:RANK[:SIZE]`, `corrupt:RANK[:SIZE]`, `die:RANK[:SIZE]`).
+    /// Per-rank arrival times: after each point, time single calls on every rank from entering
+    /// to leaving, on a common clock, and name a rank that arrives last in most of them.
+    #[arg(long, help_heading = "What to run")]
+    pub stragglers: bool,
+
+    /// Testing hook: inject a fault (`stall:RANK[:SIZE]`, `corrupt:RANK[:SIZE]`, `die:RANK[:SIZE]`,
+    /// `slow:A-B:FACTOR`, `late:RANK:MICROSECONDS`, `hosts:NAME,…`; `;`-separated).
     #[arg(long, hide = true)]
     pub inject_fault: Option<String>,
+
+    /// Set by `ncclprobe matrix`, which runs on the sweep's backends: pairs, not collectives.
+    #[arg(skip)]
+    pub matrix: Option<std::sync::Arc<MatrixOptions>>,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -440,7 +456,7 @@ impl GateArgs {
     }
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Sizes (nccl-tests flags; K/M/G are binary)")]
 pub struct SizeArgs {
     /// Smallest message size.
@@ -457,7 +473,7 @@ pub struct SizeArgs {
     pub stepbytes: Option<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "What to run")]
 pub struct WhatArgs {
     /// Collectives, comma-separated, or `all`: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
@@ -477,7 +493,7 @@ pub struct WhatArgs {
     pub check: usize,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Timing and statistics")]
 pub struct TimingArgs {
     /// Iterations per timed sample (default: calibrated so a sample lasts --sample-time).
@@ -520,7 +536,7 @@ pub struct TimingArgs {
     pub timeout: f64,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Backend")]
 pub struct BackendArgs {
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
@@ -542,7 +558,7 @@ pub struct BackendArgs {
     pub register: u8,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
     /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` = stdout

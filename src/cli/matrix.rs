@@ -1,0 +1,155 @@
+//! `ncclprobe matrix`: its flags, and the sweep arguments it runs on (the same backends,
+//! launchers, watchdog and record).
+
+use super::{
+    BackendArgs, GateArgs, OutputArgs, ReportOutputs, SizeArgs, SweepArgs, TimingArgs, WhatArgs,
+};
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+/// What the ends of a pair are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum By {
+    /// Every ordered pair of ranks (of GPUs, with the nccl backend).
+    Rank,
+    /// Every pair of hosts, all ranks of one sending to the ranks of the other at once.
+    Node,
+}
+
+/// What `matrix` asks of the harness beyond the sweep's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixOptions {
+    pub by: By,
+    pub one_pair_at_a_time: bool,
+    /// A pair below this fraction of the median pair is named.
+    pub outlier: f64,
+    /// Round trips (latency) are timed at sizes up to this.
+    pub latency_max_bytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Smallest message size [default: 8 and 16M only: one small, one large].
+    #[arg(short = 'b', long = "minbytes", help_heading = "Sizes")]
+    pub minbytes: Option<String>,
+    /// Largest message size (with -b: a curve per pair, factor -f).
+    #[arg(short = 'e', long = "maxbytes", help_heading = "Sizes")]
+    pub maxbytes: Option<String>,
+    /// Multiply the size by this factor between points of a curve.
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        default_value = "2",
+        help_heading = "Sizes"
+    )]
+    pub stepfactor: String,
+
+    /// Pairs of ranks, or pairs of nodes (hosts) with all their ranks at once.
+    #[arg(long, value_enum, default_value_t = By::Rank)]
+    pub by: By,
+    /// Measure one pair at a time instead of rounds of disjoint pairs: slower, but free of
+    /// interference when pairs share a link (a PCIe switch, a NIC, the memory bus).
+    #[arg(long)]
+    pub one_pair_at_a_time: bool,
+    /// Name a pair whose bandwidth is below this fraction of the median pair's (or whose
+    /// latency is above the median over this fraction).
+    #[arg(long, default_value_t = 0.5)]
+    pub outlier: f64,
+
+    /// Iterations per timed sample (default: calibrated so a sample lasts --sample-time).
+    #[arg(short = 'n', long = "iters", help_heading = "Timing")]
+    pub iters: Option<usize>,
+    /// Warm-up iterations per pair and size.
+    #[arg(
+        short = 'w',
+        long = "warmup_iters",
+        default_value_t = 2,
+        help_heading = "Timing"
+    )]
+    pub warmup_iters: usize,
+    /// Target duration of one sample, seconds.
+    #[arg(long, default_value_t = 0.002, help_heading = "Timing")]
+    pub sample_time: f64,
+    /// Stop sampling a step once every pair's 95% median interval is within this fraction.
+    #[arg(long, default_value_t = 0.03, help_heading = "Timing")]
+    pub target_ci: f64,
+    /// Fewest samples per pair.
+    #[arg(long, default_value_t = 6, help_heading = "Timing")]
+    pub min_samples: usize,
+    /// Most samples per pair.
+    #[arg(long, default_value_t = 100, help_heading = "Timing")]
+    pub max_samples: usize,
+    /// Measured seconds one step (a round of pairs, one direction, one size) may spend.
+    #[arg(long, default_value_t = 0.1, help_heading = "Timing")]
+    pub point_budget: f64,
+    /// Seconds a pair may make no progress before the run ends with exit code 4.
+    #[arg(long, default_value_t = 300.0, help_heading = "Timing")]
+    pub timeout: f64,
+
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Testing hook: `slow:A-B:FACTOR`, `slow:A:FACTOR`, `hosts:NAME,…`, `stall:RANK[:SIZE]`.
+    #[arg(long, hide = true)]
+    pub inject_fault: Option<String>,
+}
+
+impl MatrixArgs {
+    /// The sweep arguments the backends and the launcher take, carrying the matrix options.
+    pub fn sweep_args(&self) -> SweepArgs {
+        let (minbytes, maxbytes, stepfactor) = match (&self.minbytes, &self.maxbytes) {
+            // One small and one large size: a factor that jumps from the one to the other.
+            (None, None) => ("8".into(), "16M".into(), (2u64 << 20).to_string()),
+            (b, e) => (
+                b.clone().unwrap_or_else(|| "8".into()),
+                e.clone().unwrap_or_else(|| "16M".into()),
+                self.stepfactor.clone(),
+            ),
+        };
+        SweepArgs {
+            sizes: SizeArgs {
+                minbytes,
+                maxbytes,
+                stepfactor: Some(stepfactor),
+                stepbytes: None,
+            },
+            what: WhatArgs {
+                collective: "sendrecv".into(),
+                datatype: "uint8".into(),
+                op: "sum".into(),
+                root: "0".into(),
+                check: 1,
+            },
+            timing: TimingArgs {
+                iters: self.iters,
+                warmup_iters: self.warmup_iters,
+                warmup_time: 0.0,
+                sample_time: self.sample_time,
+                target_ci: self.target_ci,
+                samples: None,
+                min_samples: self.min_samples,
+                max_samples: self.max_samples,
+                point_budget: self.point_budget,
+                cuda_events: false,
+                average: 3,
+                timeout: self.timeout,
+            },
+            backend: self.backend.clone(),
+            output: self.output.clone(),
+            gate: GateArgs::default(),
+            report: None,
+            report_outputs: ReportOutputs::default(),
+            stragglers: false,
+            inject_fault: self.inject_fault.clone(),
+            matrix: Some(std::sync::Arc::new(MatrixOptions {
+                by: self.by,
+                one_pair_at_a_time: self.one_pair_at_a_time,
+                outlier: self.outlier,
+                latency_max_bytes: 64 << 10,
+            })),
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! What rank 0 keeps while the matrix runs: the document on disk after every step, the
+//! progress bar, and at the end the heat tables, the outliers and the exit code.
+
+use super::{Endpoint, MatrixDocument, PairMeasurement};
+use crate::cli::{OutputArgs, OutputFormat};
+use crate::exit::{ExitCode, Failure};
+use crate::model::{RankInfo, RunStatus};
+use crate::render::record::{clean_stale_temps, write_atomic};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+pub struct MatrixOut {
+    doc: Mutex<MatrixDocument>,
+    json_path: Option<PathBuf>,
+    csv_path: Option<PathBuf>,
+    output: OutputArgs,
+    progress: ProgressBar,
+}
+
+impl MatrixOut {
+    pub fn new(output: &OutputArgs, doc: MatrixDocument) -> MatrixOut {
+        let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+        let (json_path, csv_path) = (file(&output.json), file(&output.csv));
+        for p in json_path.iter().chain(csv_path.iter()) {
+            clean_stale_temps(p);
+        }
+        let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            ProgressStyle::with_template("{spinner} {pos}/{len} pair steps [{elapsed}] {wide_bar}")
+        {
+            progress.set_style(style);
+        }
+        MatrixOut {
+            doc: Mutex::new(doc),
+            json_path,
+            csv_path,
+            output: output.clone(),
+            progress,
+        }
+    }
+
+    /// The document as it stands, written where it goes (a poisoned lock still holds it).
+    fn with_doc<R>(&self, f: impl FnOnce(&mut MatrixDocument) -> R) -> Result<R, Failure> {
+        let mut doc = self.doc.lock().unwrap_or_else(|p| p.into_inner());
+        let r = f(&mut doc);
+        self.flush(&doc)?;
+        Ok(r)
+    }
+
+    fn flush(&self, doc: &MatrixDocument) -> Result<(), Failure> {
+        let failed = |p: &PathBuf, e: std::io::Error| {
+            Failure::internal(format!("writing {}: {e}", p.display()))
+        };
+        if let Some(p) = &self.json_path {
+            let json = crate::render::to_json(doc)?;
+            write_atomic(p, json.as_bytes()).map_err(|e| failed(p, e))?;
+        }
+        if let Some(p) = &self.csv_path {
+            let csv = crate::render::matrix::csv(doc)
+                .map_err(|e| Failure::internal(e.to_string()))?;
+            write_atomic(p, csv.as_bytes()).map_err(|e| failed(p, e))?;
+        }
+        Ok(())
+    }
+
+    pub fn start(
+        &self,
+        ranks: Vec<RankInfo>,
+        endpoints: Vec<Endpoint>,
+        steps: u64,
+    ) -> Result<(), Failure> {
+        self.progress.set_length(steps);
+        self.with_doc(|doc| {
+            let mut hosts: Vec<String> = ranks.iter().map(|r| r.host.clone()).collect();
+            hosts.sort();
+            hosts.dedup();
+            doc.backend.hosts = hosts;
+            doc.backend.nranks = ranks.len();
+            doc.backend.ranks = ranks;
+            doc.endpoints = endpoints;
+        })
+    }
+
+    pub fn record(&self, cells: Vec<PairMeasurement>) -> Result<(), Failure> {
+        self.progress.inc(1);
+        self.with_doc(|doc| doc.measurements.extend(cells))
+    }
+
+    /// From the watchdog's thread: the run ended by a timeout (the hung pair is in `message`).
+    pub fn mark_timed_out(&self, message: &str) {
+        let _ = self.with_doc(|doc| close(doc, RunStatus::TimedOut, Some(message)));
+    }
+
+    /// Close the document with the outcome, print what stdout carries, decide the exit code.
+    pub fn finish(&self, outcome: Result<(), Failure>) -> Result<ExitCode, Failure> {
+        self.progress.finish_and_clear();
+        let status = match &outcome {
+            Err(f) if f.code == ExitCode::Timeout => RunStatus::TimedOut,
+            Err(f) if matches!(f.code, ExitCode::Interrupted | ExitCode::Terminated) => {
+                RunStatus::Interrupted
+            }
+            Err(_) => RunStatus::Failed,
+            Ok(()) => RunStatus::Complete,
+        };
+        let error = outcome.as_ref().err().map(|f| f.message.clone());
+        let doc = self.with_doc(|doc| {
+            if doc.finished_at.is_none() {
+                close(doc, status, error.as_deref());
+            }
+            if status == RunStatus::Complete && doc.total_wrong() > 0 {
+                doc.status = RunStatus::CheckFailed;
+            }
+            doc.clone()
+        })?;
+        outcome?;
+        let out = &self.output;
+        if out.format == OutputFormat::Json || out.json_to_stdout() {
+            println!("{}", crate::render::to_json(&doc)?);
+        }
+        if out.format == OutputFormat::Csv || out.csv_to_stdout() {
+            print!(
+                "{}",
+                crate::render::matrix::csv(&doc).map_err(|e| Failure::internal(e.to_string()))?
+            );
+        }
+        if out.table_on_stdout() {
+            print!("{}", crate::render::matrix::table(&doc));
+        } else {
+            for line in crate::render::matrix::verdict_lines(&doc) {
+                eprintln!("{line}");
+            }
+        }
+        let wrong = doc.total_wrong();
+        if wrong > 0 {
+            return Err(Failure::new(
+                ExitCode::CheckFailed,
+                format!("check failed: {wrong} received bytes differ from what was sent"),
+            ));
+        }
+        Ok(ExitCode::Ok)
+    }
+}
+
+/// End the document: status, end time, and the outliers judged over what was measured.
+fn close(doc: &mut MatrixDocument, status: RunStatus, error: Option<&str>) {
+    doc.status = status;
+    doc.finished_at = Some(crate::model::now_rfc3339());
+    doc.error = error.map(str::to_string);
+    doc.outliers = super::analysis::outliers(doc);
+}

@@ -1,0 +1,423 @@
+//! The matrix as one rank runs it: agree who is where, then for every size, round and
+//! direction time this rank's part of the step (or wait, idle, for the others); rank 0 keeps
+//! the document and writes it after every step.
+
+use super::{By, Direction, Endpoint, PairMeasurement};
+use crate::backend::{Communicator, PairRole, PointSpec};
+use crate::cli::MatrixOptions;
+use crate::exit::Failure;
+use crate::fault_injection::Injected;
+use crate::model::RankInfo;
+use crate::plan::Plan;
+use crate::stats::{summarize, StopRule};
+use crate::units::format_size;
+use crate::watchdog::Watchdog;
+
+/// Everything that moves at once in one step: for each pair of endpoints, its rank pairs.
+struct Step {
+    direction: Direction,
+    round: usize,
+    /// (from endpoint, to endpoint, rank pairs (sender or starter, receiver or answerer)).
+    units: Vec<(usize, usize, Vec<(usize, usize)>)>,
+}
+
+impl Step {
+    fn roles(&self, nranks: usize) -> Vec<PairRole> {
+        let mut roles = vec![PairRole::Idle; nranks];
+        for (_, _, pairs) in &self.units {
+            for &(a, b) in pairs {
+                let (ra, rb) = match self.direction {
+                    Direction::OneWay => (PairRole::Send { to: b }, PairRole::Recv { from: a }),
+                    Direction::TwoWay => (PairRole::Both { peer: b }, PairRole::Both { peer: a }),
+                    Direction::Latency => (PairRole::Ping { peer: b }, PairRole::Pong { peer: a }),
+                };
+                roles[a] = ra;
+                roles[b] = rb;
+            }
+        }
+        roles
+    }
+
+    /// "one-way rank 0 -> rank 3, rank 1 -> rank 2 at 16MB (round 2)", for the watchdog.
+    fn describe(&self, endpoints: &[Endpoint], size: u64) -> String {
+        let arrow = if self.direction == Direction::OneWay {
+            "->"
+        } else {
+            "<->"
+        };
+        let pairs: Vec<String> = self
+            .units
+            .iter()
+            .map(|(a, b, _)| format!("{} {arrow} {}", endpoints[*a].label, endpoints[*b].label))
+            .collect();
+        format!(
+            "matrix {} {} at {} (round {})",
+            self.direction.name(),
+            pairs.join(", "),
+            format_size(size),
+            self.round + 1
+        )
+    }
+}
+
+/// The ends of the pairs: one per rank, or one per host with its ranks in rank order.
+pub fn endpoints(by: By, ranks: &[RankInfo]) -> Vec<Endpoint> {
+    match by {
+        By::Rank => ranks
+            .iter()
+            .map(|r| {
+                let gpu = r
+                    .device
+                    .as_deref()
+                    .and_then(|d| d.split_whitespace().next()?.parse::<usize>().ok());
+                let label = match gpu {
+                    Some(g) if ranks.iter().filter(|o| o.host == r.host).count() == ranks.len() => {
+                        format!("GPU{g}")
+                    }
+                    Some(g) => format!("{}:GPU{g}", r.host),
+                    None => format!("rank {}", r.rank),
+                };
+                Endpoint {
+                    label,
+                    host: r.host.clone(),
+                    ranks: vec![r.rank],
+                    device: r.device.clone(),
+                }
+            })
+            .collect(),
+        By::Node => {
+            let mut nodes: Vec<Endpoint> = Vec::new();
+            for r in ranks {
+                match nodes.iter_mut().find(|n| n.host == r.host) {
+                    Some(n) => n.ranks.push(r.rank),
+                    None => nodes.push(Endpoint {
+                        label: r.host.clone(),
+                        host: r.host.clone(),
+                        ranks: vec![r.rank],
+                        device: None,
+                    }),
+                }
+            }
+            nodes
+        }
+    }
+}
+
+/// Every step of the run at one size, in order: per round, one way, the other way, both
+/// ways, and the round trip (at small sizes).
+fn steps(
+    endpoints: &[Endpoint],
+    options: &MatrixOptions,
+    size: u64,
+) -> Vec<Step> {
+    let rounds = if options.one_pair_at_a_time {
+        super::schedule::one_at_a_time(endpoints.len())
+    } else {
+        super::schedule::round_robin(endpoints.len())
+    };
+    let rank_pairs = |a: usize, b: usize| -> Vec<(usize, usize)> {
+        // Local rank i of one node meets local rank i of the other.
+        endpoints[a]
+            .ranks
+            .iter()
+            .copied()
+            .zip(endpoints[b].ranks.iter().copied())
+            .collect()
+    };
+    let mut steps = Vec::new();
+    for (round, pairs) in rounds.iter().enumerate() {
+        let units = |flip: bool| {
+            pairs
+                .iter()
+                .map(|&(a, b)| {
+                    let (x, y) = if flip { (b, a) } else { (a, b) };
+                    (x, y, rank_pairs(x, y))
+                })
+                .collect::<Vec<_>>()
+        };
+        steps.push(Step {
+            direction: Direction::OneWay,
+            round,
+            units: units(false),
+        });
+        steps.push(Step {
+            direction: Direction::OneWay,
+            round,
+            units: units(true),
+        });
+        steps.push(Step {
+            direction: Direction::TwoWay,
+            round,
+            units: units(false),
+        });
+        if size <= options.latency_max_bytes {
+            steps.push(Step {
+                direction: Direction::Latency,
+                round,
+                units: units(false),
+            });
+        }
+    }
+    steps
+}
+
+/// How many steps the whole run has (for the progress bar).
+pub fn total_steps(endpoints: &[Endpoint], options: &MatrixOptions, sizes: &[u64]) -> u64 {
+    sizes
+        .iter()
+        .map(|&s| steps(endpoints, options, s).len() as u64)
+        .sum()
+}
+
+/// The byte a rank sends at offset `i`: distinct per rank, so a message from the wrong peer
+/// or a stale buffer is caught.
+fn pattern(rank: usize, i: usize) -> u8 {
+    (rank.wrapping_mul(151) ^ i.wrapping_mul(7)).wrapping_add(i >> 8) as u8
+}
+
+/// What each rank needs from the run besides its communicator.
+pub struct Context<'a> {
+    pub plan: &'a Plan,
+    pub options: &'a MatrixOptions,
+    pub watchdog: Option<&'a Watchdog>,
+    pub out: Option<&'a super::MatrixOut>,
+}
+
+/// The whole matrix as seen by one rank.
+pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Failure> {
+    let ranks = crate::sweep::rank::exchange_whoami(comm, &cx.plan.injected)?;
+    let endpoints = endpoints(cx.options.by, &ranks);
+    if endpoints.len() < 2 {
+        return Err(Failure::usage(match cx.options.by {
+            By::Rank => format!(
+                "matrix: {} rank; pairs need at least 2 (--ranks, -g, or the launcher's -np)",
+                ranks.len()
+            ),
+            By::Node => format!(
+                "matrix --by node: every rank runs on {}; pairs of nodes need ranks on at least 2 hosts",
+                ranks.first().map_or("one host", |r| r.host.as_str())
+            ),
+        }));
+    }
+    let sizes = &cx.plan.sizes_bytes;
+    if let Some(out) = cx.out {
+        out.start(ranks, endpoints.clone(), total_steps(&endpoints, cx.options, sizes))?;
+    }
+    for &size in sizes {
+        comm.prepare(&PointSpec::pair(size as usize))
+            .map_err(|e| Failure::from_backend(&format!("matrix at {}", format_size(size)), e))?;
+        let me = comm.rank();
+        for (i, b) in comm.buffers().send[..size as usize].iter_mut().enumerate() {
+            *b = pattern(me, i);
+        }
+        for step in steps(&endpoints, cx.options, size) {
+            let cells = measure_step(comm, cx, &endpoints, &step, size)?;
+            if let Some(out) = cx.out {
+                out.record(cells)?;
+            }
+            // No rank starts the next step before rank 0 has this one on disk.
+            comm.allgather_bytes(&[])
+                .map_err(|e| Failure::from_backend("after a matrix step", e))?;
+        }
+    }
+    if let Some(w) = cx.watchdog {
+        w.disarm();
+    }
+    Ok(())
+}
+
+/// This rank's part of one iteration batch, with a test's injected slow link applied.
+fn timed(
+    comm: &mut dyn Communicator,
+    role: PairRole,
+    iters: usize,
+    injected: &Injected,
+    what: &str,
+) -> Result<f64, Failure> {
+    let t = comm
+        .exchange(role, iters)
+        .map_err(|e| Failure::from_backend(what, e))?;
+    let factor = role
+        .peer()
+        .map_or(1.0, |p| injected.slowdown(comm.rank(), p));
+    if factor > 1.0 {
+        let start = std::time::Instant::now();
+        Injected::hold(t * (factor - 1.0));
+        return Ok(t + start.elapsed().as_secs_f64());
+    }
+    Ok(t)
+}
+
+/// Time one step on every rank; every rank returns the same cells.
+fn measure_step(
+    comm: &mut dyn Communicator,
+    cx: &Context<'_>,
+    endpoints: &[Endpoint],
+    step: &Step,
+    size: u64,
+) -> Result<Vec<PairMeasurement>, Failure> {
+    let s = &cx.plan.settings;
+    let me = comm.rank();
+    let role = step.roles(comm.nranks())[me];
+    let what = step.describe(endpoints, size);
+    let fail = |e| Failure::from_backend(&what, e);
+    let arm = || {
+        if let Some(w) = cx.watchdog {
+            w.arm(&what);
+        }
+    };
+    let bytes = size as usize;
+    // The send buffer holds this rank's pattern since the size began (`fill`); the receive
+    // buffer starts empty so a message that never arrived is caught.
+    comm.buffers().recv[..bytes].fill(0);
+    comm.upload().map_err(fail)?;
+
+    arm();
+    timed(comm, role, s.warmup_iters.max(1), &cx.plan.injected, &what)?;
+    let iters = match s.iters_per_sample {
+        Some(n) => n.max(1),
+        None => {
+            let one = timed(comm, role, 1, &cx.plan.injected, &what)?;
+            let slowest = comm.allgather_f64(one).map_err(fail)?;
+            let slowest = slowest.into_iter().fold(0.0, f64::max);
+            ((s.sample_target_s / slowest.max(1e-9)) as usize).clamp(1, 1 << 16)
+        }
+    };
+
+    let rule = StopRule {
+        min_samples: s.min_samples,
+        max_samples: s.max_samples,
+        target_rel_ci: s.target_rel_ci,
+        budget_s: s.point_budget_s,
+    };
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); step.units.len()];
+    let mut reasons = vec![None; step.units.len()];
+    let mut measured_s = 0.0;
+    while reasons.iter().any(Option::is_none) {
+        arm();
+        let t = timed(comm, role, iters, &cx.plan.injected, &what)?;
+        let all = comm.allgather_f64(t / iters as f64).map_err(fail)?;
+        measured_s += all.iter().copied().fold(0.0, f64::max) * iters as f64;
+        for (u, (_, _, pairs)) in step.units.iter().enumerate() {
+            // A pair of nodes is as fast as its slowest rank pair.
+            let slowest = pairs
+                .iter()
+                .flat_map(|&(a, b)| [all[a], all[b]])
+                .fold(0.0, f64::max);
+            samples[u].push(slowest);
+        }
+        for (u, reason) in reasons.iter_mut().enumerate() {
+            if reason.is_none() {
+                *reason = rule.decide(&samples[u], measured_s);
+            }
+        }
+    }
+
+    // What arrived is what was sent.
+    comm.download().map_err(fail)?;
+    let wrong = match role {
+        PairRole::Recv { from: p } | PairRole::Both { peer: p } | PairRole::Ping { peer: p }
+        | PairRole::Pong { peer: p } => comm.buffers().recv[..bytes]
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| **b != pattern(p, *i))
+            .count() as f64,
+        PairRole::Send { .. } | PairRole::Idle => 0.0,
+    };
+    let wrong = comm.allgather_f64(wrong).map_err(fail)?;
+
+    let concurrent = step.units.len();
+    Ok(step
+        .units
+        .iter()
+        .zip(samples.iter().zip(reasons))
+        .map(|((from, to, pairs), (samples, reason))| {
+            let stats = summarize(samples);
+            let per_message = match step.direction {
+                Direction::Latency => stats.median_s / 2.0,
+                _ => stats.median_s,
+            };
+            let moved = size as f64
+                * pairs.len() as f64
+                * if step.direction == Direction::TwoWay { 2.0 } else { 1.0 };
+            PairMeasurement {
+                from: *from,
+                to: *to,
+                size_bytes: size,
+                direction: step.direction,
+                round: step.round,
+                concurrent_pairs: concurrent,
+                rank_pairs: pairs.len(),
+                time_s: per_message,
+                bw_bytes_per_s: if per_message > 0.0 { moved / per_message } else { 0.0 },
+                iters_per_sample: iters,
+                samples: samples.len(),
+                ci_rel_half_width: stats.ci_rel_half_width,
+                stop_reason: reason.unwrap_or(crate::stats::StopReason::Budget),
+                wrong_bytes: pairs
+                    .iter()
+                    .flat_map(|&(a, b)| [wrong[a], wrong[b]])
+                    .sum::<f64>() as u64,
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(r: usize, host: &str) -> RankInfo {
+        RankInfo {
+            rank: r,
+            host: host.into(),
+            pid: 1,
+            device: None,
+        }
+    }
+
+    #[test]
+    fn nodes_gather_their_ranks_and_pair_local_rank_with_local_rank() {
+        let ranks = [rank(0, "a"), rank(1, "b"), rank(2, "a"), rank(3, "b")];
+        let nodes = endpoints(By::Node, &ranks);
+        assert_eq!(nodes.len(), 2);
+        assert_eq!((nodes[0].ranks.clone(), nodes[1].ranks.clone()), (vec![0, 2], vec![1, 3]));
+        let options = MatrixOptions {
+            by: By::Node,
+            one_pair_at_a_time: false,
+            outlier: 0.5,
+            latency_max_bytes: 64,
+        };
+        let steps = steps(&nodes, &options, 8);
+        assert_eq!(steps.len(), 4);
+        assert_eq!(steps[0].units[0].2, vec![(0, 1), (2, 3)]);
+        assert_eq!(steps[1].units[0].2, vec![(1, 0), (3, 2)]);
+        let roles = steps[1].roles(4);
+        assert_eq!(roles[1], PairRole::Send { to: 0 });
+        assert_eq!(roles[0], PairRole::Recv { from: 1 });
+    }
+
+    #[test]
+    fn four_ranks_give_twelve_one_way_cells_and_six_of_each_other() {
+        let ranks: Vec<RankInfo> = (0..4).map(|r| rank(r, "h")).collect();
+        let eps = endpoints(By::Rank, &ranks);
+        let options = MatrixOptions {
+            by: By::Rank,
+            one_pair_at_a_time: false,
+            outlier: 0.5,
+            latency_max_bytes: 64,
+        };
+        let steps = steps(&eps, &options, 8);
+        let count = |d: Direction| -> usize {
+            steps
+                .iter()
+                .filter(|s| s.direction == d)
+                .map(|s| s.units.len())
+                .sum()
+        };
+        assert_eq!(count(Direction::OneWay), 12);
+        assert_eq!(count(Direction::TwoWay), 6);
+        assert_eq!(count(Direction::Latency), 6);
+        assert!(steps.iter().all(|s| s.units.len() == 2), "rounds of two disjoint pairs");
+    }
+}

@@ -32,6 +32,11 @@ impl ArrivalBarrier {
     }
 
     pub fn wait(&self, rank: usize) {
+        self.wait_as(rank, false);
+    }
+
+    /// `wait`, sleeping between looks when `patient`.
+    fn wait_as(&self, rank: usize, patient: bool) {
         let generation = self.generation.load(Ordering::Acquire);
         self.arrivals[rank].fetch_add(1, Ordering::Relaxed);
         if self.waiting.fetch_add(1, Ordering::AcqRel) + 1 == self.nranks {
@@ -39,14 +44,9 @@ impl ArrivalBarrier {
             self.generation.fetch_add(1, Ordering::Release);
             return;
         }
-        let mut spins = 0u32;
+        let mut wait = Backoff::patient(patient);
         while self.generation.load(Ordering::Acquire) == generation {
-            if spins < 200 {
-                std::hint::spin_loop();
-                spins += 1;
-            } else {
-                std::thread::yield_now();
-            }
+            wait.pause();
         }
     }
 
@@ -59,6 +59,36 @@ impl ArrivalBarrier {
             .collect();
         let furthest = counts.iter().copied().max().unwrap_or(0);
         (0..self.nranks).filter(|&r| counts[r] < furthest).collect()
+    }
+}
+
+/// How a rank waits for others: spin briefly, then yield the core. A patient rank (one
+/// sitting out a `matrix` step, which waits for the pairs at work) sleeps instead, longer
+/// each time up to half a millisecond, so the ranks at work have the cores.
+#[derive(Default)]
+struct Backoff {
+    rounds: u32,
+    patient: bool,
+}
+
+impl Backoff {
+    fn patient(patient: bool) -> Backoff {
+        Backoff {
+            rounds: 0,
+            patient,
+        }
+    }
+
+    fn pause(&mut self) {
+        self.rounds = self.rounds.saturating_add(1);
+        if self.rounds < 200 {
+            std::hint::spin_loop();
+        } else if !self.patient {
+            std::thread::yield_now();
+        } else {
+            let micros = 10u64 << (self.rounds - 200).min(6);
+            std::thread::sleep(std::time::Duration::from_micros(micros.min(500)));
+        }
     }
 }
 
@@ -89,6 +119,8 @@ pub fn world(nranks: usize) -> Vec<HostComm> {
     });
     (0..nranks)
         .map(|rank| HostComm {
+            pairing: None,
+            patient: false,
             rank,
             shared: Arc::clone(&shared),
             send: AlignedBuf::default(),
@@ -99,7 +131,20 @@ pub fn world(nranks: usize) -> Vec<HostComm> {
         .collect()
 }
 
+/// A step of pair exchanges as `begin_pairs` set it up.
+struct Pairing {
+    role: PairRole,
+    partner: usize,
+    partner_base: u64,
+    partner_send: usize,
+    meetings: u64,
+}
+
 pub struct HostComm {
+    pairing: Option<Pairing>,
+    /// In a matrix step (`begin_pairs` was called): a rank without a partner sleeps in
+    /// barriers.
+    patient: bool,
     rank: usize,
     shared: Arc<Shared>,
     send: AlignedBuf,
@@ -173,7 +218,9 @@ impl HostComm {
     }
 
     fn barrier(&self) {
-        self.shared.barrier.wait(self.rank);
+        // A rank without a partner in this matrix step has nothing to do until it ends.
+        let patient = self.pairing.is_none() && self.patient;
+        self.shared.barrier.wait_as(self.rank, patient);
     }
 
     /// The `k`-th meeting of this exchange with `peer` (the two ranks only, not the world):
@@ -182,14 +229,9 @@ impl HostComm {
         let mine = &self.shared.slots[self.rank].pair_syncs;
         mine.fetch_add(1, Ordering::AcqRel);
         let theirs = &self.shared.slots[peer].pair_syncs;
-        let mut spins = 0u32;
+        let mut wait = Backoff::default();
         while theirs.load(Ordering::Acquire) < peer_base + k {
-            if spins < 200 {
-                std::hint::spin_loop();
-                spins += 1;
-            } else {
-                std::thread::yield_now();
-            }
+            wait.pause();
         }
     }
 
@@ -336,6 +378,8 @@ impl Communicator for HostComm {
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
         spec.runnable()?;
+        self.pairing = None;
+        self.patient = false;
         let layout = spec.layout(self.nranks(), self.rank);
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
         self.send.ensure(bytes)?;
@@ -386,6 +430,35 @@ impl Communicator for HostComm {
         Ok(start.elapsed().as_secs_f64())
     }
 
+    /// Publish this rank's send buffer and meeting count, and read its partner's: the one
+    /// world barrier of a step.
+    fn begin_pairs(&mut self, role: PairRole) -> Result<(), BackendError> {
+        let me = &self.shared.slots[self.rank];
+        me.send
+            .store(self.send.as_mut_ptr() as usize, Ordering::Release);
+        me.pair_base
+            .store(me.pair_syncs.load(Ordering::Acquire), Ordering::Release);
+        // Addresses and counts are published before anyone reads a partner's.
+        self.pairing = None;
+        self.patient = false;
+        self.barrier();
+        self.patient = true;
+        self.pairing = role.peer().map(|partner| {
+            if self.nranks() > std::thread::available_parallelism().map_or(1, |n| n.get()) {
+                pin_apart(self.rank, partner);
+            }
+            let slot = &self.shared.slots[partner];
+            Pairing {
+                role,
+                partner,
+                partner_base: slot.pair_base.load(Ordering::Acquire),
+                partner_send: slot.send.load(Ordering::Acquire),
+                meetings: 0,
+            }
+        });
+        Ok(())
+    }
+
     /// A message is the receiver copying the sender's buffer (as a CUDA IPC peer reads);
     /// after each phase the two ranks meet, so the sender's buffer is not reused early and a
     /// round trip's answer waits for its question.
@@ -393,40 +466,42 @@ impl Communicator for HostComm {
         let spec = self
             .spec
             .ok_or_else(|| BackendError::Failed("exchange() before prepare()".to_string()))?;
-        let bytes = spec.count;
-        let me = &self.shared.slots[self.rank];
-        me.send
-            .store(self.send.as_mut_ptr() as usize, Ordering::Release);
-        me.pair_base
-            .store(me.pair_syncs.load(Ordering::Acquire), Ordering::Release);
-        // Addresses and counts are published before anyone reads a partner's.
-        self.barrier();
-        let Some(partner) = role.peer() else {
+        if role == PairRole::Idle {
             return Ok(0.0);
+        }
+        let mut pairing = match self.pairing.take() {
+            Some(p) if p.role == role => p,
+            _ => {
+                return Err(BackendError::Failed(format!(
+                    "exchange({role:?}) without begin_pairs({role:?})"
+                )))
+            }
         };
-        let partner_base = self.shared.slots[partner].pair_base.load(Ordering::Acquire);
-        let partner_send = self.shared.slots[partner].send.load(Ordering::Acquire);
+        let bytes = spec.count;
         let recv = self.recv.as_mut_ptr() as usize;
         let phases: Vec<_> = role
             .phases()
             .into_iter()
             .filter(|t| t.send_to.is_some() || t.recv_from.is_some())
             .collect();
-        let mut k = 0;
         let start = Instant::now();
         for _ in 0..iters {
             for phase in &phases {
                 if phase.recv_from.is_some() {
                     // SAFETY: the peer's send buffer holds `bytes` (it prepared the same
-                    // pair spec) and nobody writes it during the exchange; our receive
-                    // buffer is ours alone.
-                    unsafe { own(recv, 0, bytes).copy_from_slice(peer(partner_send, 0, bytes)) };
+                    // pair spec) and nobody writes it during the step; our receive buffer is
+                    // ours alone.
+                    unsafe {
+                        own(recv, 0, bytes).copy_from_slice(peer(pairing.partner_send, 0, bytes))
+                    };
                 }
-                k += 1;
-                self.meet(partner, partner_base, k);
+                pairing.meetings += 1;
+                self.meet(pairing.partner, pairing.partner_base, pairing.meetings);
             }
         }
-        Ok(start.elapsed().as_secs_f64())
+        let elapsed = start.elapsed().as_secs_f64();
+        self.pairing = Some(pairing);
+        Ok(elapsed)
     }
 
     fn allgather_bytes(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>, BackendError> {
@@ -441,6 +516,30 @@ impl Communicator for HostComm {
     fn missing_ranks_probe(&self) -> Option<Box<dyn Fn() -> Vec<usize> + Send + Sync>> {
         let shared = Arc::clone(&self.shared);
         Some(Box::new(move || shared.barrier.missing()))
+    }
+}
+
+/// With fewer cores than rank threads, put the two ends of a pair on different cores: two
+/// threads that take turns on one core time the scheduler's switches (microseconds), not
+/// the copy or the cache line between cores (tens of nanoseconds).
+fn pin_apart(me: usize, partner: usize) {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    // The process's cores (its main thread's mask), not this thread's: that one may be a
+    // single core since the last pair.
+    let Ok(allowed) = nix::sched::sched_getaffinity(nix::unistd::Pid::this()) else {
+        return;
+    };
+    let usable: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect();
+    if usable.len() < 2 {
+        return;
+    }
+    let mut set = CpuSet::new();
+    let core = usable[usize::from(me > partner) % usable.len()];
+    if set.set(core).is_ok() {
+        // Failure leaves the thread where the scheduler put it: only the timing suffers.
+        let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
     }
 }
 

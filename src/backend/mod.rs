@@ -148,10 +148,15 @@ pub trait Communicator {
     /// Issue `iters` back-to-back calls of the prepared collective and wait for the last; the
     /// wall time in seconds.
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError>;
-    /// `iters` iterations of `role` with messages of the prepared size (`PointSpec::pair`),
-    /// from the send buffer into the receive buffer; the wall time in seconds. Every rank of
-    /// the world calls it for the same step (idle ranks too), so a backend may synchronise at
-    /// its start.
+    /// Set up a step of pair exchanges in which this rank plays `role`. Every rank of the
+    /// world calls it once per step (idle ranks too), so a backend may synchronise here.
+    fn begin_pairs(&mut self, _role: PairRole) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// `iters` iterations of `role` (as begun) with messages of the prepared size
+    /// (`PointSpec::pair`), from the send buffer into the receive buffer; the wall time in
+    /// seconds. Only the two ends of a pair take part.
     fn exchange(&mut self, _role: PairRole, _iters: usize) -> Result<f64, BackendError> {
         Err(BackendError::Unsupported(
             "this backend cannot exchange messages between pairs of ranks".into(),

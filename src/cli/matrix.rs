@@ -69,7 +69,7 @@ pub struct MatrixArgs {
     )]
     pub warmup_iters: usize,
     /// Target duration of one sample, seconds.
-    #[arg(long, default_value_t = 0.002, help_heading = "Timing")]
+    #[arg(long, default_value_t = 0.001, help_heading = "Timing")]
     pub sample_time: f64,
     /// Stop sampling a step once every pair's 95% median interval is within this fraction.
     #[arg(long, default_value_t = 0.03, help_heading = "Timing")]
@@ -81,7 +81,7 @@ pub struct MatrixArgs {
     #[arg(long, default_value_t = 100, help_heading = "Timing")]
     pub max_samples: usize,
     /// Measured seconds one step (a round of pairs, one direction, one size) may spend.
-    #[arg(long, default_value_t = 0.1, help_heading = "Timing")]
+    #[arg(long, default_value_t = 0.03, help_heading = "Timing")]
     pub point_budget: f64,
     /// Seconds a pair may make no progress before the run ends with exit code 4.
     #[arg(long, default_value_t = 300.0, help_heading = "Timing")]

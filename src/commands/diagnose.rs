@@ -1,6 +1,6 @@
 //! `ncclprobe diagnose`: read the inputs (each file's kind detected), run the rules, print.
 
-use super::input::{input_failure, open, read_run_record, Kind};
+use super::input::{input_failure, open, Kind};
 use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::diagnose::{rules, Inputs};
 use crate::documents::DiagnosisDocument;
@@ -15,7 +15,10 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
         let (input, kind) = open(path)?;
         let name = input.name.clone();
         match kind {
-            Kind::RunRecord => inputs.runs.push(read_run_record(input)?),
+            Kind::RunRecord => match super::input::read_document(input)? {
+                super::input::Document::Run(run) => inputs.runs.push(*run),
+                super::input::Document::Matrix(m) => inputs.matrices.push((name.clone(), *m)),
+            },
             Kind::NcclTestsJson => inputs
                 .runs
                 .push(nccl_tests::json_from(input).map_err(input_failure)?),

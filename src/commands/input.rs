@@ -110,6 +110,35 @@ pub fn import_nccl_tests(path: &Path) -> Result<RunRecord, Failure> {
     .map_err(input_failure)
 }
 
+/// What `diagnose` reads from our JSON: a run record or a pair matrix.
+pub enum Document {
+    Run(Box<RunRecord>),
+    Matrix(Box<crate::matrix::MatrixDocument>),
+}
+
+/// A run record, or a `kind: matrix` document (checked against its schema).
+pub fn read_document(input: Input) -> Result<Document, Failure> {
+    let name = input.name.clone();
+    let bytes = input
+        .bytes("an ncclprobe document")
+        .map_err(input_failure)?;
+    #[derive(serde::Deserialize)]
+    struct KindOnly {
+        kind: Option<String>,
+    }
+    let kind = serde_json::from_slice::<KindOnly>(&bytes)
+        .ok()
+        .and_then(|k| k.kind);
+    if kind.as_deref() == Some("matrix") {
+        return serde_json::from_slice(&bytes)
+            .map(|m| Document::Matrix(Box::new(m)))
+            .map_err(|e| Failure::usage(format!("{name}: not a valid ncclprobe matrix: {e}")));
+    }
+    let input = Input::from_reader(&name, Box::new(std::io::Cursor::new(bytes)))
+        .map_err(input_failure)?;
+    read_run_record(input).map(|r| Document::Run(Box::new(r)))
+}
+
 /// An ncclprobe run record, checked against the schema (unknown fields are refused).
 pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
     let name = input.name.clone();

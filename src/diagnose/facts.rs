@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Inputs {
     pub logs: Vec<LogFacts>,
     pub runs: Vec<RunRecord>,
+    /// `ncclprobe matrix` documents, with their file names.
+    pub matrices: Vec<(String, crate::matrix::MatrixDocument)>,
     pub topos: Vec<(String, Topology)>,
     pub smis: Vec<(String, Smi)>,
     pub live: Option<live::Facts>,

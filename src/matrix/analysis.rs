@@ -16,17 +16,24 @@ fn median(values: &mut [f64]) -> Option<f64> {
 }
 
 /// The cells of one direction at one size.
-fn cells(doc: &MatrixDocument, direction: Direction, size: u64) -> Vec<&PairMeasurement> {
-    doc.measurements
+fn cells_of(
+    cells: &[PairMeasurement],
+    direction: Direction,
+    size: u64,
+) -> Vec<&PairMeasurement> {
+    cells
         .iter()
         .filter(|m| m.direction == direction && m.size_bytes == size && m.time_s > 0.0)
         .collect()
 }
 
+fn cells(doc: &MatrixDocument, direction: Direction, size: u64) -> Vec<&PairMeasurement> {
+    cells_of(&doc.measurements, direction, size)
+}
+
 /// Where each direction is judged: bandwidth at the largest size, latency at the smallest.
-fn judged_size(doc: &MatrixDocument, direction: Direction) -> Option<u64> {
-    let sizes = doc
-        .measurements
+fn judged_size(cells: &[PairMeasurement], direction: Direction) -> Option<u64> {
+    let sizes = cells
         .iter()
         .filter(|m| m.direction == direction)
         .map(|m| m.size_bytes);
@@ -36,59 +43,68 @@ fn judged_size(doc: &MatrixDocument, direction: Direction) -> Option<u64> {
     }
 }
 
-/// How a cell compares with the median of its kind: bandwidth over the median's for the
-/// bandwidths, the median's time over its time for latency (below 1 is worse either way).
-fn goodness(m: &PairMeasurement, median_bw: f64, median_time: f64) -> f64 {
-    match m.direction {
-        Direction::Latency => median_time / m.time_s,
-        _ => m.bw_bytes_per_s / median_bw,
-    }
-}
+/// A latency this much above the median is never called slow, whatever the ratio: tens of
+/// nanoseconds between two cores are three times a median of ten, and no link's fault.
+pub const LATENCY_FLOOR_S: f64 = 1e-6;
 
-/// Cells below `outlier_fraction` of the median cell of their direction and size. A kind with
-/// fewer than three cells has no median to stand out from.
-pub fn outliers(doc: &MatrixDocument) -> Vec<Outlier> {
-    let topology = topology(doc);
+/// The cells below `fraction` of the median cell of their direction and size (latency: above
+/// the median over `fraction`, and by at least `LATENCY_FLOOR_S`), with the ratio to the
+/// median. A kind with fewer than three cells has no median to stand out from.
+pub fn outlier_cells(cells: &[PairMeasurement], fraction: f64) -> Vec<(&PairMeasurement, f64)> {
     let mut found = Vec::new();
     for direction in [Direction::OneWay, Direction::TwoWay, Direction::Latency] {
-        let Some(size) = judged_size(doc, direction) else {
+        let Some(size) = judged_size(cells, direction) else {
             continue;
         };
-        let cells = cells(doc, direction, size);
-        if cells.len() < 3 {
+        let kind = cells_of(cells, direction, size);
+        if kind.len() < 3 {
             continue;
         }
-        let mut bws: Vec<f64> = cells.iter().map(|m| m.bw_bytes_per_s).collect();
-        let mut times: Vec<f64> = cells.iter().map(|m| m.time_s).collect();
+        let mut bws: Vec<f64> = kind.iter().map(|m| m.bw_bytes_per_s).collect();
+        let mut times: Vec<f64> = kind.iter().map(|m| m.time_s).collect();
         let (Some(median_bw), Some(median_time)) = (median(&mut bws), median(&mut times)) else {
             continue;
         };
-        for m in cells {
-            let g = goodness(m, median_bw, median_time);
-            if g < doc.outlier_fraction {
-                let ratio = match direction {
-                    Direction::Latency => m.time_s / median_time,
-                    _ => g,
-                };
-                found.push(Outlier {
-                    from: m.from,
-                    to: m.to,
-                    size_bytes: size,
-                    direction,
-                    ratio_to_median: ratio,
-                    link: link(doc, topology.as_ref(), m.from, m.to),
-                });
+        for m in kind {
+            let (slow, ratio) = match direction {
+                Direction::Latency => (
+                    median_time / m.time_s < fraction && m.time_s - median_time >= LATENCY_FLOOR_S,
+                    m.time_s / median_time,
+                ),
+                _ => {
+                    let ratio = m.bw_bytes_per_s / median_bw;
+                    (ratio < fraction, ratio)
+                }
+            };
+            if slow {
+                found.push((m, ratio));
             }
         }
     }
     found
 }
 
+/// The document's outliers, with what lies between the two ends.
+pub fn outliers(doc: &MatrixDocument) -> Vec<Outlier> {
+    let topology = topology(doc);
+    outlier_cells(&doc.measurements, doc.outlier_fraction)
+        .into_iter()
+        .map(|(m, ratio)| Outlier {
+            from: m.from,
+            to: m.to,
+            size_bytes: m.size_bytes,
+            direction: m.direction,
+            ratio_to_median: ratio,
+            link: link(doc, topology.as_ref(), m.from, m.to),
+        })
+        .collect()
+}
+
 /// An endpoint whose own pairs are slow: its median one-way bandwidth (both directions, the
 /// largest size) against the median endpoint's. Returns (endpoint, ratio). With three or more
 /// endpoints a single bad one stands out: its pairs are all slow, everyone else's mostly fast.
 pub fn slow_endpoints(doc: &MatrixDocument) -> Vec<(usize, f64)> {
-    let Some(size) = judged_size(doc, Direction::OneWay) else {
+    let Some(size) = judged_size(&doc.measurements, Direction::OneWay) else {
         return Vec::new();
     };
     let cells = cells(doc, Direction::OneWay, size);

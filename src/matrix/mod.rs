@@ -99,6 +99,10 @@ pub struct PairMeasurement {
     pub stop_reason: StopReason,
     /// Received bytes that differ from what the sender sent.
     pub wrong_bytes: u64,
+    /// Far from the median in the first pass, so measured again alone (this is that second
+    /// measurement): an outlier is named only if it stays one without interference.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remeasured: bool,
 }
 
 /// A cell far from the median of its kind.

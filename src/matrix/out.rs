@@ -82,9 +82,23 @@ impl MatrixOut {
         })
     }
 
-    pub fn record(&self, cells: Vec<PairMeasurement>) -> Result<(), Failure> {
-        self.progress.inc(1);
-        self.with_doc(|doc| doc.measurements.extend(cells))
+    /// A step's cells; `again`: measured a second time, replacing the first pass's.
+    pub fn record(&self, cells: Vec<PairMeasurement>, again: bool) -> Result<(), Failure> {
+        if !again {
+            self.progress.inc(1);
+        }
+        self.with_doc(|doc| {
+            for cell in cells {
+                let same = |m: &PairMeasurement| {
+                    (m.from, m.to, m.size_bytes, m.direction)
+                        == (cell.from, cell.to, cell.size_bytes, cell.direction)
+                };
+                match doc.measurements.iter_mut().find(|m| again && same(m)) {
+                    Some(old) => *old = cell,
+                    None => doc.measurements.push(cell),
+                }
+            }
+        })
     }
 
     /// From the watchdog's thread: the run ended by a timeout (the hung pair is in `message`).

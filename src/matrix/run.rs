@@ -115,15 +115,6 @@ fn steps(
     } else {
         super::schedule::round_robin(endpoints.len())
     };
-    let rank_pairs = |a: usize, b: usize| -> Vec<(usize, usize)> {
-        // Local rank i of one node meets local rank i of the other.
-        endpoints[a]
-            .ranks
-            .iter()
-            .copied()
-            .zip(endpoints[b].ranks.iter().copied())
-            .collect()
-    };
     let mut steps = Vec::new();
     for (round, pairs) in rounds.iter().enumerate() {
         let units = |flip: bool| {
@@ -131,7 +122,7 @@ fn steps(
                 .iter()
                 .map(|&(a, b)| {
                     let (x, y) = if flip { (b, a) } else { (a, b) };
-                    (x, y, rank_pairs(x, y))
+                    (x, y, rank_pairs(endpoints, x, y))
                 })
                 .collect::<Vec<_>>()
         };
@@ -169,10 +160,31 @@ pub fn total_steps(endpoints: &[Endpoint], options: &MatrixOptions, sizes: &[u64
         .sum()
 }
 
-/// The byte a rank sends at offset `i`: distinct per rank, so a message from the wrong peer
-/// or a stale buffer is caught.
-fn pattern(rank: usize, i: usize) -> u8 {
-    (rank.wrapping_mul(151) ^ i.wrapping_mul(7)).wrapping_add(i >> 8) as u8
+/// What a rank sends: a block of a prime length (so it does not line up with any power-of-two
+/// size), distinct per rank, repeated; a message from the wrong peer or a stale buffer is
+/// caught, and checking is a slice comparison per block.
+const PATTERN_LEN: usize = 4093;
+
+fn pattern(rank: usize) -> Vec<u8> {
+    (0..PATTERN_LEN)
+        .map(|i| (rank.wrapping_mul(151) ^ i.wrapping_mul(7)).wrapping_add(i >> 8) as u8)
+        .collect()
+}
+
+fn fill(buf: &mut [u8], rank: usize) {
+    let block = pattern(rank);
+    for chunk in buf.chunks_mut(PATTERN_LEN) {
+        chunk.copy_from_slice(&block[..chunk.len()]);
+    }
+}
+
+/// Bytes of `buf` that differ from what `rank` sends.
+fn count_wrong(buf: &[u8], rank: usize) -> u64 {
+    let block = pattern(rank);
+    buf.chunks(PATTERN_LEN)
+        .filter(|c| *c != &block[..c.len()])
+        .map(|c| c.iter().zip(&block).filter(|(a, b)| a != b).count() as u64)
+        .sum()
 }
 
 /// What each rank needs from the run besides its communicator.
@@ -203,27 +215,92 @@ pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Fai
     if let Some(out) = cx.out {
         out.start(ranks, endpoints.clone(), total_steps(&endpoints, cx.options, sizes))?;
     }
+    // Every rank keeps every cell (each step returns the same on all), so all agree on what
+    // to measure again without another message.
+    let mut all_cells = Vec::new();
     for &size in sizes {
-        comm.prepare(&PointSpec::pair(size as usize))
-            .map_err(|e| Failure::from_backend(&format!("matrix at {}", format_size(size)), e))?;
-        let me = comm.rank();
-        for (i, b) in comm.buffers().send[..size as usize].iter_mut().enumerate() {
-            *b = pattern(me, i);
-        }
+        begin_size(comm, size)?;
         for step in steps(&endpoints, cx.options, size) {
             let cells = measure_step(comm, cx, &endpoints, &step, size)?;
-            if let Some(out) = cx.out {
-                out.record(cells)?;
-            }
-            // No rank starts the next step before rank 0 has this one on disk.
-            comm.allgather_bytes(&[])
-                .map_err(|e| Failure::from_backend("after a matrix step", e))?;
+            after_step(comm, cx, &cells, false)?;
+            all_cells.extend(cells);
         }
     }
+    remeasure_outliers(comm, cx, &endpoints, &all_cells)?;
     if let Some(w) = cx.watchdog {
         w.disarm();
     }
     Ok(())
+}
+
+/// Buffers for `size`, the send buffer holding this rank's pattern.
+fn begin_size(comm: &mut dyn Communicator, size: u64) -> Result<(), Failure> {
+    comm.prepare(&PointSpec::pair(size as usize))
+        .map_err(|e| Failure::from_backend(&format!("matrix at {}", format_size(size)), e))?;
+    let me = comm.rank();
+    fill(&mut comm.buffers().send[..size as usize], me);
+    Ok(())
+}
+
+/// Rank 0 records the step's cells (replacing the first pass's when `again`); no rank starts
+/// the next step before they are on disk.
+fn after_step(
+    comm: &mut dyn Communicator,
+    cx: &Context<'_>,
+    cells: &[PairMeasurement],
+    again: bool,
+) -> Result<(), Failure> {
+    if let Some(out) = cx.out {
+        out.record(cells.to_vec(), again)?;
+    }
+    comm.allgather_bytes(&[])
+        .map_err(|e| Failure::from_backend("after a matrix step", e))?;
+    Ok(())
+}
+
+/// A cell far below the median may only have shared the cores, the memory bus or a switch
+/// with the pairs beside it: measure each such cell again with nothing else moving, and keep
+/// that measurement. A bad link stays slow alone; interference does not.
+fn remeasure_outliers(
+    comm: &mut dyn Communicator,
+    cx: &Context<'_>,
+    endpoints: &[Endpoint],
+    cells: &[PairMeasurement],
+) -> Result<(), Failure> {
+    let mut suspects: Vec<&PairMeasurement> =
+        super::analysis::outlier_cells(cells, cx.options.outlier)
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect();
+    suspects.sort_by_key(|m| m.size_bytes);
+    let mut prepared = None;
+    for m in suspects {
+        if prepared != Some(m.size_bytes) {
+            begin_size(comm, m.size_bytes)?;
+            prepared = Some(m.size_bytes);
+        }
+        let step = Step {
+            direction: m.direction,
+            round: m.round,
+            units: vec![(m.from, m.to, rank_pairs(endpoints, m.from, m.to))],
+        };
+        let mut again = measure_step(comm, cx, endpoints, &step, m.size_bytes)?;
+        for cell in &mut again {
+            cell.remeasured = true;
+        }
+        after_step(comm, cx, &again, true)?;
+    }
+    Ok(())
+}
+
+/// Local rank i of one endpoint meets local rank i of the other.
+fn rank_pairs(endpoints: &[Endpoint], a: usize, b: usize) -> Vec<(usize, usize)> {
+    endpoints[a]
+        .ranks
+        .iter()
+        .copied()
+        .zip(endpoints[b].ranks.iter().copied())
+        .collect()
 }
 
 /// This rank's part of one iteration batch, with a test's injected slow link applied.
@@ -271,6 +348,8 @@ fn measure_step(
     // buffer starts empty so a message that never arrived is caught.
     comm.buffers().recv[..bytes].fill(0);
     comm.upload().map_err(fail)?;
+    arm();
+    comm.begin_pairs(role).map_err(fail)?;
 
     arm();
     timed(comm, role, s.warmup_iters.max(1), &cx.plan.injected, &what)?;
@@ -293,35 +372,54 @@ fn measure_step(
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); step.units.len()];
     let mut reasons = vec![None; step.units.len()];
     let mut measured_s = 0.0;
+    // Samples in batches, exchanged once per batch: the pairs run undisturbed by the
+    // harness's own messages, and ranks sitting the step out wait instead of polling.
+    let mut batch = s.min_samples.max(1);
     while reasons.iter().any(Option::is_none) {
         arm();
-        let t = timed(comm, role, iters, &cx.plan.injected, &what)?;
-        let all = comm.allgather_f64(t / iters as f64).map_err(fail)?;
-        measured_s += all.iter().copied().fold(0.0, f64::max) * iters as f64;
-        for (u, (_, _, pairs)) in step.units.iter().enumerate() {
-            // A pair of nodes is as fast as its slowest rank pair.
-            let slowest = pairs
-                .iter()
-                .flat_map(|&(a, b)| [all[a], all[b]])
-                .fold(0.0, f64::max);
-            samples[u].push(slowest);
+        let mut mine = Vec::with_capacity(batch);
+        for _ in 0..batch {
+            mine.push(timed(comm, role, iters, &cx.plan.injected, &what)? / iters as f64);
+        }
+        let bytes: Vec<u8> = mine.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let all: Vec<Vec<f64>> = comm
+            .allgather_bytes(&bytes)
+            .map_err(fail)?
+            .iter()
+            .map(|b| {
+                b.chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect()
+            })
+            .collect();
+        for k in 0..batch {
+            let at = |r: usize| all[r].get(k).copied().unwrap_or(f64::NAN);
+            measured_s += (0..all.len()).map(at).fold(0.0, f64::max) * iters as f64;
+            for (u, (_, _, pairs)) in step.units.iter().enumerate() {
+                // A pair of nodes is as fast as its slowest rank pair.
+                let slowest = pairs
+                    .iter()
+                    .flat_map(|&(a, b)| [at(a), at(b)])
+                    .fold(0.0, f64::max);
+                samples[u].push(slowest);
+            }
         }
         for (u, reason) in reasons.iter_mut().enumerate() {
             if reason.is_none() {
                 *reason = rule.decide(&samples[u], measured_s);
             }
         }
+        let taken = samples.first().map_or(0, Vec::len);
+        batch = (taken / 2)
+            .max(2)
+            .min(s.max_samples.saturating_sub(taken).max(1));
     }
 
     // What arrived is what was sent.
     comm.download().map_err(fail)?;
     let wrong = match role {
         PairRole::Recv { from: p } | PairRole::Both { peer: p } | PairRole::Ping { peer: p }
-        | PairRole::Pong { peer: p } => comm.buffers().recv[..bytes]
-            .iter()
-            .enumerate()
-            .filter(|(i, b)| **b != pattern(p, *i))
-            .count() as f64,
+        | PairRole::Pong { peer: p } => count_wrong(&comm.buffers().recv[..bytes], p) as f64,
         PairRole::Send { .. } | PairRole::Idle => 0.0,
     };
     let wrong = comm.allgather_f64(wrong).map_err(fail)?;
@@ -358,6 +456,7 @@ fn measure_step(
                     .iter()
                     .flat_map(|&(a, b)| [wrong[a], wrong[b]])
                     .sum::<f64>() as u64,
+                remeasured: false,
             }
         })
         .collect())

@@ -5,6 +5,7 @@
 
 mod host;
 mod links;
+mod matrix;
 mod placement;
 mod results;
 
@@ -239,6 +240,30 @@ pub static RULES: &[Rule] = &[
         fix: "Run `ncclprobe compare RUN --topo topo.txt` for the per-size picture and the chosen expectation; check pcie.downgraded, pcie.iommu-translated and devshm.small (ncclprobe diagnose), and rerun on an idle machine.",
         source: "data/expectations.toml (ncclprobe baselines) and NCCL's cost model, reference/anchors.md §4-§5",
         check: results::below_expectation,
+    },
+    Rule {
+        id: "result.straggler",
+        severity: Severity::Warning,
+        explanation: "One rank entered the collectives last in most calls, well after the others, who waited for it inside the call: the collective's time is that rank's lateness plus the transfer. Its cause is outside the link: a slower or throttled GPU, a busy or descheduled CPU (other processes, too few cores, a missing CPU binding), a data loader or host-side work before the call, or a rank on a slower node.",
+        fix: "Look at what that rank does between collectives and where it runs: nvidia-smi -q -d PERFORMANCE,CLOCK for its GPU, top/htop for its CPU, bind ranks to cores near their GPU (mpirun --bind-to numa, numactl), and rerun sweep --stragglers to see whether the same rank stays late.",
+        source: "sweep --stragglers: per-rank entry and exit times on a common clock (reference/anchors.md §2: stragglers)",
+        check: results::straggler,
+    },
+    Rule {
+        id: "matrix.slow-pair",
+        severity: Severity::Warning,
+        explanation: "Pairs measured alone (or in rounds of disjoint pairs, then again alone) should be alike when they cross alike links; one far below the median pair points at that pair's path: a degraded NVLink, a PCIe slot trained at fewer lanes or a lower generation, a bridge or switch in the way (the link class is named when the GPU link matrix is known), or a GPU whose every pair is slow.",
+        fix: "Check the two GPUs' links: nvidia-smi nvlink --status, nvidia-smi -q -d PCIE (current vs max width and generation), nvidia-smi topo -m; reseat or move the card; run ncclprobe diagnose for pcie.downgraded and nvlink.down.",
+        source: "ncclprobe matrix (reference/anchors.md §2: per-pair tests)",
+        check: matrix::slow_pair,
+    },
+    Rule {
+        id: "matrix.slow-node",
+        severity: Severity::Warning,
+        explanation: "Pairs of nodes, all ranks of one sending to the other's at once, should be alike on a uniform fabric; a node whose every pair is slow has a bad NIC, cable, switch port or PCIe path to its NIC, and a single slow node pair points at the path between those two.",
+        fix: "On the node named: ibstat / ethtool for link rate and errors, the NIC's PCIe width (lspci -vv), its switch port's counters; compare NCCL_DEBUG=INFO lines for the transport chosen; drain the node and rerun the matrix.",
+        source: "ncclprobe matrix --by node (reference/anchors.md §2: per-node tests)",
+        check: matrix::slow_node,
     },
 ];
 

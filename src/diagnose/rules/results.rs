@@ -49,6 +49,20 @@ pub fn wrong(inp: &Inputs) -> Vec<Hit> {
     hits
 }
 
+pub fn straggler(inp: &Inputs) -> Vec<Hit> {
+    inp.runs
+        .iter()
+        .filter_map(|r| {
+            let s = crate::arrivals::straggler(&r.points)?;
+            let text = crate::arrivals::describe(&s, &r.backend.ranks);
+            Some(Hit::new(
+                format!("Rank {} holds the collectives up", s.rank),
+                vec![ev(&file_of(r), 0, text)],
+            ))
+        })
+        .collect()
+}
+
 pub fn truncated(inp: &Inputs) -> Vec<Hit> {
     let mut hits = Vec::new();
     for r in &inp.runs {

@@ -350,6 +350,12 @@ fn measure_step(
     comm.upload().map_err(fail)?;
     arm();
     comm.begin_pairs(role).map_err(fail)?;
+    crate::fault_injection::strike(
+        cx.plan.fault.as_ref(),
+        me,
+        size,
+        crate::fault_injection::Site::BeforeTiming { what: &what },
+    );
 
     arm();
     timed(comm, role, s.warmup_iters.max(1), &cx.plan.injected, &what)?;

@@ -1,0 +1,237 @@
+//! `ncclprobe matrix` and `sweep --stragglers` on the host backend: every pair measured, an
+//! injected slow link named in both directions and nothing else, nodes grouped by host, a
+//! slow node named, a late rank named, and `diagnose` reading it all back.
+
+mod common;
+
+use common::{bin, csv_rows, read_record};
+use ncclprobe::matrix::{Direction, MatrixDocument};
+use std::collections::BTreeSet;
+
+fn matrix(ranks: usize, extra: &[&str], json: &std::path::Path) -> std::process::Output {
+    let out = bin()
+        .args(["matrix", "--backend", "host", "--ranks", &ranks.to_string()])
+        .args(["--json", json.to_str().unwrap()])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "matrix failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn read(path: &std::path::Path) -> MatrixDocument {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{} is not a matrix document: {e}", path.display()))
+}
+
+fn cells(doc: &MatrixDocument, d: Direction) -> BTreeSet<(usize, usize)> {
+    doc.measurements
+        .iter()
+        .filter(|m| m.direction == d)
+        .map(|m| (m.from, m.to))
+        .collect()
+}
+
+#[test]
+fn four_ranks_measure_every_ordered_pair_both_ways_and_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let csv = dir.path().join("m.csv");
+    let out = matrix(4, &["--csv", csv.to_str().unwrap()], &json);
+    let doc = read(&json);
+    assert_eq!(serde_json::to_value(&doc).unwrap()["kind"], "matrix");
+    assert_eq!(doc.status, ncclprobe::model::RunStatus::Complete);
+    assert_eq!(doc.endpoints.len(), 4);
+    let ordered: BTreeSet<_> = (0..4)
+        .flat_map(|a| (0..4).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect();
+    assert_eq!(cells(&doc, Direction::OneWay), ordered, "all 12 ordered pairs");
+    let unordered: BTreeSet<_> = ordered.iter().copied().filter(|(a, b)| a < b).collect();
+    assert_eq!(cells(&doc, Direction::TwoWay), unordered);
+    assert_eq!(cells(&doc, Direction::Latency), unordered);
+    assert_eq!(doc.sizes(), vec![8, 16 << 20], "one small, one large size");
+    for m in &doc.measurements {
+        assert!(m.time_s > 0.0 && m.bw_bytes_per_s > 0.0, "{m:?}");
+        assert_eq!(m.wrong_bytes, 0, "{m:?}");
+        assert!(m.samples >= 6, "{m:?}");
+    }
+    // Rounds are recorded as run: with more ranks than cores the host backend goes one pair
+    // at a time and says so; with enough cores, two disjoint pairs share each round.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let expected = if cores >= 4 { "rounds" } else { "one-pair-at-a-time" };
+    assert_eq!(serde_json::to_value(doc.schedule).unwrap(), expected);
+    let (header, rows) = csv_rows(&csv);
+    assert_eq!(
+        header,
+        ["from", "to", "size_bytes", "direction", "time_us", "bw_gbps"]
+    );
+    assert_eq!(rows.len(), doc.measurements.len());
+    assert!(rows.iter().any(|r| r[0] == "rank 3" && r[1] == "rank 0" && r[3] == "one-way"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("one-way bandwidth, row sends to column at 16 MiB"), "{stdout}");
+    assert!(stdout.contains("latency (half a round trip) at 8 B"), "{stdout}");
+}
+
+#[test]
+fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let out = matrix(4, &["--inject-fault", "slow:1-3:4"], &json);
+    let doc = read(&json);
+    let named: BTreeSet<(usize, usize, Direction)> = doc
+        .outliers
+        .iter()
+        .map(|o| (o.from, o.to, o.direction))
+        .collect();
+    assert!(
+        named.iter().all(|&(a, b, _)| (a.min(b), a.max(b)) == (1, 3)),
+        "only the pair 1-3 may be named: {named:?}"
+    );
+    for want in [
+        (1, 3, Direction::OneWay),
+        (3, 1, Direction::OneWay),
+        (1, 3, Direction::TwoWay),
+    ] {
+        assert!(named.contains(&want), "{want:?} not named: {named:?}");
+    }
+    assert!(doc
+        .measurements
+        .iter()
+        .filter(|m| m.remeasured)
+        .all(|m| (m.from.min(m.to), m.from.max(m.to)) == (1, 3)));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("SLOW PAIR: rank 1 -> rank 3 one-way")
+            && stdout.contains("SLOW PAIR: rank 3 -> rank 1 one-way"),
+        "{stdout}"
+    );
+
+    // diagnose reads the document back and says the same.
+    let diag = bin()
+        .args(["diagnose", "--format", "json", "--from"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&diag.stdout).unwrap();
+    let pairs: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "matrix.slow-pair")
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(pairs, ["rank 1 <-> rank 3 is far below the median pair"]);
+}
+
+#[test]
+fn nodes_are_grouped_by_host_and_a_node_with_a_bad_link_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let out = matrix(
+        4,
+        &["--by", "node", "--inject-fault", "hosts:a,b,c,d;slow:2:4"],
+        &json,
+    );
+    let doc = read(&json);
+    let labels: Vec<&str> = doc.endpoints.iter().map(|e| e.label.as_str()).collect();
+    assert_eq!(labels, ["a", "b", "c", "d"]);
+    assert_eq!(cells(&doc, Direction::OneWay).len(), 12);
+    let slow = ncclprobe::matrix::analysis::slow_endpoints(&doc);
+    assert_eq!(slow.iter().map(|(e, _)| *e).collect::<Vec<_>>(), [2], "{slow:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("SLOW NODE: c"), "{stdout}");
+
+    // Two ranks per host: a node pair moves both rank pairs at once.
+    let json2 = dir.path().join("m2.json");
+    matrix(4, &["--by", "node", "--inject-fault", "hosts:x,y,x,y", "-e", "64K"], &json2);
+    let doc = read(&json2);
+    assert_eq!(doc.endpoints.len(), 2);
+    assert_eq!((doc.endpoints[0].ranks.clone(), doc.endpoints[1].ranks.clone()), (vec![0, 2], vec![1, 3]));
+    assert!(doc.measurements.iter().all(|m| m.rank_pairs == 2));
+}
+
+#[test]
+fn a_matrix_needs_two_ends_and_a_sane_outlier_fraction() {
+    let out = bin()
+        .args(["matrix", "--backend", "host", "--ranks", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pairs need at least 2"));
+    let out = bin()
+        .args(["matrix", "--backend", "host", "--by", "node"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2 hosts"));
+    let out = bin()
+        .args(["matrix", "--outlier", "1.5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_hung_pair_is_named_by_the_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let out = bin()
+        .args(["matrix", "--backend", "host", "--ranks", "2", "--timeout", "2"])
+        .args(["--inject-fault", "stall:1"])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let doc = read(&json);
+    assert_eq!(doc.status, ncclprobe::model::RunStatus::TimedOut);
+    let error = doc.error.unwrap_or_default();
+    assert!(error.contains("matrix one-way rank 0 -> rank 1"), "{error}");
+}
+
+#[test]
+fn a_late_rank_is_named_by_stragglers() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = common::host_sweep(4)
+        .args(["-b", "8", "-e", "64K", "-f", "8", "--stragglers"])
+        .args(["--inject-fault", "late:2:300"])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    println!("{}", stdout.lines().last().unwrap_or_default());
+    assert!(stdout.contains("# STRAGGLER: rank 2 (host "), "{stdout}");
+    let record = read_record(&json);
+    for p in &record.points {
+        let a = p.arrivals.as_ref().expect("arrival times at every point");
+        assert_eq!(a.straggler(), Some(2), "{} {:?}", p.size_bytes, a);
+        assert!(a.late_s[2] > 250e-6, "{:?}", a.late_s);
+    }
+    let diag = bin()
+        .args(["diagnose", "--format", "json", "--from"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&diag.stdout).unwrap();
+    let titles: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "result.straggler")
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Rank 2 holds the collectives up"]);
+
+    // Without the injection nobody is named.
+    let quiet = common::host_sweep(2)
+        .args(["-b", "1M", "-e", "1M", "--stragglers"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&quiet.stdout).contains("# stragglers: no rank entered last"));
+}

@@ -8,7 +8,12 @@ use common::{bin, csv_rows, read_record};
 use ncclprobe::matrix::{Direction, MatrixDocument};
 use std::collections::BTreeSet;
 
+/// Tests that judge timings run one at a time: two matrices sharing two cores would measure
+/// each other.
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn matrix(ranks: usize, extra: &[&str], json: &std::path::Path) -> std::process::Output {
+    let _alone = TIMING.lock().unwrap_or_else(|p| p.into_inner());
     let out = bin()
         .args(["matrix", "--backend", "host", "--ranks", &ranks.to_string()])
         .args(["--json", json.to_str().unwrap()])
@@ -197,6 +202,7 @@ fn a_hung_pair_is_named_by_the_watchdog() {
 fn a_late_rank_is_named_by_stragglers() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
+    let alone = TIMING.lock().unwrap_or_else(|p| p.into_inner());
     let out = common::host_sweep(4)
         .args(["-b", "8", "-e", "64K", "-f", "8", "--stragglers"])
         .args(["--inject-fault", "late:2:300"])
@@ -207,6 +213,7 @@ fn a_late_rank_is_named_by_stragglers() {
     assert!(out.status.success(), "{stdout}");
     println!("{}", stdout.lines().last().unwrap_or_default());
     assert!(stdout.contains("# STRAGGLER: rank 2 (host "), "{stdout}");
+    drop(alone);
     let record = read_record(&json);
     for p in &record.points {
         let a = p.arrivals.as_ref().expect("arrival times at every point");

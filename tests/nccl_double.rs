@@ -747,3 +747,48 @@ fn sigterm_during_a_hung_collective_never_uses_an_aborted_communicator() {
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     assert_eq!(read_record(&json).status, RunStatus::Interrupted);
 }
+
+/// The pair matrix on the GPU TEST DOUBLE: 4 GPUs from one process (`-g 4`, every GPU's
+/// ncclSend/ncclRecv in one group per phase, as NCCL requires of one thread), each pair
+/// exchanging while the other pair of its round does; the double pairs sends with receives
+/// per peer, so idle GPUs take no part.
+#[test]
+fn a_pair_matrix_across_four_gpus() {
+    let d = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let trace = dir.path().join("trace.txt");
+    let mut c = probe(d.path());
+    c.env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+        .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+        .args(["matrix", "--backend", "nccl", "-g", "4", "-b", "8", "-e", "64K", "-f", "8192"])
+        .args(["--max-samples", "6", "--timeout", "60", "--json"])
+        .arg(&json);
+    let (out, _) = run(c);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let doc: ncclprobe::matrix::MatrixDocument =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc.backend.name, "nccl");
+    let labels: Vec<&str> = doc.endpoints.iter().map(|e| e.label.as_str()).collect();
+    assert_eq!(labels, ["GPU0", "GPU1", "GPU2", "GPU3"]);
+    let one_way = doc
+        .measurements
+        .iter()
+        .filter(|m| m.direction == ncclprobe::matrix::Direction::OneWay)
+        .count();
+    assert_eq!(one_way, 24, "12 ordered GPU pairs at 2 sizes");
+    assert!(
+        doc.measurements.iter().all(|m| m.wrong_bytes == 0),
+        "every received byte is the sender's"
+    );
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace.lines().any(|l| l.contains("call=ncclSend")));
+    assert!(
+        trace
+            .lines()
+            .filter(|l| l.contains("call=ncclSend") || l.contains("call=ncclRecv"))
+            .all(|l| l.contains("grouped=true")),
+        "one thread drives 4 GPUs: every send and receive is inside a group"
+    );
+    assert!(text(&out.stdout).contains("# one-way bandwidth, row sends to column at 64 KiB"));
+}

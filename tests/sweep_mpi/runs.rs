@@ -361,3 +361,85 @@ fn doctor_measures_the_mpi_run_again_without_the_tcp_restriction() {
     let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
     println!("{summary}");
 }
+
+fn matrix_doc(path: &std::path::Path) -> ncclprobe::matrix::MatrixDocument {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{} is not a matrix document: {e}", path.display()))
+}
+
+#[test]
+fn matrix_of_four_mpi_ranks_has_every_ordered_pair() {
+    use ncclprobe::matrix::Direction;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let (out, _) = mpirun(
+        4,
+        &["matrix", "--backend", "mpi", "--json", json.to_str().unwrap()],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let doc = matrix_doc(&json);
+    assert_eq!(doc.backend.name, "mpi");
+    assert_eq!(doc.backend.nranks, 4);
+    let one_way: std::collections::BTreeSet<_> = doc
+        .measurements
+        .iter()
+        .filter(|m| m.direction == Direction::OneWay)
+        .map(|m| (m.from, m.to, m.size_bytes))
+        .collect();
+    assert_eq!(one_way.len(), 24, "12 ordered pairs at 2 sizes");
+    assert!(doc.measurements.iter().all(|m| m.wrong_bytes == 0 && m.time_s > 0.0));
+    assert_eq!(
+        serde_json::to_value(doc.schedule).unwrap(),
+        "rounds",
+        "MPI ranks are measured in rounds of disjoint pairs"
+    );
+    assert!(doc.measurements.iter().any(|m| m.concurrent_pairs == 2));
+    // Only rank 0 prints the matrix.
+    assert_eq!(stdout.matches("# ncclprobe matrix: 4 ranks").count(), 1, "{stdout}");
+}
+
+#[test]
+fn matrix_by_node_under_mpirun_groups_ranks_by_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let (out, _) = mpirun(
+        4,
+        &[
+            "matrix",
+            "--backend",
+            "mpi",
+            "--by",
+            "node",
+            "-b",
+            "8",
+            "-e",
+            "1M",
+            "-f",
+            "32",
+            "--inject-fault",
+            "hosts:n1,n1,n2,n2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = matrix_doc(&json);
+    let nodes: Vec<(String, Vec<usize>)> = doc
+        .endpoints
+        .iter()
+        .map(|e| (e.label.clone(), e.ranks.clone()))
+        .collect();
+    assert_eq!(
+        nodes,
+        [("n1".to_string(), vec![0, 1]), ("n2".to_string(), vec![2, 3])]
+    );
+    assert_eq!(doc.backend.hosts, ["n1", "n2"]);
+    // Both ranks of n1 send to both of n2 at once, and back.
+    assert!(doc.measurements.iter().all(|m| m.rank_pairs == 2), "{:?}", doc.measurements);
+    assert_eq!(doc.sizes(), vec![8, 256, 8192, 262144]);
+    assert_eq!(
+        ncclprobe::matrix::analysis::link(&doc, None, 0, 1),
+        "different hosts (n1 and n2): the network"
+    );
+}

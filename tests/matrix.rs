@@ -131,6 +131,51 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
         .map(|f| f["title"].as_str().unwrap())
         .collect();
     assert_eq!(pairs, ["rank 1 <-> rank 3 is far below the median pair"]);
+
+    // qualify gates on it: the slow pair fails, and so does a floor the slow link is below.
+    let q = bin()
+        .args(["qualify", "--format", "json", "--min-pair-bw", "0.000001"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(q.status.code(), Some(3));
+    let q: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    let verdicts: Vec<(String, bool)> = q["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rule"].as_str().unwrap().to_string(), r["passed"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("completed".to_string(), true),
+            ("correct".to_string(), true),
+            ("no-slow-pair".to_string(), false),
+            ("min-pair-bw".to_string(), true),
+        ]
+    );
+
+    // report draws the heat map and calls the machine degraded, naming the pair.
+    let html = dir.path().join("r.html");
+    let pngs = dir.path().join("png");
+    let r = bin()
+        .arg("report")
+        .arg(&json)
+        .arg("-o")
+        .arg(&html)
+        .arg("--png-dir")
+        .arg(&pngs)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("DEGRADED") || page.contains("degraded"), "verdict");
+    assert!(page.contains("rank 1 -&gt; rank 3 one-way"), "the slow pair in words");
+    let png = std::fs::read(pngs.join("m.png").with_file_name("matrix-m.png")).unwrap();
+    let decoder = png::Decoder::new(std::io::Cursor::new(png));
+    let info = decoder.read_info().unwrap();
+    assert_eq!((info.info().width, info.info().height), (1200, 700));
 }
 
 #[test]

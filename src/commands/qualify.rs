@@ -28,6 +28,18 @@ pub fn report(q: &Qualification, args: &RuleArgs, format: DocFormat) -> Result<E
 }
 
 pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
+    if let (input, super::input::Kind::RunRecord) = super::input::open(&args.run)? {
+        let name = input.name.clone();
+        if let super::input::Document::Matrix(doc) = super::input::read_document(input)? {
+            let q = crate::matrix::qualify::judge(&name, &doc, &args.pairs);
+            return report(&q, &args.rules, args.format);
+        }
+    }
+    if args.pairs.min_pair_bw.is_some() || args.pairs.max_pair_latency_us.is_some() {
+        return Err(Failure::usage(
+            "--min-pair-bw/--max-pair-latency-us judge a pair matrix (ncclprobe matrix --json); this is a run",
+        ));
+    }
     let loaded = load_run(&args.run, &args.expectation)?;
     let q = judge(
         &loaded.name,

@@ -7,6 +7,7 @@
 
 pub mod analysis;
 mod out;
+pub mod qualify;
 pub mod run;
 pub mod schedule;
 

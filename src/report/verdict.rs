@@ -128,6 +128,33 @@ pub fn verdict(docs: &Documents) -> Verdict {
             failed.push(format!("qualification failed ({label}): {}", q.summary));
         }
     }
+    for m in &docs.matrices {
+        let d = &m.doc;
+        if d.status != crate::model::RunStatus::Complete {
+            failed.push(format!(
+                "the pair matrix ({}) ended {}: {}",
+                m.file,
+                d.status.name(),
+                d.error.clone().unwrap_or_else(|| "no reason recorded".into())
+            ));
+        }
+        if d.total_wrong() > 0 {
+            failed.push(format!(
+                "{} bytes came back wrong between pairs ({})",
+                d.total_wrong(),
+                m.file
+            ));
+        }
+        for (e, ratio) in crate::matrix::analysis::slow_endpoints(d) {
+            degraded.push(format!(
+                "{}: its pairs reach {ratio:.2}x the median one-way bandwidth ({})",
+                d.endpoints[e].label, m.file
+            ));
+        }
+        for o in &d.outliers {
+            degraded.push(crate::matrix::analysis::describe(d, o));
+        }
+    }
     for n in &docs.notes {
         match n.level.as_str() {
             "error" => failed.push(n.text.clone()),

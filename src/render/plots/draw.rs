@@ -329,7 +329,7 @@ fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, h: &Heatmap) -> Fa
                 .map_err(err)?;
         }
     }
-    if let Some((bx, by)) = h.best {
+    if let Some((bx, by, word)) = h.framed {
         let (x0, y0) = (bx as f64, by as f64);
         chart
             .draw_series(std::iter::once(Rectangle::new(
@@ -344,7 +344,7 @@ fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, h: &Heatmap) -> Fa
             .pos(Pos::new(HPos::Center, VPos::Top));
         chart
             .draw_series(std::iter::once(Text::new(
-                "best".to_string(),
+                word.to_string(),
                 (x0 + 0.5, y0 + 0.93),
                 style,
             )))

@@ -6,6 +6,7 @@ use super::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
 use crate::coll::{Collective, Placement};
 use crate::documents::DdpSimulation;
 use crate::model::{Point, RunRecord};
+use crate::units::format_size;
 use crate::report::verdict::same_file;
 use crate::report::Documents;
 use plotters::chart::SeriesLabelPosition;
@@ -391,22 +392,8 @@ fn ddp_heatmap(file: &str, sim: &DdpSimulation) -> Option<Plot> {
             }
         }
     }
-    let stem = std::path::Path::new(file)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let safe: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
     Some(Plot {
-        name: format!("ddp-{safe}"),
+        name: format!("ddp-{}", safe_stem(file)),
         title: format!("DDP {} on {} GPUs: samples/s", sim.model.name, sim.world_size),
         caption: format!(
             "Modelled samples/s per bucket_cap_mb (columns) and accumulation steps (rows), the better of with and without no_sync() in each cell; framed: the best. One GPU: {:.0} samples/s. Link: {}.",
@@ -420,7 +407,80 @@ fn ddp_heatmap(file: &str, sim: &DdpSimulation) -> Option<Plot> {
             y_ticks: accs.iter().map(|a| a.to_string()).collect(),
             values,
             cell_text: Box::new(|v| format!("{v:.0}")),
-            best,
+            framed: best.map(|(x, y)| (x, y, "best")),
+        }),
+    })
+}
+
+/// A file's stem as a plot's file name may carry it.
+fn safe_stem(file: &str) -> String {
+    std::path::Path::new(file)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A pair matrix: one-way bandwidth at its largest size, senders by rows, receivers by
+/// columns; the slowest pair framed.
+fn matrix_heatmap(file: &str, doc: &crate::matrix::MatrixDocument) -> Option<Plot> {
+    use crate::matrix::Direction;
+    let size = *doc.sizes().last()?;
+    let n = doc.endpoints.len();
+    let mut values = vec![vec![None; n]; n];
+    let mut worst: Option<((usize, usize), f64)> = None;
+    for m in doc
+        .measurements
+        .iter()
+        .filter(|m| m.direction == Direction::OneWay && m.size_bytes == size)
+    {
+        let gbps = m.bw_bytes_per_s / 1e9;
+        if let Some(cell) = values.get_mut(m.from).and_then(|r| r.get_mut(m.to)) {
+            *cell = Some(gbps);
+        }
+        if worst.is_none_or(|(_, w)| gbps < w) {
+            worst = Some(((m.to, m.from), gbps));
+        }
+    }
+    let labels: Vec<String> = doc.endpoints.iter().map(|e| e.label.clone()).collect();
+    let named = if doc.outliers.is_empty() {
+        format!("no pair below {:.2}x the median pair", doc.outlier_fraction)
+    } else {
+        doc.outliers
+            .iter()
+            .map(|o| crate::matrix::analysis::describe(doc, o))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    Some(Plot {
+        name: format!("matrix-{}", safe_stem(file)),
+        title: format!("One-way bandwidth per pair at {}", format_size(size)),
+        caption: format!(
+            "Measured GB/s from each {} (rows) to each (columns), {} backend, {}; framed: the slowest pair. {named}.",
+            if doc.by == crate::matrix::By::Node { "node" } else { "rank" },
+            doc.backend.name,
+            match doc.schedule {
+                crate::matrix::Schedule::Rounds => "rounds of disjoint pairs",
+                crate::matrix::Schedule::OnePairAtATime => "one pair at a time",
+            }
+        ),
+        chart: Chart::Heat(Heatmap {
+            title: format!("One-way GB/s per pair at {} (measured)", format_size(size)),
+            x_label: "receiver".into(),
+            y_label: "sender".into(),
+            x_ticks: labels.clone(),
+            y_ticks: labels,
+            values,
+            cell_text: Box::new(|v| format!("{v:.1}")),
+            framed: worst.map(|((x, y), _)| (x, y, "slowest")),
         }),
     })
 }
@@ -437,6 +497,11 @@ pub fn figures(docs: &Documents) -> Vec<Plot> {
     plots.extend(ratio(docs));
     plots.extend(spread(docs, &run_labels, &colls));
     plots.extend(docs.ddp.iter().filter_map(|s| ddp_heatmap(&s.file, &s.doc)));
+    plots.extend(
+        docs.matrices
+            .iter()
+            .filter_map(|m| matrix_heatmap(&m.file, &m.doc)),
+    );
     // Two documents of one kind from files of the same name still get two files.
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for p in &mut plots {

@@ -67,7 +67,8 @@ pub struct Heatmap {
     pub y_ticks: Vec<String>,
     pub values: Vec<Vec<Option<f64>>>,
     pub cell_text: Box<dyn Fn(f64) -> String + Send + Sync>,
-    pub best: Option<(usize, usize)>,
+    /// A cell to frame (column, row) and the word written in it ("best", "slowest").
+    pub framed: Option<(usize, usize, &'static str)>,
 }
 
 pub enum Chart {

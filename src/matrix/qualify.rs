@@ -1,0 +1,137 @@
+//! `ncclprobe qualify MATRIX.json`: the pairwise gate. Always: the matrix completed, every
+//! received byte was right, and no pair (or node) stands out; with flags: every pair's one-way
+//! bandwidth at the largest size and latency at the smallest.
+
+use super::{analysis, Direction, MatrixDocument};
+use crate::cli::PairRuleArgs;
+use crate::documents::{Kind, Qualification, RuleResult};
+use crate::model::RunStatus;
+
+fn rule(name: &str, unit: &str, passed: bool, message: String) -> RuleResult {
+    RuleResult {
+        rule: name.into(),
+        collective: None,
+        size_bytes: None,
+        measured: None,
+        required: None,
+        unit: unit.into(),
+        passed,
+        message,
+    }
+}
+
+/// The worst cell of `direction` at its judged size against a bound.
+fn bound_rule(
+    doc: &MatrixDocument,
+    direction: Direction,
+    required: f64,
+) -> Option<RuleResult> {
+    let sizes = doc.sizes();
+    let size = match direction {
+        Direction::Latency => doc
+            .measurements
+            .iter()
+            .filter(|m| m.direction == direction)
+            .map(|m| m.size_bytes)
+            .min()?,
+        _ => *sizes.last()?,
+    };
+    let cells = doc
+        .measurements
+        .iter()
+        .filter(|m| m.direction == direction && m.size_bytes == size);
+    let worst = match direction {
+        Direction::Latency => cells.max_by(|a, b| a.time_s.total_cmp(&b.time_s))?,
+        _ => cells.min_by(|a, b| a.bw_bytes_per_s.total_cmp(&b.bw_bytes_per_s))?,
+    };
+    let pair = doc.pair_label(worst.from, worst.to, direction);
+    let (name, unit, measured, passed) = match direction {
+        Direction::Latency => {
+            let us = worst.time_s * 1e6;
+            ("max-pair-latency", "us", us, us <= required)
+        }
+        _ => {
+            let gbps = worst.bw_bytes_per_s / 1e9;
+            ("min-pair-bw", "GB/s", gbps, gbps >= required)
+        }
+    };
+    let mut r = rule(
+        name,
+        unit,
+        passed,
+        format!(
+            "worst pair {pair}: {measured:.2} {unit} at {} (required {} {required} {unit})",
+            crate::units::format_size(size),
+            if direction == Direction::Latency { "<=" } else { ">=" }
+        ),
+    );
+    r.size_bytes = Some(size);
+    r.measured = Some(measured);
+    r.required = Some(required);
+    Some(r)
+}
+
+pub fn judge(name: &str, doc: &MatrixDocument, rules: &PairRuleArgs) -> Qualification {
+    let mut results = vec![
+        rule(
+            "completed",
+            "",
+            doc.status == RunStatus::Complete || doc.status == RunStatus::CheckFailed,
+            format!("status {:?}", doc.status).to_lowercase(),
+        ),
+        rule(
+            "correct",
+            "bytes",
+            doc.total_wrong() == 0,
+            format!("{} received bytes differ from what was sent", doc.total_wrong()),
+        ),
+    ];
+    let outliers = analysis::outliers(doc);
+    let slow = analysis::slow_endpoints(doc);
+    let mut words: Vec<String> = slow
+        .iter()
+        .map(|(e, r)| format!("{} at {r:.2}x the median", doc.endpoints[*e].label))
+        .collect();
+    words.extend(outliers.iter().map(|o| analysis::describe(doc, o)));
+    results.push(rule(
+        "no-slow-pair",
+        "",
+        words.is_empty(),
+        if words.is_empty() {
+            format!("no pair below {:.2}x the median pair", doc.outlier_fraction)
+        } else {
+            words.join("; ")
+        },
+    ));
+    if let Some(gbps) = rules.min_pair_bw {
+        results.extend(bound_rule(doc, Direction::OneWay, gbps));
+    }
+    if let Some(us) = rules.max_pair_latency_us {
+        results.extend(bound_rule(doc, Direction::Latency, us));
+    }
+    let failed: Vec<&RuleResult> = results.iter().filter(|r| !r.passed).collect();
+    let summary = if failed.is_empty() {
+        format!("PASS: {} rules on {} pairs", results.len(), doc.endpoints.len())
+    } else {
+        format!(
+            "FAIL: {}",
+            failed
+                .iter()
+                .map(|r| format!("{} ({})", r.rule, r.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    Qualification {
+        schema_version: crate::model::SCHEMA_VERSION,
+        kind: Kind::Qualification,
+        tool: crate::buildinfo::tool_info(),
+        run: name.into(),
+        profile: None,
+        passed: failed.is_empty(),
+        results,
+        attempts: 1,
+        avg_busbw_bytes_per_s: Default::default(),
+        summary,
+    }
+}

@@ -235,7 +235,13 @@ mod tests {
         assert_eq!(inj.slowdown(1, 2), 1.0);
         let (_, node) = parse("slow:2:3").unwrap();
         assert_eq!((node.slowdown(0, 2), node.slowdown(0, 1)), (3.0, 1.0));
-        for bad in ["slow:1-x:2", "slow:1:0.5", "late:1", "stall:0;die:1", "boom:1"] {
+        for bad in [
+            "slow:1-x:2",
+            "slow:1:0.5",
+            "late:1",
+            "stall:0;die:1",
+            "boom:1",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

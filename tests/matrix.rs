@@ -55,7 +55,11 @@ fn four_ranks_measure_every_ordered_pair_both_ways_and_round_trips() {
     let ordered: BTreeSet<_> = (0..4)
         .flat_map(|a| (0..4).filter(move |&b| b != a).map(move |b| (a, b)))
         .collect();
-    assert_eq!(cells(&doc, Direction::OneWay), ordered, "all 12 ordered pairs");
+    assert_eq!(
+        cells(&doc, Direction::OneWay),
+        ordered,
+        "all 12 ordered pairs"
+    );
     let unordered: BTreeSet<_> = ordered.iter().copied().filter(|(a, b)| a < b).collect();
     assert_eq!(cells(&doc, Direction::TwoWay), unordered);
     assert_eq!(cells(&doc, Direction::Latency), unordered);
@@ -68,18 +72,37 @@ fn four_ranks_measure_every_ordered_pair_both_ways_and_round_trips() {
     // Rounds are recorded as run: with more ranks than cores the host backend goes one pair
     // at a time and says so; with enough cores, two disjoint pairs share each round.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let expected = if cores >= 4 { "rounds" } else { "one-pair-at-a-time" };
+    let expected = if cores >= 4 {
+        "rounds"
+    } else {
+        "one-pair-at-a-time"
+    };
     assert_eq!(serde_json::to_value(doc.schedule).unwrap(), expected);
     let (header, rows) = csv_rows(&csv);
     assert_eq!(
         header,
-        ["from", "to", "size_bytes", "direction", "time_us", "bw_gbps"]
+        [
+            "from",
+            "to",
+            "size_bytes",
+            "direction",
+            "time_us",
+            "bw_gbps"
+        ]
     );
     assert_eq!(rows.len(), doc.measurements.len());
-    assert!(rows.iter().any(|r| r[0] == "rank 3" && r[1] == "rank 0" && r[3] == "one-way"));
+    assert!(rows
+        .iter()
+        .any(|r| r[0] == "rank 3" && r[1] == "rank 0" && r[3] == "one-way"));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("one-way bandwidth, row sends to column at 16 MiB"), "{stdout}");
-    assert!(stdout.contains("latency (half a round trip) at 8 B"), "{stdout}");
+    assert!(
+        stdout.contains("one-way bandwidth, row sends to column at 16 MiB"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("latency (half a round trip) at 8 B"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -94,7 +117,9 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
         .map(|o| (o.from, o.to, o.direction))
         .collect();
     assert!(
-        named.iter().all(|&(a, b, _)| (a.min(b), a.max(b)) == (1, 3)),
+        named
+            .iter()
+            .all(|&(a, b, _)| (a.min(b), a.max(b)) == (1, 3)),
         "only the pair 1-3 may be named: {named:?}"
     );
     for want in [
@@ -144,7 +169,12 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["rule"].as_str().unwrap().to_string(), r["passed"].as_bool().unwrap()))
+        .map(|r| {
+            (
+                r["rule"].as_str().unwrap().to_string(),
+                r["passed"].as_bool().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         verdicts,
@@ -170,8 +200,14 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
         .unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("DEGRADED") || page.contains("degraded"), "verdict");
-    assert!(page.contains("rank 1 -&gt; rank 3 one-way"), "the slow pair in words");
+    assert!(
+        page.contains("DEGRADED") || page.contains("degraded"),
+        "verdict"
+    );
+    assert!(
+        page.contains("rank 1 -&gt; rank 3 one-way"),
+        "the slow pair in words"
+    );
     let png = std::fs::read(pngs.join("m.png").with_file_name("matrix-m.png")).unwrap();
     let decoder = png::Decoder::new(std::io::Cursor::new(png));
     let info = decoder.read_info().unwrap();
@@ -192,16 +228,37 @@ fn nodes_are_grouped_by_host_and_a_node_with_a_bad_link_is_named() {
     assert_eq!(labels, ["a", "b", "c", "d"]);
     assert_eq!(cells(&doc, Direction::OneWay).len(), 12);
     let slow = ncclprobe::matrix::analysis::slow_endpoints(&doc);
-    assert_eq!(slow.iter().map(|(e, _)| *e).collect::<Vec<_>>(), [2], "{slow:?}");
+    assert_eq!(
+        slow.iter().map(|(e, _)| *e).collect::<Vec<_>>(),
+        [2],
+        "{slow:?}"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("SLOW NODE: c"), "{stdout}");
 
     // Two ranks per host: a node pair moves both rank pairs at once.
     let json2 = dir.path().join("m2.json");
-    matrix(4, &["--by", "node", "--inject-fault", "hosts:x,y,x,y", "-e", "64K"], &json2);
+    matrix(
+        4,
+        &[
+            "--by",
+            "node",
+            "--inject-fault",
+            "hosts:x,y,x,y",
+            "-e",
+            "64K",
+        ],
+        &json2,
+    );
     let doc = read(&json2);
     assert_eq!(doc.endpoints.len(), 2);
-    assert_eq!((doc.endpoints[0].ranks.clone(), doc.endpoints[1].ranks.clone()), (vec![0, 2], vec![1, 3]));
+    assert_eq!(
+        (
+            doc.endpoints[0].ranks.clone(),
+            doc.endpoints[1].ranks.clone()
+        ),
+        (vec![0, 2], vec![1, 3])
+    );
     assert!(doc.measurements.iter().all(|m| m.rank_pairs == 2));
 }
 
@@ -219,10 +276,7 @@ fn a_matrix_needs_two_ends_and_a_sane_outlier_fraction() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 2 hosts"));
-    let out = bin()
-        .args(["matrix", "--outlier", "1.5"])
-        .output()
-        .unwrap();
+    let out = bin().args(["matrix", "--outlier", "1.5"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -231,7 +285,15 @@ fn a_hung_pair_is_named_by_the_watchdog() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("m.json");
     let out = bin()
-        .args(["matrix", "--backend", "host", "--ranks", "2", "--timeout", "2"])
+        .args([
+            "matrix",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "--timeout",
+            "2",
+        ])
         .args(["--inject-fault", "stall:1"])
         .args(["--json", json.to_str().unwrap()])
         .output()

@@ -761,11 +761,28 @@ fn a_pair_matrix_across_four_gpus() {
     let mut c = probe(d.path());
     c.env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
         .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
-        .args(["matrix", "--backend", "nccl", "-g", "4", "-b", "8", "-e", "64K", "-f", "8192"])
+        .args([
+            "matrix",
+            "--backend",
+            "nccl",
+            "-g",
+            "4",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-f",
+            "8192",
+        ])
         .args(["--max-samples", "6", "--timeout", "60", "--json"])
         .arg(&json);
     let (out, _) = run(c);
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     let doc: ncclprobe::matrix::MatrixDocument =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc.backend.name, "nccl");

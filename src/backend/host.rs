@@ -73,10 +73,7 @@ struct Backoff {
 
 impl Backoff {
     fn patient(patient: bool) -> Backoff {
-        Backoff {
-            rounds: 0,
-            patient,
-        }
+        Backoff { rounds: 0, patient }
     }
 
     fn pause(&mut self) {

@@ -134,8 +134,8 @@ pub fn read_document(input: Input) -> Result<Document, Failure> {
             .map(|m| Document::Matrix(Box::new(m)))
             .map_err(|e| Failure::usage(format!("{name}: not a valid ncclprobe matrix: {e}")));
     }
-    let input = Input::from_reader(&name, Box::new(std::io::Cursor::new(bytes)))
-        .map_err(input_failure)?;
+    let input =
+        Input::from_reader(&name, Box::new(std::io::Cursor::new(bytes))).map_err(input_failure)?;
     read_run_record(input).map(|r| Document::Run(Box::new(r)))
 }
 

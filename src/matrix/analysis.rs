@@ -16,11 +16,7 @@ fn median(values: &mut [f64]) -> Option<f64> {
 }
 
 /// The cells of one direction at one size.
-fn cells_of(
-    cells: &[PairMeasurement],
-    direction: Direction,
-    size: u64,
-) -> Vec<&PairMeasurement> {
+fn cells_of(cells: &[PairMeasurement], direction: Direction, size: u64) -> Vec<&PairMeasurement> {
     cells
         .iter()
         .filter(|m| m.direction == direction && m.size_bytes == size && m.time_s > 0.0)
@@ -153,10 +149,7 @@ pub fn link(doc: &MatrixDocument, topology: Option<&Topology>, a: usize, b: usiz
     }
     if let (Some(t), Some(i), Some(j)) = (topology, x.gpu_index(), y.gpu_index()) {
         if let Some(code) = t.link(&format!("GPU{i}"), &format!("GPU{j}")) {
-            return format!(
-                "{} ({code})",
-                crate::render::topo::describe_link(code)
-            );
+            return format!("{} ({code})", crate::render::topo::describe_link(code));
         }
     }
     match (x.device.is_some(), doc.backend.name.as_str()) {
@@ -177,7 +170,10 @@ pub fn figure(m_direction: Direction, bw: f64, time_s: f64) -> String {
 /// "GPU3 -> GPU5 6.10 GB/s at 16MB, 0.24x the median pair; through the CPU's PCIe host bridge (PHB)"
 pub fn describe(doc: &MatrixDocument, o: &Outlier) -> String {
     let cell = doc.measurements.iter().find(|m| {
-        m.from == o.from && m.to == o.to && m.direction == o.direction && m.size_bytes == o.size_bytes
+        m.from == o.from
+            && m.to == o.to
+            && m.direction == o.direction
+            && m.size_bytes == o.size_bytes
     });
     let value = cell.map_or_else(String::new, |m| {
         format!(" {}", figure(o.direction, m.bw_bytes_per_s, m.time_s))

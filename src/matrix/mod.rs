@@ -12,10 +12,10 @@ pub mod run;
 pub mod schedule;
 
 pub use crate::cli::By;
-pub use out::MatrixOut;
 use crate::documents::Kind;
 use crate::model::{BackendInfo, RunStatus, Settings, ToolInfo, SCHEMA_VERSION};
 use crate::stats::StopReason;
+pub use out::MatrixOut;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -57,8 +57,8 @@ impl MatrixOut {
             write_atomic(p, json.as_bytes()).map_err(|e| failed(p, e))?;
         }
         if let Some(p) = &self.csv_path {
-            let csv = crate::render::matrix::csv(doc)
-                .map_err(|e| Failure::internal(e.to_string()))?;
+            let csv =
+                crate::render::matrix::csv(doc).map_err(|e| Failure::internal(e.to_string()))?;
             write_atomic(p, csv.as_bytes()).map_err(|e| failed(p, e))?;
         }
         Ok(())

@@ -21,11 +21,7 @@ fn rule(name: &str, unit: &str, passed: bool, message: String) -> RuleResult {
 }
 
 /// The worst cell of `direction` at its judged size against a bound.
-fn bound_rule(
-    doc: &MatrixDocument,
-    direction: Direction,
-    required: f64,
-) -> Option<RuleResult> {
+fn bound_rule(doc: &MatrixDocument, direction: Direction, required: f64) -> Option<RuleResult> {
     let sizes = doc.sizes();
     let size = match direction {
         Direction::Latency => doc
@@ -62,7 +58,11 @@ fn bound_rule(
         format!(
             "worst pair {pair}: {measured:.2} {unit} at {} (required {} {required} {unit})",
             crate::units::format_size(size),
-            if direction == Direction::Latency { "<=" } else { ">=" }
+            if direction == Direction::Latency {
+                "<="
+            } else {
+                ">="
+            }
         ),
     );
     r.size_bytes = Some(size);
@@ -83,7 +83,10 @@ pub fn judge(name: &str, doc: &MatrixDocument, rules: &PairRuleArgs) -> Qualific
             "correct",
             "bytes",
             doc.total_wrong() == 0,
-            format!("{} received bytes differ from what was sent", doc.total_wrong()),
+            format!(
+                "{} received bytes differ from what was sent",
+                doc.total_wrong()
+            ),
         ),
     ];
     let outliers = analysis::outliers(doc);
@@ -111,7 +114,11 @@ pub fn judge(name: &str, doc: &MatrixDocument, rules: &PairRuleArgs) -> Qualific
     }
     let failed: Vec<&RuleResult> = results.iter().filter(|r| !r.passed).collect();
     let summary = if failed.is_empty() {
-        format!("PASS: {} rules on {} pairs", results.len(), doc.endpoints.len())
+        format!(
+            "PASS: {} rules on {} pairs",
+            results.len(),
+            doc.endpoints.len()
+        )
     } else {
         format!(
             "FAIL: {}",

@@ -13,12 +13,15 @@ use crate::stats::{summarize, StopRule};
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
 
+/// A pair of endpoints in a step: (from endpoint, to endpoint, its rank pairs (sender or
+/// starter, receiver or answerer)).
+type Unit = (usize, usize, Vec<(usize, usize)>);
+
 /// Everything that moves at once in one step: for each pair of endpoints, its rank pairs.
 struct Step {
     direction: Direction,
     round: usize,
-    /// (from endpoint, to endpoint, rank pairs (sender or starter, receiver or answerer)).
-    units: Vec<(usize, usize, Vec<(usize, usize)>)>,
+    units: Vec<Unit>,
 }
 
 impl Step {
@@ -105,11 +108,7 @@ pub fn endpoints(by: By, ranks: &[RankInfo]) -> Vec<Endpoint> {
 
 /// Every step of the run at one size, in order: per round, one way, the other way, both
 /// ways, and the round trip (at small sizes).
-fn steps(
-    endpoints: &[Endpoint],
-    options: &MatrixOptions,
-    size: u64,
-) -> Vec<Step> {
+fn steps(endpoints: &[Endpoint], options: &MatrixOptions, size: u64) -> Vec<Step> {
     let rounds = if options.one_pair_at_a_time {
         super::schedule::one_at_a_time(endpoints.len())
     } else {
@@ -213,7 +212,11 @@ pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Fai
     }
     let sizes = &cx.plan.sizes_bytes;
     if let Some(out) = cx.out {
-        out.start(ranks, endpoints.clone(), total_steps(&endpoints, cx.options, sizes))?;
+        out.start(
+            ranks,
+            endpoints.clone(),
+            total_steps(&endpoints, cx.options, sizes),
+        )?;
     }
     // Every rank keeps every cell (each step returns the same on all), so all agree on what
     // to measure again without another message.
@@ -424,7 +427,9 @@ fn measure_step(
     // What arrived is what was sent.
     comm.download().map_err(fail)?;
     let wrong = match role {
-        PairRole::Recv { from: p } | PairRole::Both { peer: p } | PairRole::Ping { peer: p }
+        PairRole::Recv { from: p }
+        | PairRole::Both { peer: p }
+        | PairRole::Ping { peer: p }
         | PairRole::Pong { peer: p } => count_wrong(&comm.buffers().recv[..bytes], p) as f64,
         PairRole::Send { .. } | PairRole::Idle => 0.0,
     };
@@ -443,7 +448,11 @@ fn measure_step(
             };
             let moved = size as f64
                 * pairs.len() as f64
-                * if step.direction == Direction::TwoWay { 2.0 } else { 1.0 };
+                * if step.direction == Direction::TwoWay {
+                    2.0
+                } else {
+                    1.0
+                };
             PairMeasurement {
                 from: *from,
                 to: *to,
@@ -453,7 +462,11 @@ fn measure_step(
                 concurrent_pairs: concurrent,
                 rank_pairs: pairs.len(),
                 time_s: per_message,
-                bw_bytes_per_s: if per_message > 0.0 { moved / per_message } else { 0.0 },
+                bw_bytes_per_s: if per_message > 0.0 {
+                    moved / per_message
+                } else {
+                    0.0
+                },
                 iters_per_sample: iters,
                 samples: samples.len(),
                 ci_rel_half_width: stats.ci_rel_half_width,
@@ -486,7 +499,10 @@ mod tests {
         let ranks = [rank(0, "a"), rank(1, "b"), rank(2, "a"), rank(3, "b")];
         let nodes = endpoints(By::Node, &ranks);
         assert_eq!(nodes.len(), 2);
-        assert_eq!((nodes[0].ranks.clone(), nodes[1].ranks.clone()), (vec![0, 2], vec![1, 3]));
+        assert_eq!(
+            (nodes[0].ranks.clone(), nodes[1].ranks.clone()),
+            (vec![0, 2], vec![1, 3])
+        );
         let options = MatrixOptions {
             by: By::Node,
             one_pair_at_a_time: false,
@@ -523,6 +539,9 @@ mod tests {
         assert_eq!(count(Direction::OneWay), 12);
         assert_eq!(count(Direction::TwoWay), 6);
         assert_eq!(count(Direction::Latency), 6);
-        assert!(steps.iter().all(|s| s.units.len() == 2), "rounds of two disjoint pairs");
+        assert!(
+            steps.iter().all(|s| s.units.len() == 2),
+            "rounds of two disjoint pairs"
+        );
     }
 }

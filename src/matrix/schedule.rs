@@ -52,7 +52,10 @@ mod tests {
                 let mut busy = BTreeSet::new();
                 for &(a, b) in round {
                     assert!(a < b && b < n, "n={n}: {a},{b}");
-                    assert!(busy.insert(a) && busy.insert(b), "n={n}: rank twice in {round:?}");
+                    assert!(
+                        busy.insert(a) && busy.insert(b),
+                        "n={n}: rank twice in {round:?}"
+                    );
                     assert!(seen.insert((a, b)), "n={n}: ({a},{b}) twice");
                 }
                 assert_eq!(round.len(), n / 2, "n={n}: a round leaves a pair idle");

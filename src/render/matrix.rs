@@ -7,7 +7,14 @@ use crate::matrix::{Direction, MatrixDocument};
 use crate::units::format_size;
 use std::fmt::Write;
 
-pub const HEADER: [&str; 6] = ["from", "to", "size_bytes", "direction", "time_us", "bw_gbps"];
+pub const HEADER: [&str; 6] = [
+    "from",
+    "to",
+    "size_bytes",
+    "direction",
+    "time_us",
+    "bw_gbps",
+];
 
 pub fn csv(doc: &MatrixDocument) -> Result<String, ::csv::Error> {
     let name = |i: usize| {

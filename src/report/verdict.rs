@@ -135,7 +135,9 @@ pub fn verdict(docs: &Documents) -> Verdict {
                 "the pair matrix ({}) ended {}: {}",
                 m.file,
                 d.status.name(),
-                d.error.clone().unwrap_or_else(|| "no reason recorded".into())
+                d.error
+                    .clone()
+                    .unwrap_or_else(|| "no reason recorded".into())
             ));
         }
         if d.total_wrong() > 0 {

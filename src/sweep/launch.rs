@@ -14,8 +14,8 @@ use super::report::Rank0;
 use super::select::Selection;
 use crate::backend::Communicator;
 use crate::cli::SweepArgs;
-use crate::matrix::{MatrixDocument, MatrixOut};
 use crate::exit::{ExitCode, Failure};
+use crate::matrix::{MatrixDocument, MatrixOut};
 use crate::model::Calibration;
 use crate::plan::Plan;
 use crate::watchdog::Watchdog;
@@ -246,12 +246,7 @@ fn start_ranks<C: Communicator + Send + 'static>(
         let rank = comm.rank();
         let body = move || {
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_body(
-                    &mut comm,
-                    &plan,
-                    first.then_some(&watchdog),
-                    rank0.as_ref(),
-                )
+                run_body(&mut comm, &plan, first.then_some(&watchdog), rank0.as_ref())
             }));
             let result = run.unwrap_or_else(|_| {
                 Err(Failure::internal(format!("rank {rank} panicked (a bug)")))

@@ -369,7 +369,10 @@ fn after_table_lines(record: &RunRecord) -> Vec<String> {
                 "# STRAGGLER: {}",
                 crate::arrivals::describe(&s, &record.backend.ranks)
             ),
-            None => "# stragglers: no rank entered last in most calls (arrival times in the record)".into(),
+            None => {
+                "# stragglers: no rank entered last in most calls (arrival times in the record)"
+                    .into()
+            }
         });
     }
     lines

@@ -374,7 +374,13 @@ fn matrix_of_four_mpi_ranks_has_every_ordered_pair() {
     let json = dir.path().join("m.json");
     let (out, _) = mpirun(
         4,
-        &["matrix", "--backend", "mpi", "--json", json.to_str().unwrap()],
+        &[
+            "matrix",
+            "--backend",
+            "mpi",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
@@ -388,7 +394,10 @@ fn matrix_of_four_mpi_ranks_has_every_ordered_pair() {
         .map(|m| (m.from, m.to, m.size_bytes))
         .collect();
     assert_eq!(one_way.len(), 24, "12 ordered pairs at 2 sizes");
-    assert!(doc.measurements.iter().all(|m| m.wrong_bytes == 0 && m.time_s > 0.0));
+    assert!(doc
+        .measurements
+        .iter()
+        .all(|m| m.wrong_bytes == 0 && m.time_s > 0.0));
     assert_eq!(
         serde_json::to_value(doc.schedule).unwrap(),
         "rounds",
@@ -396,7 +405,11 @@ fn matrix_of_four_mpi_ranks_has_every_ordered_pair() {
     );
     assert!(doc.measurements.iter().any(|m| m.concurrent_pairs == 2));
     // Only rank 0 prints the matrix.
-    assert_eq!(stdout.matches("# ncclprobe matrix: 4 ranks").count(), 1, "{stdout}");
+    assert_eq!(
+        stdout.matches("# ncclprobe matrix: 4 ranks").count(),
+        1,
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -432,11 +445,18 @@ fn matrix_by_node_under_mpirun_groups_ranks_by_host() {
         .collect();
     assert_eq!(
         nodes,
-        [("n1".to_string(), vec![0, 1]), ("n2".to_string(), vec![2, 3])]
+        [
+            ("n1".to_string(), vec![0, 1]),
+            ("n2".to_string(), vec![2, 3])
+        ]
     );
     assert_eq!(doc.backend.hosts, ["n1", "n2"]);
     // Both ranks of n1 send to both of n2 at once, and back.
-    assert!(doc.measurements.iter().all(|m| m.rank_pairs == 2), "{:?}", doc.measurements);
+    assert!(
+        doc.measurements.iter().all(|m| m.rank_pairs == 2),
+        "{:?}",
+        doc.measurements
+    );
     assert_eq!(doc.sizes(), vec![8, 256, 8192, 262144]);
     assert_eq!(
         ncclprobe::matrix::analysis::link(&doc, None, 0, 1),

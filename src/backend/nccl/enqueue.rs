@@ -4,8 +4,8 @@
 use super::api::{nccl_dtype, nccl_op, Api};
 use super::group::Target;
 use crate::backend::{BackendError, PointSpec, Transfer};
-use crate::dtype::Dtype;
 use crate::coll::{Collective, Placement};
+use crate::dtype::Dtype;
 use std::ffi::{c_int, c_void};
 
 /// Enqueue one call of the prepared collective on the stream.
@@ -109,10 +109,24 @@ pub(super) unsafe fn enqueue_transfer(
     (a.nccl_group_start)();
     let mut rc = 0;
     if let Some(to) = phase.send_to {
-        rc |= (a.nccl_send)(t.dev_send as *mut c_void, bytes, dt, to as c_int, comm, stream);
+        rc |= (a.nccl_send)(
+            t.dev_send as *mut c_void,
+            bytes,
+            dt,
+            to as c_int,
+            comm,
+            stream,
+        );
     }
     if let Some(from) = phase.recv_from {
-        rc |= (a.nccl_recv)(t.dev_recv as *mut c_void, bytes, dt, from as c_int, comm, stream);
+        rc |= (a.nccl_recv)(
+            t.dev_recv as *mut c_void,
+            bytes,
+            dt,
+            from as c_int,
+            comm,
+            stream,
+        );
     }
     let end = (a.nccl_group_end)();
     busy.leave().map_err(|_| gone())?;

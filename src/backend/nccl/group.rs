@@ -124,7 +124,9 @@ fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), 
                 drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
             )
             .and_then(|_| match *work {
-                Work::Collective(spec, placement) if phase == 0 => enqueue(api, t, &spec, placement),
+                Work::Collective(spec, placement) if phase == 0 => {
+                    enqueue(api, t, &spec, placement)
+                }
                 Work::Collective(..) => Ok(()),
                 Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], bytes),
             })
@@ -136,8 +138,5 @@ fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), 
     // SAFETY: closes the group opened above.
     let end = unsafe { (api.nccl_group_end)() };
     first_error?;
-    api.nccl_check(
-        &format!("ncclGroupEnd on {} GPUs", targets.len()),
-        end,
-    )
+    api.nccl_check(&format!("ncclGroupEnd on {} GPUs", targets.len()), end)
 }

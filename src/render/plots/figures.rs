@@ -6,9 +6,9 @@ use super::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
 use crate::coll::{Collective, Placement};
 use crate::documents::DdpSimulation;
 use crate::model::{Point, RunRecord};
-use crate::units::format_size;
 use crate::report::verdict::same_file;
 use crate::report::Documents;
+use crate::units::format_size;
 use plotters::chart::SeriesLabelPosition;
 use std::collections::BTreeMap;
 

@@ -34,6 +34,23 @@ fn read(path: &std::path::Path) -> MatrixDocument {
         .unwrap_or_else(|e| panic!("{} is not a matrix document: {e}", path.display()))
 }
 
+/// The titles of `diagnose --from FILE`'s findings with this id.
+fn finding_titles(file: &std::path::Path, id: &str) -> Vec<String> {
+    let diag = bin()
+        .args(["diagnose", "--format", "json", "--from"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&diag.stdout).unwrap();
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == id)
+        .map(|f| f["title"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn cells(doc: &MatrixDocument, d: Direction) -> BTreeSet<(usize, usize)> {
     doc.measurements
         .iter()
@@ -142,20 +159,10 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
     );
 
     // diagnose reads the document back and says the same.
-    let diag = bin()
-        .args(["diagnose", "--format", "json", "--from"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&diag.stdout).unwrap();
-    let pairs: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["id"] == "matrix.slow-pair")
-        .map(|f| f["title"].as_str().unwrap())
-        .collect();
-    assert_eq!(pairs, ["rank 1 <-> rank 3 is far below the median pair"]);
+    assert_eq!(
+        finding_titles(&json, "matrix.slow-pair"),
+        ["rank 1 <-> rank 3 is far below the median pair"]
+    );
 
     // qualify gates on it: the slow pair fails, and so does a floor the slow link is below.
     let q = bin()
@@ -327,20 +334,10 @@ fn a_late_rank_is_named_by_stragglers() {
         assert_eq!(a.straggler(), Some(2), "{} {:?}", p.size_bytes, a);
         assert!(a.late_s[2] > 250e-6, "{:?}", a.late_s);
     }
-    let diag = bin()
-        .args(["diagnose", "--format", "json", "--from"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&diag.stdout).unwrap();
-    let titles: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["id"] == "result.straggler")
-        .map(|f| f["title"].as_str().unwrap())
-        .collect();
-    assert_eq!(titles, ["Rank 2 holds the collectives up"]);
+    assert_eq!(
+        finding_titles(&json, "result.straggler"),
+        ["Rank 2 holds the collectives up"]
+    );
 
     // Without the injection nobody is named.
     let quiet = common::host_sweep(2)

@@ -17,7 +17,11 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
         match kind {
             Kind::RunRecord => match super::input::read_document(input)? {
                 super::input::Document::Run(run) => inputs.runs.push(*run),
-                super::input::Document::Matrix(m) => inputs.matrices.push((name.clone(), *m)),
+                super::input::Document::Matrix(m) => {
+                    inputs.matrices.push((name.clone(), *m));
+                    inputs.files.push((name, "ncclprobe matrix".into()));
+                    continue;
+                }
             },
             Kind::NcclTestsJson => inputs
                 .runs

@@ -32,7 +32,7 @@ pub fn host_threads(args: &SweepArgs, selection: &Selection) -> Result<ExitCode,
     }
     let mut plan = Plan::from_args(args, memory_limit(nranks))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if nranks > cores {
+    if nranks > cores && plan.matrix.is_none() {
         let note = format!(
             "{nranks} ranks on {cores} cores: the rank threads take turns on the cores and every collective waits for the last one, so a point can take about {}x longer than with one core per rank and overrun --point-budget; the times measure the scheduler more than the memory",
             nranks.div_ceil(cores)

@@ -463,3 +463,43 @@ fn matrix_by_node_under_mpirun_groups_ranks_by_host() {
         "different hosts (n1 and n2): the network"
     );
 }
+
+#[test]
+fn a_late_mpi_rank_is_named_by_stragglers() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let (out, _) = mpirun(
+        3,
+        &[
+            "sweep",
+            "--backend",
+            "mpi",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-f",
+            "64",
+            "--stragglers",
+            "--inject-fault",
+            "late:1:300",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    println!("{}", stdout.lines().last().unwrap_or_default());
+    assert!(stdout.contains("# STRAGGLER: rank 1 (host "), "{stdout}");
+    let record = read_record(&json);
+    let named = record
+        .points
+        .iter()
+        .filter(|p| p.arrivals.as_ref().and_then(|a| a.straggler()) == Some(1))
+        .count();
+    assert!(
+        named * 2 >= record.points.len(),
+        "rank 1 at {named} of {} points",
+        record.points.len()
+    );
+}

@@ -317,8 +317,12 @@ fn timed(
     let t = comm
         .exchange(role, iters)
         .map_err(|e| Failure::from_backend(what, e))?;
+    // One end of a slowed pair holds, for the time its own exchange took: were both to hold,
+    // each would wait out the other's hold inside its next exchange and hold for that too, and
+    // the delay would grow without bound.
     let factor = role
         .peer()
+        .filter(|&p| comm.rank() < p)
         .map_or(1.0, |p| injected.slowdown(comm.rank(), p));
     if factor > 1.0 {
         let start = std::time::Instant::now();

@@ -3,7 +3,7 @@
 mod matrix;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-pub use matrix::{By, MatrixArgs, MatrixOptions};
+pub use matrix::{By, MatrixArgs, MatrixOptions, PairRuleArgs};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -187,19 +187,6 @@ pub struct QualifyArgs {
     pub pairs: PairRuleArgs,
     #[arg(long, value_enum, default_value_t = DocFormat::Table)]
     pub format: DocFormat,
-}
-
-/// Rules on a pair matrix (`ncclprobe matrix --json`); completion, correct bytes and no
-/// outlier pair always apply to one.
-#[derive(Debug, Args, Clone, Default)]
-#[command(next_help_heading = "Rules on a pair matrix")]
-pub struct PairRuleArgs {
-    /// Minimum one-way bandwidth of every pair at the largest size, GB/s.
-    #[arg(long, value_name = "GBPS")]
-    pub min_pair_bw: Option<f64>,
-    /// Maximum latency (half a round trip) of every pair at the smallest size, microseconds.
-    #[arg(long, value_name = "US")]
-    pub max_pair_latency_us: Option<f64>,
 }
 
 #[derive(Debug, Args, Clone, Default)]

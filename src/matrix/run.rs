@@ -376,57 +376,7 @@ fn measure_step(
         }
     };
 
-    let rule = StopRule {
-        min_samples: s.min_samples,
-        max_samples: s.max_samples,
-        target_rel_ci: s.target_rel_ci,
-        budget_s: s.point_budget_s,
-    };
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); step.units.len()];
-    let mut reasons = vec![None; step.units.len()];
-    let mut measured_s = 0.0;
-    // Samples in batches, exchanged once per batch: the pairs run undisturbed by the
-    // harness's own messages, and ranks sitting the step out wait instead of polling.
-    let mut batch = s.min_samples.max(1);
-    while reasons.iter().any(Option::is_none) {
-        arm();
-        let mut mine = Vec::with_capacity(batch);
-        for _ in 0..batch {
-            mine.push(timed(comm, role, iters, &cx.plan.injected, &what)? / iters as f64);
-        }
-        let bytes: Vec<u8> = mine.iter().flat_map(|t| t.to_le_bytes()).collect();
-        let all: Vec<Vec<f64>> = comm
-            .allgather_bytes(&bytes)
-            .map_err(fail)?
-            .iter()
-            .map(|b| {
-                b.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect()
-            })
-            .collect();
-        for k in 0..batch {
-            let at = |r: usize| all[r].get(k).copied().unwrap_or(f64::NAN);
-            measured_s += (0..all.len()).map(at).fold(0.0, f64::max) * iters as f64;
-            for (u, (_, _, pairs)) in step.units.iter().enumerate() {
-                // A pair of nodes is as fast as its slowest rank pair.
-                let slowest = pairs
-                    .iter()
-                    .flat_map(|&(a, b)| [at(a), at(b)])
-                    .fold(0.0, f64::max);
-                samples[u].push(slowest);
-            }
-        }
-        for (u, reason) in reasons.iter_mut().enumerate() {
-            if reason.is_none() {
-                *reason = rule.decide(&samples[u], measured_s);
-            }
-        }
-        let taken = samples.first().map_or(0, Vec::len);
-        batch = (taken / 2)
-            .max(2)
-            .min(s.max_samples.saturating_sub(taken).max(1));
-    }
+    let (samples, reasons) = sample(comm, cx, step, role, iters, &what)?;
 
     // What arrived is what was sent.
     comm.download().map_err(fail)?;
@@ -483,6 +433,81 @@ fn measure_step(
             }
         })
         .collect())
+}
+
+/// Per pair of a step: its samples, and why sampling stopped.
+type Sampled = (Vec<Vec<f64>>, Vec<Option<crate::stats::StopReason>>);
+
+/// Time the step in batches until every pair's interval is tight or its budget spent; per
+/// pair, its samples (seconds per iteration, the slower end's) and why sampling stopped.
+fn sample(
+    comm: &mut dyn Communicator,
+    cx: &Context<'_>,
+    step: &Step,
+    role: PairRole,
+    iters: usize,
+    what: &str,
+) -> Result<Sampled, Failure> {
+    let s = &cx.plan.settings;
+    let fail = |e| Failure::from_backend(what, e);
+    let arm = || {
+        if let Some(w) = cx.watchdog {
+            w.arm(what);
+        }
+    };
+    let rule = StopRule {
+        min_samples: s.min_samples,
+        max_samples: s.max_samples,
+        target_rel_ci: s.target_rel_ci,
+        budget_s: s.point_budget_s,
+    };
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); step.units.len()];
+    let mut reasons = vec![None; step.units.len()];
+    let mut measured_s = 0.0;
+    // Samples in batches, exchanged once per batch: the pairs run undisturbed by the
+    // harness's own messages, and ranks sitting the step out wait instead of polling.
+    let mut batch = s.min_samples.max(1);
+    while reasons.iter().any(Option::is_none) {
+        arm();
+        let mut mine = Vec::with_capacity(batch);
+        for _ in 0..batch {
+            mine.push(timed(comm, role, iters, &cx.plan.injected, what)? / iters as f64);
+        }
+        let bytes: Vec<u8> = mine.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let all: Vec<Vec<f64>> = comm
+            .allgather_bytes(&bytes)
+            .map_err(fail)?
+            .iter()
+            .map(|b| {
+                b.chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect()
+            })
+            .collect();
+        for k in 0..batch {
+            let at = |r: usize| all[r].get(k).copied().unwrap_or(f64::NAN);
+            measured_s += (0..all.len()).map(at).fold(0.0, f64::max) * iters as f64;
+            for (u, (_, _, pairs)) in step.units.iter().enumerate() {
+                // A pair of nodes is as fast as its slowest rank pair.
+                let slowest = pairs
+                    .iter()
+                    .flat_map(|&(a, b)| [at(a), at(b)])
+                    .fold(0.0, f64::max);
+                samples[u].push(slowest);
+            }
+        }
+        for (u, reason) in reasons.iter_mut().enumerate() {
+            if reason.is_none() {
+                *reason = rule.decide(&samples[u], measured_s);
+            }
+        }
+        let taken = samples.first().map_or(0, Vec::len);
+        batch = (taken / 2)
+            .max(2)
+            .min(s.max_samples.saturating_sub(taken).max(1));
+    }
+
+    Ok((samples, reasons))
 }
 
 #[cfg(test)]

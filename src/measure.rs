@@ -7,7 +7,7 @@ use crate::coll::{bandwidths, reported_size_bytes, Layout, Placement};
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
 use crate::fault_injection::{self, Site};
-use crate::model::Point;
+use crate::model::{Point, PointCost};
 use crate::plan::Plan;
 use crate::stats::{summarize, StopRule};
 use crate::units::format_size;
@@ -48,7 +48,17 @@ impl PointRunner<'_> {
         Ok(max_of(&all))
     }
 
-    pub fn measure(&mut self, spec: &PointSpec, placement: Placement) -> Result<Point, Failure> {
+    /// Measures one point: the exact check on the first call after the inputs are written
+    /// (untimed for the statistics, and the first warm-up call), warm-up until the rate
+    /// settles, then samples until the interval is tight, `budget_s` of measured time is spent
+    /// or the sample cap is reached.
+    pub fn measure(
+        &mut self,
+        spec: &PointSpec,
+        placement: Placement,
+        budget_s: f64,
+    ) -> Result<Point, Failure> {
+        let started = std::time::Instant::now();
         let n = self.comm.nranks();
         let rank = self.comm.rank();
         let s = &self.plan.settings;
@@ -79,14 +89,16 @@ impl PointRunner<'_> {
             Site::BeforeTiming { what: &what },
         );
 
-        let iters = self.warm_up(placement, &what)?;
+        let checked = self.check(spec, placement, &gen, &layout, &what)?;
+        let mut warm = self.warm_up(placement, &what, checked.call_s)?;
+        let mut iters = warm.iters_per_sample;
 
         // Samples until the interval is tight, the budget is spent or the cap is reached.
         let rule = StopRule {
             min_samples: s.min_samples,
             max_samples: s.max_samples,
             target_rel_ci: s.target_rel_ci,
-            budget_s: s.point_budget_s,
+            budget_s,
         };
         let mut samples = Vec::new();
         let mut per_rank: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -104,9 +116,25 @@ impl PointRunner<'_> {
             for (r, v) in all.iter().enumerate().take(n) {
                 per_rank[r].push(*v);
             }
+            let rate = max_of(&all);
+            // A first sample at well under half the time per call the warm-up settled on means
+            // the warm-up ended on a slow call (the sweep's very first call sets up the
+            // transport): that sample was warm-up, and samples are sized again from it.
+            if samples.is_empty() && iters < MAX_ITERS && rate < 0.5 * warm.per_call_s {
+                let again = s
+                    .iters_per_sample
+                    .unwrap_or_else(|| iters_for(s.sample_target_s, rate));
+                if again > iters {
+                    warm.spent_s += rate * iters as f64;
+                    warm.per_call_s = rate;
+                    iters = again;
+                    per_rank.iter_mut().for_each(Vec::clear);
+                    continue;
+                }
+            }
             let sample = s.across_ranks.pick(&all);
             samples.push(sample);
-            measured_s += max_of(&all) * iters as f64;
+            measured_s += rate * iters as f64;
             if let Some(reason) = rule.decide(&samples, measured_s) {
                 break reason;
             }
@@ -124,8 +152,6 @@ impl PointRunner<'_> {
             }
             false => None,
         };
-
-        let wrong = self.check(spec, placement, &gen, &layout, &what)?;
 
         let stats = summarize(&samples);
         let time_s = stats.median_s;
@@ -147,7 +173,7 @@ impl PointRunner<'_> {
             time_s,
             algbw_bytes_per_s: algbw,
             busbw_bytes_per_s: busbw,
-            wrong,
+            wrong: checked.wrong,
             iters_per_sample: iters,
             samples_s: samples,
             stats,
@@ -155,33 +181,65 @@ impl PointRunner<'_> {
             per_rank_time_s: per_rank.iter().map(|v| summarize(v).median_s).collect(),
             nccl_model_time_s: self.comm.model_time_s(placement),
             arrivals,
+            cost: Some(PointCost {
+                wall_s: started.elapsed().as_secs_f64(),
+                check_s: checked.spent_s,
+                warmup_s: warm.spent_s,
+                sampling_s: measured_s,
+                budget_s,
+            }),
         })
     }
 
-    /// Warm-up: the asked-for count, then more until the asked-for time has passed. Returns
-    /// the iterations per sample (given, or enough for the sample target at the warm rate).
-    fn warm_up(&mut self, placement: Placement, what: &str) -> Result<usize, Failure> {
+    /// Warm-up after the checked calls (`first_call_s` is the slowest rank's time of the last
+    /// one, `None` when nothing was checked): batches of about one sample until two in a row
+    /// agree on the time per call within [`SETTLED`], at least `-w` calls and `--warmup-time`
+    /// seconds, at most [`WARMUP_BATCHES`] batches. Calls that last a sample or more are warm
+    /// after the first: a second whole call would cost as much as a sample.
+    fn warm_up(
+        &mut self,
+        placement: Placement,
+        what: &str,
+        first_call_s: Option<f64>,
+    ) -> Result<Warm, Failure> {
         let s = &self.plan.settings;
-        let first = s.warmup_iters.max(1);
-        let mut warm_s = self.timed(placement, first, what)?;
-        let mut per_iter_s = warm_s / first as f64;
-        while warm_s < s.warmup_min_s {
-            let k = ((s.warmup_min_s - warm_s) / per_iter_s.max(1e-9))
-                .ceil()
-                .clamp(1.0, 1e6) as usize;
+        // The checked call warmed up too; its time is the check's.
+        let (mut calls, mut spent_s, mut per_iter_s) = match first_call_s {
+            Some(t) => (1, 0.0, t),
+            None => {
+                let t = self.timed(placement, 1, what)?;
+                (1, t, t)
+            }
+        };
+        let long_calls = per_iter_s >= s.sample_target_s;
+        let mut batches = 0;
+        while calls < s.warmup_iters
+            || spent_s < s.warmup_min_s
+            || (!long_calls && batches < WARMUP_BATCHES)
+        {
+            let k = iters_for(s.sample_target_s, per_iter_s)
+                .max(s.warmup_iters.saturating_sub(calls));
             let t = self.timed(placement, k, what)?;
-            warm_s += t;
-            per_iter_s = t / k as f64;
+            let rate = t / k as f64;
+            let settled = (rate - per_iter_s).abs() <= SETTLED * per_iter_s;
+            (calls, spent_s, per_iter_s) = (calls + k, spent_s + t, rate);
+            batches += 1;
+            if settled && calls >= s.warmup_iters && spent_s >= s.warmup_min_s {
+                break;
+            }
         }
-        Ok(s.iters_per_sample.unwrap_or_else(|| {
-            (s.sample_target_s / per_iter_s.max(1e-9))
-                .ceil()
-                .clamp(1.0, 1e6) as usize
-        }))
+        Ok(Warm {
+            iters_per_sample: s
+                .iters_per_sample
+                .unwrap_or_else(|| iters_for(s.sample_target_s, per_iter_s)),
+            per_call_s: per_iter_s,
+            spent_s,
+        })
     }
 
-    /// Checks after timing, on fresh inputs, untimed (as nccl-tests does); `None` when the
-    /// point is not checked. Stops at the first check that finds a wrong element.
+    /// The exact check, on the first calls after the inputs were written (as nccl-tests'
+    /// check, untimed for the statistics, but done first so that its calls are also the
+    /// warm-up's first). Stops at the first check that finds a wrong element.
     fn check(
         &mut self,
         spec: &PointSpec,
@@ -189,11 +247,15 @@ impl PointRunner<'_> {
         gen: &Generator,
         layout: &Layout,
         what: &str,
-    ) -> Result<Option<u64>, Failure> {
+    ) -> Result<Checked, Failure> {
         let rank = self.comm.rank();
         let size_bytes = reported_size_bytes(spec.coll, spec.count, spec.dtype, self.comm.nranks());
         let s = &self.plan.settings;
-        let mut wrong = None;
+        let mut checked = Checked {
+            wrong: None,
+            call_s: None,
+            spent_s: 0.0,
+        };
         // As nccl-tests, in-place results that the backend cannot produce are not checked.
         let check_iters =
             if placement == Placement::InPlace && !self.comm.checks_in_place(spec.coll) {
@@ -201,13 +263,14 @@ impl PointRunner<'_> {
             } else {
                 s.check_iters
             };
-        for _ in 0..check_iters {
-            fill_inputs(gen, rank, layout, placement, self.comm.buffers());
-            self.comm.upload().map_err(|e| backend_failure(what, e))?;
-            self.arm(&format!("{what} (check)"));
-            self.comm
-                .run(placement, 1)
-                .map_err(|e| backend_failure(what, e))?;
+        for i in 0..check_iters {
+            if i > 0 {
+                fill_inputs(gen, rank, layout, placement, self.comm.buffers());
+                self.comm.upload().map_err(|e| backend_failure(what, e))?;
+            }
+            let t = self.timed(placement, 1, &format!("{what} (check)"))?;
+            checked.call_s = Some(t);
+            checked.spent_s += t;
             self.comm.download().map_err(|e| backend_failure(what, e))?;
             fault_injection::strike(
                 self.plan.fault.as_ref(),
@@ -225,11 +288,44 @@ impl PointRunner<'_> {
                 .comm
                 .allreduce_sum_u64(local)
                 .map_err(|e| backend_failure(what, e))?;
-            wrong = Some(total);
+            checked.wrong = Some(total);
             if total > 0 {
                 break;
             }
         }
-        Ok(wrong)
+        Ok(checked)
     }
+}
+
+/// Two warm-up batches in a row whose times per call differ by at most this fraction mean the
+/// rate has settled.
+const SETTLED: f64 = 0.1;
+
+/// The most warm-up batches of about a sample each, beyond `-w` and `--warmup-time`.
+const WARMUP_BATCHES: usize = 5;
+
+/// The most calls in one batch.
+const MAX_ITERS: usize = 1_000_000;
+
+/// Calls per batch for a batch of about `target_s`.
+fn iters_for(target_s: f64, per_call_s: f64) -> usize {
+    (target_s / per_call_s.max(1e-9))
+        .ceil()
+        .clamp(1.0, MAX_ITERS as f64) as usize
+}
+
+/// What the check found and cost.
+struct Checked {
+    wrong: Option<u64>,
+    /// The slowest rank's time of the last checked call.
+    call_s: Option<f64>,
+    spent_s: f64,
+}
+
+/// What the warm-up settled on and cost.
+struct Warm {
+    iters_per_sample: usize,
+    /// The slowest rank's time per call at the end of the warm-up.
+    per_call_s: f64,
+    spent_s: f64,
 }

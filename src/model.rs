@@ -165,6 +165,9 @@ pub struct Settings {
     pub max_samples: usize,
     pub target_rel_ci: Option<f64>,
     pub point_budget_s: f64,
+    /// `--time-budget`: seconds for the whole sweep, shared among its points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_budget_s: Option<f64>,
     pub timeout_s: f64,
     /// nccl backend: batches timed by CUDA events on the stream rather than the host clock.
     #[serde(default)]
@@ -348,6 +351,27 @@ pub struct Point {
     /// `sweep --stragglers`: who entered the collective when, over single calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrivals: Option<crate::arrivals::Arrivals>,
+    /// Where the point's time went (absent in records of earlier versions and imports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<PointCost>,
+}
+
+/// Where one point's time went. The parts are the slowest rank's call times, the same on
+/// every rank; `wall_s` is rank 0's clock from the first call to the last sample, and the
+/// rest of it is the harness (exchanging samples, filling and checking buffers).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PointCost {
+    pub wall_s: f64,
+    /// The checked calls (also the warm-up's first).
+    pub check_s: f64,
+    /// The rest of the warm-up.
+    pub warmup_s: f64,
+    /// The timed samples.
+    pub sampling_s: f64,
+    /// The measured time the samples were allowed (`--point-budget`, or this point's share of
+    /// `--time-budget`).
+    pub budget_s: f64,
 }
 
 /// The numbers to quote for one collective: large-message plateau and small-message latency.

@@ -61,6 +61,9 @@ pub fn size_series(min: u64, max: u64, factor: Option<u64>, step: Option<u64>) -
 fn sampling(t: &TimingArgs) -> Result<(usize, usize, Option<f64>), Failure> {
     seconds("--timeout", t.timeout)?;
     seconds("--point-budget", t.point_budget)?;
+    if let Some(b) = t.time_budget {
+        seconds("--time-budget", b)?;
+    }
     seconds("--sample-time", t.sample_time)?;
     if t.warmup_time != 0.0 {
         seconds("--warmup-time", t.warmup_time).map_err(|_| {
@@ -239,6 +242,7 @@ impl Plan {
             max_samples,
             target_rel_ci: target,
             point_budget_s: t.point_budget,
+            time_budget_s: t.time_budget,
             timeout_s: t.timeout,
             cuda_events: t.cuda_events,
             registration: match args.backend.register {

@@ -43,6 +43,7 @@ fn point(size: u64, placement: Placement, time_s: f64, wrong: Option<u64>) -> Po
         per_rank_time_s: vec![time_s, time_s * 0.97],
         nccl_model_time_s: None,
         arrivals: None,
+        cost: None,
     }
 }
 

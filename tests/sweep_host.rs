@@ -460,3 +460,80 @@ fn float_avg_matches_nccls_arithmetic_at_awkward_rank_counts() {
         assert!(r.points.iter().all(|p| p.wrong == Some(0)), "{ranks} ranks");
     }
 }
+
+#[test]
+fn a_time_budget_is_shared_where_calls_are_long_and_misses_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    // A target no point can reach: every point samples until its share is spent.
+    let out = host_sweep(2)
+        .args(["-b", "8", "-e", "16M", "-f", "16", "--target-ci", "0.00001"])
+        .args(["--time-budget", "3", "--max-samples", "100000"])
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let stdout = String::from_utf8_lossy(&out);
+    let record = read_record(&json);
+    let n = record.points.len();
+    assert!(n >= 12, "{n}");
+    assert!(
+        stdout.contains(&format!("# 0 of {n} points within ±0.0%")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("short of it: all_reduce 8 B out-of-place"), "{stdout}");
+    assert!(stdout.contains("(budget)"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("and {} more in the record", n - 6)),
+        "{stdout}"
+    );
+    let settings = record.settings.as_ref().unwrap();
+    assert_eq!(settings.time_budget_s, Some(3.0));
+    let budget = |size: u64| {
+        let p = record
+            .points
+            .iter()
+            .find(|p| p.size_bytes == size && p.placement == Placement::OutOfPlace)
+            .unwrap();
+        let cost = p.cost.unwrap();
+        assert!(cost.sampling_s >= 0.0 && cost.check_s > 0.0 && cost.wall_s > 0.0);
+        assert_eq!(p.stop_reason, ncclprobe::stats::StopReason::Budget);
+        cost.budget_s
+    };
+    // Calls of 16 MiB are thousands of times longer than calls of 8 B: so is their share.
+    assert!(budget(16 << 20) > 5.0 * budget(8), "{} vs {}", budget(16 << 20), budget(8));
+    // The shares are of the 3 s: their sum cannot be much more than the whole.
+    let total: f64 = record.points.iter().map(|p| p.cost.unwrap().budget_s).sum();
+    assert!(total <= 3.0, "{total}");
+}
+
+#[test]
+fn the_check_runs_first_and_every_point_says_where_its_time_went() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    host_sweep(2)
+        .args(["-b", "8", "-e", "1M", "-f", "32"])
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success();
+    let record = read_record(&json);
+    for p in &record.points {
+        let cost = p.cost.unwrap();
+        assert_eq!(p.wrong, Some(0));
+        assert!(cost.check_s > 0.0, "{cost:?}");
+        // The samples' time is what the samples say.
+        let sampled: f64 = p.samples_s.iter().sum::<f64>() * p.iters_per_sample as f64;
+        assert!(
+            (cost.sampling_s - sampled).abs() <= 1e-9 + 1e-6 * sampled,
+            "{cost:?} {sampled}"
+        );
+        assert!(cost.wall_s >= cost.sampling_s);
+        assert_eq!(cost.budget_s, 0.05);
+        assert_ne!(p.stats.ci_method, ncclprobe::stats::CiMethod::None);
+    }
+}

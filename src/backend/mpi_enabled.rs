@@ -171,88 +171,149 @@ impl MpiComm {
         }
     }
 
-    /// One call. Returns MPI's error code (non-zero is a failure).
-    unsafe fn execute(&mut self, spec: &PointSpec, placement: Placement) -> c_int {
+    /// Everything one call of `spec` needs, resolved once per batch so the timed loop only
+    /// issues MPI calls: the layout, MPI's type and op handles and the buffer pointers.
+    fn call(&mut self, spec: &PointSpec, placement: Placement) -> Call {
         let n = self.nranks;
         let me = self.rank;
         let layout = spec.layout(n, me);
         let elem = spec.dtype.size_bytes();
-        let dt = self.datatype(spec.dtype);
-        let op = self.op(spec.dtype, spec.op);
-        let comm = self.world.as_raw();
-        let in_place_ptr = ncclprobe_mpi_in_place();
+        let in_place = placement == Placement::InPlace;
         let send = self.send.as_mut_ptr() as *mut c_void;
         let recv = self.recv.as_mut_ptr() as *mut c_void;
-        let in_place = placement == Placement::InPlace;
-        let count = layout.param_count as c_int;
-        if premultiplies_avg(spec.dtype, spec.op) && spec.coll.has_op() {
-            // NCCL's floating avg multiplies every input by 1/n before summing: do the same
-            // to this rank's input, then let MPI sum (see dtype::premultiplies_avg).
-            let (base, offset) = if in_place {
-                (recv as *mut u8, layout.send_inplace_offset * elem)
-            } else {
-                (send as *mut u8, 0)
-            };
-            let input = std::slice::from_raw_parts_mut(base.add(offset), layout.send_count * elem);
-            premul_bytes(spec.dtype, input, n);
+        // SAFETY: MPI_IN_PLACE is a constant of the initialised library.
+        let in_place_ptr = unsafe { ncclprobe_mpi_in_place() };
+        let premultiply = premultiplies_avg(spec.dtype, spec.op) && spec.coll.has_op();
+        let scale_after = spec.op == RedOp::Avg && spec.coll.has_op() && !premultiply;
+        Call {
+            coll: spec.coll,
+            dtype: spec.dtype,
+            nranks: n,
+            me,
+            root: spec.root as c_int,
+            count: layout.param_count as c_int,
+            dt: self.datatype(spec.dtype),
+            op: self.op(spec.dtype, spec.op),
+            comm: self.world.as_raw(),
+            send,
+            recv,
+            // The send argument: MPI_IN_PLACE where the input is already in the receive buffer.
+            source: if in_place { in_place_ptr } else { send },
+            in_place,
+            // NCCL's floating avg multiplies every input by 1/n before summing: do the same to
+            // this rank's input, then let MPI sum (see dtype::premultiplies_avg).
+            premultiply: premultiply.then(|| {
+                if in_place {
+                    (layout.send_inplace_offset * elem, layout.send_count * elem, true)
+                } else {
+                    (0, layout.send_count * elem, false)
+                }
+            }),
+            // Integer avg is summed, then divided where the result lands.
+            scale: (scale_after && (spec.coll != Collective::Reduce || me == spec.root)).then(
+                || {
+                    let off = if in_place {
+                        layout.recv_inplace_offset * elem
+                    } else {
+                        0
+                    };
+                    (off, layout.recv_count * elem)
+                },
+            ),
+            move_result: (spec.coll == Collective::ReduceScatter && in_place)
+                .then(|| (layout.param_count * elem, layout.recv_inplace_offset * elem)),
+            copy_root_input: (spec.coll == Collective::Broadcast && !in_place && me == spec.root)
+                .then_some(layout.param_count * elem),
         }
-        let rc = match spec.coll {
+    }
+}
+
+/// One collective call with every argument resolved (see `MpiComm::call`).
+struct Call {
+    coll: Collective,
+    dtype: Dtype,
+    nranks: usize,
+    me: usize,
+    root: c_int,
+    count: c_int,
+    dt: ffi::MPI_Datatype,
+    op: ffi::MPI_Op,
+    comm: ffi::MPI_Comm,
+    send: *mut c_void,
+    recv: *mut c_void,
+    source: *mut c_void,
+    in_place: bool,
+    /// (byte offset, bytes, in the receive buffer?) of the input to scale by 1/n first.
+    premultiply: Option<(usize, usize, bool)>,
+    /// (byte offset, bytes) of the result to divide by n afterwards.
+    scale: Option<(usize, usize)>,
+    /// In-place reduce-scatter: (bytes, destination offset) of the result to move.
+    move_result: Option<(usize, usize)>,
+    /// Out-of-place broadcast on the root: bytes of input to copy to the receive buffer.
+    copy_root_input: Option<usize>,
+}
+
+impl Call {
+    /// Issues the call once. Returns MPI's error code (non-zero is a failure).
+    ///
+    /// # Safety
+    /// The buffers must be the ones `MpiComm::call` read, sized by `prepare` for this spec in
+    /// both placements; MPI's collectives are blocking, so nothing outlives the call.
+    unsafe fn issue(&self) -> c_int {
+        let (send, recv, s, count, dt, op, comm) = (
+            self.send,
+            self.recv,
+            self.source,
+            self.count,
+            self.dt,
+            self.op,
+            self.comm,
+        );
+        if let Some((offset, bytes, in_recv)) = self.premultiply {
+            let base = if in_recv { recv } else { send } as *mut u8;
+            let input = std::slice::from_raw_parts_mut(base.add(offset), bytes);
+            premul_bytes(self.dtype, input, self.nranks);
+        }
+        let rc = match self.coll {
             // `prepare` refused them (PointSpec::runnable).
             Collective::Gather
             | Collective::Scatter
             | Collective::Hypercube
             | Collective::Alltoallv
             | Collective::Unknown => 0,
-            Collective::AllReduce => {
-                let s = if in_place { in_place_ptr } else { send };
-                ffi::MPI_Allreduce(s, recv, count, dt, op, comm)
-            }
-            Collective::AllGather => {
-                let s = if in_place { in_place_ptr } else { send };
-                ffi::MPI_Allgather(s, count, dt, recv, count, dt, comm)
-            }
+            Collective::AllReduce => ffi::MPI_Allreduce(s, recv, count, dt, op, comm),
+            Collective::AllGather => ffi::MPI_Allgather(s, count, dt, recv, count, dt, comm),
             Collective::ReduceScatter => {
-                if in_place {
+                let rc = ffi::MPI_Reduce_scatter_block(s, recv, count, dt, op, comm);
+                if let Some((bytes, to)) = self.move_result {
                     // MPI's in-place reduce-scatter leaves the result at the buffer's start;
                     // move it to where NCCL's in-place layout puts it (rank * count).
-                    let rc = ffi::MPI_Reduce_scatter_block(in_place_ptr, recv, count, dt, op, comm);
-                    let bytes = layout.param_count * elem;
                     let base = recv as *mut u8;
-                    std::ptr::copy(base, base.add(layout.recv_inplace_offset * elem), bytes);
-                    rc
-                } else {
-                    ffi::MPI_Reduce_scatter_block(send, recv, count, dt, op, comm)
+                    std::ptr::copy(base, base.add(to), bytes);
                 }
+                rc
             }
             Collective::Broadcast => {
-                if !in_place && me == spec.root {
-                    std::ptr::copy_nonoverlapping(
-                        send as *const u8,
-                        recv as *mut u8,
-                        layout.param_count * elem,
-                    );
+                if let Some(bytes) = self.copy_root_input {
+                    std::ptr::copy_nonoverlapping(send as *const u8, recv as *mut u8, bytes);
                 }
-                ffi::MPI_Bcast(recv, count, dt, spec.root as c_int, comm)
+                ffi::MPI_Bcast(recv, count, dt, self.root, comm)
             }
             Collective::Reduce => {
-                let s = if in_place && me == spec.root {
-                    in_place_ptr
-                } else if in_place {
-                    recv
-                } else {
-                    send
+                let s = match (self.in_place, self.me as c_int == self.root) {
+                    (true, true) => s,
+                    (true, false) => recv,
+                    (false, _) => send,
                 };
-                ffi::MPI_Reduce(s, recv, count, dt, op, spec.root as c_int, comm)
+                ffi::MPI_Reduce(s, recv, count, dt, op, self.root, comm)
             }
-            Collective::Alltoall => {
-                let s = if in_place { in_place_ptr } else { send };
-                ffi::MPI_Alltoall(s, count, dt, recv, count, dt, comm)
-            }
+            Collective::Alltoall => ffi::MPI_Alltoall(s, count, dt, recv, count, dt, comm),
             Collective::Sendrecv => {
-                let next = ((me + 1) % n) as c_int;
-                let prev = ((me + n - 1) % n) as c_int;
+                let n = self.nranks;
+                let next = ((self.me + 1) % n) as c_int;
+                let prev = ((self.me + n - 1) % n) as c_int;
                 let status = ffi::RSMPI_STATUS_IGNORE;
-                if in_place {
+                if self.in_place {
                     ffi::MPI_Sendrecv_replace(recv, count, dt, next, 0, prev, 0, comm, status)
                 } else {
                     ffi::MPI_Sendrecv(
@@ -261,18 +322,9 @@ impl MpiComm {
                 }
             }
         };
-        if spec.op == RedOp::Avg && spec.coll.has_op() && !premultiplies_avg(spec.dtype, spec.op) {
-            let out_here = spec.coll != Collective::Reduce || me == spec.root;
-            if out_here {
-                let off = if in_place {
-                    layout.recv_inplace_offset * elem
-                } else {
-                    0
-                };
-                let bytes = layout.recv_count * elem;
-                let out = std::slice::from_raw_parts_mut((recv as *mut u8).add(off), bytes);
-                scale_avg_bytes(spec.dtype, out, n);
-            }
+        if let Some((offset, bytes)) = self.scale {
+            let out = std::slice::from_raw_parts_mut((recv as *mut u8).add(offset), bytes);
+            scale_avg_bytes(self.dtype, out, self.nranks);
         }
         rc
     }
@@ -314,11 +366,11 @@ impl Communicator for MpiComm {
         let spec = self
             .spec
             .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
+        let call = self.call(&spec, placement);
         let start = Instant::now();
         for _ in 0..iters {
-            // SAFETY: buffers were sized by `prepare` for this spec's layout in both placements;
-            // MPI's collectives are blocking, so nothing outlives the call.
-            let rc = unsafe { self.execute(&spec, placement) };
+            // SAFETY: `call` was resolved just now from this spec and these buffers.
+            let rc = unsafe { call.issue() };
             if rc != 0 {
                 return Err(BackendError::Failed(format!(
                     "MPI call for {} failed with error code {rc}",

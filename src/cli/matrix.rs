@@ -133,6 +133,7 @@ impl MatrixArgs {
                 min_samples: self.min_samples,
                 max_samples: self.max_samples,
                 point_budget: self.point_budget,
+                time_budget: None,
                 cuda_events: false,
                 average: 3,
                 timeout: self.timeout,

@@ -504,8 +504,9 @@ pub struct TimingArgs {
     /// Warm-up iterations per point.
     #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
     pub warmup_iters: usize,
-    /// Keep warming up until this many seconds have passed.
-    #[arg(long, default_value_t = 0.01)]
+    /// Warm up for at least this many seconds (warm-up otherwise ends once two batches in a
+    /// row agree on the time per call within 10%).
+    #[arg(long, default_value_t = 0.0)]
     pub warmup_time: f64,
     /// Target duration of one sample, seconds (when -n is not given).
     #[arg(long, default_value_t = 0.002)]
@@ -516,15 +517,21 @@ pub struct TimingArgs {
     /// Take exactly this many samples per point (turns adaptive sampling off).
     #[arg(long)]
     pub samples: Option<usize>,
-    /// Fewest samples per point (6 is the least that gives a 95% interval for the median).
-    #[arg(long, default_value_t = 6)]
+    /// Fewest samples per point (the 95% interval of the median needs 2; up to 9 samples it
+    /// takes times as log-normal, from 10 it is distribution-free).
+    #[arg(long, default_value_t = 3)]
     pub min_samples: usize,
     /// Most samples per point.
     #[arg(long, default_value_t = 200)]
     pub max_samples: usize,
     /// Measured seconds one point may spend before sampling stops, converged or not.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.25, conflicts_with = "time_budget")]
     pub point_budget: f64,
+    /// Seconds for the whole sweep, shared among its points: each size gets what its fewest
+    /// samples take, and the rest goes where calls are long. Points that stop short of
+    /// --target-ci say so (stop reason `budget`).
+    #[arg(long, value_name = "SECONDS")]
+    pub time_budget: Option<f64>,
     /// nccl backend: time each batch with CUDA events on the stream instead of the host clock.
     #[arg(long)]
     pub cuda_events: bool,

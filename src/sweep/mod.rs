@@ -2,6 +2,7 @@
 //! (`worlds`), and run them through the one skeleton (`launch`): every rank runs the same loop
 //! (`rank`), rank 0 prints and records (`report`, `record`).
 
+pub mod budget;
 pub mod launch;
 pub mod rank;
 pub mod record;

@@ -13,6 +13,7 @@ use crate::model::{Point, RankInfo};
 use crate::plan::Plan;
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
+use super::budget::TimeBudget;
 
 /// Points (sizes × types × ops × roots × collectives) the plan asks of `nranks` ranks.
 pub fn total_points(plan: &Plan, nranks: usize) -> u64 {
@@ -100,12 +101,16 @@ pub fn run_rank(
 ) -> Result<(), Failure> {
     let nranks = comm.nranks();
     let ranks = exchange_whoami(comm, &plan.injected)?;
+    let queue = size_queue(plan, nranks)?;
     let mut sweep = Sweep {
         comm,
         plan,
         watchdog,
         out,
+        started: std::time::Instant::now(),
+        budget: plan.settings.time_budget_s.map(TimeBudget::new),
     };
+    let mut next = 0;
     if let Some(out) = out {
         out.set_ranks(ranks, nranks, total_points(plan, nranks))?;
     }
@@ -128,7 +133,10 @@ pub fn run_rank(
             for op in plan.ops_for(coll) {
                 for &root in &roots {
                     for &size in &plan.sizes_bytes {
-                        let (oop, inp) = sweep.measure_size(coll, dtype, op, root, size)?;
+                        let remaining = &queue[next.min(queue.len())..];
+                        next += 1;
+                        let (oop, inp) =
+                            sweep.measure_size(coll, dtype, op, root, size, remaining)?;
                         coll_points.push(oop);
                         coll_points.push(inp);
                     }
@@ -148,12 +156,28 @@ pub fn run_rank(
     Ok(())
 }
 
+/// Every size the sweep will measure, in order, once per series (collective, type, op, root)
+/// it appears in: what `--time-budget` shares its seconds among.
+fn size_queue(plan: &Plan, nranks: usize) -> Result<Vec<u64>, Failure> {
+    let mut queue = Vec::new();
+    for &coll in &plan.collectives {
+        let series = plan.dtypes.len() * plan.ops_for(coll).len() * plan.roots(coll, nranks)?.len();
+        for _ in 0..series {
+            queue.extend_from_slice(&plan.sizes_bytes);
+        }
+    }
+    Ok(queue)
+}
+
 /// What one rank's sweep works with, for the steps after the first pass (retries).
 struct Sweep<'a> {
     comm: &'a mut dyn Communicator,
     plan: &'a Plan,
     watchdog: Option<&'a Watchdog>,
     out: Option<&'a Rank0>,
+    /// When this rank began the sweep (rank 0's clock is the one `--time-budget` goes by).
+    started: std::time::Instant,
+    budget: Option<TimeBudget>,
 }
 
 impl Sweep<'_> {
@@ -166,8 +190,15 @@ impl Sweep<'_> {
         op: Option<RedOp>,
         root: i64,
         size: u64,
+        remaining: &[u64],
     ) -> Result<(Point, Point), Failure> {
         let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
+        let settings = &self.plan.settings;
+        let budget_s = match &self.budget {
+            Some(b) if remaining.is_empty() => b.point_budget_s(settings, &[size]),
+            Some(b) => b.point_budget_s(settings, remaining),
+            None => settings.point_budget_s,
+        };
         self.comm
             .prepare(&spec)
             .map_err(|e| prepare_failure(coll, size, e))?;
@@ -176,16 +207,25 @@ impl Sweep<'_> {
             plan: self.plan,
             watchdog: self.watchdog,
         };
-        let oop = runner.measure(&spec, Placement::OutOfPlace)?;
-        let inp = runner.measure(&spec, Placement::InPlace)?;
+        let oop = runner.measure(&spec, Placement::OutOfPlace, budget_s)?;
+        let inp = runner.measure(&spec, Placement::InPlace, budget_s)?;
         if let Some(out) = self.out {
             out.point(&oop, &inp)?;
         }
         // No rank starts the next size before rank 0 has the point on disk, so a failure there
-        // can never lose it.
-        self.comm.allgather_bytes(&[]).map_err(|e| {
+        // can never lose it. Rank 0 passes its clock along for the time budget.
+        let clock = match self.out {
+            Some(_) => self.started.elapsed().as_secs_f64().to_le_bytes().to_vec(),
+            None => Vec::new(),
+        };
+        let all = self.comm.allgather_bytes(&clock).map_err(|e| {
             Failure::from_backend(&format!("after {coll} {}", format_size(size)), e)
         })?;
+        if let Some(b) = &mut self.budget {
+            let rank0: Option<[u8; 8]> = all.first().and_then(|c| c.as_slice().try_into().ok());
+            let elapsed = rank0.map_or(self.started.elapsed().as_secs_f64(), f64::from_le_bytes);
+            b.record(elapsed, size, oop.time_s);
+        }
         Ok((oop, inp))
     }
 
@@ -243,7 +283,7 @@ impl Sweep<'_> {
                 for root in plan.roots(coll, nranks)? {
                     for &dtype in &plan.dtypes {
                         for op in plan.ops_for(coll) {
-                            self.measure_size(coll, dtype, op, root, size)?;
+                            self.measure_size(coll, dtype, op, root, size, &[])?;
                         }
                     }
                 }

@@ -345,8 +345,14 @@ fn banner_lines(
     ));
     let sampling = match s.target_rel_ci {
         Some(t) => format!(
-            "adaptive: {}..{} samples per point until the 95% CI of the median is within ±{:.1}% or {} s of measurement",
-            s.min_samples, s.max_samples, t * 100.0, s.point_budget_s
+            "adaptive: {}..{} samples per point until the 95% CI of the median is within ±{:.1}% or {}",
+            s.min_samples,
+            s.max_samples,
+            t * 100.0,
+            match s.time_budget_s {
+                Some(b) => format!("the point's share of a {b} s sweep is spent"),
+                None => format!("{} s of measurement", s.point_budget_s),
+            }
         ),
         None => format!("fixed: {} samples per point", s.max_samples),
     };
@@ -363,6 +369,7 @@ fn after_table_lines(record: &RunRecord) -> Vec<String> {
     lines.extend(memcpy_ratio_line(record));
     lines.extend(copy_bandwidth_lines(record));
     lines.extend(cost_model_lines(record));
+    lines.extend(interval_line(record));
     if record.settings.as_ref().is_some_and(|s| s.stragglers) {
         lines.push(match crate::arrivals::straggler(&record.points) {
             Some(s) => format!(
@@ -376,6 +383,44 @@ fn after_table_lines(record: &RunRecord) -> Vec<String> {
         });
     }
     lines
+}
+
+/// How many points reached `--target-ci`, and which did not (with the interval they have).
+fn interval_line(record: &RunRecord) -> Option<String> {
+    let target = record.settings.as_ref()?.target_rel_ci?;
+    let missed: Vec<&crate::model::Point> = record
+        .points
+        .iter()
+        .filter(|p| !(p.stats.ci_rel_half_width <= target))
+        .collect();
+    let n = record.points.len();
+    let head = format!(
+        "# {} of {n} points within ±{:.1}% (95% interval of the median)",
+        n - missed.len(),
+        target * 100.0
+    );
+    if missed.is_empty() {
+        return Some(head);
+    }
+    const SHOWN: usize = 6;
+    let mut named: Vec<String> = missed
+        .iter()
+        .take(SHOWN)
+        .map(|p| {
+            format!(
+                "{} {} {} ±{:.1}% ({})",
+                p.collective,
+                format_size(p.size_bytes),
+                p.placement.name(),
+                p.stats.ci_rel_half_width * 100.0,
+                p.stop_reason.name()
+            )
+        })
+        .collect();
+    if missed.len() > SHOWN {
+        named.push(format!("and {} more in the record", missed.len() - SHOWN));
+    }
+    Some(format!("{head}; short of it: {}", named.join(", ")))
 }
 
 /// Per collective and dtype, the largest out-of-place point against NCCL's own cost model.

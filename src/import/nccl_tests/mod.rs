@@ -80,6 +80,7 @@ fn point(
         per_rank_time_s: Vec::new(),
         arrivals: None,
         nccl_model_time_s: None,
+        cost: None,
     })
 }
 

@@ -82,6 +82,8 @@ impl PointRunner<'_> {
         fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
         self.comm.upload().map_err(|e| backend_failure(&what, e))?;
 
+        // The point's calls begin here: a rank held up before its first one is named with it.
+        self.arm(&what);
         fault_injection::strike(
             self.plan.fault.as_ref(),
             rank,
@@ -217,8 +219,8 @@ impl PointRunner<'_> {
             || spent_s < s.warmup_min_s
             || (!long_calls && batches < WARMUP_BATCHES)
         {
-            let k = iters_for(s.sample_target_s, per_iter_s)
-                .max(s.warmup_iters.saturating_sub(calls));
+            let k =
+                iters_for(s.sample_target_s, per_iter_s).max(s.warmup_iters.saturating_sub(calls));
             let t = self.timed(placement, k, what)?;
             let rate = t / k as f64;
             let settled = (rate - per_iter_s).abs() <= SETTLED * per_iter_s;
@@ -268,7 +270,8 @@ impl PointRunner<'_> {
                 fill_inputs(gen, rank, layout, placement, self.comm.buffers());
                 self.comm.upload().map_err(|e| backend_failure(what, e))?;
             }
-            let t = self.timed(placement, 1, &format!("{what} (check)"))?;
+            // Named as the point: its first call is the check's.
+            let t = self.timed(placement, 1, what)?;
             checked.call_s = Some(t);
             checked.spent_s += t;
             self.comm.download().map_err(|e| backend_failure(what, e))?;

@@ -211,9 +211,9 @@ pub fn summarize(samples: &[f64]) -> Summary {
             0.95
         },
         ci_method,
-        ci_rel_half_width: if ci_method == CiMethod::None {
-            f64::INFINITY
-        } else if median > 0.0 {
+        // With no interval (one sample), the range's (0): JSON has no infinity, and `ci_level`
+        // 0 says there is no interval.
+        ci_rel_half_width: if median > 0.0 {
             (ci_high - ci_low) / 2.0 / median
         } else {
             f64::INFINITY
@@ -274,7 +274,7 @@ impl StopRule {
         }
         let target = self.target_rel_ci?;
         let summary = summarize(samples);
-        if summary.ci_rel_half_width <= target {
+        if summary.ci_method != CiMethod::None && summary.ci_rel_half_width <= target {
             return Some(StopReason::Converged);
         }
         if measured_s >= self.budget_s {
@@ -326,7 +326,13 @@ mod tests {
         // One sample: no interval, and never "converged".
         let one = summarize(&[2.0]);
         assert_eq!((one.ci_method, one.ci_level), (CiMethod::None, 0.0));
-        assert!(one.ci_rel_half_width.is_infinite());
+        let rule = StopRule {
+            min_samples: 1,
+            max_samples: 10,
+            target_rel_ci: Some(0.03),
+            budget_s: 1.0,
+        };
+        assert_eq!(rule.decide(&[2.0], 0.0), None);
     }
 
     #[test]
@@ -384,8 +390,7 @@ mod tests {
             );
             if n >= ORDER_STATISTICS_FROM {
                 let median = 8e-6 + 2e-6 * std::f64::consts::LN_2;
-                let exponential =
-                    coverage(n, 4000, median, || 8e-6 - 2e-6 * rng.uniform().ln());
+                let exponential = coverage(n, 4000, median, || 8e-6 - 2e-6 * rng.uniform().ln());
                 report.push(format!("exponential n={n}: {exponential:.3}"));
                 assert!(
                     (0.93..=0.97).contains(&exponential),

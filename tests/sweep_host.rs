@@ -467,7 +467,16 @@ fn a_time_budget_is_shared_where_calls_are_long_and_misses_are_named() {
     let json = dir.path().join("run.json");
     // A target no point can reach: every point samples until its share is spent.
     let out = host_sweep(2)
-        .args(["-b", "8", "-e", "16M", "-f", "16", "--target-ci", "0.00001"])
+        .args([
+            "-b",
+            "32K",
+            "-e",
+            "32M",
+            "-f",
+            "32",
+            "--target-ci",
+            "0.00001",
+        ])
         .args(["--time-budget", "3", "--max-samples", "100000"])
         .arg("--json")
         .arg(&json)
@@ -479,17 +488,17 @@ fn a_time_budget_is_shared_where_calls_are_long_and_misses_are_named() {
     let stdout = String::from_utf8_lossy(&out);
     let record = read_record(&json);
     let n = record.points.len();
-    assert!(n >= 12, "{n}");
+    assert_eq!(n, 6, "32 KiB to 32 MiB by 32: 3 sizes");
     assert!(
         stdout.contains(&format!("# 0 of {n} points within ±0.0%")),
         "{stdout}"
     );
-    assert!(stdout.contains("short of it: all_reduce 8 B out-of-place"), "{stdout}");
-    assert!(stdout.contains("(budget)"), "{stdout}");
     assert!(
-        stdout.contains(&format!("and {} more in the record", n - 6)),
+        stdout.contains("short of it: all_reduce 32 KiB out-of-place"),
         "{stdout}"
     );
+    assert!(stdout.contains("(budget)"), "{stdout}");
+    assert!(stdout.contains("all_reduce 32 MiB in-place"), "{stdout}");
     let settings = record.settings.as_ref().unwrap();
     assert_eq!(settings.time_budget_s, Some(3.0));
     let budget = |size: u64| {
@@ -503,8 +512,15 @@ fn a_time_budget_is_shared_where_calls_are_long_and_misses_are_named() {
         assert_eq!(p.stop_reason, ncclprobe::stats::StopReason::Budget);
         cost.budget_s
     };
-    // Calls of 16 MiB are thousands of times longer than calls of 8 B: so is their share.
-    assert!(budget(16 << 20) > 5.0 * budget(8), "{} vs {}", budget(16 << 20), budget(8));
+    // Calls of 32 MiB are a thousand times longer than calls of 32 KiB: their share is larger.
+    let largest = record.points.iter().map(|p| p.size_bytes).max().unwrap();
+    assert_eq!(largest, 32 << 20);
+    assert!(
+        budget(largest) > budget(32 << 10),
+        "{} vs {}",
+        budget(largest),
+        budget(32 << 10)
+    );
     // The shares are of the 3 s: their sum cannot be much more than the whole.
     let total: f64 = record.points.iter().map(|p| p.cost.unwrap().budget_s).sum();
     assert!(total <= 3.0, "{total}");

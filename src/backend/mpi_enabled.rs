@@ -204,7 +204,11 @@ impl MpiComm {
             // this rank's input, then let MPI sum (see dtype::premultiplies_avg).
             premultiply: premultiply.then(|| {
                 if in_place {
-                    (layout.send_inplace_offset * elem, layout.send_count * elem, true)
+                    (
+                        layout.send_inplace_offset * elem,
+                        layout.send_count * elem,
+                        true,
+                    )
                 } else {
                     (0, layout.send_count * elem, false)
                 }

@@ -517,9 +517,10 @@ pub struct TimingArgs {
     /// Take exactly this many samples per point (turns adaptive sampling off).
     #[arg(long)]
     pub samples: Option<usize>,
-    /// Fewest samples per point (the 95% interval of the median needs 2; up to 9 samples it
-    /// takes times as log-normal, from 10 it is distribution-free).
-    #[arg(long, default_value_t = 3)]
+    /// Fewest samples per point (the 95% interval of the median needs 2, `compare`'s rank
+    /// test 4; up to 9 samples the interval takes times as log-normal, from 10 it is
+    /// distribution-free).
+    #[arg(long, default_value_t = 4)]
     pub min_samples: usize,
     /// Most samples per point.
     #[arg(long, default_value_t = 200)]

@@ -84,10 +84,7 @@ impl TimeBudget {
             true => 0.0,
             false => TYPICAL_WARMUP_BATCHES * s.sample_target_s,
         };
-        2.0 * (call * s.check_iters.max(1) as f64
-            + warm
-            + self.min_sampling_s(s, size)
-            + HARNESS_S)
+        2.0 * (call * s.check_iters.max(1) as f64 + warm + self.min_sampling_s(s, size) + HARNESS_S)
     }
 
     /// The measured seconds one placement of `remaining[0]` may sample for, given the sizes
@@ -133,11 +130,16 @@ mod tests {
         let mut latency = TimeBudget::new(10.0);
         latency.record(0.1, 8, 1e-6);
         latency.record(0.2, 16, 1.1e-6);
-        assert!((latency.call_s(1 << 30) - (1.1e-6 + ((1u64 << 30) - 16) as f64 / 10e9)).abs() < 1e-12);
+        assert!(
+            (latency.call_s(1 << 30) - (1.1e-6 + ((1u64 << 30) - 16) as f64 / 10e9)).abs() < 1e-12
+        );
         assert!(large > small, "{large} vs {small}");
         // Out of time: only the minimum.
         b.record(20.0, 1 << 24, 2e-3);
-        assert_eq!(b.point_budget_s(&s, &sizes[1..]), b.min_sampling_s(&s, 1 << 24));
+        assert_eq!(
+            b.point_budget_s(&s, &sizes[1..]),
+            b.min_sampling_s(&s, 1 << 24)
+        );
     }
 
     #[test]

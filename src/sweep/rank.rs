@@ -2,6 +2,7 @@
 //! op, root and size measure both placements; rank 0 reports and records each point before any
 //! rank moves on.
 
+use super::budget::TimeBudget;
 use super::report::Rank0;
 use crate::backend::{BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
@@ -13,7 +14,6 @@ use crate::model::{Point, RankInfo};
 use crate::plan::Plan;
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
-use super::budget::TimeBudget;
 
 /// Points (sizes × types × ops × roots × collectives) the plan asks of `nranks` ranks.
 pub fn total_points(plan: &Plan, nranks: usize) -> u64 {

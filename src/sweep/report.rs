@@ -391,7 +391,7 @@ fn interval_line(record: &RunRecord) -> Option<String> {
     let missed: Vec<&crate::model::Point> = record
         .points
         .iter()
-        .filter(|p| !(p.stats.ci_rel_half_width <= target))
+        .filter(|p| !(p.stats.ci_level > 0.0 && p.stats.ci_rel_half_width <= target))
         .collect();
     let n = record.points.len();
     let head = format!(

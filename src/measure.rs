@@ -92,55 +92,11 @@ impl PointRunner<'_> {
         );
 
         let checked = self.check(spec, placement, &gen, &layout, &what)?;
-        let mut warm = self.warm_up(placement, &what, checked.call_s)?;
-        let mut iters = warm.iters_per_sample;
-
-        // Samples until the interval is tight, the budget is spent or the cap is reached.
-        let rule = StopRule {
-            min_samples: s.min_samples,
-            max_samples: s.max_samples,
-            target_rel_ci: s.target_rel_ci,
-            budget_s,
-        };
-        let mut samples = Vec::new();
-        let mut per_rank: Vec<Vec<f64>> = vec![Vec::new(); n];
-        let mut measured_s = 0.0;
-        let stop_reason = loop {
-            self.arm(&what);
-            let t = self
-                .comm
-                .run(placement, iters)
-                .map_err(|e| backend_failure(&what, e))?;
-            let all = self
-                .comm
-                .allgather_f64(t / iters as f64)
-                .map_err(|e| backend_failure(&what, e))?;
-            for (r, v) in all.iter().enumerate().take(n) {
-                per_rank[r].push(*v);
-            }
-            let rate = max_of(&all);
-            // A first sample at well under half the time per call the warm-up settled on means
-            // the warm-up ended on a slow call (the sweep's very first call sets up the
-            // transport): that sample was warm-up, and samples are sized again from it.
-            if samples.is_empty() && iters < MAX_ITERS && rate < 0.5 * warm.per_call_s {
-                let again = s
-                    .iters_per_sample
-                    .unwrap_or_else(|| iters_for(s.sample_target_s, rate));
-                if again > iters {
-                    warm.spent_s += rate * iters as f64;
-                    warm.per_call_s = rate;
-                    iters = again;
-                    per_rank.iter_mut().for_each(Vec::clear);
-                    continue;
-                }
-            }
-            let sample = s.across_ranks.pick(&all);
-            samples.push(sample);
-            measured_s += rate * iters as f64;
-            if let Some(reason) = rule.decide(&samples, measured_s) {
-                break reason;
-            }
-        };
+        let warm = self.warm_up(placement, &what, checked.call_s)?;
+        let sampled = self.sample(placement, &what, warm, budget_s)?;
+        let (samples, per_rank, measured_s) =
+            (sampled.samples, sampled.per_rank, sampled.measured_s);
+        let (iters, stop_reason, warm) = (sampled.iters, sampled.stop_reason, sampled.warm);
 
         let arrivals = match s.stragglers {
             true => {
@@ -190,6 +146,72 @@ impl PointRunner<'_> {
                 sampling_s: measured_s,
                 budget_s,
             }),
+        })
+    }
+
+    /// Samples until the interval is tight, `budget_s` of measured time is spent or the
+    /// sample cap is reached.
+    fn sample(
+        &mut self,
+        placement: Placement,
+        what: &str,
+        mut warm: Warm,
+        budget_s: f64,
+    ) -> Result<Sampled, Failure> {
+        let s = &self.plan.settings;
+        let n = self.comm.nranks();
+        let rule = StopRule {
+            min_samples: s.min_samples,
+            max_samples: s.max_samples,
+            target_rel_ci: s.target_rel_ci,
+            budget_s,
+        };
+        let mut iters = warm.iters_per_sample;
+        let mut samples = Vec::new();
+        let mut per_rank: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut measured_s = 0.0;
+        let stop_reason = loop {
+            self.arm(what);
+            let t = self
+                .comm
+                .run(placement, iters)
+                .map_err(|e| backend_failure(what, e))?;
+            let all = self
+                .comm
+                .allgather_f64(t / iters as f64)
+                .map_err(|e| backend_failure(what, e))?;
+            for (r, v) in all.iter().enumerate().take(n) {
+                per_rank[r].push(*v);
+            }
+            let rate = max_of(&all);
+            // A first sample at well under half the time per call the warm-up settled on means
+            // the warm-up ended on a slow call (the sweep's very first call sets up the
+            // transport): that sample was warm-up, and samples are sized again from it.
+            if samples.is_empty() && iters < MAX_ITERS && rate < 0.5 * warm.per_call_s {
+                let again = s
+                    .iters_per_sample
+                    .unwrap_or_else(|| iters_for(s.sample_target_s, rate));
+                if again > iters {
+                    warm.spent_s += rate * iters as f64;
+                    warm.per_call_s = rate;
+                    iters = again;
+                    per_rank.iter_mut().for_each(Vec::clear);
+                    continue;
+                }
+            }
+            samples.push(s.across_ranks.pick(&all));
+            measured_s += rate * iters as f64;
+            if let Some(reason) = rule.decide(&samples, measured_s) {
+                break reason;
+            }
+        };
+        Ok(Sampled {
+            samples,
+            per_rank,
+            measured_s,
+            iters,
+            stop_reason,
+            warm,
         })
     }
 
@@ -323,6 +345,17 @@ struct Checked {
     /// The slowest rank's time of the last checked call.
     call_s: Option<f64>,
     spent_s: f64,
+}
+
+/// What sampling gave: the samples (across ranks and per rank), their measured time, the
+/// batch they were taken in, why it stopped, and the warm-up (with any calibration redone).
+struct Sampled {
+    samples: Vec<f64>,
+    per_rank: Vec<Vec<f64>>,
+    measured_s: f64,
+    iters: usize,
+    stop_reason: crate::stats::StopReason,
+    warm: Warm,
 }
 
 /// What the warm-up settled on and cost.

@@ -99,7 +99,12 @@ pub fn median_ci_indices(n: usize, level: f64) -> (usize, usize, f64) {
     if n == 0 {
         return (0, 0, 0.0);
     }
-    let cdf = binomial_half_cdf(n);
+    indices_from_cdf(&binomial_half_cdf(n), level)
+}
+
+/// `median_ci_indices` from Binomial(n, 1/2)'s cumulative probabilities (n + 1 of them).
+fn indices_from_cdf(cdf: &[f64], level: f64) -> (usize, usize, f64) {
+    let n = cdf.len() - 1;
     let mut best = (0, n - 1, 1.0 - 2.0 * cdf[0]);
     // j is the 1-based rank of the lower bound; coverage = 1 - 2 P(X ≤ j-1).
     for j in 1..=n.div_ceil(2) {
@@ -132,13 +137,14 @@ fn log_normal_interval(sorted: &[f64]) -> Option<(f64, f64)> {
 /// weight that brings the coverage to 95% for a symmetric distribution.
 fn order_statistics_interval(sorted: &[f64]) -> (f64, f64) {
     let n = sorted.len();
-    let (lo, hi, covered) = median_ci_indices(n, 0.95);
+    let cdf = binomial_half_cdf(n);
+    let (lo, hi, covered) = indices_from_cdf(&cdf, 0.95);
     if hi <= lo + 1 || covered < 0.95 {
         return (sorted[lo], sorted[hi]);
     }
     // The next pair inward and its coverage, 1 - 2 P(X <= lo + 1 - 1) for Binomial(n, 1/2).
     let k = lo + 1; // 1-based rank of the lower bound
-    let inner = 1.0 - 2.0 * binomial_half_cdf(n)[k];
+    let inner = 1.0 - 2.0 * cdf[k];
     let i = (covered - 0.95) / (covered - inner);
     let lambda = (n - k) as f64 * i / (k as f64 + (n as f64 - 2.0 * k as f64) * i);
     let low = (1.0 - lambda) * sorted[lo] + lambda * sorted[lo + 1];

@@ -28,7 +28,8 @@ pub struct Arrivals {
     pub late_s: Vec<f64>,
     /// Per rank: median seconds from entering a call to leaving it.
     pub inside_s: Vec<f64>,
-    /// Largest spread of the clock offsets between rounds (what the common clock is worth).
+    /// Largest spread of the clock offsets between rounds (what the common clock is worth);
+    /// 0 when every rank reads rank 0's clock (one host).
     pub clock_uncertainty_s: f64,
 }
 
@@ -77,11 +78,25 @@ fn from_bytes(bytes: &[u8]) -> Vec<f64> {
         .collect()
 }
 
+/// What names this rank's CLOCK_MONOTONIC: the kernel's boot (one per host, shared by its
+/// containers) and the time namespace, which may shift the clock. Empty when unknown.
+fn clock_identity() -> Vec<u8> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    if boot.trim().is_empty() {
+        return Vec::new();
+    }
+    let namespace = std::fs::read_link("/proc/self/ns/time")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{}|{namespace}", boot.trim()).into_bytes()
+}
+
 /// Every rank's clock offset to rank 0 (seconds to subtract), and how much it varied.
 fn clock_offsets(
     comm: &mut dyn Communicator,
     fail: &dyn Fn(crate::backend::BackendError) -> Failure,
 ) -> Result<(Vec<f64>, f64), Failure> {
+    let clocks = comm.allgather_bytes(&clock_identity()).map_err(fail)?;
     let n = comm.nranks();
     let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); n];
     for _ in 0..CLOCK_ROUNDS {
@@ -92,15 +107,41 @@ fn clock_offsets(
             rounds[r].push(v - all[0]);
         }
     }
-    let spread = rounds
-        .iter()
-        .map(|v| {
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Ok(offsets_from(&clocks, &rounds))
+}
+
+/// Offsets from what each rank read right after a barrier (`rounds[r]`: its reading minus
+/// rank 0's, per round). A rank that reads rank 0's very clock is at offset 0 exactly: what it
+/// read there is only the barrier's exit skew, which on a busy host is milliseconds. Ranks
+/// that share another clock share one offset, the median of theirs. The uncertainty is the
+/// widest spread of one rank's readings among the ranks not on rank 0's clock.
+fn offsets_from(clocks: &[Vec<u8>], rounds: &[Vec<f64>]) -> (Vec<f64>, f64) {
+    let same_clock = |a: usize, b: usize| !clocks[a].is_empty() && clocks[a] == clocks[b];
+    let n = rounds.len();
+    let own: Vec<f64> = rounds.iter().map(|v| median(v.clone())).collect();
+    let offsets = (0..n)
+        .map(|r| {
+            if r == 0 || same_clock(r, 0) {
+                0.0
+            } else {
+                median(
+                    (0..n)
+                        .filter(|&o| o == r || same_clock(o, r))
+                        .map(|o| own[o])
+                        .collect(),
+                )
+            }
+        })
+        .collect();
+    let spread = (1..n)
+        .filter(|&r| !same_clock(r, 0))
+        .map(|r| {
+            let lo = rounds[r].iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rounds[r].iter().copied().fold(f64::NEG_INFINITY, f64::max);
             hi - lo
         })
         .fold(0.0, f64::max);
-    Ok((rounds.into_iter().map(median).collect(), spread))
+    (offsets, spread)
 }
 
 /// Time `CALLS` single calls of the prepared point on every rank; every rank returns the
@@ -191,6 +232,43 @@ mod tests {
         assert_eq!(a.last, vec![0, 0, 25, 0]);
         assert!((a.late_s[2] - 200e-6).abs() < 1e-6, "{:?}", a.late_s);
         assert_eq!(a.straggler(), Some(2));
+    }
+
+    #[test]
+    fn ranks_on_rank_0_s_clock_are_at_offset_0_and_the_others_share_their_host_s() {
+        let host = |h: &str| h.as_bytes().to_vec();
+        let clocks = [host("a"), host("a"), host("b"), host("b"), Vec::new()];
+        // Readings after a barrier: exit skew of up to 2 ms on host a, host b 1 s ahead.
+        let rounds = [
+            vec![0.0; 3],
+            vec![2e-3, -1e-3, 0.5e-3],
+            vec![1.0, 1.0001, 1.0002],
+            vec![1.0003, 1.0004, 1.0005],
+            vec![-3.0, -3.0, -2.999],
+        ];
+        let (offsets, spread) = offsets_from(&clocks, &rounds);
+        assert_eq!(offsets[..2], [0.0, 0.0]);
+        // Host b: the median of its ranks' own medians (1.0001 and 1.0004).
+        assert!((offsets[2] - 1.00025).abs() < 1e-9, "{offsets:?}");
+        assert_eq!(offsets[2], offsets[3]);
+        // A rank whose clock is unknown keeps its own estimate.
+        assert!((offsets[4] + 3.0).abs() < 1e-9, "{offsets:?}");
+        // Rank 1's 3 ms of skew is not clock uncertainty; rank 4's 1 ms and b's 0.2 ms are.
+        assert!((spread - 1e-3).abs() < 1e-9, "{spread}");
+
+        // One host: the common clock is exact, whatever the barrier's skew.
+        let (offsets, spread) = offsets_from(&clocks[..2], &rounds[..2]);
+        assert_eq!((offsets, spread), (vec![0.0, 0.0], 0.0));
+        // Unknown clocks are never taken as shared.
+        let (offsets, spread) = offsets_from(&[Vec::new(), Vec::new()], &rounds[..2]);
+        assert_eq!(offsets[1], 0.5e-3);
+        assert!((spread - 3e-3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn this_host_s_clock_has_a_name() {
+        // Linux names its boot; the tests run on Linux.
+        assert!(!clock_identity().is_empty());
     }
 
     #[test]

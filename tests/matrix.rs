@@ -146,11 +146,17 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
     ] {
         assert!(named.contains(&want), "{want:?} not named: {named:?}");
     }
-    assert!(doc
-        .measurements
-        .iter()
-        .filter(|m| m.remeasured)
-        .all(|m| (m.from.min(m.to), m.from.max(m.to)) == (1, 3)));
+    // The slow pair's cells were measured again alone and stayed slow. Another cell may also
+    // have been measured again (on two cores a neighbour's thread can cost one a microsecond),
+    // but it cleared when alone: only 1-3 is named above.
+    for want in [(1, 3, Direction::OneWay), (3, 1, Direction::OneWay)] {
+        assert!(
+            doc.measurements
+                .iter()
+                .any(|m| m.remeasured && (m.from, m.to, m.direction) == want),
+            "{want:?} was not measured again alone"
+        );
+    }
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("SLOW PAIR: rank 1 -> rank 3 one-way")
@@ -289,6 +295,8 @@ fn a_matrix_needs_two_ends_and_a_sane_outlier_fraction() {
 
 #[test]
 fn a_hung_pair_is_named_by_the_watchdog() {
+    // The waiting rank spins until the watchdog fires: a core taken from any timing beside it.
+    let _alone = TIMING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("m.json");
     let out = bin()
@@ -327,13 +335,25 @@ fn a_late_rank_is_named_by_stragglers() {
     assert!(out.status.success(), "{stdout}");
     println!("{}", stdout.lines().last().unwrap_or_default());
     assert!(stdout.contains("# STRAGGLER: rank 2 (host "), "{stdout}");
-    drop(alone);
     let record = read_record(&json);
+    // Rank 2 is late by 300 µs at every point. Where a busy machine makes the call itself
+    // cost more than that, the point may name nobody, but never another rank, and the run
+    // names rank 2 (above) only when most points do.
+    let mut named = 0;
     for p in &record.points {
         let a = p.arrivals.as_ref().expect("arrival times at every point");
-        assert_eq!(a.straggler(), Some(2), "{} {:?}", p.size_bytes, a);
         assert!(a.late_s[2] > 250e-6, "{:?}", a.late_s);
+        match a.straggler() {
+            Some(2) => named += 1,
+            None => {}
+            other => panic!("{} names {other:?}: {a:?}", p.size_bytes),
+        }
     }
+    assert!(
+        named * 2 >= record.points.len(),
+        "{named} of {}",
+        record.points.len()
+    );
     assert_eq!(
         finding_titles(&json, "result.straggler"),
         ["Rank 2 holds the collectives up"]
@@ -345,4 +365,5 @@ fn a_late_rank_is_named_by_stragglers() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&quiet.stdout).contains("# stragglers: no rank entered last"));
+    drop(alone);
 }

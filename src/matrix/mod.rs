@@ -8,6 +8,7 @@
 pub mod analysis;
 mod out;
 pub mod qualify;
+mod remeasure;
 pub mod run;
 pub mod schedule;
 

@@ -18,10 +18,10 @@ use crate::watchdog::Watchdog;
 type Unit = (usize, usize, Vec<(usize, usize)>);
 
 /// Everything that moves at once in one step: for each pair of endpoints, its rank pairs.
-struct Step {
-    direction: Direction,
-    round: usize,
-    units: Vec<Unit>,
+pub(super) struct Step {
+    pub(super) direction: Direction,
+    pub(super) round: usize,
+    pub(super) units: Vec<Unit>,
 }
 
 impl Step {
@@ -229,7 +229,7 @@ pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Fai
             all_cells.extend(cells);
         }
     }
-    remeasure_outliers(comm, cx, &endpoints, &all_cells)?;
+    super::remeasure::outliers_alone(comm, cx, &endpoints, &all_cells)?;
     if let Some(w) = cx.watchdog {
         w.disarm();
     }
@@ -237,7 +237,7 @@ pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Fai
 }
 
 /// Buffers for `size`, the send buffer holding this rank's pattern.
-fn begin_size(comm: &mut dyn Communicator, size: u64) -> Result<(), Failure> {
+pub(super) fn begin_size(comm: &mut dyn Communicator, size: u64) -> Result<(), Failure> {
     comm.prepare(&PointSpec::pair(size as usize))
         .map_err(|e| Failure::from_backend(&format!("matrix at {}", format_size(size)), e))?;
     let me = comm.rank();
@@ -247,7 +247,7 @@ fn begin_size(comm: &mut dyn Communicator, size: u64) -> Result<(), Failure> {
 
 /// Rank 0 records the step's cells (replacing the first pass's when `again`); no rank starts
 /// the next step before they are on disk.
-fn after_step(
+pub(super) fn after_step(
     comm: &mut dyn Communicator,
     cx: &Context<'_>,
     cells: &[PairMeasurement],
@@ -261,43 +261,8 @@ fn after_step(
     Ok(())
 }
 
-/// A cell far below the median may only have shared the cores, the memory bus or a switch
-/// with the pairs beside it: measure each such cell again with nothing else moving, and keep
-/// that measurement. A bad link stays slow alone; interference does not.
-fn remeasure_outliers(
-    comm: &mut dyn Communicator,
-    cx: &Context<'_>,
-    endpoints: &[Endpoint],
-    cells: &[PairMeasurement],
-) -> Result<(), Failure> {
-    let mut suspects: Vec<&PairMeasurement> =
-        super::analysis::outlier_cells(cells, cx.options.outlier)
-            .into_iter()
-            .map(|(m, _)| m)
-            .collect();
-    suspects.sort_by_key(|m| m.size_bytes);
-    let mut prepared = None;
-    for m in suspects {
-        if prepared != Some(m.size_bytes) {
-            begin_size(comm, m.size_bytes)?;
-            prepared = Some(m.size_bytes);
-        }
-        let step = Step {
-            direction: m.direction,
-            round: m.round,
-            units: vec![(m.from, m.to, rank_pairs(endpoints, m.from, m.to))],
-        };
-        let mut again = measure_step(comm, cx, endpoints, &step, m.size_bytes)?;
-        for cell in &mut again {
-            cell.remeasured = true;
-        }
-        after_step(comm, cx, &again, true)?;
-    }
-    Ok(())
-}
-
 /// Local rank i of one endpoint meets local rank i of the other.
-fn rank_pairs(endpoints: &[Endpoint], a: usize, b: usize) -> Vec<(usize, usize)> {
+pub(super) fn rank_pairs(endpoints: &[Endpoint], a: usize, b: usize) -> Vec<(usize, usize)> {
     endpoints[a]
         .ranks
         .iter()
@@ -333,7 +298,7 @@ fn timed(
 }
 
 /// Time one step on every rank; every rank returns the same cells.
-fn measure_step(
+pub(super) fn measure_step(
     comm: &mut dyn Communicator,
     cx: &Context<'_>,
     endpoints: &[Endpoint],

@@ -1,6 +1,6 @@
 //! nccl-tests output variants that the field corpus lacks, built from nccl-tests' own printf
 //! formats (tests/fixtures/formats/, each says how on its first line): the binaries beyond the
-//! seven ncclprobe measures, and the -S, -I and -C columns.
+//! seven ncclprobe measures, the -S, -I and -C columns, and a device list cut short.
 
 mod common;
 
@@ -103,6 +103,23 @@ fn cputime_columns_and_zero_bandwidths_still_tell_an_all_reduce() {
         r.import
     );
     assert!((r.points[0].time_s - 10.50e-6).abs() < 1e-12);
+}
+
+#[test]
+fn a_device_list_cut_short_does_not_shrink_the_world() {
+    let r = import("device-list-elided.txt");
+    // Four '# Rank' lines, but busbw/algbw = 1.75 = 2(n-1)/n at every size: eight ranks.
+    assert_eq!(r.backend.ranks.len(), 4);
+    assert_eq!(r.backend.nranks, 8);
+    let import = r.import.as_ref().unwrap();
+    assert_eq!(import.nranks_from, "busbw/algbw");
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("list 4 ranks") && n.contains("proves 8")),
+        "{:?}",
+        r.notes
+    );
 }
 
 #[test]

@@ -129,6 +129,8 @@ pub(super) fn nranks_from_size(coll: Collective, rows: &[&Row]) -> Option<usize>
         .map(|k| k as usize)
 }
 
+/// The rank count the ratio of busbw to algbw suggests, from the largest size (a best guess
+/// where nothing else tells).
 pub(super) fn nranks_from_ratio(coll: Collective, rows: &[&Row]) -> Option<usize> {
     let r = rows
         .iter()
@@ -143,4 +145,97 @@ pub(super) fn nranks_from_ratio(coll: Collective, rows: &[&Row]) -> Option<usize
         _ => return None,
     };
     (n.is_finite() && n >= 1.0).then(|| n.round() as usize)
+}
+
+/// The rank count the bandwidth ratio proves: every row at 1 GB/s or more, with its two
+/// printed decimals taken as ±0.005, bounds n; the answer is the one integer inside all the
+/// bounds, or none when the decimals leave room for two (large worlds: 2(n-1)/n nears 2).
+pub(super) fn nranks_proven_by_ratio(coll: Collective, rows: &[&Row]) -> Option<usize> {
+    let n_of = |r: f64| match coll {
+        Collective::AllReduce => 2.0 / (2.0 - r),
+        Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => 1.0 / (1.0 - r),
+        _ => f64::NAN,
+    };
+    let ceiling = match coll {
+        Collective::AllReduce => 2.0,
+        _ => 1.0,
+    };
+    const HALF_DIGIT: f64 = 0.005;
+    let (mut lo, mut hi) = (1.0f64, f64::INFINITY);
+    let mut seen = false;
+    for h in rows
+        .iter()
+        .map(|r| &r.halves[0])
+        .filter(|h| h.algbw_gbps >= 1.0)
+    {
+        let r_lo = (h.busbw_gbps - HALF_DIGIT) / (h.algbw_gbps + HALF_DIGIT);
+        let r_hi = (h.busbw_gbps + HALF_DIGIT) / (h.algbw_gbps - HALF_DIGIT);
+        lo = lo.max(n_of(r_lo));
+        hi = hi.min(if r_hi < ceiling {
+            n_of(r_hi)
+        } else {
+            f64::INFINITY
+        });
+        seen = true;
+    }
+    let (first, last) = (lo.ceil(), hi.floor());
+    (seen && lo.is_finite() && first == last && first >= 2.0).then_some(first as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::nccl_tests::table::Half;
+
+    fn row(algbw: f64, busbw: f64) -> Row {
+        let half = Half {
+            time_us: 1.0,
+            algbw_gbps: algbw,
+            busbw_gbps: busbw,
+            wrong: Some(0),
+            old_error: false,
+            iter_min_us: None,
+            iter_max_us: None,
+        };
+        Row {
+            line: 1,
+            collective: None,
+            size: 1 << 30,
+            count: 1 << 28,
+            dtype: "float".into(),
+            redop: Some("sum".into()),
+            root: -1,
+            halves: [half, half],
+        }
+    }
+
+    fn proven(coll: Collective, bws: &[(f64, f64)]) -> Option<usize> {
+        let rows: Vec<Row> = bws.iter().map(|&(a, b)| row(a, b)).collect();
+        nranks_proven_by_ratio(coll, &rows.iter().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_ratio_proves_a_rank_count_only_where_two_decimals_allow_one() {
+        // 2(n-1)/n for n = 8, printed to two decimals.
+        assert_eq!(proven(Collective::AllReduce, &[(315.70, 552.47)]), Some(8));
+        // (n-1)/n for all_gather, n = 4.
+        assert_eq!(proven(Collective::AllGather, &[(120.00, 90.00)]), Some(4));
+        // 128 ranks (1.984) at 20 GB/s: the decimals leave 124 to 135 open, no answer ...
+        assert_eq!(proven(Collective::AllReduce, &[(20.00, 39.69)]), None);
+        // ... until a larger row pins it.
+        assert_eq!(
+            proven(Collective::AllReduce, &[(20.00, 39.69), (300.00, 595.31)]),
+            Some(128)
+        );
+        // Rows under 1 GB/s say nothing, nor does a collective without a ratio.
+        assert_eq!(proven(Collective::AllReduce, &[(0.50, 0.87)]), None);
+        assert_eq!(proven(Collective::Broadcast, &[(300.00, 300.00)]), None);
+        // One rank: busbw 0 is no world of two or more.
+        assert_eq!(proven(Collective::AllReduce, &[(300.00, 0.00)]), None);
+        // Rows that disagree prove nothing.
+        assert_eq!(
+            proven(Collective::AllReduce, &[(300.00, 525.00), (300.00, 450.00)]),
+            None
+        );
+    }
 }

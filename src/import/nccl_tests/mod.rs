@@ -16,7 +16,7 @@ use crate::coll::{Collective, Placement};
 use crate::dtype::{Dtype, RedOp};
 use crate::model::{ImportInfo, Point, RunRecord, RunStatus, Source};
 use crate::stats::{summarize, StopReason};
-use infer::{infer_collective, nranks_from_ratio, nranks_from_size};
+use infer::{infer_collective, nranks_from_ratio, nranks_from_size, nranks_proven_by_ratio};
 use std::path::Path;
 
 pub const EXPECTED: &str = "nccl-tests output (the *_perf table, or its -J JSON file)";
@@ -146,7 +146,8 @@ fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
             Some(c) => (c, "named in the log".to_string()),
             None => infer_collective(&g_rows),
         };
-        let (nranks, nfrom) = nranks_for(coll, &g_rows, &p, ranks_consistent);
+        let (nranks, nfrom, disagreement) = nranks_for(coll, &g_rows, &p, ranks_consistent);
+        p.notes.extend(disagreement);
         froms.push(format!("{coll}: {from}"));
         nranks_froms.push(nfrom);
         for row in g_rows {
@@ -264,17 +265,40 @@ fn drop_reprinted_rows(p: &mut Parsed) {
     }
 }
 
-/// The world size behind one collective's rows, and what it was read from, most direct first.
+/// The world size behind one collective's rows, what it was read from (most direct first),
+/// and a note when the '# Rank' lines disagree with what the table itself proves.
 fn nranks_for(
     coll: Collective,
     rows: &[&Row],
     p: &Parsed,
     ranks_consistent: bool,
-) -> (usize, String) {
+) -> (usize, String, Option<String>) {
+    let proven = nranks_from_size(coll, rows)
+        .map(|n| (n, "size / (count x type size)"))
+        .or_else(|| nranks_proven_by_ratio(coll, rows).map(|n| (n, "busbw/algbw")));
     if ranks_consistent {
-        (p.ranks.len(), "the '# Rank' lines".to_string())
-    } else if let Some(n) = nranks_from_size(coll, rows) {
-        (n, "size / (count x type size)".to_string())
+        let listed = p.ranks.len();
+        return match proven {
+            // Posts cut long device lists short ("..."): the table cannot lie about its size.
+            Some((n, from)) if n > listed => (
+                n,
+                from.to_string(),
+                Some(format!(
+                    "the '# Rank' lines list {listed} ranks but {coll}'s {from} proves {n}: the device list was cut short; {n} kept"
+                )),
+            ),
+            Some((n, from)) if n < listed => (
+                listed,
+                "the '# Rank' lines".to_string(),
+                Some(format!(
+                    "the '# Rank' lines list {listed} ranks but {coll}'s {from} says {n}; the lines kept (were two runs' logs joined?)"
+                )),
+            ),
+            _ => (listed, "the '# Rank' lines".to_string(), None),
+        };
+    }
+    let (n, from) = if let Some((n, from)) = proven {
+        (n, from.to_string())
     } else if let Some(n) = nranks_from_ratio(coll, rows) {
         (n, "busbw/algbw of the largest size".to_string())
     } else if let Some(n) = p.info_nranks {
@@ -285,5 +309,6 @@ fn nranks_for(
         (n, "nThread × nGpus (a lower bound)".to_string())
     } else {
         (0, "unknown".to_string())
-    }
+    };
+    (n, from, None)
 }

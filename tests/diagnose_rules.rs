@@ -218,3 +218,106 @@ fn csv_lists_every_piece_of_evidence_with_its_line() {
     // Errors come first, as in the table.
     assert_eq!(&rows[0][1], "error");
 }
+
+/// Each cause NCCL names in its own words, as NCCL prints it and as PyTorch repeats it after
+/// "Last error:" (no NCCL prefix there).
+#[test]
+fn errors_whose_cause_nccl_names_are_explained_with_their_fix() {
+    let memlock = "\
+gpu-7:301:355 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.1.0.7<0>
+gpu-7:301:355 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory
+gpu-7:301:355 [0] NCCL INFO transport/net_ib.cc:1013 -> 2
+gpu-7:301:301 [0] NCCL INFO init.cc:1450 -> 2
+";
+    let (found, v) = ids(&[("memlock.log", memlock)]);
+    assert!(found.contains("ib.memlock"), "{found:?}");
+    let f = finding(&v, "ib.memlock");
+    assert!(f["fix"].as_str().unwrap().contains("ulimit -l"), "{f}");
+    assert_eq!(f["evidence"][0]["line"], 2);
+
+    let duplicate = "\
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5
+ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+Last error:
+Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000
+";
+    let (found, v) = ids(&[("train.log", duplicate)]);
+    assert!(found.contains("gpu.duplicate"), "{found:?}");
+    assert!(
+        finding(&v, "gpu.duplicate")["title"]
+            .as_str()
+            .unwrap()
+            .contains("ranks 0 and 1 (device 1a000)"),
+        "{v}"
+    );
+
+    let no_interface = "\
+node3:88:88 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth9
+node3:88:88 [0] NCCL WARN Bootstrap : no socket interface found
+node3:88:88 [0] NCCL INFO init.cc:1380 -> 3
+";
+    let (found, v) = ids(&[("nccl.log", no_interface)]);
+    assert!(found.contains("bootstrap.no-interface"), "{found:?}");
+    let title = finding(&v, "bootstrap.no-interface")["title"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(title.contains("NCCL_SOCKET_IFNAME=eth9"), "{title}");
+
+    // The first failure (status 12) is named, not the flush (5) that follows it.
+    let completion = "\
+node-2:5776:5902 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with error 12, opcode 0, len 0, vendor err 129 (Recv)
+node-2:5776:5902 [0] NCCL INFO transport/net.cc:1134 -> 6
+node-2:5776:5903 [1] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.6<40112> with error 5, opcode 0, len 0, vendor err 249 (Recv)
+";
+    let (found, v) = ids(&[("nccl.log", completion)]);
+    assert!(found.contains("ib.completion-error"), "{found:?}");
+    let f = finding(&v, "ib.completion-error");
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.contains("10.2.0.5")
+            && title.contains("transport retry counter exceeded (status 12)"),
+        "{title}"
+    );
+    assert!(!title.contains("10.2.0.6"), "{title}");
+    assert_eq!(f["severity"], "error");
+    // Only flushes: a warning that sends the reader to the first failure.
+    let flushed = completion.lines().nth(2).unwrap();
+    let (_, v) = ids(&[("nccl.log", flushed)]);
+    let f = finding(&v, "ib.completion-error");
+    assert_eq!(f["severity"], "warning");
+    assert!(
+        f["title"].as_str().unwrap().contains("earlier failure"),
+        "{f}"
+    );
+
+    let oom = "h100-1:12:12 [3] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'\n";
+    let (found, _) = ids(&[("nccl.log", oom)]);
+    assert!(found.contains("cuda.out-of-memory"), "{found:?}");
+
+    // None of them on a healthy IB log.
+    let healthy = "\
+gpu-7:301:355 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.1.0.7<0>
+gpu-7:301:355 [0] NCCL INFO Bootstrap : Using ib0:10.1.0.7<0>
+gpu-7:301:355 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA
+";
+    let (found, _) = ids(&[("nccl.log", healthy)]);
+    for id in [
+        "ib.memlock",
+        "gpu.duplicate",
+        "bootstrap.no-interface",
+        "ib.completion-error",
+        "cuda.out-of-memory",
+    ] {
+        assert!(!found.contains(id), "{id} on a healthy log: {found:?}");
+    }
+}
+
+fn finding<'a>(v: &'a Value, id: &str) -> &'a Value {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id} in {v}"))
+}

@@ -76,6 +76,8 @@ pub struct LogFacts {
     pub shm_failures: Vec<Evidence>,
     pub watchdog: Vec<WatchdogEvent>,
     pub wsl_hints: Vec<Evidence>,
+    /// Lines that name a known cause (`nccl_causes::cause_of`), by cause.
+    pub causes: BTreeMap<&'static str, Vec<Evidence>>,
     pub bootstrap: Vec<Evidence>,
     pub lines: usize,
     /// Lines that were NCCL's own (INFO/WARN/TRACE), to tell a log from something else.
@@ -413,6 +415,9 @@ impl LogFacts {
             || t.contains("WSL")
         {
             keep(&mut self.wsl_hints, ev);
+        }
+        if let Some(cause) = super::nccl_causes::cause_of(t) {
+            keep(self.causes.entry(cause).or_default(), ev);
         }
         if t.contains("NCCL WARN") && self.warnings.len() < 100 {
             self.warnings.push(ev());

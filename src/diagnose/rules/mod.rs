@@ -3,6 +3,7 @@
 //! returns one `Hit` per finding it raises (title and evidence; a severity when it differs
 //! from the row's); everything a reader of the finding needs besides is in the row.
 
+mod causes;
 mod host;
 mod links;
 mod matrix;
@@ -192,6 +193,46 @@ pub static RULES: &[Rule] = &[
         fix: "Enlarge /dev/shm (docker --shm-size=8g / --ipc=host); do not paper over it with NCCL_SHM_DISABLE=1, which drops intra-node traffic to sockets.",
         source: "nccl#342, nccl#525, nccl#1518, microsoft/WSL#12467 (reference/anchors.md §2.12)",
         check: host::devshm_failure,
+    },
+    Rule {
+        id: "ib.memlock",
+        severity: Severity::Error,
+        explanation: "NCCL's InfiniBand/RoCE transport pins its buffers so the NIC can reach them (ibv_reg_mr). Pinned pages count against the process's locked-memory limit; containers and fresh logins often keep the 64 KiB or 8 MiB default, and registration then fails with 'Cannot allocate memory'. The limit that counts is the one inside the launched process, not the login shell's.",
+        fix: "Raise the limit where the ranks start: 'ulimit -l unlimited' (memlock unlimited in /etc/security/limits.conf, then log in again), docker run --ulimit memlock=-1:-1, or the container runtime's default ulimits on Kubernetes. Check what the ranks see with: mpirun <same args> bash -c 'ulimit -l'.",
+        source: "NCCL troubleshooting, InfiniBand section; nccl-tests#206 (ulimit -l was 8192 inside the job)",
+        check: causes::ib_memlock,
+    },
+    Rule {
+        id: "gpu.duplicate",
+        severity: Severity::Error,
+        explanation: "Two ranks of one communicator opened the same GPU, so NCCL stopped at init (ncclInvalidUsage). Every process started on the default device: the script never chose one per rank, or CUDA_VISIBLE_DEVICES gives each process the same GPU.",
+        fix: "Choose the device from the local rank before any CUDA work: torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) (or device_ids=[local_rank] in DDP), and do not give every process the same CUDA_VISIBLE_DEVICES. One rank per GPU.",
+        source: "NCCL init.cc 'Duplicate GPU detected'; PyTorch DDP docs (one process per GPU)",
+        check: causes::duplicate_gpus,
+    },
+    Rule {
+        id: "bootstrap.no-interface",
+        severity: Severity::Error,
+        explanation: "NCCL opens its bootstrap (and the socket transport) on a network interface that is up and has an address. It skips lo and docker* unless told, and NCCL_SOCKET_IFNAME restricts it to names with the given prefixes. When nothing is left, init fails before any GPU work.",
+        fix: "See the interfaces with 'ip -br addr' on every host and set NCCL_SOCKET_IFNAME to the one that carries the hosts' addresses (a prefix, '=name' for an exact name, '^name' to exclude). On a single host, NCCL_SOCKET_IFNAME=lo works.",
+        source: "NCCL bootstrap.cc 'no socket interface found'; NCCL env docs, NCCL_SOCKET_IFNAME",
+        check: causes::no_interface,
+    },
+    Rule {
+        id: "ib.completion-error",
+        severity: Severity::Error,
+        explanation: "A send or receive over InfiniBand/RoCE completed with an error. 'Transport retry counter exceeded' (12) means the NIC retried and never got an acknowledgement. The usual causes: a link or switch port dropping packets, RoCE without lossless flow control, an MTU mismatch, the wrong GID index, or a peer that died. 'Work request flushed' (5) is a consequence of an earlier failure on the same connection.",
+        fix: "On both hosts, check the port state and error counters (ibstat, ibv_devinfo, 'perfquery -x' or the switch), then test the pair alone with ib_write_bw. On RoCE, check NCCL_IB_GID_INDEX, PFC/ECN and matching MTUs. NCCL_IB_TIMEOUT (e.g. 22) helps on long or congested fabrics.",
+        source: "NCCL net_ib.cc 'Got completion from peer'; libibverbs ibv_wc_status_str; NCCL troubleshooting, InfiniBand/RoCE",
+        check: causes::ib_completion_error,
+    },
+    Rule {
+        id: "cuda.out-of-memory",
+        severity: Severity::Error,
+        explanation: "NCCL allocates GPU memory at init and the first time it uses each algorithm or peer: channel buffers (NCCL_BUFFSIZE per channel and peer), NVLS buffers, and the memory registered for P2P. A model that already fills the GPU leaves no room, so the collective fails on the CUDA allocation.",
+        fix: "Leave headroom: a smaller batch, or a cap on the framework's allocator. Create the process group (and run a first all-reduce) before loading the model. NCCL_NVLS_ENABLE=0 and a smaller NCCL_BUFFSIZE shrink NCCL's share.",
+        source: "NCCL CUDACHECK 'Cuda failure ... out of memory'; NCCL env docs (NCCL_BUFFSIZE, NCCL_NVLS_ENABLE)",
+        check: causes::out_of_memory,
     },
     Rule {
         id: "nccl.error",

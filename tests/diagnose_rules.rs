@@ -291,6 +291,31 @@ node-2:5776:5903 [1] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion 
         "{f}"
     );
 
+    // PyTorch's report of a remote error, with NCCL's last error: a peer or the network.
+    let remote = "\
+[rank9]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there was a network error, NCCL version 2.20.5
+[rank9]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+[rank9]: Last error:
+[rank9]: NET/IB : Got completion from peer 10.5.0.34<33956> with error 12, opcode 0, len 1, vendor err 129 (Recv)
+";
+    let (found, v) = ids(&[("train.log", remote)]);
+    assert!(
+        found.contains("nccl.remote-error") && found.contains("ib.completion-error"),
+        "{found:?}"
+    );
+    assert!(finding(&v, "nccl.remote-error")["title"]
+        .as_str()
+        .unwrap()
+        .contains("point at the network"));
+    // A socket peer that closed, with no network error: a process went away.
+    let closed = "w-3:91:140 [2] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer w-0<44012>\n";
+    let (found, v) = ids(&[("nccl.log", closed)]);
+    assert!(found.contains("nccl.remote-error"), "{found:?}");
+    assert!(finding(&v, "nccl.remote-error")["title"]
+        .as_str()
+        .unwrap()
+        .contains("another process exited"));
+
     let oom = "h100-1:12:12 [3] include/alloc.h:103 NCCL WARN Cuda failure 2 'out of memory'\n";
     let (found, _) = ids(&[("nccl.log", oom)]);
     assert!(found.contains("cuda.out-of-memory"), "{found:?}");
@@ -308,6 +333,7 @@ gpu-7:301:355 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRD
         "bootstrap.no-interface",
         "ib.completion-error",
         "cuda.out-of-memory",
+        "nccl.remote-error",
     ] {
         assert!(!found.contains(id), "{id} on a healthy log: {found:?}");
     }

@@ -12,6 +12,9 @@
 //!   and, from 2.19, `... with status=%d opcode=%d ...`.
 //! - `cuda.out-of-memory`: CUDACHECK's `Cuda failure 'out of memory'` (from 2.19
 //!   `Cuda failure 2 'out of memory'`).
+//! - `nccl.remote-error`: `ncclRemoteError` and its `ncclGetErrorString` text, "remote process
+//!   exited or there was a network error", and NCCL's socket warnings that a peer closed or
+//!   reset the connection.
 
 /// The cause a line names, if any. `t` is the trimmed line.
 pub fn cause_of(t: &str) -> Option<&'static str> {
@@ -27,6 +30,13 @@ pub fn cause_of(t: &str) -> Option<&'static str> {
         Some("ib.completion-error")
     } else if t.contains("Cuda failure") && t.contains("out of memory") {
         Some("cuda.out-of-memory")
+    } else if t.contains("remote process exited or there was a network error")
+        || t.contains("ncclRemoteError")
+        || (t.contains("NCCL WARN")
+            && (t.contains("Connection closed by remote peer")
+                || t.contains("Connection reset by peer")))
+    {
+        Some("nccl.remote-error")
     } else {
         None
     }
@@ -90,6 +100,9 @@ mod tests {
             ("n:1:2 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.0.5<33092> with status=12 opcode=0 len=0 vendor err 129 (Recv)", "ib.completion-error"),
             ("h:1:1 [3] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'", "cuda.out-of-memory"),
             ("h:1:1 [3] NCCL WARN Cuda failure 2 'out of memory'", "cuda.out-of-memory"),
+            ("RuntimeError: NCCL error: remote process exited or there was a network error, NCCL version 2.20.5", "nccl.remote-error"),
+            ("ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.", "nccl.remote-error"),
+            ("w-3:91:140 [2] misc/socket.cc:538 NCCL WARN socketProgress: Connection closed by remote peer w-0<44012>", "nccl.remote-error"),
         ];
         for (line, cause) in cases {
             assert_eq!(cause_of(line), Some(cause), "{line}");
@@ -99,6 +112,7 @@ mod tests {
             "NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
             "NCCL WARN Cuda failure 'invalid argument'",
+            "ssh: Connection reset by peer",
         ] {
             assert_eq!(cause_of(quiet), None, "{quiet}");
         }

@@ -129,3 +129,17 @@ pub fn out_of_memory(inp: &Inputs) -> Vec<Hit> {
         shown(&found),
     )]
 }
+
+pub fn remote_error(inp: &Inputs) -> Vec<Hit> {
+    let found = lines(inp, "nccl.remote-error");
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let network = !lines(inp, "ib.completion-error").is_empty();
+    let title = if network {
+        "A peer or the network went away (ncclRemoteError); the RDMA completion errors here point at the network"
+    } else {
+        "A peer went away (ncclRemoteError): this rank failed because another process exited or its connection dropped"
+    };
+    vec![Hit::new(title, shown(&found))]
+}

@@ -235,6 +235,14 @@ pub static RULES: &[Rule] = &[
         check: causes::out_of_memory,
     },
     Rule {
+        id: "nccl.remote-error",
+        severity: Severity::Error,
+        explanation: "ncclRemoteError means a peer stopped answering: its process exited (an exception, an OOM kill, a crash) or the network between the two dropped. Every surviving rank then reports it, and the messages look like a network fault even when one rank simply died. The cause is in the rank that failed first, not in the ranks that report this.",
+        fix: "Find the first rank to fail: its own log (exception, 'Killed', CUDA error), dmesg for the OOM killer on its host, the launcher's exit codes. If every process was alive, check the link between the hosts named in the lines (and any NET/IB completion errors).",
+        source: "NCCL ncclGetErrorString (ncclRemoteError); NCCL socket.cc warnings",
+        check: causes::remote_error,
+    },
+    Rule {
         id: "nccl.error",
         severity: Severity::Error,
         explanation: "'unhandled system error' is usually the environment (missing libnvidia-ml/libibverbs, /sys paths absent in containers or WSL, sockets refused); 'unhandled cuda error' a driver/device problem (busy or exclusive-process GPUs, illegal memory access); NCCL WARN lines just before the error name the cause.",

@@ -117,23 +117,26 @@ fn clock_offsets(
 /// widest spread of one rank's readings among the ranks not on rank 0's clock.
 fn offsets_from(clocks: &[Vec<u8>], rounds: &[Vec<f64>]) -> (Vec<f64>, f64) {
     let same_clock = |a: usize, b: usize| !clocks[a].is_empty() && clocks[a] == clocks[b];
-    let n = rounds.len();
     let own: Vec<f64> = rounds.iter().map(|v| median(v.clone())).collect();
-    let offsets = (0..n)
+    // One pass to gather each named clock's ranks (thousands of ranks: no pairwise compare).
+    let mut by_clock: std::collections::BTreeMap<&[u8], Vec<f64>> = Default::default();
+    for (clock, &offset) in clocks.iter().zip(&own).filter(|(c, _)| !c.is_empty()) {
+        by_clock.entry(clock).or_default().push(offset);
+    }
+    let shared: std::collections::BTreeMap<&[u8], f64> = by_clock
+        .into_iter()
+        .map(|(clock, offsets)| (clock, median(offsets)))
+        .collect();
+    let offsets = (0..rounds.len())
         .map(|r| {
             if r == 0 || same_clock(r, 0) {
                 0.0
             } else {
-                median(
-                    (0..n)
-                        .filter(|&o| o == r || same_clock(o, r))
-                        .map(|o| own[o])
-                        .collect(),
-                )
+                shared.get(clocks[r].as_slice()).copied().unwrap_or(own[r])
             }
         })
         .collect();
-    let spread = (1..n)
+    let spread = (1..rounds.len())
         .filter(|&r| !same_clock(r, 0))
         .map(|r| {
             let lo = rounds[r].iter().copied().fold(f64::INFINITY, f64::min);

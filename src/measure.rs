@@ -35,17 +35,26 @@ impl PointRunner<'_> {
         }
     }
 
-    fn timed(&mut self, placement: Placement, iters: usize, what: &str) -> Result<f64, Failure> {
+    /// `iters` calls on every rank; every rank's seconds for them, in rank order.
+    fn timed_per_rank(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+        what: &str,
+    ) -> Result<Vec<f64>, Failure> {
         self.arm(what);
         let t = self
             .comm
             .run(placement, iters)
             .map_err(|e| backend_failure(what, e))?;
-        let all = self
-            .comm
+        self.comm
             .allgather_f64(t)
-            .map_err(|e| backend_failure(what, e))?;
-        Ok(max_of(&all))
+            .map_err(|e| backend_failure(what, e))
+    }
+
+    /// `iters` calls, timed as the slowest rank saw them.
+    fn timed(&mut self, placement: Placement, iters: usize, what: &str) -> Result<f64, Failure> {
+        Ok(max_of(&self.timed_per_rank(placement, iters, what)?))
     }
 
     /// Measures one point: the exact check on the first call after the inputs are written
@@ -171,15 +180,11 @@ impl PointRunner<'_> {
         let mut per_rank: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut measured_s = 0.0;
         let stop_reason = loop {
-            self.arm(what);
-            let t = self
-                .comm
-                .run(placement, iters)
-                .map_err(|e| backend_failure(what, e))?;
-            let all = self
-                .comm
-                .allgather_f64(t / iters as f64)
-                .map_err(|e| backend_failure(what, e))?;
+            let all: Vec<f64> = self
+                .timed_per_rank(placement, iters, what)?
+                .into_iter()
+                .map(|t| t / iters as f64)
+                .collect();
             for (r, v) in all.iter().enumerate().take(n) {
                 per_rank[r].push(*v);
             }

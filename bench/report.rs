@@ -4,7 +4,8 @@
 //! with its ratio to the target.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use ncclprobe::render::report::{render, write_all, Destinations};
+use ncclprobe::render::report::Destinations;
+use ncclprobe::report::output::{render, write_all};
 use ncclprobe::report::{Documents, Named};
 use std::time::{Duration, Instant};
 

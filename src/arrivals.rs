@@ -9,62 +9,20 @@
 
 use crate::backend::Communicator;
 use crate::coll::Placement;
+use crate::documents::arrivals::median;
+pub use crate::documents::arrivals::{describe, straggler, Arrivals, Straggler};
 use crate::exit::Failure;
 use crate::fault_injection::Injected;
-use serde::{Deserialize, Serialize};
 
 /// Single calls timed per point.
 pub const CALLS: usize = 25;
 /// Barrier-then-read rounds for the clock offsets.
 const CLOCK_ROUNDS: usize = 7;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Arrivals {
-    pub calls: usize,
-    /// Per rank: in how many calls it entered last.
-    pub last: Vec<usize>,
-    /// Per rank: median seconds it entered after the median rank (negative: before).
-    pub late_s: Vec<f64>,
-    /// Per rank: median seconds from entering a call to leaving it.
-    pub inside_s: Vec<f64>,
-    /// Largest spread of the clock offsets between rounds (what the common clock is worth);
-    /// 0 when every rank reads rank 0's clock (one host).
-    pub clock_uncertainty_s: f64,
-}
-
-impl Arrivals {
-    /// The rank that holds the collective up: last in most calls (60% or more), and entering
-    /// later than half of its own time inside the call (what the call costs it without
-    /// waiting) and at least 5 µs after the median rank.
-    pub fn straggler(&self) -> Option<usize> {
-        let n = self.last.len();
-        if n < 2 || self.calls == 0 {
-            return None;
-        }
-        let (rank, &count) = self.last.iter().enumerate().max_by_key(|(_, c)| **c)?;
-        let late = self.late_s[rank];
-        (count * 10 >= self.calls * 6
-            && late >= 5e-6
-            && late >= 0.5 * self.inside_s[rank]
-            && late > self.clock_uncertainty_s)
-            .then_some(rank)
-    }
-}
-
 fn now() -> f64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
         .unwrap_or(f64::NAN)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 fn to_bytes(values: &[f64]) -> Vec<u8> {
@@ -287,74 +245,4 @@ mod tests {
         }
         assert_eq!(judge(&all, 0.0).straggler(), None);
     }
-}
-
-/// A rank that held the run's collectives up: named at most points that took arrivals.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Straggler {
-    pub rank: usize,
-    /// Points at which it was the straggler, of those with arrival times.
-    pub points: usize,
-    pub of: usize,
-    /// Median over those points of how much later than the median rank it entered.
-    pub late_s: f64,
-    /// Calls it entered last, of all calls timed at those points.
-    pub last_calls: usize,
-    pub calls: usize,
-}
-
-/// The run's straggler, if one rank is the straggler at half the points or more.
-pub fn straggler(points: &[crate::model::Point]) -> Option<Straggler> {
-    let timed: Vec<&Arrivals> = points.iter().filter_map(|p| p.arrivals.as_ref()).collect();
-    let named: Vec<(usize, &Arrivals)> = timed
-        .iter()
-        .filter_map(|a| Some((a.straggler()?, *a)))
-        .collect();
-    let mut counts = std::collections::BTreeMap::<usize, usize>::new();
-    for (r, _) in &named {
-        *counts.entry(*r).or_default() += 1;
-    }
-    let (&rank, &count) = counts.iter().max_by_key(|(_, c)| **c)?;
-    if count * 2 < timed.len() {
-        return None;
-    }
-    let mine: Vec<&Arrivals> = named
-        .iter()
-        .filter(|(r, _)| *r == rank)
-        .map(|(_, a)| *a)
-        .collect();
-    Some(Straggler {
-        rank,
-        points: count,
-        of: timed.len(),
-        late_s: median(mine.iter().map(|a| a.late_s[rank]).collect()),
-        last_calls: mine.iter().map(|a| a.last[rank]).sum(),
-        calls: mine.iter().map(|a| a.calls).sum(),
-    })
-}
-
-/// "rank 2 (host node7, GPU 2 NVIDIA H100) entered last in 25 of 25 calls at 14 of 16 points,
-/// 0.50 ms after the median rank"
-pub fn describe(s: &Straggler, ranks: &[crate::model::RankInfo]) -> String {
-    let whereabouts = ranks
-        .iter()
-        .find(|r| r.rank == s.rank)
-        .map(|r| {
-            let device = r
-                .device
-                .as_deref()
-                .map(|d| format!(", GPU {}", d.trim()))
-                .unwrap_or_default();
-            format!(" (host {}{device})", r.host)
-        })
-        .unwrap_or_default();
-    format!(
-        "rank {}{whereabouts} entered last in {} of {} calls at {} of {} points, {:.1} µs after the median rank",
-        s.rank,
-        s.last_calls,
-        s.calls,
-        s.points,
-        s.of,
-        s.late_s * 1e6
-    )
 }

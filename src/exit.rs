@@ -121,17 +121,6 @@ impl Failure {
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ExitCode::BackendUnavailable, message)
     }
-
-    /// A backend error while doing `what`: its kind decides the exit code.
-    pub fn from_backend(what: &str, e: crate::backend::BackendError) -> Self {
-        use crate::backend::BackendError;
-        match e {
-            BackendError::Unavailable(m) => Failure::unavailable(m),
-            BackendError::Unsupported(m) => Failure::usage(m),
-            BackendError::PeerLost(m) => Failure::new(ExitCode::PeerLost, format!("{what}: {m}")),
-            other => Failure::internal(format!("{what}: {other}")),
-        }
-    }
 }
 
 impl fmt::Display for Failure {

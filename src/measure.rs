@@ -6,8 +6,8 @@ use crate::backend::{BackendError, Communicator, PointSpec};
 use crate::coll::{bandwidths, reported_size_bytes, Layout, Placement};
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
-use crate::fault_injection::{self, Site};
-use crate::model::{Point, PointCost};
+use crate::fault_injection::{self, Injected, Site};
+use crate::model::{Point, PointCost, RankInfo};
 use crate::plan::Plan;
 use crate::stats::{summarize, StopRule};
 use crate::units::format_size;
@@ -369,4 +369,50 @@ struct Warm {
     /// The slowest rank's time per call at the end of the warm-up.
     per_call_s: f64,
     spent_s: f64,
+}
+
+/// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where
+/// (the host name a test gave this rank through `--inject-fault hosts:…`, if any).
+fn whoami(comm: &dyn Communicator, injected: &Injected) -> String {
+    let host = match injected.hosts.as_ref().and_then(|h| h.get(comm.rank())) {
+        Some(h) => h.clone(),
+        None => hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+    };
+    format!(
+        "{host}\t{}\t{}",
+        std::process::id(),
+        comm.device_label().unwrap_or_default()
+    )
+}
+
+/// Who is where: every rank's host, process and device, on every rank.
+pub fn exchange_whoami(
+    comm: &mut dyn Communicator,
+    injected: &Injected,
+) -> Result<Vec<RankInfo>, Failure> {
+    let me = whoami(comm, injected);
+    let everyone = comm
+        .allgather_bytes(me.as_bytes())
+        .map_err(|e| Failure::from_backend("exchanging rank information", e))?;
+    Ok(everyone
+        .iter()
+        .enumerate()
+        .map(|(rank, b)| parse_whoami(rank, b))
+        .collect())
+}
+
+pub(crate) fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
+    let text = String::from_utf8_lossy(bytes);
+    let mut fields = text.splitn(3, '\t');
+    let host = fields.next().unwrap_or_default().to_string();
+    let pid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let device = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
+    RankInfo {
+        rank,
+        host,
+        pid,
+        device,
+    }
 }

@@ -350,7 +350,7 @@ pub struct Point {
     pub nccl_model_time_s: Option<f64>,
     /// `sweep --stragglers`: who entered the collective when, over single calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arrivals: Option<crate::arrivals::Arrivals>,
+    pub arrivals: Option<crate::documents::arrivals::Arrivals>,
     /// Where the point's time went (absent in records of earlier versions and imports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<PointCost>,

@@ -1,12 +1,12 @@
 //! Validated sweep configuration: the parsed flags checked and turned into what to run.
 
-use crate::cli::{SweepArgs, TimingArgs};
 use crate::coll::Collective;
 use crate::dtype::{Dtype, RedOp};
 use crate::exit::Failure;
 use crate::fault_injection::Fault;
 use crate::flags::{parse_list_or_all, seconds};
 use crate::model::Settings;
+use crate::sweep::options::{Options, Sizes, Timing};
 use crate::units::{format_size, parse_size};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,10 +27,10 @@ pub struct Plan {
     /// TEST-ONLY slow links, late rank and host names (`--inject-fault`).
     pub injected: crate::fault_injection::Injected,
     /// `ncclprobe matrix`: measure pairs of ranks instead of collectives.
-    pub matrix: Option<std::sync::Arc<crate::cli::MatrixOptions>>,
+    pub matrix: Option<std::sync::Arc<crate::matrix::options::Options>>,
     pub notes: Vec<String>,
     /// `--qualify`/rules: gate the run after measuring, re-measuring failed points.
-    pub gate: Option<std::sync::Arc<crate::cli::GateArgs>>,
+    pub gate: Option<std::sync::Arc<crate::expect::options::GateRules>>,
 }
 
 fn size_flag(flag: &str, text: &str) -> Result<u64, Failure> {
@@ -58,7 +58,7 @@ pub fn size_series(min: u64, max: u64, factor: Option<u64>, step: Option<u64>) -
 
 /// The timing flags checked; the sampling they ask for: (fewest, most samples, target
 /// relative half-width of the interval, `None` for a fixed count).
-fn sampling(t: &TimingArgs) -> Result<(usize, usize, Option<f64>), Failure> {
+fn sampling(t: &Timing) -> Result<(usize, usize, Option<f64>), Failure> {
     seconds("--timeout", t.timeout)?;
     seconds("--point-budget", t.point_budget)?;
     if let Some(b) = t.time_budget {
@@ -116,9 +116,53 @@ fn dedup<T: PartialEq + std::fmt::Display>(
     kept
 }
 
+/// The size flags checked: (min, max, factor, step), nccl-tests' walk with our factor-2 default.
+fn size_flags(sizes: &Sizes) -> Result<(u64, u64, Option<u64>, Option<u64>), Failure> {
+    let min = size_flag("-b/--minbytes", &sizes.minbytes)?;
+    let max = size_flag("-e/--maxbytes", &sizes.maxbytes)?;
+    if min > max {
+        return Err(Failure::usage(format!(
+            "-b/--minbytes ({min}) is larger than -e/--maxbytes ({max})"
+        )));
+    }
+    let factor = match &sizes.stepfactor {
+        Some(f) => Some(f.trim().parse::<u64>().map_err(|_| {
+            Failure::usage(format!("-f/--stepfactor: '{f}' is not a whole number ≥ 2"))
+        })?),
+        None => None,
+    };
+    if factor.is_some_and(|f| f < 2) && min != max {
+        return Err(Failure::usage(
+            "-f/--stepfactor: must be 2 or more".to_string(),
+        ));
+    }
+    let step = match &sizes.stepbytes {
+        Some(s) => Some(size_flag("-i/--stepbytes", s)?),
+        None => None,
+    };
+    if step == Some(0) && min != max {
+        return Err(Failure::usage(
+            "-i/--stepbytes: must be more than 0".to_string(),
+        ));
+    }
+    // nccl-tests' default is a factor of 1 (a single size); ours is a factor-2 sweep.
+    let factor = if factor.is_none() && step.is_none() {
+        Some(2)
+    } else {
+        factor
+    };
+    if min == 0 && max > 0 && step.is_none() {
+        return Err(Failure::usage(format!(
+                "-b/--minbytes 0: a step factor never grows past 0, so {max} would never be reached; start at -b 1 (or more), or step with -i"
+            )));
+    }
+
+    Ok((min, max, factor, step))
+}
+
 impl Plan {
     /// `max_bytes_allowed`: how large a message fits in memory (see `memory_limit`).
-    pub fn from_args(args: &SweepArgs, max_bytes_allowed: Option<u64>) -> Result<Plan, Failure> {
+    pub fn from_options(args: &Options, max_bytes_allowed: Option<u64>) -> Result<Plan, Failure> {
         let collectives = parse_list_or_all(
             "--collective",
             &args.what.collective,
@@ -155,44 +199,7 @@ impl Plan {
             })?)
         };
 
-        let min = size_flag("-b/--minbytes", &args.sizes.minbytes)?;
-        let mut max = size_flag("-e/--maxbytes", &args.sizes.maxbytes)?;
-        if min > max {
-            return Err(Failure::usage(format!(
-                "-b/--minbytes ({min}) is larger than -e/--maxbytes ({max})"
-            )));
-        }
-        let factor = match &args.sizes.stepfactor {
-            Some(f) => Some(f.trim().parse::<u64>().map_err(|_| {
-                Failure::usage(format!("-f/--stepfactor: '{f}' is not a whole number ≥ 2"))
-            })?),
-            None => None,
-        };
-        if factor.is_some_and(|f| f < 2) && min != max {
-            return Err(Failure::usage(
-                "-f/--stepfactor: must be 2 or more".to_string(),
-            ));
-        }
-        let step = match &args.sizes.stepbytes {
-            Some(s) => Some(size_flag("-i/--stepbytes", s)?),
-            None => None,
-        };
-        if step == Some(0) && min != max {
-            return Err(Failure::usage(
-                "-i/--stepbytes: must be more than 0".to_string(),
-            ));
-        }
-        // nccl-tests' default is a factor of 1 (a single size); ours is a factor-2 sweep.
-        let factor = if factor.is_none() && step.is_none() {
-            Some(2)
-        } else {
-            factor
-        };
-        if min == 0 && max > 0 && step.is_none() {
-            return Err(Failure::usage(format!(
-                "-b/--minbytes 0: a step factor never grows past 0, so {max} would never be reached; start at -b 1 (or more), or step with -i"
-            )));
-        }
+        let (min, mut max, factor, step) = size_flags(&args.sizes)?;
 
         if let Some(limit) = max_bytes_allowed {
             if min > limit {

@@ -5,42 +5,10 @@
 use super::curve::Curve;
 use super::models::Model;
 use crate::coll::Collective;
+pub use crate::documents::simulation::{Compute, Hook, Outcome};
 use serde::Serialize;
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-/// Single-GPU compute of one micro-batch.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
-pub struct Compute {
-    pub forward_s: f64,
-    pub backward_s: f64,
-    pub optimizer_s: f64,
-}
-
-impl Compute {
-    /// Split a measured single-GPU step: optimizer as given, the rest 1:2 forward:backward
-    /// (backward computes both activation and weight gradients, ddp.md §5.4).
-    pub fn from_step(step_s: f64, optimizer_s: f64) -> Compute {
-        let fb = (step_s - optimizer_s).max(0.0);
-        Compute {
-            forward_s: fb / 3.0,
-            backward_s: fb * 2.0 / 3.0,
-            optimizer_s,
-        }
-    }
-    pub fn step_s(&self) -> f64 {
-        self.forward_s + self.backward_s + self.optimizer_s
-    }
-}
-
-/// DDP communication hook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Hook {
-    None,
-    Fp16,
-    Bf16,
-}
 
 /// What stays fixed across the grid.
 #[derive(Debug, Clone)]
@@ -67,25 +35,6 @@ pub struct Config {
     pub bucket_cap_mb: f64,
     pub accumulation: usize,
     pub no_sync: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Outcome {
-    pub bucket_cap_mb: f64,
-    pub accumulation: usize,
-    pub no_sync: bool,
-    /// Time of one optimizer step (all `accumulation` micro-steps).
-    pub step_time_s: f64,
-    /// Step time beyond what one GPU needs for the same micro-steps.
-    pub exposed_comm_s: f64,
-    /// Communication-stream busy time per optimizer step.
-    pub comm_s: f64,
-    /// Micro-batches per second per GPU (what a training loop's it/s shows).
-    pub iters_per_s: f64,
-    pub samples_per_s: f64,
-    /// samples/s over world_size × one GPU's samples/s for the same accumulation.
-    pub scaling_efficiency: f64,
-    pub bucket_bytes: Vec<u64>,
 }
 
 /// A bucket: its bytes and when its last gradient is ready (seconds into backward).

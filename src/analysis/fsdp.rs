@@ -3,67 +3,7 @@
 
 use super::curve::Curve;
 use crate::coll::Collective;
-use serde::Serialize;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// Plain data parallel: gradients all-reduced (DDP, FSDP NO_SHARD).
-    NoShard,
-    /// ZeRO-1: optimizer states sharded.
-    Zero1,
-    /// ZeRO-2 / FSDP SHARD_GRAD_OP: optimizer states and gradients sharded.
-    ShardGradOp,
-    /// ZeRO-3 / FSDP FULL_SHARD: parameters too.
-    FullShard,
-}
-
-impl Strategy {
-    pub const ALL: [Strategy; 4] = [
-        Strategy::NoShard,
-        Strategy::Zero1,
-        Strategy::ShardGradOp,
-        Strategy::FullShard,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::NoShard => "no-shard (DDP)",
-            Strategy::Zero1 => "zero-1",
-            Strategy::ShardGradOp => "shard-grad-op (zero-2)",
-            Strategy::FullShard => "full-shard (zero-3)",
-        }
-    }
-}
-
-/// Training precision setup for the memory budget.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
-pub struct Precision {
-    /// Bytes per parameter of the working weights (2 for bf16/fp16 mixed precision).
-    pub param_bytes: f64,
-    /// Bytes per gradient element communicated and kept.
-    pub grad_bytes: f64,
-    /// Optimizer-state bytes per parameter (Adam with fp32 master weights: 12; plain fp32 Adam: 8).
-    pub optimizer_bytes: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Estimate {
-    pub strategy: Strategy,
-    /// Collective calls per step over the whole model: (collective, bytes).
-    pub collectives: Vec<(Collective, f64)>,
-    /// Bytes each GPU puts on the bus per step (sum of busbw-normalised volumes).
-    pub bus_bytes_per_gpu: f64,
-    /// Communication time per step from the curve.
-    pub comm_s: f64,
-    /// First-order exposed communication: what the compute phases cannot hide.
-    pub exposed_comm_s: f64,
-    pub step_time_s: f64,
-    pub weights_bytes_per_gpu: f64,
-    pub grads_bytes_per_gpu: f64,
-    pub optimizer_bytes_per_gpu: f64,
-    pub activations_bytes_per_gpu: f64,
-    pub total_bytes_per_gpu: f64,
-}
+pub use crate::documents::simulation::{Estimate, Precision, Strategy};
 
 /// Per-step estimate for `params` parameters on `world` GPUs with forward/backward/optimizer
 /// compute times. Communication overlaps the phase it belongs to and only the excess shows.

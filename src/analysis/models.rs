@@ -256,6 +256,19 @@ pub fn load(spec: &str) -> Result<Model, ModelError> {
     preset(spec).map(|(m, _)| m)
 }
 
+impl crate::documents::ModelSummary {
+    /// What a simulation document says of the model it ran on.
+    pub fn of(model: &Model) -> Self {
+        crate::documents::ModelSummary {
+            name: model.name.clone(),
+            source: model.source.clone(),
+            params: model.num_params(),
+            grad_bytes: model.grad_bytes(),
+            tensors: model.tensors.len(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -256,3 +256,15 @@ pub fn dl_error(e: &libloading::Error) -> String {
         None => e.to_string(),
     }
 }
+impl crate::exit::Failure {
+    /// A backend error while doing `what`: its kind decides the exit code.
+    pub fn from_backend(what: &str, e: BackendError) -> Self {
+        use crate::exit::{ExitCode, Failure};
+        match e {
+            BackendError::Unavailable(m) => Failure::unavailable(m),
+            BackendError::Unsupported(m) => Failure::usage(m),
+            BackendError::PeerLost(m) => Failure::new(ExitCode::PeerLost, format!("{what}: {m}")),
+            other => Failure::internal(format!("{what}: {other}")),
+        }
+    }
+}

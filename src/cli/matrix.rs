@@ -1,31 +1,16 @@
 //! `ncclprobe matrix`: its flags, and the sweep arguments it runs on (the same backends,
 //! launchers, watchdog and record).
 
-use super::{
-    BackendArgs, GateArgs, OutputArgs, ReportOutputs, SizeArgs, SweepArgs, TimingArgs, WhatArgs,
-};
+use super::{BackendArgs, OutputArgs};
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
 
 /// What the ends of a pair are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum By {
     /// Every ordered pair of ranks (of GPUs, with the nccl backend).
     Rank,
     /// Every pair of hosts, all ranks of one sending to the ranks of the other at once.
     Node,
-}
-
-/// What `matrix` asks of the harness beyond the sweep's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MatrixOptions {
-    pub by: By,
-    pub one_pair_at_a_time: bool,
-    /// A pair below this fraction of the median pair is named.
-    pub outlier: f64,
-    /// Round trips (latency) are timed at sizes up to this.
-    pub latency_max_bytes: u64,
 }
 
 #[derive(Debug, Args)]
@@ -92,14 +77,26 @@ pub struct MatrixArgs {
     #[command(flatten)]
     pub output: OutputArgs,
 
-    /// Testing hook: `slow:A-B:FACTOR`, `slow:A:FACTOR`, `hosts:NAME,…`, `stall:RANK[:SIZE]`.
+    /// TEST-ONLY hook (builds with the `fault-injection` feature): `slow:A-B:FACTOR`,
+    /// `slow:A:FACTOR`, `hosts:NAME,…`, `stall:RANK[:SIZE]`.
+    #[cfg(feature = "fault-injection")]
     #[arg(long, hide = true)]
     pub inject_fault: Option<String>,
 }
 
+impl From<By> for crate::documents::matrix::By {
+    fn from(by: By) -> Self {
+        match by {
+            By::Rank => crate::documents::matrix::By::Rank,
+            By::Node => crate::documents::matrix::By::Node,
+        }
+    }
+}
+
 impl MatrixArgs {
-    /// The sweep arguments the backends and the launcher take, carrying the matrix options.
-    pub fn sweep_args(&self) -> SweepArgs {
+    /// The sweep engine's options the backends and the launcher take, carrying the matrix's.
+    pub fn options(&self) -> crate::sweep::options::Options {
+        use crate::sweep::options::{Options, Sizes, Timing, What};
         let (minbytes, maxbytes, stepfactor) = match (&self.minbytes, &self.maxbytes) {
             // One small and one large size: a factor that jumps from the one to the other.
             (None, None) => ("8".into(), "16M".into(), (2u64 << 20).to_string()),
@@ -109,21 +106,21 @@ impl MatrixArgs {
                 self.stepfactor.clone(),
             ),
         };
-        SweepArgs {
-            sizes: SizeArgs {
+        Options {
+            sizes: Sizes {
                 minbytes,
                 maxbytes,
                 stepfactor: Some(stepfactor),
                 stepbytes: None,
             },
-            what: WhatArgs {
+            what: What {
                 collective: "sendrecv".into(),
                 datatype: "uint8".into(),
                 op: "sum".into(),
                 root: "0".into(),
                 check: 1,
             },
-            timing: TimingArgs {
+            timing: Timing {
                 iters: self.iters,
                 warmup_iters: self.warmup_iters,
                 warmup_time: 0.0,
@@ -138,15 +135,17 @@ impl MatrixArgs {
                 average: 3,
                 timeout: self.timeout,
             },
-            backend: self.backend.clone(),
-            output: self.output.clone(),
-            gate: GateArgs::default(),
-            report: None,
-            report_outputs: ReportOutputs::default(),
+            backend: self.backend.options(),
+            output: self.output.outputs(),
+            gate: Default::default(),
+            report: Default::default(),
             stragglers: false,
+            #[cfg(feature = "fault-injection")]
             inject_fault: self.inject_fault.clone(),
-            matrix: Some(std::sync::Arc::new(MatrixOptions {
-                by: self.by,
+            #[cfg(not(feature = "fault-injection"))]
+            inject_fault: None,
+            matrix: Some(std::sync::Arc::new(crate::matrix::options::Options {
+                by: self.by.into(),
                 one_pair_at_a_time: self.one_pair_at_a_time,
                 outlier: self.outlier,
                 latency_max_bytes: 64 << 10,
@@ -166,4 +165,13 @@ pub struct PairRuleArgs {
     /// Maximum latency (half a round trip) of every pair at the smallest size, microseconds.
     #[arg(long, value_name = "US")]
     pub max_pair_latency_us: Option<f64>,
+}
+
+impl PairRuleArgs {
+    pub fn rules(&self) -> crate::matrix::options::PairRules {
+        crate::matrix::options::PairRules {
+            min_pair_bw: self.min_pair_bw,
+            max_pair_latency_us: self.max_pair_latency_us,
+        }
+    }
 }

@@ -1,10 +1,16 @@
-//! Command-line arguments as typed (clap derive). Validation into a plan happens in `plan`.
+//! Command-line arguments as typed (clap derive), and their one conversion per command into
+//! the engines' own options (`sweep.rs`, `matrix.rs`). Engines never see these types; checks
+//! of the values happen in the engines (`plan` for a sweep).
 
 mod matrix;
+mod sweep;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-pub use matrix::{By, MatrixArgs, MatrixOptions, PairRuleArgs};
+pub use matrix::{By, MatrixArgs, PairRuleArgs};
 use std::path::PathBuf;
+pub use sweep::{
+    BackendArgs, BackendChoice, GateArgs, OutputArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -248,7 +254,7 @@ pub struct DiagnoseArgs {
     pub format: OutputFormat,
     /// Exit with code 3 when a finding of this severity or worse is present.
     #[arg(long, value_enum)]
-    pub fail_on: Option<crate::diagnose::Severity>,
+    pub fail_on: Option<Severity>,
 }
 
 #[derive(Debug, Args)]
@@ -356,7 +362,7 @@ pub struct FsdpArgs {
     pub link: LinkArgs,
     /// Strategies to estimate (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub strategy: Vec<crate::analysis::fsdp::Strategy>,
+    pub strategy: Vec<Strategy>,
     /// mixed: bf16/fp16 weights and gradients, fp32 Adam states (2+2+12 bytes per parameter); fp32: 4+4+8.
     #[arg(long, value_parser = ["mixed", "fp32"], default_value = "mixed")]
     pub precision: String,
@@ -371,276 +377,52 @@ pub struct FsdpArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// nccl when a GPU and NCCL are found, mpi under an MPI launcher, else host.
-    Auto,
-    /// Threads in this process as ranks, data through shared memory.
-    Host,
-    /// MPI collectives on host memory (build with the `mpi` feature; launch with mpirun/srun).
-    Mpi,
-    /// NCCL on GPUs.
-    Nccl,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     Table,
     Csv,
     Json,
 }
 
-#[derive(Debug, Args)]
-pub struct SweepArgs {
-    #[command(flatten)]
-    pub sizes: SizeArgs,
-    #[command(flatten)]
-    pub what: WhatArgs,
-    #[command(flatten)]
-    pub timing: TimingArgs,
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    #[command(flatten)]
-    pub output: OutputArgs,
-    #[command(flatten)]
-    pub gate: GateArgs,
-    /// Render the report (self-contained HTML) here when the sweep ends.
-    #[arg(long, value_name = "HTML", help_heading = "Report")]
-    pub report: Option<PathBuf>,
-    #[command(flatten)]
-    pub report_outputs: ReportOutputs,
-
-    /// Per-rank arrival times: after each point, time single calls on every rank from entering
-    /// to leaving, on a common clock, and name a rank that arrives last in most of them.
-    #[arg(long, help_heading = "What to run")]
-    pub stragglers: bool,
-
-    /// Testing hook: inject a fault (`stall:RANK[:SIZE]`, `corrupt:RANK[:SIZE]`, `die:RANK[:SIZE]`,
-    /// `slow:A-B:FACTOR`, `late:RANK:MICROSECONDS`, `hosts:NAME,…`; `;`-separated).
-    #[arg(long, hide = true)]
-    pub inject_fault: Option<String>,
-
-    /// Set by `ncclprobe matrix`, which runs on the sweep's backends: pairs, not collectives.
-    #[arg(skip)]
-    pub matrix: Option<std::sync::Arc<MatrixOptions>>,
+/// `diagnose --fail-on`: how bad a finding must be to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
 }
 
-#[derive(Debug, Args, Clone, Default)]
-#[command(next_help_heading = "Gate (measure, then qualify)")]
-pub struct GateArgs {
-    /// Gate the run on this shipped expectation's rules after measuring (`ncclprobe baselines`).
-    #[arg(long, value_name = "PROFILE")]
-    pub qualify: Option<String>,
-    /// Re-measure only the points that failed, up to this many times, before failing the gate.
-    #[arg(long, default_value_t = 0)]
-    pub retries: usize,
-    #[command(flatten)]
-    pub rules: RuleArgs,
-}
-
-impl GateArgs {
-    /// Whether anything asks for a gate.
-    pub fn requested(&self) -> bool {
-        let r = &self.rules;
-        self.qualify.is_some()
-            || r.min_busbw.is_some()
-            || r.max_latency_us.is_some()
-            || r.max_skew.is_some()
-            || r.min_ratio.is_some()
-            || r.rules.is_some()
-            || r.junit.is_some()
-    }
-
-    pub fn expectation(&self) -> ExpectationArgs {
-        ExpectationArgs {
-            profile: self.qualify.clone(),
-            ..Default::default()
+impl From<Severity> for crate::documents::diagnosis::Severity {
+    fn from(s: Severity) -> Self {
+        use crate::documents::diagnosis::Severity as S;
+        match s {
+            Severity::Info => S::Info,
+            Severity::Warning => S::Warning,
+            Severity::Error => S::Error,
         }
     }
 }
 
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Sizes (nccl-tests flags; K/M/G are binary)")]
-pub struct SizeArgs {
-    /// Smallest message size.
-    #[arg(short = 'b', long = "minbytes", default_value = "8")]
-    pub minbytes: String,
-    /// Largest message size.
-    #[arg(short = 'e', long = "maxbytes", default_value = "256M")]
-    pub maxbytes: String,
-    /// Multiply the size by this factor between points.
-    #[arg(short = 'f', long = "stepfactor")]
-    pub stepfactor: Option<String>,
-    /// Add this many bytes between points (instead of a factor).
-    #[arg(short = 'i', long = "stepbytes", conflicts_with = "stepfactor")]
-    pub stepbytes: Option<String>,
+/// `simulate fsdp --strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Strategy {
+    /// Plain data parallel: gradients all-reduced (DDP, FSDP NO_SHARD).
+    NoShard,
+    /// ZeRO-1: optimizer states sharded.
+    Zero1,
+    /// ZeRO-2 / FSDP SHARD_GRAD_OP: optimizer states and gradients sharded.
+    ShardGradOp,
+    /// ZeRO-3 / FSDP FULL_SHARD: parameters too.
+    FullShard,
 }
 
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "What to run")]
-pub struct WhatArgs {
-    /// Collectives, comma-separated, or `all`: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
-    #[arg(long, default_value = "all_reduce")]
-    pub collective: String,
-    /// Data types, comma-separated, or `all`: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double.
-    #[arg(short = 'd', long = "datatype", default_value = "float")]
-    pub datatype: String,
-    /// Reduction ops, comma-separated, or `all`: sum prod min max avg.
-    #[arg(short = 'o', long = "op", default_value = "sum")]
-    pub op: String,
-    /// Root rank of broadcast/reduce, or `all`.
-    #[arg(short = 'r', long = "root", default_value = "0")]
-    pub root: String,
-    /// Correctness-check passes after timing each point (0 = off).
-    #[arg(short = 'c', long = "check", default_value_t = 1)]
-    pub check: usize,
-}
-
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Timing and statistics")]
-pub struct TimingArgs {
-    /// Iterations per timed sample (default: calibrated so a sample lasts --sample-time).
-    #[arg(short = 'n', long = "iters")]
-    pub iters: Option<usize>,
-    /// Warm-up iterations per point.
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
-    pub warmup_iters: usize,
-    /// Warm up for at least this many seconds (warm-up otherwise ends once two batches in a
-    /// row agree on the time per call within 10%).
-    #[arg(long, default_value_t = 0.0)]
-    pub warmup_time: f64,
-    /// Target duration of one sample, seconds (when -n is not given).
-    #[arg(long, default_value_t = 0.002)]
-    pub sample_time: f64,
-    /// Stop sampling a point once the 95% interval of its median is within this fraction of it.
-    #[arg(long, default_value_t = 0.03, conflicts_with = "samples")]
-    pub target_ci: f64,
-    /// Take exactly this many samples per point (turns adaptive sampling off).
-    #[arg(long)]
-    pub samples: Option<usize>,
-    /// Fewest samples per point (the 95% interval of the median needs 2, `compare`'s rank
-    /// test 4; up to 9 samples the interval takes times as log-normal, from 10 it is
-    /// distribution-free).
-    #[arg(long, default_value_t = 4)]
-    pub min_samples: usize,
-    /// Most samples per point.
-    #[arg(long, default_value_t = 200)]
-    pub max_samples: usize,
-    /// Measured seconds one point may spend before sampling stops, converged or not.
-    #[arg(long, default_value_t = 0.25, conflicts_with = "time_budget")]
-    pub point_budget: f64,
-    /// Seconds for the whole sweep, shared among its points: each size gets what its fewest
-    /// samples take, and the rest goes where calls are long. Points that stop short of
-    /// --target-ci say so (stop reason `budget`).
-    #[arg(long, value_name = "SECONDS")]
-    pub time_budget: Option<f64>,
-    /// nccl backend: time each batch with CUDA events on the stream instead of the host clock.
-    #[arg(long)]
-    pub cuda_events: bool,
-    /// How a sample's time is taken across ranks, as nccl-tests' -a: 0 rank 0's, 1 the
-    /// average, 2 the minimum, 3 the maximum. ncclprobe's default is the maximum (the slowest
-    /// rank is what a collective costs); nccl-tests' is the average.
-    #[arg(short = 'a', long = "average", default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub average: u8,
-    /// Seconds a collective may make no progress before the run ends with exit code 4.
-    #[arg(long, default_value_t = 300.0)]
-    pub timeout: f64,
-}
-
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Backend")]
-pub struct BackendArgs {
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    pub backend: BackendChoice,
-    /// Ranks (threads) for the host backend [default: 2, or the CPU count if larger].
-    #[arg(long)]
-    pub ranks: Option<usize>,
-    /// GPUs driven by this process for the nccl backend (default: all visible), like nccl-tests' -g.
-    #[arg(short = 'g', long = "ngpus")]
-    pub ngpus: Option<usize>,
-    /// NCCL library to use (else NCCL_LIBRARY, NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's
-    /// paths, python3's site-packages nvidia/nccl/lib).
-    #[arg(long)]
-    pub nccl_lib: Option<PathBuf>,
-    /// nccl backend, as nccl-tests' -R: 1 allocates buffers with ncclMemAlloc and registers
-    /// them with the communicator (zero-copy; NCCL 2.19+), 2 registers them as symmetric
-    /// windows (NCCL 2.27+). 0 = plain cuMemAlloc buffers.
-    #[arg(short = 'R', long = "register", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub register: u8,
-}
-
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Output")]
-pub struct OutputArgs {
-    /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` = stdout
-    /// at the end).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the CSV here (like --json; `-` = stdout at the end).
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
-    /// What stdout carries.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    pub format: OutputFormat,
-}
-
-impl OutputArgs {
-    fn is_stdout(p: &Option<PathBuf>) -> bool {
-        p.as_ref().is_some_and(|p| p.as_os_str() == "-")
-    }
-
-    pub fn json_to_stdout(&self) -> bool {
-        Self::is_stdout(&self.json)
-    }
-
-    pub fn csv_to_stdout(&self) -> bool {
-        Self::is_stdout(&self.csv)
-    }
-
-    /// Whether stdout carries the human table (nothing else was routed there).
-    pub fn table_on_stdout(&self) -> bool {
-        self.format == OutputFormat::Table && !self.json_to_stdout() && !self.csv_to_stdout()
-    }
-
-    /// Refuse outputs that would overwrite each other: both files on one path, or two
-    /// documents on stdout.
-    pub fn check(&self) -> Result<(), crate::exit::Failure> {
-        let json_out = self.format == OutputFormat::Json || self.json_to_stdout();
-        let csv_out = self.format == OutputFormat::Csv || self.csv_to_stdout();
-        if json_out && csv_out {
-            return Err(crate::exit::Failure::usage(
-                "--json/--csv/--format: stdout can carry one document (the JSON or the CSV); send the other to a file",
-            ));
-        }
-        if let (Some(j), Some(c)) = (&self.json, &self.csv) {
-            let same = |a: &PathBuf, b: &PathBuf| {
-                a == b
-                    || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-                        (Ok(x), Ok(y)) => x == y,
-                        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
-                    }
-            };
-            if j.as_os_str() != "-" && same(j, c) {
-                return Err(crate::exit::Failure::usage(format!(
-                    "--json and --csv both name {}: one would overwrite the other",
-                    j.display()
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Where the record and CSV files go (`-` is stdout, not a file). Temporary files that a
-    /// killed run left beside them are removed.
-    pub fn sink(&self, record: crate::model::RunRecord) -> crate::render::record::RecordSink {
-        let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
-        let (json_path, csv_path) = (file(&self.json), file(&self.csv));
-        for p in json_path.iter().chain(csv_path.iter()) {
-            crate::render::record::clean_stale_temps(p);
-        }
-        crate::render::record::RecordSink {
-            record,
-            json_path,
-            csv_path,
+impl From<Strategy> for crate::documents::simulation::Strategy {
+    fn from(s: Strategy) -> Self {
+        use crate::documents::simulation::Strategy as S;
+        match s {
+            Strategy::NoShard => S::NoShard,
+            Strategy::Zero1 => S::Zero1,
+            Strategy::ShardGradOp => S::ShardGradOp,
+            Strategy::FullShard => S::FullShard,
         }
     }
 }

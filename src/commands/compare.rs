@@ -1,28 +1,29 @@
 //! `ncclprobe compare`: one run against its expectation, or two runs against each other.
 
-use super::expectation::{choice, load_run};
 use crate::cli::{CompareArgs, DocFormat};
 use crate::exit::{ExitCode, Failure};
+use crate::expect::setup::{choice, load_run};
 use crate::expect::{compare, versus};
 use crate::render;
 
 pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
     crate::flags::fraction("--noise", args.noise)?;
+    let expectation = args.expectation.expectation();
     let doc = match args.runs.as_slice() {
         [one] => {
-            let one = load_run(one, &args.expectation)?;
-            let choice = choice(&one.run, one.log.as_ref(), &args.expectation)?;
+            let one = load_run(one, &expectation)?;
+            let choice = choice(&one.run, one.log.as_ref(), &expectation)?;
             compare::against_expectation(&one.name, &one.run, &choice)
         }
         [before, after] => {
-            if args.expectation.profile.is_some() || args.expectation.topo.is_some() {
+            if expectation.profile.is_some() || expectation.topo.is_some() {
                 return Err(Failure::usage(
                     "compare BEFORE AFTER holds two runs against each other; --profile and --topo are for one run against its expectation",
                 ));
             }
             let (b, a) = (
-                load_run(before, &args.expectation)?,
-                load_run(after, &args.expectation)?,
+                load_run(before, &expectation)?,
+                load_run(after, &expectation)?,
             );
             versus::against_run(&b.name, &b.run, &a.name, &a.run, args.noise)
                 .map_err(Failure::usage)?

@@ -1,10 +1,10 @@
 //! `ncclprobe diagnose`: read the inputs (each file's kind detected), run the rules, print.
 
-use super::input::{input_failure, open, Kind};
 use crate::cli::{DiagnoseArgs, OutputFormat};
 use crate::diagnose::{rules, Inputs};
 use crate::documents::DiagnosisDocument;
 use crate::exit::{ExitCode, Failure};
+use crate::import::input::{input_failure, open, Kind};
 use crate::import::nccl_log::LogFacts;
 use crate::import::{nccl_log, nccl_tests, smi, topo};
 use crate::render;
@@ -15,9 +15,9 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
         let (input, kind) = open(path)?;
         let name = input.name.clone();
         match kind {
-            Kind::RunRecord => match super::input::read_document(input)? {
-                super::input::Document::Run(run) => inputs.runs.push(*run),
-                super::input::Document::Matrix(m) => {
+            Kind::RunRecord => match crate::import::input::read_document(input)? {
+                crate::import::input::Document::Run(run) => inputs.runs.push(*run),
+                crate::import::input::Document::Matrix(m) => {
                     inputs.matrices.push((name.clone(), *m));
                     inputs.files.push((name, "ncclprobe matrix".into()));
                     continue;
@@ -75,7 +75,7 @@ pub fn run(args: &DiagnoseArgs) -> Result<ExitCode, Failure> {
         ),
         OutputFormat::Table => print!("{}", render::findings::table(&facts, &findings)),
     }
-    if let Some(threshold) = args.fail_on {
+    if let Some(threshold) = args.fail_on.map(crate::diagnose::Severity::from) {
         if findings.iter().any(|f| f.severity >= threshold) {
             return Err(Failure::new(
                 ExitCode::CheckFailed,

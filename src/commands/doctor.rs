@@ -425,7 +425,7 @@ impl Doctor<'_> {
         Ok(())
     }
 
-    fn report(&mut self) -> Result<crate::render::report::Rendered, Failure> {
+    fn report(&mut self) -> Result<crate::report::output::Rendered, Failure> {
         self.steps.begin("report");
         self.docs.timings = self.steps.timings.clone();
         let title = self.args.title.clone().unwrap_or_else(|| {
@@ -440,8 +440,8 @@ impl Doctor<'_> {
             png_dir: Some(self.dir.to_path_buf()),
             svg: true,
         };
-        let rendered = crate::render::report::render(&self.docs, &title, &dest)?;
-        crate::render::report::write_all(&rendered, &dest)?;
+        let rendered = crate::report::output::render(&self.docs, &title, &dest)?;
+        crate::report::output::write_all(&rendered, &dest)?;
         self.steps.end("report");
         Ok(rendered)
     }
@@ -454,7 +454,11 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         ));
     }
     let env = Environment::detect();
-    let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
+    let selection = select_backend(
+        args.backend.backend.into(),
+        &env,
+        args.backend.nccl_lib.as_deref(),
+    )?;
     let backend = selection.backend;
     let launched = env.mpi_world_size.is_some() && backend != Backend::Host;
     let rank = crate::backend::mpi::launcher_rank();

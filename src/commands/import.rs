@@ -1,12 +1,12 @@
 //! `ncclprobe import`: nccl-tests output in, our record and CSV out, with what had to be guessed.
 
-use super::input::import_nccl_tests;
 use crate::cli::ImportArgs;
 use crate::exit::{ExitCode, Failure};
+use crate::import::input::import_nccl_tests;
 use crate::render::{record::stdout_documents, table};
 
 pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
-    let out = &args.output;
+    let out = &args.output.outputs();
     out.check()?;
     let sink = out.sink(import_nccl_tests(&args.file)?);
     sink.flush()

@@ -12,10 +12,14 @@ pub fn run(args: &MatrixArgs) -> Result<ExitCode, Failure> {
             args.outlier
         )));
     }
-    args.output.check()?;
-    let mut sweep = args.sweep_args();
+    let mut sweep = args.options();
+    sweep.output.check()?;
     let env = Environment::detect();
-    let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
+    let selection = select_backend(
+        sweep.backend.backend,
+        &env,
+        args.backend.nccl_lib.as_deref(),
+    )?;
     if args.backend.register != 0 {
         return Err(Failure::usage(
             "-R/--register: matrix uses plain buffers; buffer registration is a sweep option",

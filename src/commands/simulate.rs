@@ -228,7 +228,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
     let strategies = if args.strategy.is_empty() {
         Strategy::ALL.to_vec()
     } else {
-        args.strategy.clone()
+        args.strategy.iter().map(|&s| s.into()).collect()
     };
     let params = model.num_params() as f64;
     let estimates: Vec<fsdp::Estimate> = strategies

@@ -2,11 +2,17 @@
 
 use crate::cli::SweepArgs;
 use crate::exit::{ExitCode, Failure};
+use crate::sweep::options::Options;
 use crate::sweep::{select_backend, worlds, Backend, Environment};
 
 pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
+    measure(&args.options())
+}
+
+/// A sweep from the engine's options: refuse what cannot be done before measuring, then run.
+pub fn measure(args: &Options) -> Result<ExitCode, Failure> {
     args.output.check()?;
-    super::report::destinations(args.report.clone(), &args.report_outputs)?;
+    args.report.destinations()?;
     if args.gate.requested() {
         // A bad rules file or profile is refused before anything is measured.
         crate::expect::gate::rules_from(&args.gate.rules, &args.gate.qualify)?;

@@ -1,9 +1,9 @@
 //! `ncclprobe topo`: the link matrix, from a pasted `nvidia-smi topo -m` or this machine.
 
-use super::input::input_failure;
 use crate::cli::{OutputFormat, TopoArgs};
 use crate::documents::TopologyDocument;
 use crate::exit::{ExitCode, Failure};
+use crate::import::input::input_failure;
 use crate::import::{text::Input, topo};
 use crate::render;
 

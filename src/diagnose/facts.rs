@@ -2,12 +2,14 @@
 //! machine), the questions rules ask of it, and the summary of it that `diagnose` prints.
 
 use super::finding::{value_ev, Evidence};
+pub use crate::documents::diagnosis::{
+    Facts, InputFile, LiveSummary, Nic, RunSummary, TopologySummary,
+};
 use crate::import::nccl_log::LogFacts;
 use crate::import::smi::Smi;
 use crate::import::topo::Topology;
 use crate::live;
-use crate::model::{Headline, RunRecord, RunStatus};
-use serde::{Deserialize, Serialize};
+use crate::model::RunRecord;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Everything diagnosis can look at. Rules read nothing else (no process environment, no
@@ -17,7 +19,7 @@ pub struct Inputs {
     pub logs: Vec<LogFacts>,
     pub runs: Vec<RunRecord>,
     /// `ncclprobe matrix` documents, with their file names.
-    pub matrices: Vec<(String, crate::matrix::MatrixDocument)>,
+    pub matrices: Vec<(String, crate::documents::matrix::MatrixDocument)>,
     pub topos: Vec<(String, Topology)>,
     pub smis: Vec<(String, Smi)>,
     pub live: Option<live::Facts>,
@@ -159,68 +161,4 @@ impl Inputs {
             }),
         }
     }
-}
-
-/// What the inputs say, summed up (the `facts` of a diagnosis document).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Facts {
-    pub nccl_version: Option<String>,
-    pub transports: Vec<String>,
-    pub gdrdma: bool,
-    pub network: Option<String>,
-    pub env: BTreeMap<String, String>,
-    pub hosts: Vec<String>,
-    pub ranks: Option<usize>,
-    pub nodes: Option<usize>,
-    pub inputs: Vec<InputFile>,
-    pub topology: Option<TopologySummary>,
-    pub runs: Vec<RunSummary>,
-    pub live: Option<LiveSummary>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InputFile {
-    pub file: String,
-    pub kind: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopologySummary {
-    pub file: String,
-    pub devices: Vec<String>,
-    pub links: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunSummary {
-    pub file: Option<String>,
-    pub status: RunStatus,
-    pub points: usize,
-    pub headlines: Vec<Headline>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LiveSummary {
-    pub nvml_gpus: Option<usize>,
-    pub nvml_error: Option<String>,
-    pub driver_version: Option<String>,
-    pub sysfs_gpus: usize,
-    pub wsl2: bool,
-    pub kernel: Option<String>,
-    pub devshm_bytes: Option<u64>,
-    pub cpu: Option<String>,
-    pub nics: Vec<Nic>,
-    pub infiniband: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Nic {
-    pub name: String,
-    pub speed_mbit_per_s: Option<u64>,
 }

@@ -1,8 +1,8 @@
 //! A gate as commands set it up: the rules flags, a rules file and a profile give, judged on a
 //! run (`qualify`, and `sweep --qualify` after measuring and between retries).
 
-use crate::cli::{ExpectationArgs, RuleArgs};
-use crate::commands::expectation::choice;
+use super::options::{Expectation as ExpectationArgs, Rules as RuleArgs};
+use super::setup::choice;
 use crate::documents::Qualification;
 use crate::exit::Failure;
 use crate::expect::compare::baseline_ref;
@@ -55,12 +55,12 @@ pub fn rules_from(
         rules.push(Rule::MinRatio { coll: None, ratio });
     }
     if let Some(path) = &args.rules {
-        let input = crate::import::text::Input::open(path)
-            .map_err(crate::commands::input::input_failure)?;
+        let input =
+            crate::import::text::Input::open(path).map_err(crate::import::input::input_failure)?;
         let name = input.name.clone();
         let bytes = input
             .bytes("a TOML rules file")
-            .map_err(crate::commands::input::input_failure)?;
+            .map_err(crate::import::input::input_failure)?;
         let set = RuleSet::parse(&String::from_utf8_lossy(&bytes))
             .map_err(|e| Failure::usage(format!("{name}: {e}")))?;
         if profile.is_none() {

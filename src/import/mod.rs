@@ -1,6 +1,7 @@
 //! What users already have, read into our records: nccl-tests output, `nvidia-smi topo -m`,
 //! `NCCL_DEBUG=INFO` and error logs, and `nvidia-smi`'s process table.
 
+pub mod input;
 pub mod nccl_causes;
 pub mod nccl_log;
 pub mod nccl_tests;

@@ -5,6 +5,7 @@
 
 use super::text::static_regex;
 use super::text::{self, InputError, Line};
+pub use crate::documents::diagnosis::Evidence;
 use regex::Regex;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,25 +13,6 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 pub const EXPECTED: &str = "an NCCL_DEBUG=INFO log, NCCL/PyTorch error output";
-
-/// A line that supports a fact: file, line number, text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, PartialOrd, Ord)]
-#[serde(deny_unknown_fields)]
-pub struct Evidence {
-    pub file: String,
-    pub line: usize,
-    pub text: String,
-}
-
-impl Evidence {
-    /// `file:line: text`, or `file: text` when the fact is not one line.
-    pub fn cited(&self) -> String {
-        match self.line {
-            0 => format!("{}: {}", self.file, self.text),
-            n => format!("{}:{n}: {}", self.file, self.text),
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankSeen {

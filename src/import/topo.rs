@@ -3,36 +3,11 @@
 //! corruption leaves sound. Also the `topo -p2p` matrix (OK / NS) when it follows.
 
 use super::text::{self, InputError, Line};
-use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::Path;
 
+pub use crate::documents::topology::{distance, normalise_link, DeviceInfo, Topology};
+
 pub const EXPECTED: &str = "`nvidia-smi topo -m` output";
-
-/// A link code as the legend defines it; `SOC` (old drivers) is read as `SYS`.
-pub fn normalise_link(code: &str) -> Option<String> {
-    let c = code.trim();
-    match c {
-        "X" | "PIX" | "PXB" | "PHB" | "NODE" | "SYS" => Some(c.to_string()),
-        "SOC" => Some("SYS".to_string()),
-        _ if c.len() > 2 && c.starts_with("NV") && c[2..].chars().all(|d| d.is_ascii_digit()) => {
-            Some(c.to_string())
-        }
-        _ => None,
-    }
-}
-
-/// How far a link code reaches, nearest first (NVLink, one switch, ..., across sockets).
-pub fn distance(code: &str) -> u8 {
-    match code {
-        c if c.starts_with("NV") => 0,
-        "PIX" => 1,
-        "PXB" => 2,
-        "PHB" => 3,
-        "NODE" => 4,
-        _ => 5,
-    }
-}
 
 fn p2p_code(code: &str) -> bool {
     matches!(
@@ -54,49 +29,6 @@ fn looks_like_device(token: &str) -> bool {
                 .next()
                 .is_some_and(|r| !r.is_empty() && r.chars().all(|c| c.is_ascii_digit()))
             && t.chars().next().is_some_and(|c| c.is_ascii_alphabetic()))
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct DeviceInfo {
-    pub cpu_affinity: Option<String>,
-    pub numa_affinity: Option<String>,
-    pub gpu_numa_id: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct Topology {
-    /// Devices in the matrix's column order.
-    pub devices: Vec<String>,
-    /// (from, to, link code) for every ordered pair the matrix states.
-    pub links: Vec<(String, String, String)>,
-    pub info: BTreeMap<String, DeviceInfo>,
-    /// NIC legend: `NIC0` → `mlx5_0`.
-    pub nic_names: BTreeMap<String, String>,
-    /// `topo -p2p` matrix cells, when present: (from, to, OK/NS/...).
-    pub p2p: Vec<(String, String, String)>,
-    /// What could not be read, with line numbers.
-    pub problems: Vec<String>,
-    /// How the matrix was read when it needed more than its header (e.g. run-together labels).
-    #[serde(default)]
-    pub notes: Vec<String>,
-    /// `old` when the legend or cells use SOC, else `new`.
-    pub legend: String,
-}
-
-impl Topology {
-    pub fn link(&self, a: &str, b: &str) -> Option<&str> {
-        self.links
-            .iter()
-            .find(|(f, t, _)| f == a && t == b)
-            .map(|(_, _, l)| l.as_str())
-    }
-    pub fn gpus(&self) -> Vec<&str> {
-        self.devices
-            .iter()
-            .filter(|d| d.starts_with("GPU"))
-            .map(String::as_str)
-            .collect()
-    }
 }
 
 /// The most devices (matrix rows) a topology holds: NVL72 racks list 72 GPUs and their NICs;

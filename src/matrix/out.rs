@@ -2,10 +2,10 @@
 //! progress bar, and at the end the heat tables, the outliers and the exit code.
 
 use super::{Endpoint, MatrixDocument, PairMeasurement};
-use crate::cli::{OutputArgs, OutputFormat};
 use crate::exit::{ExitCode, Failure};
 use crate::model::{RankInfo, RunStatus};
 use crate::render::record::{clean_stale_temps, write_atomic};
+use crate::render::record::{Format, Outputs};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -14,12 +14,12 @@ pub struct MatrixOut {
     doc: Mutex<MatrixDocument>,
     json_path: Option<PathBuf>,
     csv_path: Option<PathBuf>,
-    output: OutputArgs,
+    output: Outputs,
     progress: ProgressBar,
 }
 
 impl MatrixOut {
-    pub fn new(output: &OutputArgs, doc: MatrixDocument) -> MatrixOut {
+    pub fn new(output: &Outputs, doc: MatrixDocument) -> MatrixOut {
         let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
         let (json_path, csv_path) = (file(&output.json), file(&output.csv));
         for p in json_path.iter().chain(csv_path.iter()) {
@@ -129,10 +129,10 @@ impl MatrixOut {
         })?;
         outcome?;
         let out = &self.output;
-        if out.format == OutputFormat::Json || out.json_to_stdout() {
+        if out.format == Format::Json || out.json_to_stdout() {
             println!("{}", crate::render::to_json(&doc)?);
         }
-        if out.format == OutputFormat::Csv || out.csv_to_stdout() {
+        if out.format == Format::Csv || out.csv_to_stdout() {
             print!(
                 "{}",
                 crate::render::matrix::csv(&doc).map_err(|e| Failure::internal(e.to_string()))?

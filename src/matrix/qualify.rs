@@ -2,8 +2,8 @@
 //! received byte was right, and no pair (or node) stands out; with flags: every pair's one-way
 //! bandwidth at the largest size and latency at the smallest.
 
+use super::options::PairRules;
 use super::{analysis, Direction, MatrixDocument};
-use crate::cli::PairRuleArgs;
 use crate::documents::{Kind, Qualification, RuleResult};
 use crate::model::RunStatus;
 
@@ -71,7 +71,7 @@ fn bound_rule(doc: &MatrixDocument, direction: Direction, required: f64) -> Opti
     Some(r)
 }
 
-pub fn judge(name: &str, doc: &MatrixDocument, rules: &PairRuleArgs) -> Qualification {
+pub fn judge(name: &str, doc: &MatrixDocument, rules: &PairRules) -> Qualification {
     let mut results = vec![
         rule(
             "completed",

@@ -2,9 +2,9 @@
 //! direction time this rank's part of the step (or wait, idle, for the others); rank 0 keeps
 //! the document and writes it after every step.
 
+use super::options::Options as MatrixOptions;
 use super::{By, Direction, Endpoint, PairMeasurement};
 use crate::backend::{Communicator, PairRole, PointSpec};
-use crate::cli::MatrixOptions;
 use crate::exit::Failure;
 use crate::fault_injection::Injected;
 use crate::model::RankInfo;
@@ -196,7 +196,7 @@ pub struct Context<'a> {
 
 /// The whole matrix as seen by one rank.
 pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Failure> {
-    let ranks = crate::sweep::rank::exchange_whoami(comm, &cx.plan.injected)?;
+    let ranks = crate::measure::exchange_whoami(comm, &cx.plan.injected)?;
     let endpoints = endpoints(cx.options.by, &ranks);
     if endpoints.len() < 2 {
         return Err(Failure::usage(match cx.options.by {

@@ -1,9 +1,9 @@
 //! Expectations, comparisons and qualifications for people (terminal tables, Markdown for an
 //! issue), for scripts (CSV) and for CI (JUnit XML).
 
+use crate::documents::expectations::Table;
 use crate::documents::{ComparedPoint, Comparison, Qualification};
 use crate::exit::Failure;
-use crate::expect::table::Table;
 use crate::units::format_size;
 use std::fmt::Write;
 
@@ -33,7 +33,7 @@ fn md(text: &str) -> String {
         .replace('<', "&lt;")
 }
 
-fn figures(e: &crate::expect::table::Entry) -> String {
+fn figures(e: &crate::documents::expectations::Entry) -> String {
     let unit = if e.per_nic { " per NIC" } else { "" };
     e.busbw_gbps
         .iter()
@@ -42,7 +42,7 @@ fn figures(e: &crate::expect::table::Entry) -> String {
         .join(", ")
 }
 
-fn conditions(e: &crate::expect::table::Entry) -> String {
+fn conditions(e: &crate::documents::expectations::Entry) -> String {
     let mut c = vec![format!("{} over {}", e.path.name(), e.links.join("/"))];
     if let Some(g) = e.pcie_gen {
         c.push(format!("PCIe Gen{g}"));

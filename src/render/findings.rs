@@ -1,7 +1,7 @@
 //! A diagnosis for people (inputs, a one-line summary, then each finding with its evidence,
 //! why, fix and source) and as CSV (one row per piece of evidence).
 
-use crate::diagnose::{Facts, Finding};
+use crate::documents::diagnosis::{Facts, Finding};
 use std::fmt::Write;
 
 /// The diagnosis as `diagnose` prints it by default.

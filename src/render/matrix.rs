@@ -2,8 +2,8 @@
 //! (`from,to,size_bytes,direction,time_us,bw_gbps`, one row per measured cell; two-way and
 //! latency cells once per unordered pair, `from` first).
 
-use crate::matrix::analysis;
-use crate::matrix::{Direction, MatrixDocument};
+use crate::documents::matrix::analysis;
+use crate::documents::matrix::{Direction, MatrixDocument};
 use crate::units::format_size;
 use std::fmt::Write;
 
@@ -122,13 +122,13 @@ pub fn table(doc: &MatrixDocument) -> String {
         "# ncclprobe matrix: {} {}s, {} backend, {}",
         doc.endpoints.len(),
         match doc.by {
-            crate::matrix::By::Rank => "rank",
-            crate::matrix::By::Node => "node",
+            crate::documents::matrix::By::Rank => "rank",
+            crate::documents::matrix::By::Node => "node",
         },
         doc.backend.name,
         match doc.schedule {
-            crate::matrix::Schedule::Rounds => "rounds of disjoint pairs at once",
-            crate::matrix::Schedule::OnePairAtATime => "one pair at a time",
+            crate::documents::matrix::Schedule::Rounds => "rounds of disjoint pairs at once",
+            crate::documents::matrix::Schedule::OnePairAtATime => "one pair at a time",
         }
     );
     for e in &doc.endpoints {
@@ -183,13 +183,13 @@ pub fn verdict_lines(doc: &MatrixDocument) -> Vec<String> {
     for (e, ratio) in analysis::slow_endpoints(doc) {
         lines.push(format!(
             "# SLOW {}: {} — its pairs reach {ratio:.2}x the median {}'s one-way bandwidth",
-            if doc.by == crate::matrix::By::Node {
+            if doc.by == crate::documents::matrix::By::Node {
                 "NODE"
             } else {
                 "RANK"
             },
             doc.endpoints[e].label,
-            if doc.by == crate::matrix::By::Node {
+            if doc.by == crate::documents::matrix::By::Node {
                 "node"
             } else {
                 "rank"

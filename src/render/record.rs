@@ -128,19 +128,96 @@ impl RecordSink {
     }
 }
 
+/// What stdout carries besides (or instead of) the human table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Table,
+    Csv,
+    Json,
+}
+
+/// Where a run record (or pair matrix) and its CSV go: files, and what stdout carries.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outputs {
+    /// The JSON document (rewritten as each point completes; `-` = stdout at the end).
+    pub json: Option<PathBuf>,
+    /// The CSV (like `json`).
+    pub csv: Option<PathBuf>,
+    pub format: Format,
+}
+
+impl Outputs {
+    fn is_stdout(p: &Option<PathBuf>) -> bool {
+        p.as_ref().is_some_and(|p| p.as_os_str() == "-")
+    }
+
+    pub fn json_to_stdout(&self) -> bool {
+        Self::is_stdout(&self.json)
+    }
+
+    pub fn csv_to_stdout(&self) -> bool {
+        Self::is_stdout(&self.csv)
+    }
+
+    /// Whether stdout carries the human table (nothing else was routed there).
+    pub fn table_on_stdout(&self) -> bool {
+        self.format == Format::Table && !self.json_to_stdout() && !self.csv_to_stdout()
+    }
+
+    /// Refuse outputs that would overwrite each other: both files on one path, or two
+    /// documents on stdout.
+    pub fn check(&self) -> Result<(), crate::exit::Failure> {
+        let json_out = self.format == Format::Json || self.json_to_stdout();
+        let csv_out = self.format == Format::Csv || self.csv_to_stdout();
+        if json_out && csv_out {
+            return Err(crate::exit::Failure::usage(
+                "--json/--csv/--format: stdout can carry one document (the JSON or the CSV); send the other to a file",
+            ));
+        }
+        if let (Some(j), Some(c)) = (&self.json, &self.csv) {
+            let same = |a: &PathBuf, b: &PathBuf| {
+                a == b
+                    || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+                        (Ok(x), Ok(y)) => x == y,
+                        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+                    }
+            };
+            if j.as_os_str() != "-" && same(j, c) {
+                return Err(crate::exit::Failure::usage(format!(
+                    "--json and --csv both name {}: one would overwrite the other",
+                    j.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the record and CSV files go (`-` is stdout, not a file). Temporary files that a
+    /// killed run left beside them are removed.
+    pub fn sink(&self, record: RunRecord) -> RecordSink {
+        let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+        let (json_path, csv_path) = (file(&self.json), file(&self.csv));
+        for p in json_path.iter().chain(csv_path.iter()) {
+            clean_stale_temps(p);
+        }
+        RecordSink {
+            record,
+            json_path,
+            csv_path,
+        }
+    }
+}
+
 /// What stdout carries for a run record: the JSON with `--format json` or `--json -`, the CSV
 /// with `--format csv` or `--csv -` (each once, JSON first).
-pub fn stdout_documents(
-    out: &crate::cli::OutputArgs,
-    record: &RunRecord,
-) -> Result<String, crate::exit::Failure> {
-    use crate::cli::OutputFormat;
+pub fn stdout_documents(out: &Outputs, record: &RunRecord) -> Result<String, crate::exit::Failure> {
     let mut text = String::new();
-    if out.format == OutputFormat::Json || out.json_to_stdout() {
+    if out.format == Format::Json || out.json_to_stdout() {
         text.push_str(&super::to_json(record)?);
         text.push('\n');
     }
-    if out.format == OutputFormat::Csv || out.csv_to_stdout() {
+    if out.format == Format::Csv || out.csv_to_stdout() {
         text.push_str(
             &super::csv::to_string(&record.points)
                 .map_err(|e| crate::exit::Failure::internal(e.to_string()))?,

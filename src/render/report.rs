@@ -4,12 +4,11 @@
 //! its format; then written without clobbering anything that is not ours.
 
 use crate::exit::Failure;
-use crate::render::plots::{figures::figures, Drawn};
-use crate::report::view::{build, PlotView, Report};
-use crate::report::Documents;
+use crate::render::plots::Drawn;
 use base64::Engine;
 use minijinja::value::{Serde, Value};
 use minijinja::{escape_formatter, AutoEscape, Environment};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 const HTML: &str = include_str!("../../reports/templates/report.html");
@@ -60,16 +59,6 @@ fn environment() -> Result<Environment<'static>, Failure> {
     Ok(env)
 }
 
-/// A report rendered in memory.
-pub struct Rendered {
-    pub html: String,
-    pub markdown: String,
-    pub plots: Vec<Drawn>,
-    /// What the report said first, for a caller that also prints it.
-    pub verdict: crate::report::verdict::Verdict,
-    pub recommendations: Vec<crate::report::recommend::Recommendation>,
-}
-
 /// Where the files go: any of them may be absent.
 #[derive(Debug, Clone, Default)]
 pub struct Destinations {
@@ -81,7 +70,7 @@ pub struct Destinations {
 }
 
 /// Percent-encode a relative path for a Markdown link target.
-fn link_target(path: &Path) -> String {
+pub fn link_target(path: &Path) -> String {
     let text = path.to_string_lossy().replace('\\', "/");
     let mut out = String::new();
     for b in text.bytes() {
@@ -95,7 +84,7 @@ fn link_target(path: &Path) -> String {
 }
 
 /// `png` as seen from the directory the Markdown sits in.
-fn relative_to_markdown(markdown: &Path, png: &Path) -> PathBuf {
+pub fn relative_to_markdown(markdown: &Path, png: &Path) -> PathBuf {
     let base = markdown.parent().unwrap_or(Path::new(""));
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let from = abs(if base.as_os_str().is_empty() {
@@ -107,13 +96,21 @@ fn relative_to_markdown(markdown: &Path, png: &Path) -> PathBuf {
     pathdiff::diff_paths(&to, &from).unwrap_or(to)
 }
 
-pub fn render(docs: &Documents, title: &str, dest: &Destinations) -> Result<Rendered, Failure> {
-    let plots: Vec<Drawn> = figures(docs)
-        .iter()
-        .map(|p| p.draw().map_err(Failure::internal))
-        .collect::<Result<_, _>>()?;
-    let mut report: Report = build(docs, title);
-    report.plots = plots
+/// A plot as the page shows it: inline for the HTML, a link for the Markdown.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlotView {
+    pub name: String,
+    pub title: String,
+    pub caption: String,
+    /// `data:image/png;base64,…` for the HTML.
+    pub data_uri: String,
+    /// The PNG beside the Markdown, relative to it (when PNGs are written).
+    pub png_path: Option<String>,
+}
+
+/// The page's view of each drawn plot, its PNG linked from where the Markdown goes.
+pub fn plot_views(plots: &[Drawn], dest: &Destinations) -> Vec<PlotView> {
+    plots
         .iter()
         .map(|d| PlotView {
             name: d.name.clone(),
@@ -131,25 +128,22 @@ pub fn render(docs: &Documents, title: &str, dest: &Destinations) -> Result<Rend
                 _ => None,
             },
         })
-        .collect();
+        .collect()
+}
+
+/// The HTML page and the Markdown summary of a report's view, from the templates.
+pub fn pages(report: &impl Serialize) -> Result<(String, String), Failure> {
     let env = environment()?;
     let fill = |name: &str| {
         env.get_template(name)
-            .and_then(|t| t.render(minijinja::context! { r => Value::from(Serde(&report)) }))
+            .and_then(|t| t.render(minijinja::context! { r => Value::from(Serde(report)) }))
             .map_err(|e| Failure::internal(format!("report template {name}: {e:#}")))
     };
-    let (html, markdown) = (fill("report.html")?, tidy_markdown(&fill("summary.md")?));
-    Ok(Rendered {
-        html,
-        markdown,
-        plots,
-        verdict: report.verdict,
-        recommendations: report.recommendations,
-    })
+    Ok((fill("report.html")?, tidy_markdown(&fill("summary.md")?)))
 }
 
 /// Sections left out leave blank lines behind: at most one blank line in a row.
-fn tidy_markdown(text: &str) -> String {
+pub fn tidy_markdown(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut blank = 0;
     for line in text.lines() {
@@ -161,43 +155,6 @@ fn tidy_markdown(text: &str) -> String {
         }
     }
     out
-}
-
-fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    crate::render::record::write_atomic(path, bytes)
-        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
-}
-
-/// Write what was asked for; the paths written, in order.
-pub fn write_all(rendered: &Rendered, dest: &Destinations) -> Result<Vec<PathBuf>, Failure> {
-    let mut written = Vec::new();
-    if let Some(dir) = &dest.png_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
-        for p in &rendered.plots {
-            let png = dir.join(format!("{}.png", p.name));
-            write(&png, &p.png)?;
-            written.push(png);
-            if dest.svg {
-                let svg = dir.join(format!("{}.svg", p.name));
-                write(&svg, p.svg.as_bytes())?;
-                written.push(svg);
-            }
-        }
-    }
-    match &dest.markdown {
-        Some(md) if md.as_os_str() == "-" => print!("{}", rendered.markdown),
-        Some(md) => {
-            write(md, rendered.markdown.as_bytes())?;
-            written.push(md.clone());
-        }
-        None => {}
-    }
-    if let Some(html) = &dest.html {
-        write(html, rendered.html.as_bytes())?;
-        written.push(html.clone());
-    }
-    Ok(written)
 }
 
 #[cfg(test)]

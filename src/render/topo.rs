@@ -1,21 +1,9 @@
 //! The link matrix for people (`nvidia-smi topo -m` laid out again, with what each GPU pair's
 //! link means) and as CSV (`from,to,link` per ordered pair).
 
-use crate::import::topo::Topology;
+pub use crate::documents::topology::describe_link;
+use crate::documents::topology::Topology;
 use std::fmt::Write;
-
-/// What a link code means for NCCL traffic between two GPUs.
-pub fn describe_link(code: &str) -> &'static str {
-    match code {
-        c if c.starts_with("NV") => "NVLink",
-        "PIX" => "one PCIe switch (P2P possible)",
-        "PXB" => "several PCIe switches (P2P possible)",
-        "PHB" => "through the CPU's PCIe host bridge",
-        "NODE" => "between host bridges of one NUMA node",
-        "SYS" => "across the CPU interconnect between NUMA nodes (QPI/UPI/Infinity Fabric)",
-        _ => "unknown",
-    }
-}
 
 pub fn table(t: &Topology) -> String {
     let mut out = String::new();

@@ -3,17 +3,19 @@
 //! ranked by expected gain), how several runs are told apart (`label`), and the view the
 //! templates render (`view`).
 
+pub mod figures;
 pub mod label;
+pub mod output;
 pub mod recommend;
 pub mod verdict;
 pub mod view;
 
-use crate::commands::input::{input_failure, open, read_run_record, Kind as FileKind};
 use crate::documents::{
     Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification, Simulator,
     TopologyDocument,
 };
 use crate::exit::Failure;
+use crate::import::input::{input_failure, open, read_run_record, Kind as FileKind};
 use crate::import::{nccl_tests, topo};
 use crate::model::RunRecord;
 use std::path::Path;
@@ -68,7 +70,7 @@ pub struct Documents {
     pub comparisons: Vec<Named<Comparison>>,
     pub qualifications: Vec<Named<Qualification>>,
     pub topologies: Vec<Named<TopologyDocument>>,
-    pub matrices: Vec<Named<crate::matrix::MatrixDocument>>,
+    pub matrices: Vec<Named<crate::documents::matrix::MatrixDocument>>,
     pub timings: Vec<Timing>,
     pub notes: Vec<Note>,
     pub failed_alternatives: Vec<FailedAlternative>,
@@ -192,7 +194,7 @@ impl Documents {
     /// records were given. A run that cannot be judged (one rank, nothing measured, no
     /// expectation fits) gets a note saying why.
     pub fn compare_runs_without_comparison(&mut self) {
-        let args = crate::cli::ExpectationArgs {
+        let args = crate::expect::options::Expectation {
             topo: self.topo_file.clone(),
             ..Default::default()
         };
@@ -205,7 +207,7 @@ impl Documents {
             if compared || run.doc.points.is_empty() {
                 continue;
             }
-            let choice = match crate::commands::expectation::choice(&run.doc, None, &args) {
+            let choice = match crate::expect::setup::choice(&run.doc, None, &args) {
                 Ok(choice) => choice,
                 Err(f) => {
                     self.notes.push(Note {

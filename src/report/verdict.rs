@@ -147,14 +147,14 @@ pub fn verdict(docs: &Documents) -> Verdict {
                 m.file
             ));
         }
-        for (e, ratio) in crate::matrix::analysis::slow_endpoints(d) {
+        for (e, ratio) in crate::documents::matrix::analysis::slow_endpoints(d) {
             degraded.push(format!(
                 "{}: its pairs reach {ratio:.2}x the median one-way bandwidth ({})",
                 d.endpoints[e].label, m.file
             ));
         }
         for o in &d.outliers {
-            degraded.push(crate::matrix::analysis::describe(d, o));
+            degraded.push(crate::documents::matrix::analysis::describe(d, o));
         }
     }
     for n in &docs.notes {

@@ -8,6 +8,7 @@ use super::verdict::{verdict, Verdict};
 use super::{gbps, Documents, Note, Timing};
 use crate::model::RunRecord;
 use crate::render::plots::draw::colour;
+use crate::render::report::PlotView;
 use crate::units::format_size;
 use serde::Serialize;
 
@@ -178,17 +179,6 @@ pub struct TopologyView {
     pub source: String,
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PlotView {
-    pub name: String,
-    pub title: String,
-    pub caption: String,
-    /// `data:image/png;base64,…` for the HTML.
-    pub data_uri: String,
-    /// The PNG beside the Markdown, relative to it (when PNGs are written).
-    pub png_path: Option<String>,
 }
 
 pub fn hex(index: usize) -> String {

@@ -103,14 +103,12 @@ impl TimeBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn settings() -> Settings {
-        let cli = crate::cli::Cli::try_parse_from(["ncclprobe", "sweep"]).unwrap();
-        let crate::cli::Command::Sweep(sweep) = cli.command else {
-            unreachable!()
-        };
-        crate::plan::Plan::from_args(&sweep, None).unwrap().settings
+        let sweep = crate::sweep::options::Options::default();
+        crate::plan::Plan::from_options(&sweep, None)
+            .unwrap()
+            .settings
     }
 
     #[test]

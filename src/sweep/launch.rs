@@ -8,12 +8,12 @@
 //! Ranks that never come back (stuck in a collective) are left behind: the process ends
 //! when the command returns.
 
+use super::options::Options;
 use super::rank::run_rank;
 use super::record;
 use super::report::Rank0;
 use super::select::Selection;
 use crate::backend::Communicator;
-use crate::cli::SweepArgs;
 use crate::exit::{ExitCode, Failure};
 use crate::matrix::{MatrixDocument, MatrixOut};
 use crate::model::Calibration;
@@ -50,7 +50,7 @@ enum Reporter {
 }
 
 impl Reporter {
-    fn new(args: &SweepArgs, plan: &Plan, record: crate::model::RunRecord) -> Reporter {
+    fn new(args: &Options, plan: &Plan, record: crate::model::RunRecord) -> Reporter {
         match &plan.matrix {
             Some(options) => {
                 let doc = MatrixDocument::from_record(record, plan.settings.clone(), options);
@@ -71,7 +71,7 @@ impl Reporter {
         }
     }
 
-    fn finish(&self, args: &SweepArgs, outcome: Result<(), Failure>) -> Result<ExitCode, Failure> {
+    fn finish(&self, args: &Options, outcome: Result<(), Failure>) -> Result<ExitCode, Failure> {
         match self {
             Reporter::Sweep(r0) => r0.finish(args, outcome),
             Reporter::Matrix(m) => m.finish(outcome),
@@ -115,7 +115,7 @@ enum Event<C> {
 
 /// Run a sweep: record, banner, communicators, one thread per rank, the outcome.
 pub fn launch<C: Communicator + Send + 'static>(
-    args: &SweepArgs,
+    args: &Options,
     selection: &Selection,
     start: Start<C>,
 ) -> Result<ExitCode, Failure> {

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod launch;
+pub mod options;
 pub mod rank;
 pub mod record;
 pub mod report;

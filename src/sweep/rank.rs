@@ -8,9 +8,8 @@ use crate::backend::{BackendError, Communicator, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::dtype::RedOp;
 use crate::exit::Failure;
-use crate::fault_injection::Injected;
-use crate::measure::PointRunner;
-use crate::model::{Point, RankInfo};
+use crate::measure::{exchange_whoami, PointRunner};
+use crate::model::Point;
 use crate::plan::Plan;
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
@@ -28,52 +27,6 @@ pub fn total_points(plan: &Plan, nranks: usize) -> u64 {
 
 fn prepare_failure(coll: Collective, size: u64, e: BackendError) -> Failure {
     Failure::from_backend(&format!("{coll} at {}", format_size(size)), e)
-}
-
-/// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where
-/// (the host name a test gave this rank through `--inject-fault hosts:…`, if any).
-fn whoami(comm: &dyn Communicator, injected: &Injected) -> String {
-    let host = match injected.hosts.as_ref().and_then(|h| h.get(comm.rank())) {
-        Some(h) => h.clone(),
-        None => hostname::get()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "unknown".into()),
-    };
-    format!(
-        "{host}\t{}\t{}",
-        std::process::id(),
-        comm.device_label().unwrap_or_default()
-    )
-}
-
-/// Who is where: every rank's host, process and device, on every rank.
-pub fn exchange_whoami(
-    comm: &mut dyn Communicator,
-    injected: &Injected,
-) -> Result<Vec<RankInfo>, Failure> {
-    let me = whoami(comm, injected);
-    let everyone = comm
-        .allgather_bytes(me.as_bytes())
-        .map_err(|e| Failure::from_backend("exchanging rank information", e))?;
-    Ok(everyone
-        .iter()
-        .enumerate()
-        .map(|(rank, b)| parse_whoami(rank, b))
-        .collect())
-}
-
-fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
-    let text = String::from_utf8_lossy(bytes);
-    let mut fields = text.splitn(3, '\t');
-    let host = fields.next().unwrap_or_default().to_string();
-    let pid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let device = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
-    RankInfo {
-        rank,
-        host,
-        pid,
-        device,
-    }
 }
 
 fn spec(
@@ -296,43 +249,38 @@ impl Sweep<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
+    use crate::sweep::options::{Options, Sizes, What};
 
     #[test]
     fn rank_information_round_trips_and_tolerates_missing_fields() {
-        let info = parse_whoami(3, b"node7\t4242\tGPU 1: NVIDIA H100");
+        let info = crate::measure::parse_whoami(3, b"node7\t4242\tGPU 1: NVIDIA H100");
         assert_eq!(
             (info.rank, info.host.as_str(), info.pid),
             (3, "node7", 4242)
         );
         assert_eq!(info.device.as_deref(), Some("GPU 1: NVIDIA H100"));
-        let bare = parse_whoami(0, b"node7\tnot-a-pid\t");
+        let bare = crate::measure::parse_whoami(0, b"node7\tnot-a-pid\t");
         assert_eq!((bare.pid, bare.device), (0, None));
     }
 
     #[test]
     fn points_count_every_root_type_and_op() {
-        let args = crate::cli::Cli::try_parse_from([
-            "ncclprobe",
-            "sweep",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "--collective",
-            "all_reduce,broadcast",
-            "-d",
-            "float,int8",
-            "-o",
-            "sum,max",
-            "-r",
-            "all",
-        ])
-        .unwrap();
-        let crate::cli::Command::Sweep(sweep) = args.command else {
-            unreachable!()
+        let sweep = Options {
+            sizes: Sizes {
+                minbytes: "8".into(),
+                maxbytes: "64".into(),
+                ..Default::default()
+            },
+            what: What {
+                collective: "all_reduce,broadcast".into(),
+                datatype: "float,int8".into(),
+                op: "sum,max".into(),
+                root: "all".into(),
+                ..Default::default()
+            },
+            ..Default::default()
         };
-        let plan = Plan::from_args(&sweep, None).unwrap();
+        let plan = Plan::from_options(&sweep, None).unwrap();
         // all_reduce: 2 types x 2 ops x 4 sizes; broadcast: 2 types x 3 roots x 4 sizes.
         assert_eq!(total_points(&plan, 3), 16 + 24);
     }

@@ -4,7 +4,6 @@
 
 use super::record;
 use super::select::Selection;
-use crate::cli::OutputArgs;
 use crate::coll::{Collective, Placement};
 use crate::exit::{ExitCode, Failure};
 use crate::model::{self, Point, RankInfo, RunRecord};
@@ -27,7 +26,7 @@ pub struct Rank0 {
     print_table: bool,
     progress: ProgressBar,
     /// `--qualify`/rules, and how many times the points were measured.
-    gate: Option<Arc<crate::cli::GateArgs>>,
+    gate: Option<Arc<crate::expect::options::GateRules>>,
     attempts: std::sync::atomic::AtomicUsize,
 }
 
@@ -47,7 +46,7 @@ fn lock_within<T>(m: &Mutex<T>, patience: Duration) -> Option<MutexGuard<'_, T>>
 }
 
 impl Rank0 {
-    pub fn new(output: &OutputArgs, record: RunRecord) -> Rank0 {
+    pub fn new(output: &crate::render::record::Outputs, record: RunRecord) -> Rank0 {
         let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         if let Ok(style) =
             ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}")
@@ -156,7 +155,7 @@ impl Rank0 {
     }
 
     /// The gate (`--qualify`, rules), if the sweep has one.
-    pub fn set_gate(&mut self, gate: Option<Arc<crate::cli::GateArgs>>) {
+    pub fn set_gate(&mut self, gate: Option<Arc<crate::expect::options::GateRules>>) {
         self.gate = gate;
     }
 
@@ -225,7 +224,7 @@ impl Rank0 {
     /// stdout was asked to carry; the exit code of the run.
     pub fn finish(
         &self,
-        args: &crate::cli::SweepArgs,
+        args: &super::options::Options,
         result: Result<(), Failure>,
     ) -> Result<ExitCode, Failure> {
         let output = &args.output;
@@ -289,7 +288,7 @@ impl Rank0 {
     /// the sweep succeeded or not: a gate must say that a run that timed out failed.
     fn gate_verdict(
         &self,
-        gate: &crate::cli::GateArgs,
+        gate: &crate::expect::options::GateRules,
         record: &model::RunRecord,
     ) -> Result<crate::documents::Qualification, Failure> {
         let q = self.judge(record)?;
@@ -483,9 +482,8 @@ fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
 
 /// `sweep --report/--markdown/--png-dir`: the finished record held against its expectation and
 /// rendered.
-fn report_of(args: &crate::cli::SweepArgs, record: &model::RunRecord) -> Result<(), Failure> {
-    use crate::commands::report::{destinations, produce, DEFAULT_TITLE};
-    let Some(dest) = destinations(args.report.clone(), &args.report_outputs)? else {
+fn report_of(args: &super::options::Options, record: &model::RunRecord) -> Result<(), Failure> {
+    let Some(dest) = args.report.destinations()? else {
         return Ok(());
     };
     let file = match &args.output.json {
@@ -498,12 +496,7 @@ fn report_of(args: &crate::cli::SweepArgs, record: &model::RunRecord) -> Result<
         doc: record.clone(),
     });
     docs.compare_runs_without_comparison();
-    let title = args
-        .report_outputs
-        .title
-        .as_deref()
-        .unwrap_or(DEFAULT_TITLE);
-    produce(&docs, title, &dest)
+    crate::report::output::produce(&docs, args.report.title(), &dest)
 }
 
 #[cfg(test)]

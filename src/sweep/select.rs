@@ -1,8 +1,8 @@
 //! Which backend runs a sweep, and why: `--backend auto` resolved against what this machine
 //! offers. After selection there is no `auto` any more, only a backend and its reason.
 
+pub use super::options::BackendChoice;
 use crate::backend::{cuda, mpi as mpi_backend, nccl};
-use crate::cli::BackendChoice;
 use crate::exit::Failure;
 use std::path::Path;
 

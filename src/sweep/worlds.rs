@@ -3,13 +3,13 @@
 //! with one GPU per process (torchrun-style or under an MPI launcher), and MPI on host memory.
 
 use super::launch::{launch, Start};
+use super::options::Options;
 use super::record;
 use super::select::Selection;
 use crate::backend::mpi as mpi_backend;
 use crate::backend::nccl::{self, Api, NcclComm, RegistrationMode};
 use crate::backend::rendezvous::{ControlPlane, Tcp};
 use crate::backend::{host, BackendError};
-use crate::cli::SweepArgs;
 use crate::exit::{ExitCode, Failure};
 use crate::model::{Calibration, Registration};
 use crate::plan::{memory_limit, Plan};
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Ranks as threads of this process.
-pub fn host_threads(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure> {
+pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
     let nranks = args.backend.ranks.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -30,7 +30,7 @@ pub fn host_threads(args: &SweepArgs, selection: &Selection) -> Result<ExitCode,
             "--ranks: {nranks} is out of range (1..=1024)"
         )));
     }
-    let mut plan = Plan::from_args(args, memory_limit(nranks))?;
+    let mut plan = Plan::from_options(args, memory_limit(nranks))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if nranks > cores && plan.matrix.is_none() {
         let note = format!(
@@ -79,7 +79,7 @@ fn configure(comm: &mut NcclComm, plan: &Plan) -> Result<(), Failure> {
 
 /// NCCL on GPUs: one process per GPU when launched so (torchrun variables or an MPI launcher),
 /// else every visible GPU (or `-g N`) from this process.
-pub fn nccl(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure> {
+pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
     let found = nccl::find_nccl(args.backend.nccl_lib.as_deref()).map_err(|a| {
         Failure::unavailable(format!("--backend nccl: {}", nccl::describe_attempts(&a)))
     })?;
@@ -109,7 +109,7 @@ pub fn nccl(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure
 }
 
 /// `-g N`: several GPUs driven by this process, one rank thread each.
-fn nccl_group(args: &SweepArgs, selection: &Selection, api: Arc<Api>) -> Result<ExitCode, Failure> {
+fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<ExitCode, Failure> {
     let ngpus = args.backend.ngpus.unwrap_or(api.devices as usize);
     if ngpus == 0 || ngpus > api.devices as usize {
         return Err(Failure::usage(format!(
@@ -122,7 +122,7 @@ fn nccl_group(args: &SweepArgs, selection: &Selection, api: Arc<Api>) -> Result<
         .iter()
         .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
         .min();
-    let plan = Plan::from_args(args, free.map(device_memory_limit))?;
+    let plan = Plan::from_options(args, free.map(device_memory_limit))?;
     let start = Start {
         calibration: record::copy_calibration(&api, &devices, &plan),
         plan,
@@ -193,7 +193,7 @@ type PlaneResult = Result<Box<dyn ControlPlane>, BackendError>;
 
 /// One rank of a multi-process NCCL job: the GPU of its local rank, a rendezvous, a sweep.
 fn nccl_per_process(
-    args: &SweepArgs,
+    args: &Options,
     selection: &Selection,
     api: Arc<Api>,
     at: PerProcess,
@@ -210,7 +210,7 @@ fn nccl_per_process(
     }
     api.use_device(device)
         .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
-    let mut plan = Plan::from_args(args, api.free_memory().map(device_memory_limit))?;
+    let mut plan = Plan::from_options(args, api.free_memory().map(device_memory_limit))?;
     plan.notes.extend(notes);
     let (rank, world) = (at.rank, at.world);
     let start = Start {
@@ -237,7 +237,7 @@ fn nccl_per_process(
 
 #[cfg(not(feature = "mpi"))]
 fn nccl_under_mpi(
-    _: &SweepArgs,
+    _: &Options,
     _: &Selection,
     _: Arc<Api>,
     world: usize,
@@ -250,7 +250,7 @@ fn nccl_under_mpi(
 /// Under mpirun/srun: MPI carries the unique id and the harness's exchanges.
 #[cfg(feature = "mpi")]
 fn nccl_under_mpi(
-    args: &SweepArgs,
+    args: &Options,
     selection: &Selection,
     api: Arc<Api>,
     _world: usize,
@@ -288,13 +288,13 @@ fn nccl_under_mpi(
 
 /// MPI's own collectives on host memory, one rank per process.
 #[cfg(feature = "mpi")]
-pub fn mpi(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure> {
+pub fn mpi(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
     use crate::backend::Communicator;
     let (universe, comm) = mpi_backend::start()
         .map_err(|e| Failure::unavailable(e.to_string()))?
         .split();
     let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
-    let plan = Plan::from_args(args, memory_limit(local))?;
+    let plan = Plan::from_options(args, memory_limit(local))?;
     let start = Start {
         plan,
         reports: comm.rank() == 0,
@@ -308,7 +308,7 @@ pub fn mpi(args: &SweepArgs, selection: &Selection) -> Result<ExitCode, Failure>
 }
 
 #[cfg(not(feature = "mpi"))]
-pub fn mpi(_: &SweepArgs, _: &Selection) -> Result<ExitCode, Failure> {
+pub fn mpi(_: &Options, _: &Selection) -> Result<ExitCode, Failure> {
     mpi_backend::start()
         .map(|_| ExitCode::Ok)
         .map_err(|e| Failure::unavailable(e.to_string()))

@@ -3,7 +3,7 @@
 use super::Hit;
 use crate::diagnose::facts::Inputs;
 use crate::diagnose::finding::ev;
-use crate::matrix::{analysis, By, MatrixDocument};
+use crate::documents::matrix::{analysis, By, MatrixDocument};
 
 /// One hit per unordered pair with slow cells (every slow direction as evidence), and one per
 /// endpoint whose pairs are all slow; `by` picks which kind of matrix this rule reads.
@@ -45,7 +45,7 @@ fn hits(inp: &Inputs, by: By) -> Vec<Hit> {
             hits.push(Hit::new(
                 format!(
                     "{} is far below the median pair",
-                    doc.pair_label(a, b, crate::matrix::Direction::TwoWay)
+                    doc.pair_label(a, b, crate::documents::matrix::Direction::TwoWay)
                 ),
                 evidence,
             ));

@@ -53,8 +53,8 @@ pub fn straggler(inp: &Inputs) -> Vec<Hit> {
     inp.runs
         .iter()
         .filter_map(|r| {
-            let s = crate::arrivals::straggler(&r.points)?;
-            let text = crate::arrivals::describe(&s, &r.backend.ranks);
+            let s = crate::documents::arrivals::straggler(&r.points)?;
+            let text = crate::documents::arrivals::describe(&s, &r.backend.ranks);
             Some(Hit::new(
                 format!("Rank {} holds the collectives up", s.rank),
                 vec![ev(&file_of(r), 0, text)],

@@ -2,7 +2,6 @@
 //! it is drawn to PNG and SVG (`draw`).
 
 pub mod draw;
-pub mod figures;
 
 /// Every plot's size in pixels: wide enough for 8 B … 16 GiB labels, and a 16:9-ish page.
 pub const WIDTH: u32 = 1200;

@@ -2,12 +2,18 @@
 //! and named by `kind`, so `report` and users' scripts can tell them apart and rely on their
 //! fields. Readers reject unknown fields, like the run record's.
 
-use crate::analysis::ddp::{Compute, Hook, Outcome};
-use crate::analysis::fsdp::{Estimate, Precision};
-use crate::diagnose::{Facts, Finding};
-use crate::import::topo::Topology;
+pub mod arrivals;
+pub mod diagnosis;
+pub mod expectations;
+pub mod matrix;
+pub mod simulation;
+pub mod topology;
+
 use crate::model::ToolInfo;
+use diagnosis::{Facts, Finding};
 use serde::{Deserialize, Serialize};
+use simulation::{Compute, Estimate, Hook, Outcome, Precision};
+use topology::Topology;
 
 /// The version of every document's shape (shared with the run record's `schema_version`).
 pub const SCHEMA_VERSION: u32 = crate::model::SCHEMA_VERSION;
@@ -85,18 +91,6 @@ pub struct ModelSummary {
     pub params: u64,
     pub grad_bytes: u64,
     pub tensors: usize,
-}
-
-impl ModelSummary {
-    pub fn of(model: &crate::analysis::models::Model) -> Self {
-        ModelSummary {
-            name: model.name.clone(),
-            source: model.source.clone(),
-            params: model.num_params(),
-            grad_bytes: model.grad_bytes(),
-            tensors: model.tensors.len(),
-        }
-    }
 }
 
 /// Which simulator produced a simulation document.
@@ -289,5 +283,5 @@ pub struct BaselinesDocument {
     pub schema_version: u32,
     pub kind: Kind,
     pub tool: ToolInfo,
-    pub entries: Vec<crate::expect::table::Entry>,
+    pub entries: Vec<expectations::Entry>,
 }

@@ -2,17 +2,17 @@
 //! expected band and the published plateau), latency vs size, measured/expected ratio,
 //! per-rank time spread (stragglers), and the DDP heat map. A plot without data is left out.
 
-use super::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
 use crate::coll::{Collective, Placement};
 use crate::documents::DdpSimulation;
 use crate::model::{Point, RunRecord};
+use crate::render::plots::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
 use crate::report::verdict::same_file;
 use crate::report::Documents;
 use crate::units::format_size;
 use plotters::chart::SeriesLabelPosition;
 use std::collections::BTreeMap;
 
-const BLACK: usize = super::draw::REFERENCE;
+const BLACK: usize = crate::render::plots::draw::REFERENCE;
 
 fn out_of_place(run: &RunRecord, coll: Collective) -> Vec<&Point> {
     let mut v: Vec<&Point> = run
@@ -431,8 +431,8 @@ fn safe_stem(file: &str) -> String {
 
 /// A pair matrix: one-way bandwidth at its largest size, senders by rows, receivers by
 /// columns; the slowest pair framed.
-fn matrix_heatmap(file: &str, doc: &crate::matrix::MatrixDocument) -> Option<Plot> {
-    use crate::matrix::Direction;
+fn matrix_heatmap(file: &str, doc: &crate::documents::matrix::MatrixDocument) -> Option<Plot> {
+    use crate::documents::matrix::Direction;
     let size = *doc.sizes().last()?;
     let n = doc.endpoints.len();
     let mut values = vec![vec![None; n]; n];
@@ -456,7 +456,7 @@ fn matrix_heatmap(file: &str, doc: &crate::matrix::MatrixDocument) -> Option<Plo
     } else {
         doc.outliers
             .iter()
-            .map(|o| crate::matrix::analysis::describe(doc, o))
+            .map(|o| crate::documents::matrix::analysis::describe(doc, o))
             .collect::<Vec<_>>()
             .join("; ")
     };
@@ -465,11 +465,11 @@ fn matrix_heatmap(file: &str, doc: &crate::matrix::MatrixDocument) -> Option<Plo
         title: format!("One-way bandwidth per pair at {}", format_size(size)),
         caption: format!(
             "Measured GB/s from each {} (rows) to each (columns), {} backend, {}; framed: the slowest pair. {named}.",
-            if doc.by == crate::matrix::By::Node { "node" } else { "rank" },
+            if doc.by == crate::documents::matrix::By::Node { "node" } else { "rank" },
             doc.backend.name,
             match doc.schedule {
-                crate::matrix::Schedule::Rounds => "rounds of disjoint pairs",
-                crate::matrix::Schedule::OnePairAtATime => "one pair at a time",
+                crate::documents::matrix::Schedule::Rounds => "rounds of disjoint pairs",
+                crate::documents::matrix::Schedule::OnePairAtATime => "one pair at a time",
             }
         ),
         chart: Chart::Heat(Heatmap {

@@ -2,7 +2,7 @@
 //! the same direction and size, so the verdict needs no expectation of what the links give.
 
 use super::{By, Direction, MatrixDocument, Outlier, PairMeasurement};
-use crate::import::topo::Topology;
+use crate::documents::topology::{describe_link, Topology};
 use crate::units::format_size;
 
 fn median(values: &mut [f64]) -> Option<f64> {
@@ -149,7 +149,7 @@ pub fn link(doc: &MatrixDocument, topology: Option<&Topology>, a: usize, b: usiz
     }
     if let (Some(t), Some(i), Some(j)) = (topology, x.gpu_index(), y.gpu_index()) {
         if let Some(code) = t.link(&format!("GPU{i}"), &format!("GPU{j}")) {
-            return format!("{} ({code})", crate::render::topo::describe_link(code));
+            return format!("{} ({code})", describe_link(code));
         }
     }
     match (x.device.is_some(), doc.backend.name.as_str()) {

@@ -1,11 +1,11 @@
-//! What `compare` and `qualify` share: reading the run (and the topology and log beside it)
+//! What `compare`, `qualify`, `report` and a sweep's gate share: reading the run (and the topology and log beside it)
 //! and choosing the expectation it is held against.
 
-use super::input::{input_failure, open, read_run, Kind};
-use crate::cli::ExpectationArgs;
+use super::options::Expectation as ExpectationArgs;
 use crate::coll::Collective;
 use crate::exit::Failure;
 use crate::expect::{self, Choice, Situation};
+use crate::import::input::{input_failure, open, read_run, Kind};
 use crate::import::nccl_log::{self, LogFacts};
 use crate::import::{text::Input, topo};
 use crate::model::RunRecord;

@@ -113,7 +113,7 @@ pub fn import_nccl_tests(path: &Path) -> Result<RunRecord, Failure> {
 /// What `diagnose` reads from our JSON: a run record or a pair matrix.
 pub enum Document {
     Run(Box<RunRecord>),
-    Matrix(Box<crate::matrix::MatrixDocument>),
+    Matrix(Box<crate::documents::matrix::MatrixDocument>),
 }
 
 /// A run record, or a `kind: matrix` document (checked against its schema).

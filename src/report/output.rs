@@ -1,0 +1,128 @@
+//! A report rendered and written: the plots drawn (PNG and SVG), the HTML page and the Markdown
+//! summary filled from the report's view (`render::report` holds the templates), then written
+//! without clobbering anything that is not ours. `ncclprobe report`, `sweep --report` and
+//! `doctor` all come here.
+
+use super::figures::figures;
+use super::recommend::Recommendation;
+use super::verdict::Verdict;
+use super::view::{build, Report};
+use super::Documents;
+use crate::exit::Failure;
+use crate::render::plots::Drawn;
+use crate::render::report::{pages, plot_views, Destinations};
+use std::path::{Path, PathBuf};
+
+/// The title of a report nobody named.
+pub const DEFAULT_TITLE: &str = "ncclprobe report";
+
+/// Where a report goes (`sweep --report`, `report -o`) besides its HTML: the Markdown summary
+/// (`-` = stdout), a directory for every plot, and the title.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outputs {
+    pub html: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+    pub png_dir: Option<PathBuf>,
+    pub title: Option<String>,
+}
+
+impl Outputs {
+    pub fn title(&self) -> &str {
+        self.title.as_deref().unwrap_or(DEFAULT_TITLE)
+    }
+
+    /// Where the HTML, the Markdown and the plots go; `None` when nothing asks for a report.
+    /// Refuses two outputs on one path (one would silently replace the other).
+    pub fn destinations(&self) -> Result<Option<Destinations>, Failure> {
+        if self.html.is_none() && self.markdown.is_none() && self.png_dir.is_none() {
+            return Ok(None);
+        }
+        if let (Some(h), Some(m)) = (&self.html, &self.markdown) {
+            if h == m {
+                return Err(Failure::usage(format!(
+                    "the HTML report and the Markdown summary would both be written to {}",
+                    h.display()
+                )));
+            }
+        }
+        Ok(Some(Destinations {
+            html: self.html.clone(),
+            markdown: self.markdown.clone(),
+            png_dir: self.png_dir.clone(),
+            svg: true,
+        }))
+    }
+}
+
+/// A report rendered in memory.
+pub struct Rendered {
+    pub html: String,
+    pub markdown: String,
+    pub plots: Vec<Drawn>,
+    /// What the report said first, for a caller that also prints it.
+    pub verdict: Verdict,
+    pub recommendations: Vec<Recommendation>,
+}
+
+pub fn render(docs: &Documents, title: &str, dest: &Destinations) -> Result<Rendered, Failure> {
+    let plots: Vec<Drawn> = figures(docs)
+        .iter()
+        .map(|p| p.draw().map_err(Failure::internal))
+        .collect::<Result<_, _>>()?;
+    let mut report: Report = build(docs, title);
+    report.plots = plot_views(&plots, dest);
+    let (html, markdown) = pages(&report)?;
+    Ok(Rendered {
+        html,
+        markdown,
+        plots,
+        verdict: report.verdict,
+        recommendations: report.recommendations,
+    })
+}
+
+/// Render and write; the files written are listed on stderr.
+pub fn produce(docs: &Documents, title: &str, dest: &Destinations) -> Result<(), Failure> {
+    let rendered = render(docs, title, dest)?;
+    for path in write_all(&rendered, dest)? {
+        eprintln!("ncclprobe: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    crate::render::record::write_atomic(path, bytes)
+        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Write what was asked for; the paths written, in order.
+pub fn write_all(rendered: &Rendered, dest: &Destinations) -> Result<Vec<PathBuf>, Failure> {
+    let mut written = Vec::new();
+    if let Some(dir) = &dest.png_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
+        for p in &rendered.plots {
+            let png = dir.join(format!("{}.png", p.name));
+            write(&png, &p.png)?;
+            written.push(png);
+            if dest.svg {
+                let svg = dir.join(format!("{}.svg", p.name));
+                write(&svg, p.svg.as_bytes())?;
+                written.push(svg);
+            }
+        }
+    }
+    match &dest.markdown {
+        Some(md) if md.as_os_str() == "-" => print!("{}", rendered.markdown),
+        Some(md) => {
+            write(md, rendered.markdown.as_bytes())?;
+            written.push(md.clone());
+        }
+        None => {}
+    }
+    if let Some(html) = &dest.html {
+        write(html, rendered.html.as_bytes())?;
+        written.push(html.clone());
+    }
+    Ok(written)
+}

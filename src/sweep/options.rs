@@ -1,0 +1,133 @@
+//! What a sweep is asked to do, as plain values: the engine's own options. The command line
+//! builds them once (`cli`), a test or a library user builds them directly; `plan` checks them
+//! and turns them into what to run. This file sits in the harness layer (README, Layers) so the
+//! plan can take it.
+
+use crate::expect::options::GateRules;
+use crate::matrix::options::Options as MatrixOptions;
+use crate::render::record::Outputs;
+use crate::report::output::Outputs as ReportOutputs;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Which backend runs: `Auto` is resolved against the machine by `sweep::select`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// nccl when a GPU and NCCL are found, mpi under an MPI launcher, else host.
+    #[default]
+    Auto,
+    Host,
+    Mpi,
+    Nccl,
+}
+
+/// The message sizes, as nccl-tests' -b/-e/-f/-i give them (K/M/G binary suffixes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sizes {
+    pub minbytes: String,
+    pub maxbytes: String,
+    pub stepfactor: Option<String>,
+    pub stepbytes: Option<String>,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes {
+            minbytes: "8".into(),
+            maxbytes: "256M".into(),
+            stepfactor: None,
+            stepbytes: None,
+        }
+    }
+}
+
+/// What to run: comma-separated lists or `all`, as the flags take them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct What {
+    pub collective: String,
+    pub datatype: String,
+    pub op: String,
+    pub root: String,
+    /// Correctness-check passes per point (0 = off).
+    pub check: usize,
+}
+
+impl Default for What {
+    fn default() -> Self {
+        What {
+            collective: "all_reduce".into(),
+            datatype: "float".into(),
+            op: "sum".into(),
+            root: "0".into(),
+            check: 1,
+        }
+    }
+}
+
+/// Timing and statistics (see `sweep --help` for each).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    pub iters: Option<usize>,
+    pub warmup_iters: usize,
+    pub warmup_time: f64,
+    pub sample_time: f64,
+    pub target_ci: f64,
+    pub samples: Option<usize>,
+    pub min_samples: usize,
+    pub max_samples: usize,
+    pub point_budget: f64,
+    pub time_budget: Option<f64>,
+    pub cuda_events: bool,
+    /// nccl-tests' -a: 0 rank 0's time, 1 the average, 2 the minimum, 3 the maximum.
+    pub average: u8,
+    pub timeout: f64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            iters: None,
+            warmup_iters: 1,
+            warmup_time: 0.0,
+            sample_time: 0.002,
+            target_ci: 0.03,
+            samples: None,
+            min_samples: 4,
+            max_samples: 200,
+            point_budget: 0.25,
+            time_budget: None,
+            cuda_events: false,
+            average: 3,
+            timeout: 300.0,
+        }
+    }
+}
+
+/// Which backend, how many ranks or GPUs, which NCCL, and buffer registration (-R).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackendOptions {
+    pub backend: BackendChoice,
+    pub ranks: Option<usize>,
+    pub ngpus: Option<usize>,
+    pub nccl_lib: Option<PathBuf>,
+    pub register: u8,
+}
+
+/// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Options {
+    pub sizes: Sizes,
+    pub what: What,
+    pub timing: Timing,
+    pub backend: BackendOptions,
+    pub output: Outputs,
+    pub gate: GateRules,
+    /// The report rendered when the sweep ends (`--report`, `--markdown`, `--png-dir`).
+    pub report: ReportOutputs,
+    /// Per-rank arrival times after each point.
+    pub stragglers: bool,
+    /// TEST-ONLY faults (`--inject-fault`, in builds with the `fault-injection` feature).
+    pub inject_fault: Option<String>,
+    /// Set by `ncclprobe matrix`: pairs, not collectives.
+    pub matrix: Option<Arc<MatrixOptions>>,
+}

@@ -9,8 +9,9 @@
 
 use crate::backend::Communicator;
 use crate::coll::Placement;
-use crate::documents::arrivals::median;
-pub use crate::documents::arrivals::{describe, straggler, Arrivals, Straggler};
+pub use crate::documents::arrivals::Arrivals;
+use crate::documents::stragglers::median;
+pub use crate::documents::stragglers::{describe, straggler, Straggler};
 use crate::exit::Failure;
 use crate::fault_injection::Injected;
 

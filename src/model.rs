@@ -7,6 +7,8 @@ use crate::stats::{StopReason, Summary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub use crate::buildinfo::ToolInfo;
+
 pub const SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -15,7 +17,7 @@ pub struct RunRecord {
     pub schema_version: u32,
     /// Always `run` (older records without it read as runs).
     #[serde(default)]
-    pub kind: crate::documents::Kind,
+    pub kind: crate::documents::kind::Kind,
     pub tool: ToolInfo,
     pub source: Source,
     pub status: RunStatus,
@@ -49,16 +51,7 @@ pub struct RunRecord {
     pub retried_points: Vec<Point>,
     /// The gate's verdict when the sweep ran with `--qualify` or rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qualification: Option<crate::documents::Qualification>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ToolInfo {
-    pub name: String,
-    pub version: String,
-    pub git_commit: String,
-    pub features: String,
+    pub qualification: Option<crate::documents::qualification::Qualification>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -198,7 +191,7 @@ impl RunRecord {
     pub fn blank(source: Source, backend: &str, reason: String) -> RunRecord {
         RunRecord {
             schema_version: SCHEMA_VERSION,
-            kind: crate::documents::Kind::Run,
+            kind: crate::documents::kind::Kind::Run,
             tool: crate::buildinfo::tool_info(),
             source,
             status: match source {

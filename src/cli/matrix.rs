@@ -1,7 +1,7 @@
 //! `ncclprobe matrix`: its flags, and the sweep arguments it runs on (the same backends,
 //! launchers, watchdog and record).
 
-use super::{BackendArgs, OutputArgs};
+use super::groups::{BackendArgs, OutputArgs};
 use clap::{Args, ValueEnum};
 
 /// What the ends of a pair are.

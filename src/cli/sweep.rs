@@ -1,21 +1,9 @@
 //! `ncclprobe sweep`'s flags (nccl-tests' letters where it has them), and their one conversion
 //! into the sweep engine's options (`sweep::options::Options`).
 
-use super::{ExpectationArgs, OutputFormat, ReportOutputs, RuleArgs};
-use clap::{Args, ValueEnum};
+use super::groups::{BackendArgs, OutputArgs, ReportOutputs, RuleArgs};
+use clap::Args;
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendChoice {
-    /// nccl when a GPU and NCCL are found, mpi under an MPI launcher, else host.
-    Auto,
-    /// Threads in this process as ranks, data through shared memory.
-    Host,
-    /// MPI collectives on host memory (build with the `mpi` feature; launch with mpirun/srun).
-    Mpi,
-    /// NCCL on GPUs.
-    Nccl,
-}
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -151,121 +139,7 @@ pub struct TimingArgs {
     pub timeout: f64,
 }
 
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Backend")]
-pub struct BackendArgs {
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    pub backend: BackendChoice,
-    /// Ranks (threads) for the host backend [default: 2, or the CPU count if larger].
-    #[arg(long)]
-    pub ranks: Option<usize>,
-    /// GPUs driven by this process for the nccl backend (default: all visible), like nccl-tests' -g.
-    #[arg(short = 'g', long = "ngpus")]
-    pub ngpus: Option<usize>,
-    /// NCCL library to use (else NCCL_LIBRARY, NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's
-    /// paths, python3's site-packages nvidia/nccl/lib).
-    #[arg(long)]
-    pub nccl_lib: Option<PathBuf>,
-    /// nccl backend, as nccl-tests' -R: 1 allocates buffers with ncclMemAlloc and registers
-    /// them with the communicator (zero-copy; NCCL 2.19+), 2 registers them as symmetric
-    /// windows (NCCL 2.27+). 0 = plain cuMemAlloc buffers.
-    #[arg(short = 'R', long = "register", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
-    pub register: u8,
-}
-
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Output")]
-pub struct OutputArgs {
-    /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` = stdout
-    /// at the end).
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the CSV here (like --json; `-` = stdout at the end).
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
-    /// What stdout carries.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    pub format: OutputFormat,
-}
-
 // The one conversion of each group of flags into the engines' options.
-
-impl From<BackendChoice> for crate::sweep::options::BackendChoice {
-    fn from(c: BackendChoice) -> Self {
-        use crate::sweep::options::BackendChoice as B;
-        match c {
-            BackendChoice::Auto => B::Auto,
-            BackendChoice::Host => B::Host,
-            BackendChoice::Mpi => B::Mpi,
-            BackendChoice::Nccl => B::Nccl,
-        }
-    }
-}
-
-impl BackendArgs {
-    pub fn options(&self) -> crate::sweep::options::BackendOptions {
-        crate::sweep::options::BackendOptions {
-            backend: self.backend.into(),
-            ranks: self.ranks,
-            ngpus: self.ngpus,
-            nccl_lib: self.nccl_lib.clone(),
-            register: self.register,
-        }
-    }
-}
-
-impl OutputArgs {
-    pub fn outputs(&self) -> crate::render::record::Outputs {
-        use crate::render::record::Format;
-        crate::render::record::Outputs {
-            json: self.json.clone(),
-            csv: self.csv.clone(),
-            format: match self.format {
-                OutputFormat::Table => Format::Table,
-                OutputFormat::Csv => Format::Csv,
-                OutputFormat::Json => Format::Json,
-            },
-        }
-    }
-}
-
-impl RuleArgs {
-    pub fn rules(&self) -> crate::expect::options::Rules {
-        crate::expect::options::Rules {
-            min_busbw: self.min_busbw,
-            at_size: self.at_size.clone(),
-            max_latency_us: self.max_latency_us,
-            at_size_small: self.at_size_small.clone(),
-            max_skew: self.max_skew,
-            min_ratio: self.min_ratio,
-            rules: self.rules.clone(),
-            junit: self.junit.clone(),
-        }
-    }
-}
-
-impl ExpectationArgs {
-    pub fn expectation(&self) -> crate::expect::options::Expectation {
-        crate::expect::options::Expectation {
-            topo: self.topo.clone(),
-            log: self.log.clone(),
-            profile: self.profile.clone(),
-            collective: self.collective.clone(),
-        }
-    }
-}
-
-impl ReportOutputs {
-    /// The report's outputs, with the HTML page's path (`--report`, `report -o`).
-    pub fn outputs(&self, html: Option<PathBuf>) -> crate::report::output::Outputs {
-        crate::report::output::Outputs {
-            html,
-            markdown: self.markdown.clone(),
-            png_dir: self.png_dir.clone(),
-            title: self.title.clone(),
-        }
-    }
-}
 
 impl SweepArgs {
     /// The sweep engine's options: every flag as a plain value.

@@ -16,3 +16,26 @@ pub fn ev(file: &str, line: usize, text: impl Into<String>) -> Evidence {
 pub fn value_ev(what: impl Into<String>) -> Evidence {
     ev("(live)", 0, what)
 }
+
+/// One raised finding, before the table's text is attached.
+pub struct Hit {
+    pub title: String,
+    pub evidence: Vec<Evidence>,
+    /// Overrides the rule's severity (e.g. a PCIe speed that is only low at idle is info).
+    pub severity: Option<Severity>,
+}
+
+impl Hit {
+    pub fn new(title: impl Into<String>, evidence: Vec<Evidence>) -> Hit {
+        Hit {
+            title: title.into(),
+            evidence,
+            severity: None,
+        }
+    }
+
+    pub fn with_severity(mut self, severity: Severity) -> Hit {
+        self.severity = Some(severity);
+        self
+    }
+}

@@ -5,33 +5,23 @@
 pub mod arrivals;
 pub mod diagnosis;
 pub mod expectations;
+pub mod kind;
 pub mod matrix;
+pub mod qualification;
 pub mod simulation;
+pub mod stragglers;
 pub mod topology;
 
 use crate::model::ToolInfo;
 use diagnosis::{Facts, Finding};
+pub use kind::Kind;
+pub use qualification::{BaselineRef, Qualification, RuleResult};
 use serde::{Deserialize, Serialize};
 use simulation::{Compute, Estimate, Hook, Outcome, Precision};
 use topology::Topology;
 
 /// The version of every document's shape (shared with the run record's `schema_version`).
 pub const SCHEMA_VERSION: u32 = crate::model::SCHEMA_VERSION;
-
-/// What a document is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    #[default]
-    Run,
-    Diagnosis,
-    Simulation,
-    Topology,
-    Comparison,
-    Qualification,
-    Baselines,
-    Matrix,
-}
 
 /// `ncclprobe diagnose --format json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,23 +149,6 @@ pub struct FsdpSimulation {
     pub strategies: Vec<FsdpRow>,
 }
 
-/// What a run was held against: a shipped expectation or an earlier run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BaselineRef {
-    /// `expectation` or `run`.
-    pub kind: String,
-    /// The entry's id, or the earlier run's file.
-    pub id: String,
-    pub title: String,
-    /// The entry's provenance kind (`measured`, `production-threshold`, `vendor-statement`,
-    /// `derived`, `cost-model`); `measured` for a run.
-    pub provenance: String,
-    pub citation: String,
-    /// One line: which entry and why.
-    pub why: String,
-}
-
 /// One (collective, size, placement) held against its baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -236,43 +209,6 @@ pub struct Comparison {
     /// How changes were judged (run vs run) or how the band was set (expectation).
     pub method: String,
     pub warnings: Vec<String>,
-    pub summary: String,
-}
-
-/// One rule of a qualification and how the run fared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuleResult {
-    /// `completed`, `correct`, `min-busbw`, `max-latency`, `max-skew`, `min-ratio`.
-    pub rule: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collective: Option<crate::coll::Collective>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size_bytes: Option<u64>,
-    pub measured: Option<f64>,
-    pub required: Option<f64>,
-    /// Unit of `measured` and `required` (`GB/s`, `us`, `x`, `elements`).
-    pub unit: String,
-    pub passed: bool,
-    pub message: String,
-}
-
-/// `ncclprobe qualify --format json` (and `sweep --qualify`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Qualification {
-    pub schema_version: u32,
-    pub kind: Kind,
-    pub tool: ToolInfo,
-    pub run: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<BaselineRef>,
-    pub passed: bool,
-    pub results: Vec<RuleResult>,
-    /// Measurements taken (1 + retries, for `sweep --qualify --retries`).
-    pub attempts: usize,
-    /// nccl-tests' "Avg bus bandwidth" per collective, for familiarity; never a rule.
-    pub avg_busbw_bytes_per_s: std::collections::BTreeMap<String, f64>,
     pub summary: String,
 }
 

@@ -6,7 +6,7 @@ use crate::coll::{Collective, Placement};
 use crate::documents::DdpSimulation;
 use crate::model::{Point, RunRecord};
 use crate::render::plots::{Axis, Band, Chart, HLine, Heatmap, LineChart, Plot, Series};
-use crate::report::verdict::same_file;
+use crate::report::reading::same_file;
 use crate::report::Documents;
 use crate::units::format_size;
 use plotters::chart::SeriesLabelPosition;

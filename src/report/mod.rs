@@ -6,6 +6,7 @@
 pub mod figures;
 pub mod label;
 pub mod output;
+pub mod reading;
 pub mod recommend;
 pub mod verdict;
 pub mod view;
@@ -203,7 +204,7 @@ impl Documents {
             let compared = self
                 .comparisons
                 .iter()
-                .any(|c| verdict::same_file(&c.doc.run, &run.file));
+                .any(|c| reading::same_file(&c.doc.run, &run.file));
             if compared || run.doc.points.is_empty() {
                 continue;
             }
@@ -251,6 +252,6 @@ impl Documents {
         self.comparisons
             .iter()
             .map(|c| &c.doc)
-            .find(|c| c.baseline.kind == "expectation" && verdict::same_file(&c.run, run_file))
+            .find(|c| c.baseline.kind == "expectation" && reading::same_file(&c.run, run_file))
     }
 }

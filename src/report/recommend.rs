@@ -4,7 +4,7 @@
 //! configuration, then diagnose's fixes by severity.
 
 use super::label::short;
-use super::verdict::{finished, forces_slower_path, forcing_overrides, plateau_below, same_file};
+use super::reading::{finished, forces_slower_path, forcing_overrides, plateau_below, same_file};
 use super::{gbps, Documents, Named};
 use crate::coll::{Collective, Placement};
 use crate::diagnose::Severity;

@@ -1,8 +1,8 @@
 //! Errors whose cause NCCL's own words already name (`import::nccl_causes`): the rule says
 //! which, and what to change, where the generic `nccl.error` finding can only point at the line.
 
-use super::Hit;
 use crate::diagnose::facts::Inputs;
+use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{Evidence, Severity};
 use crate::import::nccl_causes::{duplicate_gpu, ib_completion, wc_status};
 use std::collections::BTreeSet;

@@ -1,7 +1,7 @@
 //! The host around NCCL: /dev/shm, NCCL's own warnings and errors, PyTorch's watchdog.
 
-use super::Hit;
 use crate::diagnose::facts::Inputs;
+use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{ev, value_ev, Evidence, Severity};
 use std::collections::BTreeSet;
 

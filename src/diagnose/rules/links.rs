@@ -1,8 +1,8 @@
 //! The links between GPUs, NICs and CPUs: NVLink state, P2P, NCCL's transports, the PCIe
 //! tree (width, speed, ACS, IOMMU) and the topology matrix.
 
-use super::Hit;
 use crate::diagnose::facts::Inputs;
+use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{ev, value_ev, Evidence, Severity};
 use crate::import::topo::Topology;
 use crate::live::{NvmlGpu, PciGpu};

@@ -1,8 +1,8 @@
 //! What a pair matrix (`ncclprobe matrix --json`) says: pairs, and nodes, far below the others.
 
-use super::Hit;
 use crate::diagnose::facts::Inputs;
 use crate::diagnose::finding::ev;
+use crate::diagnose::finding::Hit;
 use crate::documents::matrix::{analysis, By, MatrixDocument};
 
 /// One hit per unordered pair with slow cells (every slow direction as evidence), and one per

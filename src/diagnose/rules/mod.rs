@@ -11,30 +11,7 @@ mod placement;
 mod results;
 
 use super::facts::Inputs;
-use super::finding::{Evidence, Finding, Severity};
-
-/// One raised finding, before the table's text is attached.
-pub struct Hit {
-    pub title: String,
-    pub evidence: Vec<Evidence>,
-    /// Overrides the rule's severity (e.g. a PCIe speed that is only low at idle is info).
-    pub severity: Option<Severity>,
-}
-
-impl Hit {
-    pub fn new(title: impl Into<String>, evidence: Vec<Evidence>) -> Hit {
-        Hit {
-            title: title.into(),
-            evidence,
-            severity: None,
-        }
-    }
-
-    pub fn with_severity(mut self, severity: Severity) -> Hit {
-        self.severity = Some(severity);
-        self
-    }
-}
+use super::finding::{Finding, Hit, Severity};
 
 /// One row of the table.
 pub struct Rule {

@@ -1,8 +1,8 @@
 //! Where processes sit and what the environment switches off: GPU pinning (seeds/000), NCCL's
 //! transport switches, WSL2.
 
-use super::Hit;
 use crate::diagnose::facts::Inputs;
+use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{ev, value_ev, Evidence};
 use std::collections::BTreeMap;
 

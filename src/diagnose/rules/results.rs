@@ -1,8 +1,8 @@
 //! What measured or imported runs say: wrong data, cut-off output, and results far below what
 //! NCCL's cost model or the topology lead one to expect.
 
-use super::Hit;
 use crate::diagnose::facts::Inputs;
+use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{ev, Evidence};
 use crate::model::{RunRecord, RunStatus};
 
@@ -53,8 +53,8 @@ pub fn straggler(inp: &Inputs) -> Vec<Hit> {
     inp.runs
         .iter()
         .filter_map(|r| {
-            let s = crate::documents::arrivals::straggler(&r.points)?;
-            let text = crate::documents::arrivals::describe(&s, &r.backend.ranks);
+            let s = crate::documents::stragglers::straggler(&r.points)?;
+            let text = crate::documents::stragglers::describe(&s, &r.backend.ranks);
             Some(Hit::new(
                 format!("Rank {} holds the collectives up", s.rank),
                 vec![ev(&file_of(r), 0, text)],
@@ -192,7 +192,7 @@ pub fn below_expectation(inp: &Inputs) -> Vec<Hit> {
                 evidence,
             );
             if assumed && ratio >= 0.25 {
-                hit.severity = Some(crate::diagnose::Severity::Info);
+                hit.severity = Some(crate::diagnose::finding::Severity::Info);
                 hit.title
                     .push_str(" (links assumed: give the `nvidia-smi topo -m` output)");
             }

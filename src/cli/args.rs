@@ -1,0 +1,315 @@
+//! The flags of `report`, `doctor`, `compare`, `qualify`, `baselines`, `topo`, `diagnose`,
+//! `import` and `simulate`.
+
+use super::groups::{
+    BackendArgs, ExpectationArgs, OutputArgs, OutputFormat, ReportOutputs, RuleArgs,
+};
+use super::matrix::PairRuleArgs;
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Documents to render: run records, nccl-tests output, and the JSON of diagnose,
+    /// simulate, compare, qualify and topo (each told by its `kind`). Several runs are overlaid.
+    #[arg(required = true, value_name = "FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Write the self-contained HTML report here (without any output flag, the Markdown
+    /// summary goes to stdout).
+    #[arg(short = 'o', long = "output", value_name = "HTML")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub outputs: ReportOutputs,
+    /// Do not hold runs against their shipped expectation when no comparison is given.
+    #[arg(long)]
+    pub no_expect: bool,
+    /// The collective of runs whose old nccl-tests log does not name it.
+    #[arg(long)]
+    pub collective: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The directory for index.html, summary.md, the plots and every JSON behind them.
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "ncclprobe-report",
+        value_name = "DIR"
+    )]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// MPI ranks to launch for `--backend mpi` when doctor is not itself under a launcher.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub np: usize,
+    /// The MPI launcher for `--backend mpi`, with its arguments (split at spaces), e.g.
+    /// `mpirun --oversubscribe`.
+    #[arg(long, default_value = "mpirun", value_name = "COMMAND")]
+    pub launcher: String,
+    /// Smallest size of the short sweep.
+    #[arg(short = 'b', long, default_value = "8")]
+    pub minbytes: String,
+    /// Largest size of the short sweep.
+    #[arg(short = 'e', long, default_value = "64M")]
+    pub maxbytes: String,
+    /// Size factor between points of the short sweep.
+    #[arg(short = 'f', long, default_value = "4")]
+    pub stepfactor: String,
+    /// Measured seconds per point of the short sweep.
+    #[arg(long, default_value_t = 0.2)]
+    pub point_budget: f64,
+    /// Seconds a collective may make no progress before a sweep is ended (each sweep's
+    /// watchdog; doctor also ends a child that outlives twice this).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Do not measure again without the overrides that force a slower path.
+    #[arg(long)]
+    pub no_alternative: bool,
+    /// Simulate DDP on the measured curve for this model (a preset, .safetensors or tensor list).
+    #[arg(long, requires = "compute_ms")]
+    pub model: Option<String>,
+    /// One GPU's step time in ms at --batch-size (with --model).
+    #[arg(long)]
+    pub compute_ms: Option<f64>,
+    /// Per-GPU micro-batch size (with --model).
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    /// The report's title.
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// table for people; json: a typed document; csv: one row per point or rule; markdown: for an issue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocFormat {
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// A run (record or nccl-tests output) to hold against its expectation; or two runs,
+    /// BEFORE AFTER, to compare with each other.
+    #[arg(required = true, num_args = 1..=2, value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub expectation: ExpectationArgs,
+    /// Run vs run: a change smaller than this fraction is noise whatever the test says.
+    #[arg(long, default_value_t = 0.05)]
+    pub noise: f64,
+    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    pub format: DocFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct QualifyArgs {
+    /// The run to gate (record or nccl-tests output).
+    pub run: PathBuf,
+    #[command(flatten)]
+    pub expectation: ExpectationArgs,
+    #[command(flatten)]
+    pub rules: RuleArgs,
+    #[command(flatten)]
+    pub pairs: PairRuleArgs,
+    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    pub format: DocFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct BaselinesArgs {
+    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    pub format: DocFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct TopoArgs {
+    /// A pasted `nvidia-smi topo -m` output instead of this machine.
+    #[arg(long)]
+    pub from: Option<PathBuf>,
+    /// table: the matrix and what it means; csv: `from,to,link` per ordered pair; json: everything.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// Files to read instead of this machine (repeatable): NCCL_DEBUG logs, nccl-tests output,
+    /// `nvidia-smi topo -m`, `nvidia-smi`, ncclprobe run records. The kind is detected.
+    #[arg(long)]
+    pub from: Vec<PathBuf>,
+    /// Also look at this machine when --from is given.
+    #[arg(long)]
+    pub live: bool,
+    /// table for people; json: {"facts": {...}, "findings": [...]}.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+    /// Exit with code 3 when a finding of this severity or worse is present.
+    #[arg(long, value_enum)]
+    pub fail_on: Option<Severity>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// nccl-tests output as posted (text, tagged or prefixed lines are fine) or its -J JSON file.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimulateCommand {
+    /// PyTorch DistributedDataParallel: bucket caps × gradient accumulation, with and without no_sync().
+    Ddp(DdpArgs),
+    /// FSDP / DeepSpeed ZeRO: communication and memory per GPU by sharding strategy.
+    #[command(alias = "zero")]
+    Fsdp(FsdpArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Link (one of)")]
+pub struct LinkArgs {
+    /// A run record (JSON) or sweep CSV; its out-of-place all_reduce points give the curve.
+    #[arg(long, conflicts_with = "busbw")]
+    pub curve: Option<PathBuf>,
+    /// Bus bandwidth in GB/s (nccl-tests' busbw), for an alpha-beta model instead of a curve.
+    #[arg(long)]
+    pub busbw: Option<f64>,
+    /// Per-call latency in microseconds for the alpha-beta model.
+    #[arg(long, default_value_t = 20.0, requires = "busbw")]
+    pub latency_us: f64,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Compute (single GPU, one micro-batch)")]
+pub struct ComputeArgs {
+    /// One GPU's time per training step at --batch-size, in ms (e.g. 1000 / it/s).
+    #[arg(long, required_unless_present_all = ["forward_ms", "backward_ms"])]
+    pub compute_ms: Option<f64>,
+    /// Forward time in ms (with --backward-ms instead of --compute-ms).
+    #[arg(long, requires = "backward_ms")]
+    pub forward_ms: Option<f64>,
+    /// Backward time in ms.
+    #[arg(long, requires = "forward_ms")]
+    pub backward_ms: Option<f64>,
+    /// Optimizer step time in ms (part of --compute-ms when that is given).
+    #[arg(long, default_value_t = 0.0)]
+    pub optimizer_ms: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct DdpArgs {
+    /// Preset (resnet18, resnet50, vit-b16, bert-base, bert-large, gpt2, gpt2-medium, llama2-7b), a .safetensors file, or a JSON list of {name, numel, dtype}.
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub world_size: usize,
+    /// Per-GPU micro-batch size.
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: usize,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// bucket_cap_mb values to try (MiB, comma-separated).
+    #[arg(long, default_value = "1,5,10,25,50,100,200")]
+    pub bucket_cap_mb: String,
+    /// Gradient accumulation steps to try (comma-separated).
+    #[arg(long, default_value = "1,2,4,8")]
+    pub accumulation: String,
+    /// Show only configurations that use no_sync() (both are always simulated for the advice).
+    #[arg(long)]
+    pub no_sync: bool,
+    /// The Reducer's first bucket in MiB (1 by default; PyTorch 2.x uses bucket_cap_mb when you pass it).
+    #[arg(long, default_value_t = 1.0)]
+    pub first_bucket_mb: f64,
+    /// Gradient element type (default: the model's own).
+    #[arg(long, value_parser = ["fp32", "bf16", "fp16"])]
+    pub grad_dtype: Option<String>,
+    /// DDP communication hook.
+    #[arg(long, value_parser = ["none", "fp16", "bf16"], default_value = "none")]
+    pub hook: String,
+    /// Model DDP(gradient_as_bucket_view=True).
+    #[arg(long)]
+    pub gradient_as_bucket_view: bool,
+    /// Compute slowdown while all-reduces overlap backward (σ, 0 to 1): backward stretches by
+    /// σ × the communication time inside it. NCCL kernels take SMs from the backward kernels;
+    /// 0.05-0.15 is typical, more on GPUs with few SMs.
+    #[arg(long, default_value_t = 0.0)]
+    pub overlap_slowdown: f64,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct FsdpArgs {
+    /// Preset, .safetensors file, or JSON tensor list (as for `simulate ddp`).
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub world_size: usize,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    /// Strategies to estimate (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub strategy: Vec<Strategy>,
+    /// mixed: bf16/fp16 weights and gradients, fp32 Adam states (2+2+12 bytes per parameter); fp32: 4+4+8.
+    #[arg(long, value_parser = ["mixed", "fp32"], default_value = "mixed")]
+    pub precision: String,
+    /// Activation memory per GPU in GB (not modelled: measure or estimate it).
+    #[arg(long, default_value_t = 0.0)]
+    pub activations_gb: f64,
+    /// GPU memory in GB, to say which strategies fit.
+    #[arg(long)]
+    pub gpu_memory_gb: Option<f64>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+/// `diagnose --fail-on`: how bad a finding must be to fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// `simulate fsdp --strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Strategy {
+    /// Plain data parallel: gradients all-reduced (DDP, FSDP NO_SHARD).
+    NoShard,
+    /// ZeRO-1: optimizer states sharded.
+    Zero1,
+    /// ZeRO-2 / FSDP SHARD_GRAD_OP: optimizer states and gradients sharded.
+    ShardGradOp,
+    /// ZeRO-3 / FSDP FULL_SHARD: parameters too.
+    FullShard,
+}
+
+impl From<Severity> for crate::documents::diagnosis::Severity {
+    fn from(s: Severity) -> Self {
+        use crate::documents::diagnosis::Severity as S;
+        match s {
+            Severity::Info => S::Info,
+            Severity::Warning => S::Warning,
+            Severity::Error => S::Error,
+        }
+    }
+}
+
+impl From<Strategy> for crate::documents::simulation::Strategy {
+    fn from(s: Strategy) -> Self {
+        use crate::documents::simulation::Strategy as S;
+        match s {
+            Strategy::NoShard => S::NoShard,
+            Strategy::Zero1 => S::Zero1,
+            Strategy::ShardGradOp => S::ShardGradOp,
+            Strategy::FullShard => S::FullShard,
+        }
+    }
+}

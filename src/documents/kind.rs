@@ -1,0 +1,18 @@
+//! What a document is: the `kind` every JSON document carries.
+
+use serde::{Deserialize, Serialize};
+
+/// What a document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Run,
+    Diagnosis,
+    Simulation,
+    Topology,
+    Comparison,
+    Qualification,
+    Baselines,
+    Matrix,
+}

@@ -1,0 +1,162 @@
+//! "Device memory" is host memory: allocations, host memory, and copies that really copy
+//! (at once, or when their stream gets to them).
+
+use super::device::device_count;
+use super::streams::{null_stream, stream_of};
+use super::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+const MEMORY_PER_DEVICE: usize = 4 << 30;
+
+fn allocations() -> &'static Mutex<HashMap<usize, std::alloc::Layout>> {
+    static A: OnceLock<Mutex<HashMap<usize, std::alloc::Layout>>> = OnceLock::new();
+    A.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    let used = ALLOCATED.load(Ordering::Relaxed) / device_count().max(1) as usize;
+    *total = MEMORY_PER_DEVICE;
+    *free = MEMORY_PER_DEVICE.saturating_sub(used);
+    CUDA_SUCCESS
+}
+
+unsafe fn alloc(bytes: usize) -> Option<*mut u8> {
+    let layout = std::alloc::Layout::from_size_align(bytes.max(1), 256).ok()?;
+    let p = std::alloc::alloc_zeroed(layout);
+    if p.is_null() {
+        return None;
+    }
+    allocations().lock().unwrap().insert(p as usize, layout);
+    ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+    Some(p)
+}
+
+unsafe fn free(p: usize) -> CUresult {
+    match allocations().lock().unwrap().remove(&p) {
+        Some(layout) => {
+            ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+            std::alloc::dealloc(p as *mut u8, layout);
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_INVALID_VALUE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CUresult {
+    if ALLOCATED.load(Ordering::Relaxed) + bytes
+        > MEMORY_PER_DEVICE * device_count().max(1) as usize
+    {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    match alloc(bytes) {
+        Some(p) => {
+            *dptr = p as u64;
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_OUT_OF_MEMORY,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
+    free(dptr as usize)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) -> CUresult {
+    match alloc(bytes) {
+        Some(ptr) => {
+            *p = ptr as *mut c_void;
+            CUDA_SUCCESS
+        }
+        None => CUDA_ERROR_OUT_OF_MEMORY,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    free(p as usize)
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(usize);
+
+/// When the DMA of the last pageable host-to-device copy finishes (see cuMemcpyHtoD_v2).
+fn pageable_dma_until() -> &'static Mutex<Option<Instant>> {
+    static T: OnceLock<Mutex<Option<Instant>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(None))
+}
+
+/// As the CUDA driver documents (API synchronization behavior): "For transfers from pageable
+/// host memory to device memory ... the function will return once the pageable buffer has
+/// been copied to the staging memory for DMA transfer to device memory, but the DMA to final
+/// destination may not have completed." With `NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS` the DMA
+/// of a pageable source takes n / rate after the call returns; cuCtxSynchronize waits for it.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) -> CUresult {
+    null_stream().synchronize();
+    std::ptr::copy(src as *const u8, dst as *mut u8, n);
+    let pinned = allocations().lock().unwrap().contains_key(&(src as usize));
+    let rate = std::env::var("NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok());
+    if let (false, Some(gbps)) = (pinned, rate) {
+        let dma = Duration::from_secs_f64(n as f64 / (gbps * 1e9));
+        *pageable_dma_until().lock().unwrap() = Some(Instant::now() + dma);
+    }
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    null_stream().synchronize();
+    let until = pageable_dma_until().lock().unwrap().take();
+    if let Some(t) = until {
+        std::thread::sleep(t.saturating_duration_since(Instant::now()));
+    }
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -> CUresult {
+    null_stream().synchronize();
+    std::ptr::copy(src as *const u8, dst as *mut u8, n);
+    CUDA_SUCCESS
+}
+
+/// An asynchronous copy: `n` bytes from `src` to `dst` when the stream gets to it.
+unsafe fn copy_on_stream(dst: usize, src: usize, n: usize, stream: *mut c_void) -> CUresult {
+    let (d, s) = (SendPtr(dst), SendPtr(src));
+    stream_of(stream).enqueue(Box::new(move || {
+        let (d, s) = (d, s);
+        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
+    }));
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: u64,
+    src: *const c_void,
+    n: usize,
+    stream: *mut c_void,
+) -> CUresult {
+    copy_on_stream(dst as usize, src as usize, n, stream)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: u64,
+    n: usize,
+    stream: *mut c_void,
+) -> CUresult {
+    copy_on_stream(dst as usize, src as usize, n, stream)
+}

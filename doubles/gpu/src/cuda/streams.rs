@@ -1,0 +1,184 @@
+//! Streams (a worker thread each, running its queue in order), stream query/sync with the
+//! sticky error a fault leaves, and events that record the time their turn comes.
+
+use super::{CUresult, CUDA_ERROR_NOT_READY, CUDA_SUCCESS};
+use crate::trace::trace_line;
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+type Work = Box<dyn FnOnce() + Send>;
+
+/// A stream: a worker thread running its queue in order.
+pub struct Stream {
+    queue: Mutex<VecDeque<Work>>,
+    ready: Condvar,
+    pending: AtomicUsize,
+    done: Condvar,
+    done_lock: Mutex<()>,
+}
+
+impl Stream {
+    fn new() -> Arc<Stream> {
+        let s = Arc::new(Stream {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            done: Condvar::new(),
+            done_lock: Mutex::new(()),
+        });
+        let worker = Arc::clone(&s);
+        std::thread::spawn(move || loop {
+            let job = {
+                let mut q = worker.queue.lock().unwrap();
+                loop {
+                    if let Some(j) = q.pop_front() {
+                        break j;
+                    }
+                    q = worker.ready.wait(q).unwrap();
+                }
+            };
+            job();
+            worker.pending.fetch_sub(1, Ordering::AcqRel);
+            let _g = worker.done_lock.lock().unwrap();
+            worker.done.notify_all();
+        });
+        s
+    }
+
+    pub(crate) fn enqueue(&self, work: Work) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        self.queue.lock().unwrap().push_back(work);
+        self.ready.notify_one();
+    }
+
+    pub(crate) fn synchronize(&self) {
+        let mut g = self.done_lock.lock().unwrap();
+        while self.pending.load(Ordering::Acquire) > 0 {
+            g = self
+                .done
+                .wait_timeout(g, Duration::from_millis(5))
+                .unwrap()
+                .0;
+        }
+    }
+}
+
+/// The default (null) stream.
+pub(crate) fn null_stream() -> &'static Arc<Stream> {
+    static S: OnceLock<Arc<Stream>> = OnceLock::new();
+    S.get_or_init(Stream::new)
+}
+
+pub(crate) unsafe fn stream_of(handle: *mut c_void) -> Arc<Stream> {
+    if handle.is_null() {
+        Arc::clone(null_stream())
+    } else {
+        // The handle is an `Arc<Stream>` leaked by cuStreamCreate.
+        let s = Arc::from_raw(handle as *const Stream);
+        let out = Arc::clone(&s);
+        std::mem::forget(s);
+        out
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamCreate(out: *mut *mut c_void, _flags: u32) -> CUresult {
+    *out = Arc::into_raw(Stream::new()) as *mut c_void;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamDestroy_v2(_s: *mut c_void) -> CUresult {
+    // The worker keeps its Arc; leaking one stream per communicator is fine for a double.
+    CUDA_SUCCESS
+}
+
+/// A sticky error every stream reports once a fault put the device in it.
+pub(crate) static STREAM_ERROR: AtomicI32 = AtomicI32::new(0);
+pub(crate) const CUDA_ERROR_CONTAINED: CUresult = 226;
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamQuery(s: *mut c_void) -> CUresult {
+    let failed = STREAM_ERROR.load(Ordering::Acquire);
+    if failed != 0 {
+        return failed;
+    }
+    if stream_of(s).pending.load(Ordering::Acquire) == 0 {
+        CUDA_SUCCESS
+    } else {
+        CUDA_ERROR_NOT_READY
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamSynchronize(s: *mut c_void) -> CUresult {
+    stream_of(s).synchronize();
+    CUDA_SUCCESS
+}
+
+struct Event {
+    at: Mutex<Option<Instant>>,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventCreate(out: *mut *mut c_void, _flags: u32) -> CUresult {
+    *out = Arc::into_raw(Arc::new(Event {
+        at: Mutex::new(None),
+    })) as *mut c_void;
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuEventDestroy_v2(_e: *mut c_void) -> CUresult {
+    CUDA_SUCCESS
+}
+
+unsafe fn event_of(e: *mut c_void) -> Arc<Event> {
+    let a = Arc::from_raw(e as *const Event);
+    let out = Arc::clone(&a);
+    std::mem::forget(a);
+    out
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventRecord(e: *mut c_void, s: *mut c_void) -> CUresult {
+    trace_line("call=cuEventRecord");
+    let ev = event_of(e);
+    *ev.at.lock().unwrap() = None;
+    stream_of(s).enqueue(Box::new(move || {
+        *ev.at.lock().unwrap() = Some(Instant::now())
+    }));
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventSynchronize(e: *mut c_void) -> CUresult {
+    let ev = event_of(e);
+    while ev.at.lock().unwrap().is_none() {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    CUDA_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuEventElapsedTime(
+    ms: *mut f32,
+    start: *mut c_void,
+    end: *mut c_void,
+) -> CUresult {
+    trace_line("call=cuEventElapsedTime");
+    let (a, b) = (
+        *event_of(start).at.lock().unwrap(),
+        *event_of(end).at.lock().unwrap(),
+    );
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            *ms = b.saturating_duration_since(a).as_secs_f32() * 1e3;
+            CUDA_SUCCESS
+        }
+        _ => CUDA_ERROR_NOT_READY,
+    }
+}

@@ -1,0 +1,370 @@
+//! The collective and send/receive entry points: every call on a communicator passes
+//! `called`; collectives publish this rank's part, wait for the others and compute the result.
+
+use super::comms::{comm_of, live_comm, P2p};
+use super::group::{group_depth, ncclGroupEnd, ncclGroupStart, GROUP};
+use super::registration::is_registered;
+use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS};
+use crate::cuda::streams::stream_of;
+use crate::trace::{trace_line, tracing};
+use ncclprobe::dtype::{
+    accumulate_bytes, accumulate_premul_bytes, premul_bytes, premultiplies_avg, scale_avg_bytes,
+    Dtype, RedOp,
+};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::Ordering;
+
+std::thread_local! {
+    /// The communicator this thread last called outside a group.
+    static UNGROUPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn dtype_of(t: c_int) -> Option<Dtype> {
+    Some(match t {
+        0 => Dtype::Int8,
+        1 => Dtype::Uint8,
+        2 => Dtype::Int32,
+        3 => Dtype::Uint32,
+        4 => Dtype::Int64,
+        5 => Dtype::Uint64,
+        6 => Dtype::Half,
+        7 => Dtype::Float,
+        8 => Dtype::Double,
+        9 => Dtype::Bfloat16,
+        _ => return None,
+    })
+}
+
+fn op_of(o: c_int) -> Option<RedOp> {
+    Some(match o {
+        0 => RedOp::Sum,
+        1 => RedOp::Prod,
+        2 => RedOp::Max,
+        3 => RedOp::Min,
+        4 => RedOp::Avg,
+        _ => return None,
+    })
+}
+
+/// Every NCCL call on a communicator passes here. As NCCL documents, a thread that drives
+/// several devices must group its calls (an ungrouped call may block waiting for a peer the
+/// same thread has yet to launch): a thread calling a second communicator outside a group
+/// gets ncclInvalidUsage. `NCCLPROBE_TEST_DOUBLE_TRACE=FILE` appends one line per call:
+/// `thread=<id> rank=<r> grouped=<bool> registered=<bool> call=<name>` (registered: every buffer
+/// of the call lies in one registered with ncclCommRegister), for tests that check who
+/// launched what on which buffers.
+unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
+    let depth = group_depth();
+    let comm = live_comm(c, call);
+    if tracing() {
+        let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
+        trace_line(&format!(
+            "thread={:?} rank={} grouped={} registered={registered} call={call}",
+            std::thread::current().id(),
+            comm.rank,
+            depth > 0
+        ));
+    }
+    if depth == 0 {
+        let before = UNGROUPED.with(|u| u.replace(c as usize));
+        if before != 0 && before != c as usize {
+            eprintln!(
+                "TEST DOUBLE: {call} on a second communicator from one thread outside ncclGroupStart/End"
+            );
+            return Err(NCCL_INVALID_USAGE);
+        }
+    }
+    Ok(())
+}
+
+unsafe fn p2p(
+    send: bool,
+    buf: *const c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    if let Err(rc) = called(
+        c,
+        if send { "ncclSend" } else { "ncclRecv" },
+        &[buf as usize],
+    ) {
+        return rc;
+    }
+    let Some(dtype) = dtype_of(dt) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    let op = P2p {
+        send,
+        buf: buf as usize,
+        bytes: count * dtype.size_bytes(),
+        peer: peer as usize,
+        comm: c as usize,
+        stream: s as usize,
+    };
+    let grouped = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth > 0 {
+            g.p2p.push(op);
+            None
+        } else {
+            Some(op)
+        }
+    });
+    if let Some(op) = grouped {
+        ncclGroupStart();
+        GROUP.with(|g| g.borrow_mut().p2p.push(op));
+        return ncclGroupEnd();
+    }
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclSend(
+    buf: *const c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    p2p(true, buf, count, dt, peer, c, s)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclRecv(
+    buf: *mut c_void,
+    count: usize,
+    dt: c_int,
+    peer: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    p2p(false, buf, count, dt, peer, c, s)
+}
+
+#[derive(Clone, Copy)]
+enum Coll {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast(usize),
+    Reduce(usize),
+}
+
+/// Enqueue a collective: publish this rank's part, wait for the others, compute the result.
+#[allow(clippy::too_many_arguments)]
+unsafe fn collective(
+    kind: Coll,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    c: *mut c_void,
+    s: *mut c_void,
+) -> NcclResult {
+    let name = match kind {
+        Coll::AllReduce => "ncclAllReduce",
+        Coll::AllGather => "ncclAllGather",
+        Coll::ReduceScatter => "ncclReduceScatter",
+        Coll::Broadcast(_) => "ncclBroadcast",
+        Coll::Reduce(_) => "ncclReduce",
+    };
+    if let Err(rc) = called(c, name, &[send as usize, recv as usize]) {
+        return rc;
+    }
+    let Some(dtype) = dtype_of(dt) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    let op = op_of(op).unwrap_or(RedOp::Sum);
+    let comm = comm_of(c);
+    let (sp, rp) = (send as usize, recv as usize);
+    let ts = dtype.size_bytes();
+    let stream = s as usize;
+    // Launched at once outside a group; inside one, at ncclGroupEnd (never, if the group is
+    // only simulated). The sequence number is taken at launch, so a simulated call uses none.
+    let launch = move || {
+        let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+        stream_of(stream as *mut c_void).enqueue(Box::new(move || {
+            if comm.faulted(count * ts) {
+                return;
+            }
+            let n = comm.nranks;
+            let me = comm.rank;
+            let input_bytes = match kind {
+                Coll::ReduceScatter => count * n * ts,
+                _ => count * ts,
+            };
+            // Every rank publishes (non-roots of a broadcast an empty part) and waits for every
+            // rank, reading only the parts it needs: the exchange doubles as a barrier.
+            let contributes = !matches!(kind, Coll::Broadcast(root) if root != me);
+            let input: &[u8] = if contributes {
+                std::slice::from_raw_parts(sp as *const u8, input_bytes)
+            } else {
+                &[]
+            };
+            comm.publish(seq, &format!("r{me}"), input);
+            let needs = |r: usize| match kind {
+                Coll::Broadcast(root) => r == root,
+                Coll::Reduce(root) => me == root,
+                _ => true,
+            };
+            let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+            for r in 0..n {
+                match comm.wait(seq, &format!("r{r}"), needs(r)) {
+                    Some(p) if needs(r) => parts.push(Some(p)),
+                    Some(_) => parts.push(None),
+                    None => return,
+                }
+            }
+            if comm.async_error.load(Ordering::Acquire) != 0 {
+                return;
+            }
+            let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
+            // As NCCL reduces: floating avg multiplies every input by 1/n (rounded to the
+            // multiply type) before summing (enqueue.cc, reduce_kernel.h FuncPreMulSum);
+            // integer avg sums, then divides.
+            let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
+                let mut present = parts.iter().flatten();
+                let mut acc = present
+                    .next()
+                    .map(|p| p[range.clone()].to_vec())
+                    .unwrap_or_default();
+                if premultiplies_avg(dtype, op) {
+                    premul_bytes(dtype, &mut acc, n);
+                    for p in present {
+                        accumulate_premul_bytes(dtype, &mut acc, &p[range.clone()], n);
+                    }
+                    return acc;
+                }
+                for p in present {
+                    accumulate_bytes(dtype, &mut acc, &p[range.clone()], op);
+                }
+                if op == RedOp::Avg {
+                    scale_avg_bytes(dtype, &mut acc, n);
+                }
+                acc
+            };
+            match kind {
+                Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
+                Coll::Reduce(root) if me == root => {
+                    out(count * ts).copy_from_slice(&reduce(0..count * ts))
+                }
+                Coll::Reduce(_) => {}
+                Coll::ReduceScatter => {
+                    out(count * ts).copy_from_slice(&reduce(me * count * ts..(me + 1) * count * ts))
+                }
+                Coll::AllGather => {
+                    let o = out(count * ts * n);
+                    for (r, p) in parts.iter().enumerate() {
+                        if let Some(p) = p {
+                            o[r * count * ts..(r + 1) * count * ts].copy_from_slice(p);
+                        }
+                    }
+                }
+                Coll::Broadcast(root) => {
+                    if let Some(p) = &parts[root] {
+                        out(count * ts).copy_from_slice(p);
+                    }
+                }
+            }
+            comm.cleanup(seq);
+        }));
+    };
+    if group_depth() > 0 {
+        GROUP.with(|g| {
+            g.borrow_mut()
+                .collectives
+                .push((count * ts, Box::new(launch)))
+        });
+    } else {
+        launch();
+    }
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclAllReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(Coll::AllReduce, s, r, count, dt, op, c, st)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclAllGather(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(Coll::AllGather, s, r, count, dt, 0, c, st)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclReduceScatter(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(Coll::ReduceScatter, s, r, count, dt, op, c, st)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclBroadcast(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    root: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(
+        Coll::Broadcast(root.max(0) as usize),
+        s,
+        r,
+        count,
+        dt,
+        0,
+        c,
+        st,
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclReduce(
+    s: *const c_void,
+    r: *mut c_void,
+    count: usize,
+    dt: c_int,
+    op: c_int,
+    root: c_int,
+    c: *mut c_void,
+    st: *mut c_void,
+) -> NcclResult {
+    collective(
+        Coll::Reduce(root.max(0) as usize),
+        s,
+        r,
+        count,
+        dt,
+        op,
+        c,
+        st,
+    )
+}

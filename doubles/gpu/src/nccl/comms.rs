@@ -1,0 +1,162 @@
+//! The communicator: its state, the exchange through files in the unique id's directory,
+//! and the calls that ask about it, abort it or destroy it.
+
+use super::{NcclResult, NCCL_REMOTE_ERROR, NCCL_SUCCESS};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub struct Comm {
+    pub(crate) dir: PathBuf,
+    pub(crate) rank: usize,
+    pub(crate) nranks: usize,
+    pub(crate) device: c_int,
+    pub(crate) seq: AtomicU64,
+    pub(crate) collectives: AtomicU64,
+    pub(crate) async_error: AtomicI32,
+    pub(crate) aborted: AtomicBool,
+    /// Set by ncclCommAbort and ncclCommDestroy, which free a real communicator: any later
+    /// call on the handle is a use after free, and the double ends the process saying so.
+    pub(crate) freed: AtomicBool,
+    /// Sends and receives of a group that was only simulated: NCCL 2.23+ leaves them queued
+    /// in the communicator's planner (src/group.cc), and the next group runs them first.
+    pub(crate) stale_p2p: Mutex<Vec<P2p>>,
+    /// Sends to (true, peer) and receives from (false, peer) issued so far: what pairs them.
+    pub(crate) p2p_counts: Mutex<HashMap<(bool, usize), u64>>,
+}
+
+impl Comm {
+    pub(crate) fn file(&self, seq: u64, tag: &str) -> PathBuf {
+        self.dir.join(format!("{seq:012}-{tag}"))
+    }
+
+    pub(crate) fn publish(&self, seq: u64, tag: &str, bytes: &[u8]) {
+        let tmp = self
+            .dir
+            .join(format!(".{seq:012}-{tag}.{}", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, self.file(seq, tag));
+        }
+    }
+
+    /// Wait for a peer's part (read it when `read`); `None` once aborted (or a peer aborted).
+    pub(crate) fn wait(&self, seq: u64, tag: &str, read: bool) -> Option<Vec<u8>> {
+        let path = self.file(seq, tag);
+        let mut sleep = Duration::from_micros(50);
+        loop {
+            if self.aborted.load(Ordering::Acquire) {
+                return None;
+            }
+            if read {
+                if let Ok(b) = std::fs::read(&path) {
+                    return Some(b);
+                }
+            } else if path.exists() {
+                return Some(Vec::new());
+            }
+            if std::fs::read_dir(&self.dir)
+                .map(|d| {
+                    d.flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with("aborted-"))
+                })
+                .unwrap_or(false)
+            {
+                self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release);
+                return None;
+            }
+            std::thread::sleep(sleep);
+            sleep = (sleep * 2).min(Duration::from_millis(2));
+        }
+    }
+
+    /// Every rank has published `seq`, so every rank has finished `seq - 1` (streams run in
+    /// order): this rank's files of `seq - 1` can go.
+    pub(crate) fn cleanup(&self, seq: u64) {
+        if seq == 0 {
+            return;
+        }
+        let prefix = format!("{:012}-", seq - 1);
+        let mine = [format!("r{}", self.rank), format!("g{}", self.rank)];
+        if let Ok(d) = std::fs::read_dir(&self.dir) {
+            for e in d.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if let Some(tag) = n.strip_prefix(&prefix) {
+                    if mine.iter().any(|m| m == tag) {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One queued point-to-point operation of a group.
+pub(crate) struct P2p {
+    pub(crate) send: bool,
+    pub(crate) buf: usize,
+    pub(crate) bytes: usize,
+    pub(crate) peer: usize,
+    pub(crate) comm: usize,
+    pub(crate) stream: usize,
+}
+
+/// A communicator an API call names: one already freed (aborted or destroyed) ends the
+/// process, as a use after free would on real NCCL — but always, and with a message.
+pub(crate) unsafe fn live_comm(c: *mut c_void, call: &str) -> &'static Comm {
+    let comm = comm_of(c);
+    if comm.freed.load(Ordering::Acquire) {
+        eprintln!("TEST DOUBLE: {call} on a communicator already freed by ncclCommAbort/ncclCommDestroy (use after free)");
+        std::process::abort();
+    }
+    comm
+}
+
+pub(crate) unsafe fn comm_of(c: *mut c_void) -> &'static Comm {
+    &*(c as *const Comm)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommGetAsyncError(c: *mut c_void, out: *mut NcclResult) -> NcclResult {
+    *out = live_comm(c, "ncclCommGetAsyncError")
+        .async_error
+        .load(Ordering::Acquire);
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
+    let comm = live_comm(c, "ncclCommAbort");
+    comm.freed.store(true, Ordering::Release);
+    comm.aborted.store(true, Ordering::Release);
+    let _ = std::fs::write(comm.dir.join(format!("aborted-{}", comm.rank)), b"");
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommDestroy(c: *mut c_void) -> NcclResult {
+    let comm = live_comm(c, "ncclCommDestroy");
+    comm.freed.store(true, Ordering::Release);
+    comm.aborted.store(true, Ordering::Release);
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommCount(c: *const c_void, n: *mut c_int) -> NcclResult {
+    *n = live_comm(c as *mut c_void, "ncclCommCount").nranks as c_int;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommUserRank(c: *const c_void, r: *mut c_int) -> NcclResult {
+    *r = live_comm(c as *mut c_void, "ncclCommUserRank").rank as c_int;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommCuDevice(c: *const c_void, d: *mut c_int) -> NcclResult {
+    *d = live_comm(c as *mut c_void, "ncclCommCuDevice").device;
+    NCCL_SUCCESS
+}

@@ -1,0 +1,76 @@
+//! The double's own tests of grouping across communicators driven by one thread.
+
+use super::collectives::ncclAllReduce;
+use super::group::{ncclGroupEnd, ncclGroupStart};
+use super::init::ncclCommInitAll;
+use super::{NCCL_INVALID_USAGE, NCCL_SUCCESS};
+use crate::cuda::device::cuInit;
+use crate::cuda::memory::{cuMemAlloc_v2, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2};
+use crate::cuda::streams::{cuStreamCreate, cuStreamSynchronize};
+use crate::cuda::CUDA_SUCCESS;
+use std::ffi::c_void;
+
+/// Two communicators of one clique, driven by this thread; a stream per rank.
+unsafe fn clique() -> ([*mut c_void; 2], [*mut c_void; 2], [u64; 2]) {
+    assert_eq!(cuInit(0), CUDA_SUCCESS);
+    let mut comms = [std::ptr::null_mut(); 2];
+    assert_eq!(
+        ncclCommInitAll(comms.as_mut_ptr(), 2, [0, 1].as_ptr()),
+        NCCL_SUCCESS
+    );
+    let mut streams = [std::ptr::null_mut(); 2];
+    let mut bufs = [0u64; 2];
+    for r in 0..2 {
+        assert_eq!(cuStreamCreate(&mut streams[r], 0), CUDA_SUCCESS);
+        assert_eq!(cuMemAlloc_v2(&mut bufs[r], 16), CUDA_SUCCESS);
+        let data = [r as f32 + 1.0; 4];
+        assert_eq!(
+            cuMemcpyHtoD_v2(bufs[r], data.as_ptr() as *const c_void, 16),
+            CUDA_SUCCESS
+        );
+    }
+    (comms, streams, bufs)
+}
+
+#[test]
+fn one_thread_must_group_calls_on_several_communicators() {
+    // SAFETY: handles made by the double itself, buffers of 4 floats.
+    unsafe {
+        let (comms, streams, bufs) = clique();
+        let b = |r: usize| bufs[r] as *mut c_void;
+        assert_eq!(
+            ncclAllReduce(b(0), b(0), 4, 7, 0, comms[0], streams[0]),
+            NCCL_SUCCESS
+        );
+        assert_eq!(
+            ncclAllReduce(b(1), b(1), 4, 7, 0, comms[1], streams[1]),
+            NCCL_INVALID_USAGE
+        );
+    }
+}
+
+#[test]
+fn grouped_calls_from_one_thread_complete_and_reduce() {
+    // SAFETY: as above.
+    unsafe {
+        let (comms, streams, bufs) = clique();
+        assert_eq!(ncclGroupStart(), NCCL_SUCCESS);
+        for r in 0..2 {
+            let p = bufs[r] as *mut c_void;
+            assert_eq!(
+                ncclAllReduce(p, p, 4, 7, 0, comms[r], streams[r]),
+                NCCL_SUCCESS
+            );
+        }
+        assert_eq!(ncclGroupEnd(), NCCL_SUCCESS);
+        for r in 0..2 {
+            assert_eq!(cuStreamSynchronize(streams[r]), CUDA_SUCCESS);
+            let mut out = [0f32; 4];
+            assert_eq!(
+                cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, bufs[r], 16),
+                CUDA_SUCCESS
+            );
+            assert_eq!(out, [3.0; 4]);
+        }
+    }
+}

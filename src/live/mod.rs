@@ -19,10 +19,6 @@ pub struct Roots {
 /// directory to mean "no PCI devices"), as for the CUDA driver and NVML overrides.
 pub const SYSFS_OVERRIDE: &str = "NCCLPROBE_SYSFS_ROOT";
 
-/// The environment variable naming the file to open as NVML instead of `libnvidia-ml.so.1`;
-/// `none` means no NVML.
-pub const NVML_OVERRIDE: &str = "NCCLPROBE_NVML_LIBRARY";
-
 impl Default for Roots {
     fn default() -> Self {
         Roots {
@@ -57,19 +53,6 @@ pub struct PciGpu {
     pub acs_redirecting: Vec<(String, u16)>,
     /// Bridges above the GPU whose extended config space could not be read (not root).
     pub acs_unreadable: usize,
-}
-
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct NvmlGpu {
-    pub index: u32,
-    pub name: String,
-    pub bus_id: String,
-    pub pcie_gen: Option<(u32, u32)>,
-    pub pcie_width: Option<(u32, u32)>,
-    /// (pid, bytes of GPU memory) of running compute processes.
-    pub processes: Vec<(u32, Option<u64>)>,
-    /// NVLinks NVML reports active.
-    pub nvlinks_active: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -297,6 +280,7 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
 
 mod nvml;
 use nvml::nvml_facts;
+pub use nvml::{NvmlGpu, NVML_OVERRIDE};
 
 /// nvidia-smi's affinity columns for a GPU, from sysfs.
 fn affinity(g: &PciGpu) -> DeviceInfo {

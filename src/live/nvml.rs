@@ -1,7 +1,9 @@
 //! The GPUs as NVML sees them: names, PCIe links, processes, NVLinks (to peers and through
 //! NVSwitches) and P2P status, turned into the same link matrix `nvidia-smi topo -m` prints.
 
-use super::*;
+use crate::documents::topology::Topology;
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Drivers ship `libnvidia-ml.so.1`; the unversioned name nvml-wrapper looks for by default
 /// comes only with development packages (and is missing in most containers).
@@ -279,4 +281,21 @@ fn nvlinks_of(
         }
     }
     links
+}
+
+/// The environment variable naming the file to open as NVML instead of `libnvidia-ml.so.1`;
+/// `none` means no NVML.
+pub const NVML_OVERRIDE: &str = "NCCLPROBE_NVML_LIBRARY";
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct NvmlGpu {
+    pub index: u32,
+    pub name: String,
+    pub bus_id: String,
+    pub pcie_gen: Option<(u32, u32)>,
+    pub pcie_width: Option<(u32, u32)>,
+    /// (pid, bytes of GPU memory) of running compute processes.
+    pub processes: Vec<(u32, Option<u64>)>,
+    /// NVLinks NVML reports active.
+    pub nvlinks_active: u32,
 }

@@ -8,6 +8,7 @@
 pub mod options;
 mod out;
 pub mod qualify;
+mod rank;
 mod remeasure;
 pub mod run;
 pub mod schedule;
@@ -19,6 +20,7 @@ use crate::documents::Kind;
 use crate::model::{RunStatus, Settings, SCHEMA_VERSION};
 pub use options::Options;
 pub use out::MatrixOut;
+pub use rank::run_rank;
 
 impl MatrixDocument {
     /// A new document from the sweep's record skeleton (tool, backend, env, settings).

@@ -1,7 +1,7 @@
 //! What rank 0 keeps while the matrix runs: the document on disk after every step, the
 //! progress bar, and at the end the heat tables, the outliers and the exit code.
 
-use super::{Endpoint, MatrixDocument, PairMeasurement};
+use crate::documents::matrix::{Endpoint, MatrixDocument, PairMeasurement};
 use crate::exit::{ExitCode, Failure};
 use crate::model::{RankInfo, RunStatus};
 use crate::render::record::{clean_stale_temps, write_atomic};
@@ -161,5 +161,5 @@ fn close(doc: &mut MatrixDocument, status: RunStatus, error: Option<&str>) {
     doc.status = status;
     doc.finished_at = Some(crate::model::now_rfc3339());
     doc.error = error.map(str::to_string);
-    doc.outliers = super::analysis::outliers(doc);
+    doc.outliers = crate::documents::matrix::analysis::outliers(doc);
 }

@@ -3,7 +3,7 @@
 //! bandwidth at the largest size and latency at the smallest.
 
 use super::options::PairRules;
-use super::{analysis, Direction, MatrixDocument};
+use crate::documents::matrix::{analysis, Direction, MatrixDocument};
 use crate::documents::{Kind, Qualification, RuleResult};
 use crate::model::RunStatus;
 

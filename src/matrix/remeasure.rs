@@ -3,8 +3,8 @@
 //! named.
 
 use super::run::{self, Context, Step};
-use super::{analysis, Direction, Endpoint, PairMeasurement};
 use crate::backend::Communicator;
+use crate::documents::matrix::{analysis, Direction, Endpoint, PairMeasurement};
 use crate::exit::Failure;
 
 /// Times a suspect is measured alone before it is taken for slow.

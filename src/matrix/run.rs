@@ -3,8 +3,8 @@
 //! the document and writes it after every step.
 
 use super::options::Options as MatrixOptions;
-use super::{By, Direction, Endpoint, PairMeasurement};
 use crate::backend::{Communicator, PairRole, PointSpec};
+use crate::documents::matrix::{By, Direction, Endpoint, PairMeasurement};
 use crate::exit::Failure;
 use crate::fault_injection::Injected;
 use crate::model::RankInfo;
@@ -108,7 +108,7 @@ pub fn endpoints(by: By, ranks: &[RankInfo]) -> Vec<Endpoint> {
 
 /// Every step of the run at one size, in order: per round, one way, the other way, both
 /// ways, and the round trip (at small sizes).
-fn steps(endpoints: &[Endpoint], options: &MatrixOptions, size: u64) -> Vec<Step> {
+pub(super) fn steps(endpoints: &[Endpoint], options: &MatrixOptions, size: u64) -> Vec<Step> {
     let rounds = if options.one_pair_at_a_time {
         super::schedule::one_at_a_time(endpoints.len())
     } else {
@@ -191,49 +191,7 @@ pub struct Context<'a> {
     pub plan: &'a Plan,
     pub options: &'a MatrixOptions,
     pub watchdog: Option<&'a Watchdog>,
-    pub out: Option<&'a super::MatrixOut>,
-}
-
-/// The whole matrix as seen by one rank.
-pub fn run_rank(comm: &mut dyn Communicator, cx: &Context<'_>) -> Result<(), Failure> {
-    let ranks = crate::measure::exchange_whoami(comm, &cx.plan.injected)?;
-    let endpoints = endpoints(cx.options.by, &ranks);
-    if endpoints.len() < 2 {
-        return Err(Failure::usage(match cx.options.by {
-            By::Rank => format!(
-                "matrix: {} rank; pairs need at least 2 (--ranks, -g, or the launcher's -np)",
-                ranks.len()
-            ),
-            By::Node => format!(
-                "matrix --by node: every rank runs on {}; pairs of nodes need ranks on at least 2 hosts",
-                ranks.first().map_or("one host", |r| r.host.as_str())
-            ),
-        }));
-    }
-    let sizes = &cx.plan.sizes_bytes;
-    if let Some(out) = cx.out {
-        out.start(
-            ranks,
-            endpoints.clone(),
-            total_steps(&endpoints, cx.options, sizes),
-        )?;
-    }
-    // Every rank keeps every cell (each step returns the same on all), so all agree on what
-    // to measure again without another message.
-    let mut all_cells = Vec::new();
-    for &size in sizes {
-        begin_size(comm, size)?;
-        for step in steps(&endpoints, cx.options, size) {
-            let cells = measure_step(comm, cx, &endpoints, &step, size)?;
-            after_step(comm, cx, &cells, false)?;
-            all_cells.extend(cells);
-        }
-    }
-    super::remeasure::outliers_alone(comm, cx, &endpoints, &all_cells)?;
-    if let Some(w) = cx.watchdog {
-        w.disarm();
-    }
-    Ok(())
+    pub out: Option<&'a super::out::MatrixOut>,
 }
 
 /// Buffers for `size`, the send buffer holding this rank's pattern.

@@ -98,7 +98,7 @@ fn run_body(
                 watchdog,
                 out,
             };
-            crate::matrix::run::run_rank(comm, &cx)
+            crate::matrix::run_rank(comm, &cx)
         }
         (None, Some(Reporter::Sweep(r0))) => run_rank(comm, plan, watchdog, Some(r0)),
         (None, _) => run_rank(comm, plan, watchdog, None),

@@ -6,8 +6,8 @@ use crate::coll::Collective;
 use crate::model::{RankInfo, RunRecord};
 use std::path::Path;
 
+use super::build::{build, EXPECTED};
 use super::table::{perf_name, Half, Parsed, Row};
-use super::{build, EXPECTED};
 
 /// Import nccl-tests' `-J` JSON (format version 3: string booleans, padded root strings).
 pub fn import_json(path: &Path) -> Result<RunRecord, InputError> {

@@ -2,7 +2,7 @@
 //! bytes or SVG text. Text is set in DejaVu Sans from the `dejavu` crate, registered once: no
 //! system font is looked up.
 
-use super::{Axis, Chart, Heatmap, LineChart, HEIGHT, WIDTH};
+use super::{Axis, Chart, Drawn, Heatmap, LineChart, Plot, HEIGHT, WIDTH};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::colors::colormaps::{ColorMap, ViridisRGB};
@@ -363,6 +363,20 @@ fn cell_tick(ticks: &[String], at: f64) -> String {
         .get(cell.round() as usize)
         .cloned()
         .unwrap_or_default()
+}
+
+/// A plot drawn to PNG and SVG.
+impl Plot {
+    pub fn draw(&self) -> Result<Drawn, String> {
+        let failed = |what: &str, e: String| format!("plot {} ({what}): {e}", self.name);
+        Ok(Drawn {
+            name: self.name.clone(),
+            title: self.title.clone(),
+            caption: self.caption.clone(),
+            png: png(&self.chart).map_err(|e| failed("PNG", e))?,
+            svg: svg(&self.chart).map_err(|e| failed("SVG", e))?,
+        })
+    }
 }
 
 #[cfg(test)]

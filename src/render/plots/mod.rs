@@ -93,16 +93,3 @@ pub struct Drawn {
     pub png: Vec<u8>,
     pub svg: String,
 }
-
-impl Plot {
-    pub fn draw(&self) -> Result<Drawn, String> {
-        let failed = |what: &str, e: String| format!("plot {} ({what}): {e}", self.name);
-        Ok(Drawn {
-            name: self.name.clone(),
-            title: self.title.clone(),
-            caption: self.caption.clone(),
-            png: draw::png(&self.chart).map_err(|e| failed("PNG", e))?,
-            svg: draw::svg(&self.chart).map_err(|e| failed("SVG", e))?,
-        })
-    }
-}

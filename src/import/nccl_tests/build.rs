@@ -1,0 +1,288 @@
+//! Parsed nccl-tests rows (from the text table or the `-J` JSON) made into a run record: one
+//! point per row and placement, the rank count inferred where the output does not state it,
+//! rows a restarted run printed twice dropped, and unusable output refused.
+
+use super::infer::{infer_collective, nranks_from_ratio, nranks_from_size, nranks_proven_by_ratio};
+use super::table::{Parsed, Row};
+use crate::coll::{Collective, Placement};
+use crate::dtype::{Dtype, RedOp};
+use crate::import::text::InputError;
+use crate::model::{ImportInfo, Point, RunRecord, RunStatus, Source};
+use crate::stats::{summarize, StopReason};
+
+pub const EXPECTED: &str = "nccl-tests output (the *_perf table, or its -J JSON file)";
+
+fn point(
+    row: &Row,
+    coll: Collective,
+    nranks: usize,
+    h: usize,
+    notes: &mut Vec<String>,
+) -> Option<Point> {
+    let Some(dtype) = Dtype::parse(&row.dtype) else {
+        notes.push(format!(
+            "line {}: data type '{}' is not one ncclprobe models; row skipped",
+            row.line, row.dtype
+        ));
+        return None;
+    };
+    let redop = match row.redop.as_deref() {
+        None | Some("none") => None,
+        Some(op) => {
+            let parsed = RedOp::parse(op);
+            if parsed.is_none() {
+                notes.push(format!(
+                    "line {}: reduction op '{op}' kept as none",
+                    row.line
+                ));
+            }
+            parsed
+        }
+    };
+    let half = row.halves[h];
+    let time_s = half.time_us * 1e-6;
+    let mut stats = summarize(&[time_s]);
+    // -I: nccl-tests timed each iteration; keep the extremes it printed.
+    if let (Some(lo), Some(hi)) = (half.iter_min_us, half.iter_max_us) {
+        stats.min_s = lo * 1e-6;
+        stats.max_s = hi * 1e-6;
+    }
+    Some(Point {
+        collective: coll,
+        nranks,
+        dtype,
+        redop,
+        root: row.root,
+        placement: if h == 0 {
+            Placement::OutOfPlace
+        } else {
+            Placement::InPlace
+        },
+        size_bytes: row.size,
+        count: row.count,
+        time_s,
+        algbw_bytes_per_s: half.algbw_gbps * 1e9,
+        busbw_bytes_per_s: half.busbw_gbps * 1e9,
+        wrong: half.wrong,
+        iters_per_sample: 0,
+        samples_s: vec![time_s],
+        stats,
+        stop_reason: StopReason::Fixed,
+        per_rank_time_s: Vec::new(),
+        arrivals: None,
+        nccl_model_time_s: None,
+        cost: None,
+    })
+}
+
+fn empty_record(name: &str, format: &str) -> RunRecord {
+    let mut record = RunRecord::blank(Source::Imported, "nccl", format!("imported from {name}"));
+    record.import = Some(ImportInfo {
+        file: name.to_string(),
+        format: format.into(),
+        ..Default::default()
+    });
+    record
+}
+
+pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> {
+    let name = name.to_string();
+    refuse_unusable(&name, &p)?;
+    if p.notes_suppressed > 0 {
+        p.notes
+            .push(format!("{} more notes like these", p.notes_suppressed));
+    }
+    drop_reprinted_rows(&mut p);
+    let mut record = empty_record(&name, "nccl-tests-text");
+    let mut info = record.import.take().unwrap_or_default();
+    // Ranks: "# Rank" lines when they are a consistent 0..n-1 set.
+    let mut rank_ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();
+    rank_ids.sort_unstable();
+    rank_ids.dedup();
+    let ranks_consistent = !rank_ids.is_empty()
+        && rank_ids.len() == p.ranks.len()
+        && rank_ids.last() == Some(&(rank_ids.len() - 1));
+    if !ranks_consistent && !p.ranks.is_empty() {
+        p.notes.push("the '# Rank' lines repeat rank numbers: separate processes each printed their own (a non-MPI build under a launcher?)".into());
+    }
+
+    let mut groups: Vec<Option<Collective>> = Vec::new();
+    for r in &p.rows {
+        if !groups.contains(&r.collective) {
+            groups.push(r.collective);
+        }
+    }
+    let mut froms = Vec::new();
+    let mut nranks_froms = Vec::new();
+    for group in groups {
+        let g_rows: Vec<&Row> = p.rows.iter().filter(|r| r.collective == group).collect();
+        let (coll, from) = match group {
+            Some(c) => (c, "named in the log".to_string()),
+            None => infer_collective(&g_rows),
+        };
+        let (nranks, nfrom, disagreement) = nranks_for(coll, &g_rows, &p, ranks_consistent);
+        p.notes.extend(disagreement);
+        froms.push(format!("{coll}: {from}"));
+        nranks_froms.push(nfrom);
+        for row in g_rows {
+            for h in 0..2 {
+                if let Some(pt) = point(row, coll, nranks, h, &mut p.notes) {
+                    record.points.push(pt);
+                }
+            }
+        }
+        record.backend.nranks = record.backend.nranks.max(nranks);
+    }
+    if p.rows.iter().any(|r| r.halves[0].old_error) {
+        p.notes.push("old nccl-tests format: its 'error' column is a maximum relative error, not a count; #wrong left empty".into());
+    }
+    if ranks_consistent {
+        record.backend.nranks = record.backend.nranks.max(p.ranks.len());
+    }
+    record.backend.ranks = p.ranks.clone();
+    let mut hosts: Vec<String> = p.ranks.iter().map(|r| r.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
+    record.backend.hosts = hosts;
+    if let Some(v) = &p.nccl_version {
+        record
+            .backend
+            .library_versions
+            .insert("nccl".into(), v.clone());
+    }
+    if let Some(v) = &p.tests_version {
+        record
+            .backend
+            .library_versions
+            .insert("nccl-tests".into(), v.clone());
+    }
+    let footer_seen = p.avg_busbw.is_some() || p.out_of_bounds.is_some();
+    info.truncated = p.truncated_at.is_some() || !footer_seen;
+    if p.truncated_at.is_none() && !footer_seen {
+        p.notes.push("no '# Out of bounds' / '# Avg bus bandwidth' footer: the output ends before the run did".into());
+    }
+    info.nccl_tests_version = p.tests_version.clone();
+    info.collective_from = if froms.is_empty() {
+        "no rows".into()
+    } else {
+        froms.join("; ")
+    };
+    info.nranks_from = nranks_froms
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "no rows".into());
+    info.reported_avg_busbw_gbps = p.avg_busbw;
+    info.reported_out_of_bounds = p.out_of_bounds;
+    info.errors = p.errors.clone();
+    record.status = if record.points.is_empty() && !info.errors.is_empty() {
+        RunStatus::Failed
+    } else if info.truncated {
+        RunStatus::Truncated
+    } else if record.total_wrong() > 0 || p.out_of_bounds.unwrap_or(0) > 0 {
+        RunStatus::CheckFailed
+    } else {
+        RunStatus::Complete
+    };
+    if !info.errors.is_empty() {
+        record.error = info.errors.first().cloned();
+    }
+    record.notes = p.notes;
+    record.headlines = crate::model::headlines(&record.points);
+    record.import = Some(info);
+    Ok(record)
+}
+
+/// Refuses input that holds nothing of a run, or far more rows than any run prints.
+fn refuse_unusable(name: &str, p: &Parsed) -> Result<(), InputError> {
+    if p.rows.is_empty() && p.headers_seen == 0 && p.ranks.is_empty() && p.errors.is_empty() {
+        return Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: "no nccl-tests table, header or device lines found".into(),
+            expected: EXPECTED.into(),
+        });
+    }
+    if p.too_many_rows {
+        return Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: format!(
+                "more than {} distinct table rows; nccl-tests prints a few hundred per run: split the log into its runs",
+                super::table::MAX_ROWS
+            ),
+            expected: EXPECTED.into(),
+        });
+    }
+    Ok(())
+}
+
+/// A second process printing the same table (non-MPI builds under mpirun): keeps the first.
+/// Zero-size rows legitimately repeat: small sizes round down to 0 elements per rank.
+fn drop_reprinted_rows(p: &mut Parsed) {
+    let before = p.rows.len() + p.duplicate_rows;
+    if p.headers_seen > 1 {
+        let mut seen = std::collections::HashSet::new();
+        p.rows.retain(|r| {
+            r.size == 0
+                || seen.insert((
+                    r.collective,
+                    r.size,
+                    r.dtype.clone(),
+                    r.redop.clone(),
+                    r.root,
+                ))
+        });
+    }
+    if p.rows.len() < before {
+        p.notes.push(format!(
+            "{} duplicated rows dropped (the table was printed more than once)",
+            before - p.rows.len()
+        ));
+    }
+}
+
+/// The world size behind one collective's rows, what it was read from (most direct first),
+/// and a note when the '# Rank' lines disagree with what the table itself proves.
+fn nranks_for(
+    coll: Collective,
+    rows: &[&Row],
+    p: &Parsed,
+    ranks_consistent: bool,
+) -> (usize, String, Option<String>) {
+    let proven = nranks_from_size(coll, rows)
+        .map(|n| (n, "size / (count x type size)"))
+        .or_else(|| nranks_proven_by_ratio(coll, rows).map(|n| (n, "busbw/algbw")));
+    if ranks_consistent {
+        let listed = p.ranks.len();
+        return match proven {
+            // Posts cut long device lists short ("..."): the table cannot lie about its size.
+            Some((n, from)) if n > listed => (
+                n,
+                from.to_string(),
+                Some(format!(
+                    "the '# Rank' lines list {listed} ranks but {coll}'s {from} proves {n}: the device list was cut short; {n} kept"
+                )),
+            ),
+            Some((n, from)) if n < listed => (
+                listed,
+                "the '# Rank' lines".to_string(),
+                Some(format!(
+                    "the '# Rank' lines list {listed} ranks but {coll}'s {from} says {n}; the lines kept (were two runs' logs joined?)"
+                )),
+            ),
+            _ => (listed, "the '# Rank' lines".to_string(), None),
+        };
+    }
+    let (n, from) = if let Some((n, from)) = proven {
+        (n, from.to_string())
+    } else if let Some(n) = nranks_from_ratio(coll, rows) {
+        (n, "busbw/algbw of the largest size".to_string())
+    } else if let Some(n) = p.info_nranks {
+        (n, "NCCL INFO nranks".to_string())
+    } else if let Some(n) = p.command_ranks {
+        (n, "the command line (-np × -t × -g)".to_string())
+    } else if let Some(n) = p.threads_gpus {
+        (n, "nThread × nGpus (a lower bound)".to_string())
+    } else {
+        (0, "unknown".to_string())
+    };
+    (n, from, None)
+}

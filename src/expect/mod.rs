@@ -7,6 +7,7 @@ pub mod choose;
 pub mod compare;
 pub mod cost;
 pub mod gate;
+mod path;
 pub mod qualify;
 pub mod situation;
 pub mod table;

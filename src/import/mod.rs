@@ -2,6 +2,7 @@
 //! `NCCL_DEBUG=INFO` and error logs, and `nvidia-smi`'s process table.
 
 pub mod nccl_causes;
+mod nccl_lines;
 pub mod nccl_log;
 pub mod nccl_tests;
 pub mod smi;

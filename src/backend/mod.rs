@@ -3,6 +3,7 @@
 //! The harness runs the same code on every rank (threads for `host`, processes for `mpi`),
 //! talking to its rank's communicator; only rank 0 writes results.
 
+mod barrier;
 pub mod cuda;
 pub mod host;
 pub mod mpi;

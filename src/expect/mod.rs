@@ -8,6 +8,7 @@ pub mod compare;
 pub mod cost;
 pub mod gate;
 pub mod options;
+mod path;
 pub mod qualify;
 pub mod setup;
 pub mod situation;

@@ -3,6 +3,7 @@
 
 pub mod input;
 pub mod nccl_causes;
+mod nccl_lines;
 pub mod nccl_log;
 pub mod nccl_tests;
 pub mod smi;

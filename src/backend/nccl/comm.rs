@@ -6,8 +6,9 @@
 
 use super::abort::Handle;
 use super::api::{Api, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
-use super::enqueue::{enqueue, enqueue_transfer};
-use super::group::{GroupLauncher, Target, Work};
+use super::completion::{self, aborted_error};
+use super::enqueue::{enqueue, enqueue_transfer, Target};
+use super::group::{GroupLauncher, Work};
 use crate::backend::cuda::drv;
 use crate::backend::rendezvous::{ControlPlane, InProcess};
 use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
@@ -18,14 +19,6 @@ use cudarc::nccl::sys::{ncclSimInfo_t, ncclUniqueId};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What a rank sees once its communicator was aborted (by a timeout or a signal).
-fn aborted_error() -> BackendError {
-    BackendError::Failed("the NCCL communicator was aborted (timeout or signal)".into())
-}
-
-/// `ncclRemoteError` in nccl.h's `ncclResult_t`.
-const NCCL_REMOTE_ERROR: c_int = 6;
 
 /// One rank on one GPU.
 pub struct NcclComm {
@@ -327,67 +320,16 @@ impl NcclComm {
         }
     }
 
-    /// Wait for the stream, watching for NCCL async errors (abort and fail on one).
-    /// Polling does not sleep while a batch could still be timed: a sleep's granularity
-    /// (50-100 µs on Linux) would land in the measured time. Like nccl-tests it yields the CPU
-    /// between polls (NCCL's proxy threads need it); only waits past 100 ms, long enough that
-    /// 50 µs is noise, sleep between polls.
+    /// Wait for the stream, watching for NCCL async errors (`completion::wait`).
     fn wait(&self, spec: &PointSpec) -> Result<(), BackendError> {
-        let a = &self.api;
-        let mut spins = 0u32;
-        let since = Instant::now();
-        loop {
-            // SAFETY: the stream belongs to this rank.
-            let rc = unsafe { drv::cuStreamQuery(self.stream as cu::CUstream) };
-            if rc == drv::SUCCESS {
-                return Ok(());
-            }
-            if rc != drv::ERROR_NOT_READY {
-                return Err(BackendError::Failed(format!(
-                    "cuStreamQuery failed with {} ({rc}) during {} on rank {}",
-                    drv::name(rc),
-                    spec.coll,
-                    self.rank
-                )));
-            }
-            // Another thread (a timeout, a signal) asked for an abort: the owner does it.
-            if self.comm.abort_requested() {
-                self.comm.abort();
-                return Err(aborted_error());
-            }
-            let mut async_rc = 0;
-            // SAFETY: a valid out-pointer; `quick` keeps the communicator alive meanwhile.
-            self.comm
-                .quick(|c| unsafe { (a.nccl_async_error)(c, &mut async_rc) })
-                .map_err(|_| aborted_error())?;
-            if async_rc != 0 {
-                // Abort makes the stream's NCCL work return.
-                self.comm.abort();
-                let message = format!(
-                    "NCCL async error on rank {} (GPU {}) during {} of {} bytes: {}; communicator aborted",
-                    self.rank,
-                    self.device,
-                    spec.coll,
-                    spec.count * spec.dtype.size_bytes(),
-                    a.nccl.error_string(async_rc)
-                );
-                // nccl.h: ncclRemoteError (6) "A call failed possibly due to a network error
-                // or a remote process exiting prematurely" (NCCL 2.14+): a peer is gone.
-                return Err(if async_rc == NCCL_REMOTE_ERROR {
-                    BackendError::PeerLost(message)
-                } else {
-                    BackendError::Failed(message)
-                });
-            }
-            spins = spins.saturating_add(1);
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else if since.elapsed() < std::time::Duration::from_millis(100) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
-        }
+        completion::wait(
+            &self.api,
+            &self.comm,
+            self.stream,
+            self.rank,
+            self.device,
+            spec,
+        )
     }
 }
 

@@ -2,11 +2,22 @@
 //! collective, with the buffers and peers nccl-tests gives it.
 
 use super::api::{nccl_dtype, nccl_op, Api};
-use super::group::Target;
 use crate::backend::{BackendError, PointSpec, Transfer};
 use crate::coll::{Collective, Placement};
 use crate::dtype::Dtype;
 use std::ffi::{c_int, c_void};
+
+/// What one call on one rank needs: plain handles, so another thread can enqueue it.
+#[derive(Clone)]
+pub(super) struct Target {
+    pub(super) ctx: usize,
+    pub(super) comm: std::sync::Arc<super::abort::Handle>,
+    pub(super) stream: usize,
+    pub(super) dev_send: u64,
+    pub(super) dev_recv: u64,
+    pub(super) rank: usize,
+    pub(super) nranks: usize,
+}
 
 /// Enqueue one call of the prepared collective on the stream.
 pub(super) unsafe fn enqueue(

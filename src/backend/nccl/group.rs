@@ -1,25 +1,13 @@
 //! `-g N`: one thread enqueues every GPU's calls of a batch between ncclGroupStart/End.
 
 use super::api::Api;
-use super::enqueue::{enqueue, enqueue_transfer};
+use super::enqueue::{enqueue, enqueue_transfer, Target};
 use crate::backend::cuda::drv;
 use crate::backend::{BackendError, PairRole, PointSpec};
 use crate::coll::Placement;
 use cudarc::driver::sys as cu;
 use std::sync::Mutex;
 use std::time::Instant;
-
-/// What one call on one rank needs: plain handles, so another thread can enqueue it.
-#[derive(Clone)]
-pub(super) struct Target {
-    pub(super) ctx: usize,
-    pub(super) comm: std::sync::Arc<super::abort::Handle>,
-    pub(super) stream: usize,
-    pub(super) dev_send: u64,
-    pub(super) dev_recv: u64,
-    pub(super) rank: usize,
-    pub(super) nranks: usize,
-}
 
 /// What every rank of a batch enqueues: a collective, or its part of a pair exchange.
 #[derive(Clone, Copy)]

@@ -7,6 +7,7 @@
 mod abort;
 mod api;
 mod comm;
+mod completion;
 mod enqueue;
 mod group;
 mod loader;

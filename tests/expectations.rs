@@ -181,6 +181,7 @@ fn shm_disabled_in_the_record_picks_the_socket_path_and_says_what_it_costs() {
 
 #[test]
 fn a_run_with_wrong_data_fails_qualification_whatever_its_bandwidth() {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let record = host_record(dir.path(), "bad.json", &["--inject-fault", "corrupt:1:1K"]);
     let xml = dir.path().join("q.xml");

@@ -161,6 +161,7 @@ fn stale_temporary_files_are_cleaned_and_none_are_left() {
 fn interrupt(
     signal: nix::sys::signal::Signal,
 ) -> (std::process::Output, std::path::PathBuf, tempfile::TempDir) {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let child = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))

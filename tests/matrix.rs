@@ -124,6 +124,7 @@ fn four_ranks_measure_every_ordered_pair_both_ways_and_round_trips() {
 
 #[test]
 fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("m.json");
     let out = matrix(4, &["--inject-fault", "slow:1-3:4"], &json);
@@ -229,6 +230,7 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
 
 #[test]
 fn nodes_are_grouped_by_host_and_a_node_with_a_bad_link_is_named() {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("m.json");
     let out = matrix(
@@ -295,6 +297,7 @@ fn a_matrix_needs_two_ends_and_a_sane_outlier_fraction() {
 
 #[test]
 fn a_hung_pair_is_named_by_the_watchdog() {
+    common::needs_fault_injection();
     // The waiting rank spins until the watchdog fires: a core taken from any timing beside it.
     let _alone = TIMING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
@@ -322,6 +325,7 @@ fn a_hung_pair_is_named_by_the_watchdog() {
 
 #[test]
 fn a_late_rank_is_named_by_stragglers() {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let alone = TIMING.lock().unwrap_or_else(|p| p.into_inner());

@@ -138,6 +138,7 @@ fn every_type_and_op_passes_the_check() {
 
 #[test]
 fn a_single_flipped_element_fails_the_run() {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let out = host_sweep(2)
@@ -178,6 +179,7 @@ fn a_single_flipped_element_fails_the_run() {
 
 #[test]
 fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
+    common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let csv = dir.path().join("run.csv");

@@ -126,3 +126,13 @@ impl Printed for assert_cmd::Command {
         self.assert().code(code).get_output().stderr.clone()
     }
 }
+
+/// A test that injects faults through `--inject-fault` needs the TEST-ONLY `fault-injection`
+/// feature (`ci/test` builds with `--all-features`); without it the flag does not exist.
+pub fn needs_fault_injection() {
+    assert!(
+        cfg!(feature = "fault-injection"),
+        "this test injects faults with --inject-fault, which only builds with the \
+         `fault-injection` feature: run `cargo test --features fault-injection` (ci/test does)"
+    );
+}

@@ -139,6 +139,7 @@ fn faulted_run(
     timeout: &str,
     fault: &str,
 ) -> (Output, Duration, std::path::PathBuf, tempfile::TempDir) {
+    super::common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let mut args = vec![
@@ -414,6 +415,7 @@ fn matrix_of_four_mpi_ranks_has_every_ordered_pair() {
 
 #[test]
 fn matrix_by_node_under_mpirun_groups_ranks_by_host() {
+    super::common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("m.json");
     let (out, _) = mpirun(
@@ -466,6 +468,7 @@ fn matrix_by_node_under_mpirun_groups_ranks_by_host() {
 
 #[test]
 fn a_late_mpi_rank_is_named_by_stragglers() {
+    super::common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
     let (out, _) = mpirun(

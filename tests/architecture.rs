@@ -699,8 +699,13 @@ fn pair_reason(survey: &Survey, a: usize, b: usize) -> bool {
     says(a, b) || says(b, a)
 }
 
+/// The tree under test: `src/`, or another checkout's `src/` named by `ARCHITECTURE_SRC` (to
+/// show what the checks say of an older tree).
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    match std::env::var_os("ARCHITECTURE_SRC") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+    }
 }
 
 fn loop_report(survey: &Survey) -> Vec<String> {

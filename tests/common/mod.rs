@@ -130,9 +130,10 @@ impl Printed for assert_cmd::Command {
 /// A test that injects faults through `--inject-fault` needs the TEST-ONLY `fault-injection`
 /// feature (`ci/test` builds with `--all-features`); without it the flag does not exist.
 pub fn needs_fault_injection() {
-    assert!(
-        cfg!(feature = "fault-injection"),
-        "this test injects faults with --inject-fault, which only builds with the \
-         `fault-injection` feature: run `cargo test --features fault-injection` (ci/test does)"
-    );
+    if !cfg!(feature = "fault-injection") {
+        panic!(
+            "this test injects faults with --inject-fault, which only builds with the \
+             `fault-injection` feature: run `cargo test --features fault-injection` (ci/test does)"
+        );
+    }
 }

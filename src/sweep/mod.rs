@@ -3,6 +3,7 @@
 //! (`rank`), rank 0 prints and records (`report`, `record`).
 
 pub mod budget;
+mod entry;
 pub mod launch;
 pub mod options;
 pub mod rank;
@@ -11,4 +12,5 @@ pub mod report;
 pub mod select;
 pub mod worlds;
 
+pub use entry::run;
 pub use select::{select_backend, Backend, Environment, Selection};

@@ -1,0 +1,88 @@
+//! A sweep (or a pair matrix) from the engine's options, as a command or a library user starts
+//! one: refuse what cannot be done before measuring, pick the backend, run its ranks.
+
+use super::options::Options;
+use super::select::{select_backend, Backend, Environment, Selection};
+use super::worlds;
+use crate::exit::{ExitCode, Failure};
+
+/// Run what `options` asks: collectives, or pairs when `options.matrix` is set.
+pub fn run(options: &Options) -> Result<ExitCode, Failure> {
+    match &options.matrix {
+        Some(_) => pairs(options),
+        None => collectives(options),
+    }
+}
+
+fn start(options: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
+    match selection.backend {
+        Backend::Host => worlds::host_threads(options, selection),
+        Backend::Mpi => worlds::mpi(options, selection),
+        Backend::Nccl => worlds::nccl(options, selection),
+    }
+}
+
+fn collectives(args: &Options) -> Result<ExitCode, Failure> {
+    args.output.check()?;
+    args.report.destinations()?;
+    if args.gate.requested() {
+        // A bad rules file or profile is refused before anything is measured.
+        crate::expect::gate::rules_from(&args.gate.rules, &args.gate.qualify)?;
+        if let Some(id) = &args.gate.qualify {
+            let table = crate::expect::shipped();
+            if table.get(id).is_none() {
+                return Err(Failure::usage(format!(
+                    "--qualify: unknown profile `{id}`; valid names: {}",
+                    table.ids().join(", ")
+                )));
+            }
+        }
+    } else if args.gate.retries > 0 {
+        return Err(Failure::usage(
+            "--retries re-measures the points a gate failed: give --qualify PROFILE or rules",
+        ));
+    }
+    let env = Environment::detect();
+    let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
+    if args.backend.register != 0 && selection.backend != Backend::Nccl {
+        return Err(Failure::usage(format!(
+            "-R/--register: buffer registration is an NCCL feature; the {} backend has none ({})",
+            selection.backend.name(),
+            selection.reason
+        )));
+    }
+    start(args, &selection)
+}
+
+fn pairs(options: &Options) -> Result<ExitCode, Failure> {
+    let Some(matrix) = &options.matrix else {
+        return collectives(options);
+    };
+    if !(matrix.outlier > 0.0 && matrix.outlier < 1.0) {
+        return Err(Failure::usage(format!(
+            "--outlier: {} is not a fraction between 0 and 1 (0.5: name pairs below half the median pair)",
+            matrix.outlier
+        )));
+    }
+    options.output.check()?;
+    let env = Environment::detect();
+    let backend = &options.backend;
+    let selection = select_backend(backend.backend, &env, backend.nccl_lib.as_deref())?;
+    if backend.register != 0 {
+        return Err(Failure::usage(
+            "-R/--register: matrix uses plain buffers; buffer registration is a sweep option",
+        ));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let ranks = backend.ranks.unwrap_or(cores.max(2));
+    let mut options = options.clone();
+    if selection.backend == Backend::Host && ranks > cores && !matrix.one_pair_at_a_time {
+        // Rounds of pairs on fewer cores than threads time which thread the scheduler ran,
+        // not the pairs: one pair at a time leaves a core to each end.
+        eprintln!("ncclprobe: {ranks} host ranks on {cores} cores: measuring one pair at a time (rounds of pairs would share the cores; the two ends of a pair get a core each)");
+        if let Some(m) = options.matrix.as_mut() {
+            std::sync::Arc::make_mut(m).one_pair_at_a_time = true;
+        }
+    }
+    start(&options, &selection)
+}

@@ -1,8 +1,11 @@
 //! ncclprobe: measure, explain and predict collective communication performance.
 //!
-//! Pipeline: `cli` (arguments) → `plan` (validated) → `measure` (harness, `stats`) over a
-//! `backend` (host / mpi) → `model` (the JSON record) → `analysis` (DDP/FSDP simulation) →
-//! `render` (table, CSV, JSON).
+//! Layers, top to bottom (README, Development: Layers; `tests/architecture.rs` holds them):
+//! `commands` and `cli` (flags converted once into each engine's options) → the engines
+//! (`sweep` → `matrix` → the harness `measure`/`plan` → `backend` → `report` → `diagnose` →
+//! `expect` → `live` → `analysis` → `import`) → `render` (formatting) → the documents and the
+//! model they are made of. A library user starts a sweep with `sweep::run(&sweep::options::
+//! Options)`.
 
 pub mod arrivals;
 pub mod backend;

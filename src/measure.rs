@@ -135,8 +135,11 @@ impl PointRunner<'_> {
             },
             placement,
             size_bytes,
-            // nccl-tests prints the requested count (size / type size), not the rounded one.
-            count: spec.count as u64,
+            // nccl-tests prints `args->nbytes / wordSize(type)` with `args->nbytes = paramCount *
+            // wordSize(type)` (src/common.cu, setupArgs and the row's preamble): the count each
+            // rank passes to NCCL, which for all_gather, reduce_scatter and alltoall is the
+            // per-rank share (rounded down to 16 bytes), not the whole message.
+            count: param_count(spec, n),
             time_s,
             algbw_bytes_per_s: algbw,
             busbw_bytes_per_s: busbw,
@@ -415,4 +418,10 @@ pub(crate) fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
         pid,
         device,
     }
+}
+
+/// The count column of a point, as nccl-tests prints it: the count argument of each rank's
+/// call (`paramCount` of the collective's `GetCollByteCount`).
+fn param_count(spec: &PointSpec, nranks: usize) -> u64 {
+    Layout::new(spec.coll, spec.count, spec.dtype.size_bytes(), nranks, 0).param_count as u64
 }

@@ -322,6 +322,9 @@ pub struct Point {
     pub root: i64,
     pub placement: Placement,
     pub size_bytes: u64,
+    /// Elements each rank passes to the call, as nccl-tests' count column: the whole message
+    /// for all_reduce, broadcast, reduce and sendrecv; each rank's share for all_gather,
+    /// reduce_scatter and alltoall (size_bytes / nranks / type size, rounded down to 16 bytes).
     pub count: u64,
     /// The headline time per call: the median over samples (each the slowest rank's time, or
     /// as `settings.across_ranks` says).

@@ -555,3 +555,52 @@ fn the_check_runs_first_and_every_point_says_where_its_time_went() {
         assert_ne!(p.stats.ci_method, ncclprobe::stats::CiMethod::None);
     }
 }
+
+#[test]
+fn the_count_column_is_what_each_rank_passes_as_nccl_tests_prints_it() {
+    // nccl-tests: `count = nbytes / wordSize` with `nbytes = paramCount * wordSize`
+    // (src/common.cu, setupArgs): all_gather, reduce_scatter and alltoall pass each rank's
+    // share, rounded down to 16 bytes; the size column is the larger buffer.
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("run.json"), dir.path().join("run.csv"));
+    let out = host_sweep(3)
+        .args([
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-d",
+            "float",
+            "--samples",
+            "4",
+            "-n",
+            "2",
+        ])
+        .args([
+            "--collective",
+            "all_reduce,broadcast,all_gather,reduce_scatter,alltoall",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let rows = table_rows(&String::from_utf8(out).unwrap());
+    let got: Vec<(u64, u64)> = rows.iter().map(|r| (r.size, r.count)).collect();
+    // 1 KiB of floats is 256; a third of it is 85, rounded down to 16 bytes 84 (x3 = 1008 B).
+    assert_eq!(
+        got,
+        vec![(1024, 256), (1024, 256), (1008, 84), (1008, 84), (1008, 84)]
+    );
+    let record = read_record(&json);
+    let (header, csv) = csv_rows(&csv);
+    let col = header.iter().position(|h| h == "count").unwrap();
+    for (i, p) in record.points.iter().enumerate() {
+        assert_eq!((p.size_bytes, p.count), got[i / 2], "{:?}", p.collective);
+        assert_eq!(csv[i][col], p.count.to_string());
+    }
+}

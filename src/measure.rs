@@ -377,17 +377,22 @@ struct Warm {
 /// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where
 /// (the host name a test gave this rank through `--inject-fault hosts:…`, if any).
 fn whoami(comm: &dyn Communicator, injected: &Injected) -> String {
-    let host = match injected.hosts.as_ref().and_then(|h| h.get(comm.rank())) {
-        Some(h) => h.clone(),
-        None => hostname::get()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "unknown".into()),
-    };
+    let host = host_name(comm.rank(), injected);
     format!(
         "{host}\t{}\t{}",
         std::process::id(),
         comm.device_label().unwrap_or_default()
     )
+}
+
+/// This rank's host name (or the one a test gave it through `--inject-fault hosts:…`).
+pub fn host_name(rank: usize, injected: &Injected) -> String {
+    match injected.hosts.as_ref().and_then(|h| h.get(rank)) {
+        Some(h) => h.clone(),
+        None => hostname::get()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+    }
 }
 
 /// Who is where: every rank's host, process and device, on every rank.

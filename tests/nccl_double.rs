@@ -222,6 +222,38 @@ fn two_processes_torchrun_style() {
     );
 }
 
+#[test]
+fn two_ranks_on_one_gpu_are_refused_before_nccl_init_on_every_rank() {
+    // Two local ranks, one GPU: the local rank wraps onto GPU 0 twice. NCCL's init would stop
+    // with "Duplicate GPU detected" (ncclInvalidUsage, as the double now does too); ncclprobe
+    // says so before init, on both ranks, with the counts.
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let outs = torchrun_pair(&d, out_dir.path(), |c, _| {
+        c.args(["--timeout", "30", "--json"])
+            .env("LOCAL_WORLD_SIZE", "2")
+            .env("NCCLPROBE_TEST_DOUBLE_GPUS", "1")
+            .env_remove("CUDA_VISIBLE_DEVICES");
+    });
+    for o in &outs {
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{}\n{err}", text(&o.stdout));
+        assert!(
+            err.contains("ranks 0 and 1 would both use GPU 0000:18:00.0 on host"),
+            "{err}"
+        );
+        assert!(
+            err.contains("2 ranks run on this host and each process sees 1 GPU(s)"),
+            "{err}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "refused before any wait"
+    );
+}
+
 fn faulted(
     fault: &str,
     timeout: &str,

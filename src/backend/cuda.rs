@@ -23,6 +23,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "cuDeviceGetCount",
     "cuDeviceGet",
     "cuDeviceGetName",
+    "cuDeviceGetPCIBusId",
     "cuDevicePrimaryCtxRetain",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",
@@ -270,6 +271,7 @@ pub mod drv {
         cuDeviceGetCount(count: *mut c_int);
         cuDeviceGet(device: *mut cu::CUdevice, ordinal: c_int);
         cuDeviceGetName(name: *mut c_char, len: c_int, device: cu::CUdevice);
+        cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: cu::CUdevice);
         cuDevicePrimaryCtxRetain(ctx: *mut cu::CUcontext, device: cu::CUdevice);
         cuCtxSetCurrent(ctx: cu::CUcontext);
         cuCtxSynchronize();

@@ -221,8 +221,11 @@ fn nccl_per_process(
         calibration: Calibration::default(),
         connect: Box::new(move |watchdog, plan| {
             watchdog.arm(format!("rendezvous of {world} ranks"));
-            let control = plane(Duration::from_secs_f64(plan.settings.timeout_s))
+            let mut control = plane(Duration::from_secs_f64(plan.settings.timeout_s))
                 .map_err(|e| Failure::internal(e.to_string()))?;
+            let host = crate::measure::host_name(rank, &plan.injected);
+            let gpu = api.pci_bus_id(device);
+            one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;
             watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
             let mut comm = NcclComm::new(api, rank, world, device, control)
                 .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
@@ -233,6 +236,45 @@ fn nccl_per_process(
         keep_alive,
     };
     launch(args, selection, start)
+}
+
+/// Two ranks of one communicator on one GPU, refused before NCCL's init, which would stop at
+/// its own check (src/init.cc, initTransportsRank: "Duplicate GPU detected : rank %d and rank
+/// %d both on CUDA device %lx", ncclInvalidUsage) after the rendezvous, with no word on why.
+/// Every rank exchanges its host and the GPU's PCI address (what NCCL compares), so all ranks
+/// refuse alike, naming the pair, the GPU and the counts.
+fn one_gpu_per_rank(
+    control: &mut dyn ControlPlane,
+    host: &str,
+    bus_id: Option<String>,
+    device: c_int,
+    (ranks_here, visible): (usize, c_int),
+) -> Result<(), Failure> {
+    let gpu = bus_id.unwrap_or_else(|| format!("device {device}"));
+    let all = control
+        .allgather(format!("{host}\t{gpu}").as_bytes())
+        .map_err(|e| Failure::from_backend("exchanging which GPU each rank uses", e))?;
+    let places: Vec<String> = all
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    match shared_gpu(&places) {
+        None => Ok(()),
+        Some((a, b)) => {
+            let (host, gpu) = places[a].split_once('\t').unwrap_or((&places[a], ""));
+            Err(Failure::usage(format!(
+                "ranks {a} and {b} would both use GPU {gpu} on host {host}, which NCCL refuses (\"Duplicate GPU detected\"); {ranks_here} ranks run on this host and each process sees {visible} GPU(s): start no more ranks per host than it has GPUs, and give each process its own (CUDA_VISIBLE_DEVICES, or the local rank's device)"
+            )))
+        }
+    }
+}
+
+/// The first two ranks whose `host\tgpu` entries are one GPU.
+fn shared_gpu(places: &[String]) -> Option<(usize, usize)> {
+    places
+        .iter()
+        .enumerate()
+        .find_map(|(b, p)| places[..b].iter().position(|q| q == p).map(|a| (a, b)))
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -317,6 +359,23 @@ pub fn mpi(_: &Options, _: &Selection) -> Result<ExitCode, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_pair_of_ranks_on_one_gpu_is_named() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shared_gpu(&p(&["a\t0000:18:00.0", "a\t0000:28:00.0"])),
+            None
+        );
+        assert_eq!(
+            shared_gpu(&p(&["a\t0000:18:00.0", "b\t0000:18:00.0"])),
+            None
+        );
+        assert_eq!(
+            shared_gpu(&p(&["a\tx", "a\ty", "a\ty", "a\tx"])),
+            Some((1, 2))
+        );
+    }
 
     #[test]
     fn device_limit_is_the_largest_power_of_two_that_fits_three_buffers() {

@@ -242,6 +242,22 @@ impl Api {
             .into_owned()
     }
 
+    /// `dev`'s PCI address as the driver writes it (`0000:18:00.0`): what NCCL tells GPUs apart
+    /// by (its peer info's `busId`), whatever CUDA_VISIBLE_DEVICES numbered them.
+    pub fn pci_bus_id(&self, dev: c_int) -> Option<String> {
+        // cuda.h: "pciBusId: Returned identifier string ... [domain]:[bus]:[device].[function]",
+        // 13 characters; 64 leaves room.
+        let mut buf = [0 as c_char; 64];
+        // SAFETY: buffer and length match.
+        let rc = unsafe { drv::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        if rc != drv::SUCCESS {
+            return None;
+        }
+        // SAFETY: the driver NUL-terminates within the given length.
+        let id = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+        Some(id.to_ascii_lowercase())
+    }
+
     /// Make `dev`'s primary context current on this thread.
     pub fn use_device(&self, dev: c_int) -> Result<usize, BackendError> {
         let mut d = 0;

@@ -52,6 +52,31 @@ pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
     CUDA_SUCCESS
 }
 
+/// The PCI address of a device, as CUDA writes it (`%04x:%02x:%02x.%x`), on the buses the NVML
+/// part of the double reports for the same GPUs (`nvml.rs`, `bus_id`).
+pub(crate) fn pci_bus_id(device: c_int) -> String {
+    format!("0000:{:02X}:00.0", 0x18 + 0x10 * device)
+}
+
+/// cuda.h: `cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)`; the string and its NUL
+/// must fit in `len`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: c_int, dev: c_int) -> CUresult {
+    if ready() != 0 {
+        return ready();
+    }
+    if dev < 0 || dev >= device_count() {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    let id = pci_bus_id(dev);
+    if out.is_null() || len <= id.len() as c_int {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    std::ptr::copy_nonoverlapping(id.as_ptr() as *const c_char, out, id.len());
+    *out.add(id.len()) = 0;
+    CUDA_SUCCESS
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGet(dev: *mut c_int, ordinal: c_int) -> CUresult {
     if ordinal < 0 || ordinal >= device_count() {

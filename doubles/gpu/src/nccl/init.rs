@@ -2,7 +2,9 @@
 
 use super::comms::Comm;
 use super::faults::{fault, FaultKind};
-use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_SUCCESS, NCCL_SYSTEM_ERROR};
+use super::{
+    NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
+};
 use crate::cuda::device::CURRENT_DEVICE;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
@@ -13,7 +15,7 @@ use std::time::Instant;
 /// `ncclUniqueId`: `struct { char internal[128]; }`, passed by value.
 #[repr(C)]
 pub struct UniqueId {
-    internal: [u8; 128],
+    pub(crate) internal: [u8; 128],
 }
 
 #[no_mangle]
@@ -81,12 +83,11 @@ pub unsafe extern "C" fn ncclCommInitRank(
     if nranks < 1 || rank < 0 || rank >= nranks {
         return NCCL_INVALID_ARGUMENT;
     }
-    match new_comm(
-        &token,
-        rank as usize,
-        nranks as usize,
-        CURRENT_DEVICE.with(|c| c.get()),
-    ) {
+    let device = CURRENT_DEVICE.with(|c| c.get());
+    if let Err(e) = one_gpu_per_rank(&token, rank as usize, nranks as usize, device) {
+        return e;
+    }
+    match new_comm(&token, rank as usize, nranks as usize, device) {
         Ok(c) => {
             *out = c;
             NCCL_SUCCESS
@@ -116,4 +117,49 @@ pub unsafe extern "C" fn ncclCommInitAll(
         }
     }
     NCCL_SUCCESS
+}
+
+/// As NCCL's init does once every rank's peer info is gathered (src/init.cc, initTransportsRank:
+/// "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx" when two ranks share
+/// a host hash and a bus id, then ncclInvalidUsage): every rank publishes its host and GPU,
+/// waits for all, and all fail when two share one GPU.
+fn one_gpu_per_rank(
+    token: &str,
+    rank: usize,
+    nranks: usize,
+    device: c_int,
+) -> Result<(), NcclResult> {
+    let dir = std::env::temp_dir().join(token).join("peers");
+    std::fs::create_dir_all(&dir).map_err(|_| NCCL_SYSTEM_ERROR)?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let me = format!(
+        "{}\t{}",
+        host.trim(),
+        crate::cuda::device::pci_bus_id(device)
+    );
+    let tmp = dir.join(format!(".{rank}.tmp"));
+    std::fs::write(&tmp, &me).map_err(|_| NCCL_SYSTEM_ERROR)?;
+    std::fs::rename(&tmp, dir.join(rank.to_string())).map_err(|_| NCCL_SYSTEM_ERROR)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut peers = Vec::with_capacity(nranks);
+    for r in 0..nranks {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(dir.join(r.to_string())) {
+                peers.push(text);
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(NCCL_SYSTEM_ERROR);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    match peers
+        .iter()
+        .enumerate()
+        .find(|&(r, p)| r != rank && *p == me)
+    {
+        Some(_) => Err(NCCL_INVALID_USAGE),
+        None => Ok(()),
+    }
 }

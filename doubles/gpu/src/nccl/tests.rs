@@ -2,7 +2,7 @@
 
 use super::collectives::ncclAllReduce;
 use super::group::{ncclGroupEnd, ncclGroupStart};
-use super::init::ncclCommInitAll;
+use super::init::{ncclCommInitAll, ncclCommInitRank, ncclGetUniqueId, UniqueId};
 use super::{NCCL_INVALID_USAGE, NCCL_SUCCESS};
 use crate::cuda::device::cuInit;
 use crate::cuda::memory::{cuMemAlloc_v2, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2};
@@ -73,4 +73,32 @@ fn grouped_calls_from_one_thread_complete_and_reduce() {
             assert_eq!(out, [3.0; 4]);
         }
     }
+}
+
+/// Two ranks of one communicator initialised from two threads on `devices`.
+fn init_pair(devices: [i32; 2]) -> [i32; 2] {
+    let mut id = UniqueId { internal: [0; 128] };
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { ncclGetUniqueId(&mut id.internal) }, NCCL_SUCCESS);
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            let id = UniqueId {
+                internal: id.internal,
+            };
+            std::thread::spawn(move || {
+                crate::cuda::device::CURRENT_DEVICE.with(|c| c.set(devices[rank]));
+                let mut comm = std::ptr::null_mut();
+                // SAFETY: a valid out-pointer and the id made above.
+                unsafe { ncclCommInitRank(&mut comm, 2, id, rank as i32) }
+            })
+        })
+        .collect();
+    let codes: Vec<i32> = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+    [codes[0], codes[1]]
+}
+
+#[test]
+fn two_ranks_on_one_gpu_fail_init_on_both_as_nccl_does() {
+    assert_eq!(init_pair([0, 1]), [NCCL_SUCCESS, NCCL_SUCCESS]);
+    assert_eq!(init_pair([0, 0]), [NCCL_INVALID_USAGE, NCCL_INVALID_USAGE]);
 }

@@ -585,6 +585,31 @@ fn a_null_symmetric_window_is_refused_not_recorded_as_symmetric() {
     }
 }
 
+/// NCCL 2.24+ hands back a NULL registration handle, with success, when local registration is
+/// off or P2P copies through cudaMemcpy: -R 1 must say so instead of recording "registered".
+#[test]
+fn a_null_registration_handle_is_refused_not_recorded_as_registered() {
+    let d = doubles();
+    for (var, value) in [
+        ("NCCL_LOCAL_REGISTER", "0"),
+        ("NCCL_P2P_USE_CUDA_MEMCPY", "1"),
+    ] {
+        let mut c = probe(d.path());
+        c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22403")
+            .env(var, value)
+            .args(SMALL)
+            .args(["-R", "1"]);
+        let (out, _) = run(c);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{var}={value}: {err}");
+        assert!(err.contains("-R 1: ncclCommRegister on GPU "), "{err}");
+        assert!(
+            err.contains("returned no handle: NCCL registered nothing"),
+            "{err}"
+        );
+    }
+}
+
 /// NCCL 2.22's cost model (ncclGroupSimulateEnd) lands in every point when the library has it;
 /// the double's model is 5 µs + bytes at 10 GB/s per call. Older NCCL: no estimate.
 #[test]

@@ -277,6 +277,14 @@ impl NcclComm {
                             "-R 2: ncclCommWindowRegister on GPU {device} returned no window: NCCL makes symmetric windows only with cuMem and local registration on (NCCL_CUMEM_ENABLE, NCCL_LOCAL_REGISTER unset or 1, and a driver with cuMem)"
                         )));
                     }
+                    // NCCL 2.24+ (register/register.cc, ncclCommRegister): NCCL_LOCAL_REGISTER=0
+                    // or P2P through cudaMemcpy skip registration with a NULL handle and
+                    // ncclSuccess; a record saying "registered" would be false.
+                    if h.is_null() {
+                        return Err(BackendError::Unavailable(format!(
+                            "-R 1: ncclCommRegister on GPU {device} returned no handle: NCCL registered nothing (it skips registration with NCCL_LOCAL_REGISTER=0 or NCCL_P2P_USE_CUDA_MEMCPY=1, and for buffers backed by host memory)"
+                        )));
+                    }
                     *handle = h as usize;
                 }
             }

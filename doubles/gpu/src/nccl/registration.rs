@@ -56,6 +56,19 @@ pub unsafe extern "C" fn ncclCommRegister(
     if c.is_null() || buf.is_null() || handle.is_null() {
         return NCCL_INVALID_ARGUMENT;
     }
+    // NCCL 2.24+ (src/register/register.cc, ncclCommRegister): with NCCL_LOCAL_REGISTER=0, or
+    // when P2P copies through cudaMemcpy (NCCL_P2P_USE_CUDA_MEMCPY=1), it "skips registration":
+    // a NULL handle and ncclSuccess.
+    let var = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_string());
+    let mut version = 0;
+    super::ncclGetVersion(&mut version);
+    if version >= 22400
+        && (var("NCCL_LOCAL_REGISTER").as_deref() == Some("0")
+            || var("NCCL_P2P_USE_CUDA_MEMCPY").as_deref() == Some("1"))
+    {
+        *handle = std::ptr::null_mut();
+        return NCCL_SUCCESS;
+    }
     let h = NEXT.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut r) = registrations().lock() {
         r.push((c as usize, buf as usize, bytes, h));

@@ -309,7 +309,30 @@ impl Plan {
 /// Largest message whose buffers (send, receive and a staging copy per rank, `ranks_here` ranks
 /// on this host) fit in half the memory available now; `None` when that cannot be read.
 pub fn memory_limit(ranks_here: usize) -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    host_memory_limit(ranks_here, 3)
+}
+
+/// Largest message of which `buffers` host copies per rank (`ranks_here` ranks on this host) fit
+/// in half the memory available now; `None` when that cannot be read.
+pub fn host_memory_limit(ranks_here: usize, buffers: u64) -> Option<u64> {
+    limit_from_meminfo(
+        &std::fs::read_to_string(meminfo_path()).ok()?,
+        ranks_here,
+        buffers,
+    )
+}
+
+/// `/proc/meminfo`; in builds with the TEST-ONLY `fault-injection` feature, the file
+/// `NCCLPROBE_TEST_MEMINFO` names, so a test can stand for a host with little memory.
+fn meminfo_path() -> std::path::PathBuf {
+    #[cfg(feature = "fault-injection")]
+    if let Some(p) = std::env::var_os("NCCLPROBE_TEST_MEMINFO") {
+        return p.into();
+    }
+    "/proc/meminfo".into()
+}
+
+fn limit_from_meminfo(meminfo: &str, ranks_here: usize, buffers: u64) -> Option<u64> {
     let avail_kib: u64 = meminfo
         .lines()
         .find(|l| l.starts_with("MemAvailable:"))?
@@ -317,7 +340,7 @@ pub fn memory_limit(ranks_here: usize) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()?;
-    let per_message = avail_kib * 1024 / 2 / (3 * ranks_here.max(1) as u64);
+    let per_message = avail_kib * 1024 / 2 / (buffers.max(1) * ranks_here.max(1) as u64);
     // Round down to a power of two so the clipped maximum is a size a factor-2 sweep visits.
     Some(1u64 << (63 - per_message.max(1).leading_zeros()))
 }
@@ -325,6 +348,15 @@ pub fn memory_limit(ranks_here: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_limit_counts_every_copy_of_every_local_rank() {
+        let info = "MemTotal: 33554432 kB\nMemAvailable: 16777216 kB\n";
+        // 16 GiB available, half of it for 8 ranks x 2 copies: 512 MiB.
+        assert_eq!(limit_from_meminfo(info, 8, 2), Some(512 << 20));
+        assert_eq!(limit_from_meminfo(info, 1, 3), Some(2 << 30));
+        assert_eq!(limit_from_meminfo("MemTotal: 1 kB\n", 1, 2), None);
+    }
 
     #[test]
     fn sizes_walk_like_nccl_tests() {

@@ -610,6 +610,36 @@ fn a_null_registration_handle_is_refused_not_recorded_as_registered() {
     }
 }
 
+/// Each NCCL rank keeps two host copies of a message for the check: the largest size is capped
+/// by the host's available memory too, not only by the GPUs' (here a host with 64 MiB free).
+#[test]
+fn nccl_sizes_are_capped_by_host_memory_as_well_as_gpu_memory() {
+    common::needs_fault_injection();
+    let d = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let meminfo = dir.path().join("meminfo");
+    std::fs::write(&meminfo, "MemTotal: 131072 kB\nMemAvailable: 65536 kB\n").unwrap();
+    let json = dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.env("NCCLPROBE_TEST_MEMINFO", &meminfo)
+        .args(["sweep", "-g", "2", "-b", "8", "-e", "64M", "-f", "8"])
+        .args(["--samples", "4", "-n", "1", "--json"])
+        .arg(&json);
+    let (out, _) = run(c);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_record(&json);
+    // Half of 64 MiB for 2 ranks x 2 host copies: 8 MiB per message at most.
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("Reducing maxBytes to 8388608")),
+        "{:?}",
+        r.notes
+    );
+    assert!(r.points.iter().all(|p| p.size_bytes <= 8 << 20));
+    assert_eq!(r.points.iter().map(|p| p.size_bytes).max(), Some(2 << 20));
+}
+
 /// NCCL 2.22's cost model (ncclGroupSimulateEnd) lands in every point when the library has it;
 /// the double's model is 5 µs + bytes at 10 GB/s per call. Older NCCL: no estimate.
 #[test]

@@ -12,7 +12,7 @@ use crate::backend::rendezvous::{ControlPlane, Tcp};
 use crate::backend::{host, BackendError};
 use crate::exit::{ExitCode, Failure};
 use crate::model::{Calibration, Registration};
-use crate::plan::{memory_limit, Plan};
+use crate::plan::{host_memory_limit, memory_limit, Plan};
 use std::ffi::c_int;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +51,18 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
         keep_alive: None,
     };
     launch(args, selection, start)
+}
+
+/// Host copies of a message each NCCL rank keeps (the send and receive staging for the check).
+const NCCL_HOST_COPIES: u64 = 2;
+
+/// The largest message an NCCL rank can take: three device buffers in the GPU's `free` bytes,
+/// and its host copies, with those of the other `ranks_here` ranks on this host, in the host's
+/// available memory (`-g 8 -e 16G` would otherwise want 256 GiB of RAM).
+fn nccl_memory_limit(free: Option<usize>, ranks_here: usize) -> Option<u64> {
+    let device = free.map(device_memory_limit);
+    let host = host_memory_limit(ranks_here, NCCL_HOST_COPIES);
+    device.into_iter().chain(host).min()
 }
 
 /// The largest power of two that fits three buffers of one message in `free` bytes.
@@ -122,7 +134,7 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
         .iter()
         .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
         .min();
-    let plan = Plan::from_options(args, free.map(device_memory_limit))?;
+    let plan = Plan::from_options(args, nccl_memory_limit(free, ngpus))?;
     let start = Start {
         calibration: record::copy_calibration(&api, &devices, &plan),
         plan,
@@ -210,7 +222,7 @@ fn nccl_per_process(
     }
     api.use_device(device)
         .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
-    let mut plan = Plan::from_options(args, api.free_memory().map(device_memory_limit))?;
+    let mut plan = Plan::from_options(args, nccl_memory_limit(api.free_memory(), sharing))?;
     plan.notes.extend(notes);
     let (rank, world) = (at.rank, at.world);
     let start = Start {

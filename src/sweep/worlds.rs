@@ -264,7 +264,7 @@ fn one_gpu_per_rank(
 ) -> Result<(), Failure> {
     let gpu = bus_id.unwrap_or_else(|| format!("device {device}"));
     let all = control
-        .allgather(format!("{host}\t{gpu}").as_bytes())
+        .allgather(format!("{host}\t{gpu}\t{}", host_identity()).as_bytes())
         .map_err(|e| Failure::from_backend("exchanging which GPU each rank uses", e))?;
     let places: Vec<String> = all
         .iter()
@@ -273,7 +273,8 @@ fn one_gpu_per_rank(
     match shared_gpu(&places) {
         None => Ok(()),
         Some((a, b)) => {
-            let (host, gpu) = places[a].split_once('\t').unwrap_or((&places[a], ""));
+            let mut fields = places[a].split('\t');
+            let (host, gpu) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
             Err(Failure::usage(format!(
                 "ranks {a} and {b} would both use GPU {gpu} on host {host}, which NCCL refuses (\"Duplicate GPU detected\"); {ranks_here} ranks run on this host and each process sees {visible} GPU(s): start no more ranks per host than it has GPUs, and give each process its own (CUDA_VISIBLE_DEVICES, or the local rank's device)"
             )))
@@ -281,7 +282,18 @@ fn one_gpu_per_rank(
     }
 }
 
-/// The first two ranks whose `host\tgpu` entries are one GPU.
+/// What tells one machine from another as NCCL's host hash does (src/misc/utils.cc,
+/// getHostHash: the host name followed by `NCCL_HOSTID`, or else the kernel's boot id): nodes
+/// with one container host name ("localhost") and GPUs on the same bus numbers are not one GPU.
+fn host_identity() -> String {
+    std::env::var("NCCL_HOSTID")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The first two ranks whose `host\tgpu\thost id` entries are one GPU.
 fn shared_gpu(places: &[String]) -> Option<(usize, usize)> {
     places
         .iter()
@@ -386,6 +398,11 @@ mod tests {
         assert_eq!(
             shared_gpu(&p(&["a\tx", "a\ty", "a\ty", "a\tx"])),
             Some((1, 2))
+        );
+        // One container host name on two machines (two boot ids): two GPUs.
+        assert_eq!(
+            shared_gpu(&p(&["localhost\tx\tboot1", "localhost\tx\tboot2"])),
+            None
         );
     }
 

@@ -211,6 +211,13 @@ pub fn reported_size_bytes(coll: Collective, count: usize, dtype: Dtype, nranks:
         as u64
 }
 
+/// The count column nccl-tests prints: each rank's count argument (`paramCount` of the
+/// collective's `GetCollByteCount`), so each rank's share for all_gather, reduce_scatter and
+/// alltoall.
+pub fn reported_count(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> u64 {
+    Layout::new(coll, count, dtype.size_bytes(), nranks, 0).param_count as u64
+}
+
 /// Bytes nccl-tests divides by the time to get algbw (`baseBw` in each `*GetBw`).
 pub fn algbw_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> f64 {
     let layout = Layout::new(coll, count, dtype.size_bytes(), nranks, 0);

@@ -3,7 +3,7 @@
 //! so every rank reaches them without another message.
 
 use crate::backend::{BackendError, Communicator, PointSpec};
-use crate::coll::{bandwidths, reported_size_bytes, Layout, Placement};
+use crate::coll::{bandwidths, reported_count, reported_size_bytes, Layout, Placement};
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
 use crate::fault_injection::{self, Injected, Site};
@@ -139,7 +139,7 @@ impl PointRunner<'_> {
             // wordSize(type)` (src/common.cu, setupArgs and the row's preamble): the count each
             // rank passes to NCCL, which for all_gather, reduce_scatter and alltoall is the
             // per-rank share (rounded down to 16 bytes), not the whole message.
-            count: param_count(spec, n),
+            count: reported_count(spec.coll, spec.count, spec.dtype, n),
             time_s,
             algbw_bytes_per_s: algbw,
             busbw_bytes_per_s: busbw,
@@ -423,10 +423,4 @@ pub(crate) fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
         pid,
         device,
     }
-}
-
-/// The count column of a point, as nccl-tests prints it: the count argument of each rank's
-/// call (`paramCount` of the collective's `GetCollByteCount`).
-fn param_count(spec: &PointSpec, nranks: usize) -> u64 {
-    Layout::new(spec.coll, spec.count, spec.dtype.size_bytes(), nranks, 0).param_count as u64
 }

@@ -5,11 +5,12 @@ use super::options::Options;
 use super::select::{select_backend, Backend, Environment, Selection};
 use super::worlds;
 use crate::exit::{ExitCode, Failure};
+use crate::matrix::options::Options as MatrixOptions;
 
 /// Run what `options` asks: collectives, or pairs when `options.matrix` is set.
 pub fn run(options: &Options) -> Result<ExitCode, Failure> {
     match &options.matrix {
-        Some(_) => pairs(options),
+        Some(matrix) => pairs(options, matrix),
         None => collectives(options),
     }
 }
@@ -54,10 +55,7 @@ fn collectives(args: &Options) -> Result<ExitCode, Failure> {
     start(args, &selection)
 }
 
-fn pairs(options: &Options) -> Result<ExitCode, Failure> {
-    let Some(matrix) = &options.matrix else {
-        return collectives(options);
-    };
+fn pairs(options: &Options, matrix: &MatrixOptions) -> Result<ExitCode, Failure> {
     if !(matrix.outlier > 0.0 && matrix.outlier < 1.0) {
         return Err(Failure::usage(format!(
             "--outlier: {} is not a fraction between 0 and 1 (0.5: name pairs below half the median pair)",

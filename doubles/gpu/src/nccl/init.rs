@@ -1,6 +1,6 @@
 //! Unique ids and creating communicators (an init fault refuses here).
 
-use super::comms::Comm;
+use super::comms::{comm_of, Comm};
 use super::faults::{fault, FaultKind};
 use super::{
     NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
@@ -84,14 +84,18 @@ pub unsafe extern "C" fn ncclCommInitRank(
         return NCCL_INVALID_ARGUMENT;
     }
     let device = CURRENT_DEVICE.with(|c| c.get());
-    if let Err(e) = one_gpu_per_rank(&token, rank as usize, nranks as usize, device) {
-        return e;
-    }
     match new_comm(&token, rank as usize, nranks as usize, device) {
-        Ok(c) => {
-            *out = c;
-            NCCL_SUCCESS
-        }
+        Ok(c) => match one_gpu_per_rank(comm_of(c), device) {
+            Ok(()) => {
+                *out = c;
+                NCCL_SUCCESS
+            }
+            Err(e) => {
+                // Freed as ncclCommDestroy frees (poisoned, never reused).
+                comm_of(c).freed.store(true, Ordering::Release);
+                e
+            }
+        },
         Err(e) => e,
     }
 }
@@ -121,45 +125,23 @@ pub unsafe extern "C" fn ncclCommInitAll(
 
 /// As NCCL's init does once every rank's peer info is gathered (src/init.cc, initTransportsRank:
 /// "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx" when two ranks share
-/// a host hash and a bus id, then ncclInvalidUsage): every rank publishes its host and GPU,
-/// waits for all, and all fail when two share one GPU.
-fn one_gpu_per_rank(
-    token: &str,
-    rank: usize,
-    nranks: usize,
-    device: c_int,
-) -> Result<(), NcclResult> {
-    let dir = std::env::temp_dir().join(token).join("peers");
-    std::fs::create_dir_all(&dir).map_err(|_| NCCL_SYSTEM_ERROR)?;
+/// a host hash and a bus id, then ncclInvalidUsage): every rank publishes its host and GPU in
+/// the communicator's exchange, reads every peer's, and all fail when two share one GPU.
+fn one_gpu_per_rank(comm: &Comm, device: c_int) -> Result<(), NcclResult> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let me = format!(
         "{}\t{}",
         host.trim(),
         crate::cuda::device::pci_bus_id(device)
     );
-    let tmp = dir.join(format!(".{rank}.tmp"));
-    std::fs::write(&tmp, &me).map_err(|_| NCCL_SYSTEM_ERROR)?;
-    std::fs::rename(&tmp, dir.join(rank.to_string())).map_err(|_| NCCL_SYSTEM_ERROR)?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut peers = Vec::with_capacity(nranks);
-    for r in 0..nranks {
-        loop {
-            if let Ok(text) = std::fs::read_to_string(dir.join(r.to_string())) {
-                peers.push(text);
-                break;
-            }
-            if std::time::Instant::now() > deadline {
-                return Err(NCCL_SYSTEM_ERROR);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    comm.publish(0, &format!("peer{}", comm.rank), me.as_bytes());
+    for r in (0..comm.nranks).filter(|&r| r != comm.rank) {
+        let peer = comm
+            .wait(0, &format!("peer{r}"), true)
+            .ok_or(NCCL_SYSTEM_ERROR)?;
+        if peer == me.as_bytes() {
+            return Err(NCCL_INVALID_USAGE);
         }
     }
-    match peers
-        .iter()
-        .enumerate()
-        .find(|&(r, p)| r != rank && *p == me)
-    {
-        Some(_) => Err(NCCL_INVALID_USAGE),
-        None => Ok(()),
-    }
+    Ok(())
 }

@@ -15,7 +15,7 @@ use crate::data::RankBuffers;
 use crate::dtype::{Dtype, RedOp};
 use thiserror::Error;
 
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum BackendError {
     #[error("{0}")]
     Unavailable(String),

@@ -142,7 +142,7 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
         ranks_text: format!("{ngpus} GPUs driven by one process (-g {ngpus})"),
         libraries: record::nccl_libraries(&api),
         connect: Box::new(move |watchdog, plan| {
-            watchdog.arm(format!("ncclCommInitAll of {ngpus} GPUs"));
+            watchdog.arm(format!("NCCL init of {ngpus} GPUs"));
             let mut comms = NcclComm::init_all(api, &devices)
                 .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
             watchdog.disarm();

@@ -1,50 +1,64 @@
-//! Who may touch a communicator, and when it may be aborted. `ncclCommAbort` frees the
-//! communicator (src/init.cc: commReclaim/commFree): after it, any call on the handle is a use
-//! after free. So every communicator has one `Handle`, and every call goes through it:
+//! Who may touch a communicator, and when it is aborted.
 //!
-//! - quick calls (`ncclCommGetAsyncError`, deregistration, destroy) run under the handle's
-//!   lock, so no abort can free the communicator during them;
-//! - calls that may block (enqueues and group ends wait for peers while connecting) mark the
-//!   handle busy; another thread may then abort it to unblock them, which is what
-//!   ncclCommAbort is for, and the owner sees it aborted when the call returns;
-//! - otherwise an abort from another thread (a timeout, a signal) is only requested, and the
-//!   owner aborts at its next poll. A handle is aborted at most once and never used after.
+//! NCCL forbids using one communicator from two threads at once, and `ncclCommAbort` frees the
+//! communicator before it returns (src/init.cc: ncclCommAbort → commReclaim → commFree): an
+//! abort from a timeout or signal thread while the owner is inside `ncclAllReduce` or
+//! `ncclGroupEnd` on the same communicator is a use after free. nccl-tests aborts only from
+//! the thread that polls its streams (src/common.cu, `testStreamSynchronize`). So here:
+//!
+//! - only the thread that owns a communicator calls NCCL on it (under `-g N` one thread owns
+//!   every communicator of a group call while it makes it, then each rank thread owns its own);
+//! - communicators are non-blocking (`ncclConfig_t.blocking = 0`), so no call holds the owner
+//!   inside NCCL: a call that would wait returns `ncclInProgress` and the owner polls
+//!   `ncclCommGetAsyncError` (`Handle::settle`), as NCCL's user guide prescribes for
+//!   non-blocking communicators;
+//! - a timeout or a signal only raises a flag (`abort_all`); the owner sees it at its next poll
+//!   and aborts the communicator itself. A handle is aborted at most once and never used after.
 
 use super::api::Api;
-use std::ffi::c_void;
+use crate::backend::BackendError;
+use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// `ncclInProgress` in nccl.h's `ncclResult_t` (2.14+): a non-blocking call goes on in the
+/// background; poll `ncclCommGetAsyncError` until it says otherwise.
+pub(super) const NCCL_IN_PROGRESS: c_int = 7;
+
+/// `ncclRemoteError` in nccl.h's `ncclResult_t` (2.14+): "A call failed possibly due to a
+/// network error or a remote process exiting prematurely".
+pub(super) const NCCL_REMOTE_ERROR: c_int = 6;
 
 #[derive(Default)]
-struct State {
+struct Flags {
     aborted: bool,
     abort_requested: bool,
-    /// Calls in progress that may block (nested: a group around enqueues).
-    blocking_calls: u32,
 }
 
-/// One communicator and its state.
+/// One communicator: its raw handle, used by its owner only, and the flags other threads set.
 pub struct Handle {
     api: Arc<Api>,
     raw: usize,
-    state: Mutex<State>,
+    flags: Mutex<Flags>,
 }
-
-/// The communicator was aborted (or destroyed): nothing may use it.
-#[derive(Debug)]
-pub struct Gone;
 
 fn registry() -> &'static Mutex<Vec<Arc<Handle>>> {
     static R: std::sync::OnceLock<Mutex<Vec<Arc<Handle>>>> = std::sync::OnceLock::new();
     R.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// What a rank sees once its communicator was aborted (by a timeout or a signal).
+pub(super) fn aborted_error() -> BackendError {
+    BackendError::Failed("the NCCL communicator was aborted (timeout or signal)".into())
+}
+
 impl Handle {
-    /// Take ownership of a communicator NCCL just created.
+    /// Take ownership of a communicator NCCL just handed back (possibly still initialising).
     pub fn register(api: Arc<Api>, raw: usize) -> Arc<Handle> {
         let h = Arc::new(Handle {
             api,
             raw,
-            state: Mutex::new(State::default()),
+            flags: Mutex::new(Flags::default()),
         });
         if let Ok(mut list) = registry().lock() {
             list.push(Arc::clone(&h));
@@ -52,124 +66,162 @@ impl Handle {
         h
     }
 
-    /// The raw communicator, for a call made inside `enter_blocking`/`blocking`/`quick`.
-    pub fn raw(&self) -> *mut c_void {
-        self.raw as *mut c_void
+    fn flags(&self) -> MutexGuard<'_, Flags> {
+        self.flags.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A call that cannot block, made while no abort can free the communicator.
-    pub fn quick<R>(&self, call: impl FnOnce(*mut c_void) -> R) -> Result<R, Gone> {
-        let state = self.lock();
-        if state.aborted {
-            return Err(Gone);
+    /// The raw communicator, for the owner's calls; `Err` once it was aborted or destroyed.
+    pub fn raw(&self) -> Result<*mut c_void, BackendError> {
+        if self.flags().aborted {
+            return Err(aborted_error());
         }
-        let r = call(self.raw as *mut c_void);
-        drop(state);
-        Ok(r)
+        Ok(self.raw as *mut c_void)
     }
 
-    /// A call that may block; another thread may abort the communicator meanwhile.
-    pub fn blocking<R>(&self, call: impl FnOnce(*mut c_void) -> R) -> Result<R, Gone> {
-        let busy = self.enter_blocking()?;
-        let r = call(self.raw as *mut c_void);
-        busy.leave().map(|_| r)
-    }
-
-    /// Mark the communicator busy in calls that may block until the guard is left.
-    pub fn enter_blocking(&self) -> Result<Busy<'_>, Gone> {
-        let mut state = self.lock();
-        if state.aborted {
-            return Err(Gone);
+    /// The communicator's state (`ncclCommGetAsyncError`): success, in progress, or an error.
+    pub fn state(&self) -> Result<c_int, BackendError> {
+        let raw = self.raw()?;
+        let mut rc = 0;
+        // SAFETY: a live communicator (not aborted: `raw` says so), called by its owner, and a
+        // valid out-pointer.
+        let called = unsafe { (self.api.nccl_async_error)(raw, &mut rc) };
+        if called != 0 {
+            return Err(BackendError::Failed(format!(
+                "ncclCommGetAsyncError failed: {}",
+                self.api.nccl.error_string(called)
+            )));
         }
-        state.blocking_calls += 1;
-        Ok(Busy { handle: self })
+        Ok(rc)
     }
 
-    /// Abort now (the owner, or anyone while the owner is blocked inside NCCL).
-    pub fn abort(&self) {
-        let mut state = self.lock();
-        self.abort_locked(&mut state);
-    }
-
-    fn abort_locked(&self, state: &mut State) {
-        if !state.aborted {
-            // SAFETY: a live communicator (never aborted or destroyed: `aborted` says so).
-            unsafe { (self.api.nccl_abort)(self.raw as *mut c_void) };
-            state.aborted = true;
+    /// Owner only: wait until the communicator is no longer `ncclInProgress` (a non-blocking
+    /// init or call finished in the background), aborting it at once if another thread asked.
+    /// `what` says what was going on (`all_reduce of 512 bytes on rank 1 (GPU 1)`), for the
+    /// error when the communicator ends in one.
+    pub fn settle(&self, what: &dyn Fn() -> String) -> Result<(), BackendError> {
+        let since = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if self.abort_requested() {
+                self.abort();
+                return Err(aborted_error());
+            }
+            match self.state()? {
+                0 => return Ok(()),
+                NCCL_IN_PROGRESS => {}
+                rc => {
+                    // A failed non-blocking call leaves the communicator unusable (NCCL's
+                    // user guide: abort it); abort makes its stream's work return too.
+                    self.abort();
+                    return Err(self.async_error(rc, &what()));
+                }
+            }
+            spins = spins.saturating_add(1);
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else if since.elapsed() < Duration::from_millis(100) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
 
-    /// From a thread that does not own the communicator: abort it if its owner is blocked in
-    /// a call (to unblock it), else ask the owner to.
-    fn abort_from_outside(&self) {
-        let mut state = self.lock();
-        if state.blocking_calls > 0 {
-            self.abort_locked(&mut state);
+    /// The error an NCCL async error `rc` ends the run with; a peer that is gone (nccl.h:
+    /// ncclRemoteError) is told apart, for its own exit code.
+    pub(super) fn async_error(&self, rc: c_int, what: &str) -> BackendError {
+        let message = format!(
+            "NCCL async error during {what}: {}; communicator aborted",
+            self.api.nccl.error_string(rc)
+        );
+        if rc == NCCL_REMOTE_ERROR {
+            BackendError::PeerLost(message)
         } else {
-            state.abort_requested = true;
+            BackendError::Failed(message)
         }
+    }
+
+    /// Owner only: check a call's result; `ncclInProgress` is waited for (`settle`).
+    pub fn check(&self, what: &dyn Fn() -> String, rc: c_int) -> Result<(), BackendError> {
+        match rc {
+            0 => Ok(()),
+            NCCL_IN_PROGRESS => self.settle(what),
+            rc => Err(BackendError::Failed(format!(
+                "{} failed: {}",
+                what(),
+                self.api.nccl.error_string(rc)
+            ))),
+        }
+    }
+
+    /// Owner only: abort now (a timeout or signal asked, or the communicator failed).
+    pub fn abort(&self) {
+        let mut flags = self.flags();
+        if !flags.aborted {
+            // SAFETY: a live communicator (never aborted or destroyed: `aborted` says so),
+            // called by its owner; ncclCommAbort may be called on a non-blocking communicator
+            // whatever its state (NCCL user guide, "Fault Tolerance").
+            unsafe { (self.api.nccl_abort)(self.raw as *mut c_void) };
+            flags.aborted = true;
+        }
+    }
+
+    /// From any thread: ask the owner to abort at its next poll. Never calls NCCL.
+    fn request_abort(&self) {
+        self.flags().abort_requested = true;
     }
 
     /// Whether another thread asked for an abort (the owner then aborts and stops).
     pub fn abort_requested(&self) -> bool {
-        self.lock().abort_requested
+        self.flags().abort_requested
     }
 
     pub fn aborted(&self) -> bool {
-        self.lock().aborted
+        self.flags().aborted
     }
 
-    /// The owner is done with it: destroy it unless it was aborted, and forget it.
+    /// Owner only, once done with it: finalize and destroy it when it is healthy (NCCL's
+    /// order for non-blocking communicators: ncclCommFinalize, poll until ncclSuccess, then
+    /// ncclCommDestroy), abort it otherwise; then forget it.
     pub fn destroy(&self) {
         if let Ok(mut list) = registry().lock() {
             list.retain(|h| h.raw != self.raw);
         }
-        let mut state = self.lock();
-        if !state.aborted {
-            // SAFETY: a live communicator, destroyed once.
+        if self.aborted() {
+            return;
+        }
+        let healthy = matches!(self.state(), Ok(0));
+        let finalized = healthy
+            && match self.api.nccl_finalize {
+                // SAFETY: a live, idle communicator, called by its owner.
+                Some(finalize) => self
+                    .check(&|| "ncclCommFinalize".to_string(), unsafe {
+                        finalize(self.raw as *mut c_void)
+                    })
+                    .is_ok(),
+                None => true,
+            };
+        if !finalized {
+            self.abort();
+            return;
+        }
+        let mut flags = self.flags();
+        if !flags.aborted {
+            // SAFETY: a live communicator, finalized, destroyed once by its owner.
             unsafe { (self.api.nccl_destroy)(self.raw as *mut c_void) };
-            state.aborted = true;
+            flags.aborted = true;
         }
     }
 }
 
-/// Calls that may block are in progress on a communicator (see `Handle::enter_blocking`).
-pub struct Busy<'a> {
-    handle: &'a Handle,
-}
-
-impl Busy<'_> {
-    /// The calls returned; `Gone` when the communicator was aborted meanwhile.
-    pub fn leave(self) -> Result<(), Gone> {
-        let aborted = self.handle.lock().aborted;
-        drop(self);
-        if aborted {
-            Err(Gone)
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        let mut state = self.handle.lock();
-        state.blocking_calls = state.blocking_calls.saturating_sub(1);
-    }
-}
-
-/// Abort every live communicator of this process (a timeout or a signal ends the run): now
-/// where the owner is blocked inside NCCL, at the owner's next poll otherwise.
+/// A timeout or a signal ends the run: ask every live communicator's owner to abort it at its
+/// next poll. Nothing here calls NCCL, so no communicator is freed under a thread using it.
 pub fn abort_all() {
     let handles: Vec<Arc<Handle>> = match registry().lock() {
         Ok(list) => list.clone(),
         Err(_) => return,
     };
     for h in handles {
-        h.abort_from_outside();
+        h.request_abort();
     }
 }

@@ -15,8 +15,68 @@ use cudarc::nccl::sys::{
     ncclDataType_t as NcclType, ncclRedOp_t as NcclOp, ncclSimInfo_t, ncclUniqueId,
 };
 
-type NcclCommInitRank = unsafe extern "C" fn(*mut *mut c_void, c_int, ncclUniqueId, c_int) -> c_int;
-type NcclCommInitAll = unsafe extern "C" fn(*mut *mut c_void, c_int, *const c_int) -> c_int;
+type NcclCommInitRankConfig =
+    unsafe extern "C" fn(*mut *mut c_void, c_int, ncclUniqueId, c_int, *mut NcclConfig) -> c_int;
+
+/// `ncclConfig_t` as nccl.h lays it out up to NCCL 2.28's `nvlinkCentricSched`. The struct is
+/// append-only and NCCL reads `min(size, its own sizeof)` bytes, then resets fields newer than
+/// `version` to their defaults (src/init.cc, parseCommConfig), so an older library reads the
+/// prefix it knows and a newer one defaults the fields this struct lacks.
+#[repr(C)]
+pub(super) struct NcclConfig {
+    size: usize,
+    magic: u32,
+    version: u32,
+    blocking: c_int,
+    cga_cluster_size: c_int,
+    min_ctas: c_int,
+    max_ctas: c_int,
+    net_name: *const c_char,
+    split_share: c_int,
+    traffic_class: c_int,
+    comm_name: *const c_char,
+    collnet_enable: c_int,
+    cta_policy: c_int,
+    shrink_share: c_int,
+    nvls_ctas: c_int,
+    n_channels_per_net_peer: c_int,
+    nvlink_centric_sched: c_int,
+}
+
+/// `NCCL_CONFIG_UNDEF_INT` (nccl.h): NCCL decides.
+const NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
+
+impl NcclConfig {
+    /// What nccl-tests 2.19.6 asks for (src/common.cu, initComms: `NCCL_CONFIG_INITIALIZER`,
+    /// and `nvlinkCentricSched = 1` when built with NCCL 2.28 or newer, so Blackwell rows
+    /// compare), except that the communicator is non-blocking: no call holds its owner inside
+    /// NCCL, so a timeout or a signal is acted on by the owner (see `abort`). Blocking is a
+    /// host-side mode: it changes neither the kernels nor what is timed.
+    pub(super) fn nccl_tests_non_blocking(library_version: i32) -> NcclConfig {
+        let undef = NCCL_CONFIG_UNDEF_INT;
+        NcclConfig {
+            size: std::mem::size_of::<NcclConfig>(),
+            // NCCL_API_MAGIC
+            magic: 0xcafe_beef,
+            // The layout's version: fields up to 2.28's are meant as set.
+            version: 22800,
+            blocking: 0,
+            cga_cluster_size: undef,
+            min_ctas: undef,
+            max_ctas: undef,
+            net_name: std::ptr::null(),
+            split_share: undef,
+            traffic_class: undef,
+            comm_name: std::ptr::null(),
+            collnet_enable: undef,
+            cta_policy: undef,
+            shrink_share: undef,
+            nvls_ctas: undef,
+            n_channels_per_net_peer: undef,
+            nvlink_centric_sched: if library_version >= 22800 { 1 } else { undef },
+        }
+    }
+}
 type NcclGroup = unsafe extern "C" fn() -> c_int;
 type NcclAllReduce = unsafe extern "C" fn(
     *const c_void,
@@ -91,8 +151,7 @@ type NcclCommFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 /// Every CUDA driver and NCCL entry point the backend calls.
 pub struct Api {
     pub nccl: Nccl,
-    pub(super) nccl_comm_init_rank: NcclCommInitRank,
-    pub(super) nccl_comm_init_all: NcclCommInitAll,
+    pub(super) nccl_comm_init_rank_config: NcclCommInitRankConfig,
     pub(super) nccl_group_start: NcclGroup,
     pub(super) nccl_group_end: NcclGroup,
     pub(super) nccl_all_reduce: NcclAllReduce,
@@ -105,6 +164,8 @@ pub struct Api {
     pub(super) nccl_async_error: NcclAsyncError,
     pub(super) nccl_abort: NcclCommFn,
     pub(super) nccl_destroy: NcclCommFn,
+    /// `ncclCommFinalize` (2.14+), before destroying a non-blocking communicator.
+    pub(super) nccl_finalize: Option<NcclCommFn>,
     pub devices: c_int,
     /// Present when the library is NCCL 2.19 or newer and has the four entry points.
     pub registration: Option<Registration>,
@@ -181,8 +242,7 @@ impl Api {
         let api = (|| {
             let nccl = nccl;
             Some(Api {
-                nccl_comm_init_rank: sym(nlib, n, "ncclCommInitRank", &mut missing)?,
-                nccl_comm_init_all: sym(nlib, n, "ncclCommInitAll", &mut missing)?,
+                nccl_comm_init_rank_config: sym(nlib, n, "ncclCommInitRankConfig", &mut missing)?,
                 nccl_group_start: sym(nlib, n, "ncclGroupStart", &mut missing)?,
                 nccl_group_end: sym(nlib, n, "ncclGroupEnd", &mut missing)?,
                 nccl_all_reduce: sym(nlib, n, "ncclAllReduce", &mut missing)?,
@@ -195,6 +255,7 @@ impl Api {
                 nccl_async_error: sym(nlib, n, "ncclCommGetAsyncError", &mut missing)?,
                 nccl_abort: sym(nlib, n, "ncclCommAbort", &mut missing)?,
                 nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
+                nccl_finalize: sym(nlib, n, "ncclCommFinalize", &mut Vec::new()),
                 registration: optional_registration(nlib, nccl.version_code),
                 simulate: (nccl.version_code >= 22200)
                     .then(|| sym(nlib, n, "ncclGroupSimulateEnd", &mut Vec::new()))

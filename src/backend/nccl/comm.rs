@@ -4,10 +4,10 @@
 //! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
 //! communicator and fails the run, naming the collective, size and rank).
 
-use super::abort::Handle;
-use super::api::{Api, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
-use super::completion::{self, aborted_error};
-use super::enqueue::{enqueue, enqueue_transfer, Target};
+use super::abort::{Handle, NCCL_IN_PROGRESS};
+use super::api::{Api, NcclConfig, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
+use super::completion;
+use super::enqueue::{enqueue, enqueue_transfer, FirstError, Target};
 use super::group::{GroupLauncher, Work};
 use crate::backend::cuda::drv;
 use crate::backend::rendezvous::{ControlPlane, InProcess};
@@ -64,37 +64,61 @@ impl NcclComm {
             Vec::new()
         };
         let ids = control.allgather(&id)?;
-        let mut uid = ncclUniqueId { internal: [0; 128] };
         let root = ids
             .first()
             .filter(|b| b.len() == 128)
             .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
-        for (dst, &src) in uid.internal.iter_mut().zip(root) {
-            *dst = src as c_char;
-        }
+        let what = || format!("ncclCommInitRankConfig (rank {rank} of {nranks}, GPU {device})");
         let mut comm = std::ptr::null_mut();
-        // SAFETY: out-pointer valid; id by value as ncclCommInitRank takes it.
-        let rc =
-            unsafe { (api.nccl_comm_init_rank)(&mut comm, nranks as c_int, uid, rank as c_int) };
-        api.nccl_check(
-            &format!("ncclCommInitRank (rank {rank} of {nranks}, GPU {device})"),
-            rc,
-        )?;
-        Self::finish(api, rank, nranks, device, ctx, comm as usize, control)
+        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code);
+        // SAFETY: valid out-pointer and config; the id by value as the call takes it.
+        let rc = unsafe {
+            (api.nccl_comm_init_rank_config)(
+                &mut comm,
+                nranks as c_int,
+                unique_id(root),
+                rank as c_int,
+                &mut config,
+            )
+        };
+        let comm = initialised(&api, &what, rc, &[comm])?.remove(0);
+        Self::finish(api, rank, nranks, device, ctx, comm, control)
     }
 
-    /// `-g N` in one process: `ncclCommInitAll`, one communicator per GPU, each handed to its thread.
+    /// `-g N` in one process: one communicator per GPU, created as nccl-tests creates them
+    /// (src/common.cu, initComms): `ncclCommInitRankConfig` for each GPU inside one group,
+    /// from this thread, each then handed to its rank's thread.
     pub fn init_all(api: Arc<Api>, devices: &[c_int]) -> Result<Vec<NcclComm>, BackendError> {
         let n = devices.len();
+        let id = api.unique_id()?;
         let mut comms = vec![std::ptr::null_mut(); n];
-        api.use_device(devices[0])?;
-        // SAFETY: `comms` has room for `n` handles; devlist has `n` entries.
-        let rc =
-            unsafe { (api.nccl_comm_init_all)(comms.as_mut_ptr(), n as c_int, devices.as_ptr()) };
-        api.nccl_check(&format!("ncclCommInitAll ({n} GPUs)"), rc)?;
+        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code);
+        let mut rc = FirstError::default();
+        // SAFETY: no arguments; closed below whatever happens in between.
+        unsafe { (api.nccl_group_start)() };
+        for (rank, (&device, comm)) in devices.iter().zip(comms.iter_mut()).enumerate() {
+            let current = api.use_device(device);
+            // SAFETY: valid out-pointer and config; the device's context is current.
+            rc.add(match current {
+                Ok(_) => unsafe {
+                    (api.nccl_comm_init_rank_config)(
+                        comm,
+                        n as c_int,
+                        unique_id(&id),
+                        rank as c_int,
+                        &mut config,
+                    )
+                },
+                Err(_) => 1,
+            });
+        }
+        // SAFETY: closes the group opened above.
+        rc.add(unsafe { (api.nccl_group_end)() });
+        let what = || format!("ncclCommInitRankConfig of {n} GPUs in a group");
+        let handles = initialised(&api, &what, rc.0, &comms)?;
         let planes = InProcess::group(n);
         let launcher = Arc::new(GroupLauncher::new(n));
-        comms
+        handles
             .into_iter()
             .zip(planes)
             .enumerate()
@@ -106,7 +130,7 @@ impl NcclComm {
                     n,
                     devices[rank],
                     ctx,
-                    comm as usize,
+                    comm,
                     Box::new(plane),
                 )?;
                 c.group = Some(Arc::clone(&launcher));
@@ -121,15 +145,21 @@ impl NcclComm {
         nranks: usize,
         device: c_int,
         ctx: usize,
-        comm: usize,
+        comm: Arc<Handle>,
         control: Box<dyn ControlPlane>,
     ) -> Result<NcclComm, BackendError> {
         let mut stream = std::ptr::null_mut();
+        // As nccl-tests creates its streams (src/common.cu: cudaStreamCreateWithFlags(...,
+        // cudaStreamNonBlocking)): the stream does not synchronise with the legacy default
+        // stream, so every copy the collectives depend on is made on this stream (`upload`).
         // SAFETY: out-pointer valid; context current.
-        api.cuda("cuStreamCreate", unsafe {
-            drv::cuStreamCreate(&mut stream, 0)
-        })?;
-        let comm = Handle::register(Arc::clone(&api), comm);
+        let created = api.cuda("cuStreamCreate", unsafe {
+            drv::cuStreamCreate(&mut stream, CU_STREAM_NON_BLOCKING)
+        });
+        if let Err(e) = created {
+            comm.destroy();
+            return Err(e);
+        }
         Ok(NcclComm {
             api,
             rank,
@@ -208,7 +238,10 @@ impl NcclComm {
                     {
                         if *handle != 0 {
                             // An aborted communicator took its registrations with it.
-                            let _ = self.comm.quick(|c| deregister(c, *handle as *mut c_void));
+                            if let Ok(c) = self.comm.raw() {
+                                let rc = deregister(c, *handle as *mut c_void);
+                                let _ = self.comm.check(&|| "deregistration".into(), rc);
+                            }
                             *handle = 0;
                         }
                         (reg.mem_free)(*buf as *mut c_void);
@@ -249,26 +282,25 @@ impl NcclComm {
                     }
                     *buf = p as u64;
                     let mut h = std::ptr::null_mut();
-                    // SAFETY: a live communicator and the buffer just allocated; every rank
-                    // registers the same size at the same point (windows are collective, so
-                    // the call waits for the peers: a blocking call).
-                    let (call, rc) = comm
-                        .blocking(|c| unsafe {
-                            match (*mode, reg.window) {
-                                (RegistrationMode::Symmetric, Some((register, _))) => (
-                                    "ncclCommWindowRegister",
-                                    register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
-                                ),
-                                _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
-                            }
-                        })
-                        .map_err(|_| aborted_error())?;
-                    if rc != 0 {
-                        return Err(failed(format!(
-                            "{call} on GPU {device} failed: {}",
-                            nccl.error_string(rc)
-                        )));
-                    }
+                    let c = comm.raw()?;
+                    // SAFETY: a live communicator, called by its owner, and the buffer just
+                    // allocated; every rank registers the same size at the same point
+                    // (windows are collective: on a non-blocking communicator the call may
+                    // return ncclInProgress while it waits for the peers).
+                    let (call, rc) = unsafe {
+                        match (*mode, reg.window) {
+                            (RegistrationMode::Symmetric, Some((register, _))) => (
+                                "ncclCommWindowRegister",
+                                register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
+                            ),
+                            _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
+                        }
+                    };
+                    comm.check(&|| format!("{call} on GPU {device}"), rc)
+                        .map_err(|e| match e {
+                            BackendError::Failed(m) if !comm.aborted() => failed(m),
+                            e => e,
+                        })?;
                     // NCCL 2.27 (register/register.cc): with cuMem or local registration off,
                     // ncclCommWindowRegister returns ncclSuccess and a NULL window; the buffer
                     // then runs unregistered, and a record saying "symmetric" would be false.
@@ -325,19 +357,13 @@ impl NcclComm {
             dev_recv: self.dev_recv,
             rank: self.rank,
             nranks: self.nranks,
+            device: self.device,
         }
     }
 
     /// Wait for the stream, watching for NCCL async errors (`completion::wait`).
     fn wait(&self, spec: &PointSpec) -> Result<(), BackendError> {
-        completion::wait(
-            &self.api,
-            &self.comm,
-            self.stream,
-            self.rank,
-            self.device,
-            spec,
-        )
+        completion::wait(&self.comm, self.stream, self.rank, self.device, spec)
     }
 }
 
@@ -371,43 +397,50 @@ impl Communicator for NcclComm {
         }
     }
 
+    /// Both buffers to the GPU on the rank's own stream, then wait for it: the stream is
+    /// non-blocking, so a synchronous copy (issued on the legacy default stream) would not be
+    /// ordered before the collectives on it (CUDA runtime API, "Stream synchronization
+    /// behavior": non-blocking streams do not synchronise with the legacy stream; and a
+    /// pageable cuMemcpyHtoD may return before its DMA lands).
     fn upload(&mut self) -> Result<(), BackendError> {
         self.current()?;
         let n = self.host_send.bytes().len();
-        // SAFETY: device buffers hold at least `n` bytes (prepare).
+        let stream = self.stream as cu::CUstream;
+        // SAFETY: device buffers hold at least `n` bytes (prepare); the host buffers stay put
+        // until the stream is synchronised below.
         unsafe {
-            self.api.cuda(
-                "cuMemcpyHtoD",
-                drv::cuMemcpyHtoD_v2(
-                    self.dev_send,
-                    self.host_send.bytes().as_ptr() as *const c_void,
-                    n,
-                ),
-            )?;
-            self.api.cuda(
-                "cuMemcpyHtoD",
-                drv::cuMemcpyHtoD_v2(
-                    self.dev_recv,
-                    self.host_recv.bytes().as_ptr() as *const c_void,
-                    n,
-                ),
-            )
+            for (dst, src) in [
+                (self.dev_send, self.host_send.bytes().as_ptr()),
+                (self.dev_recv, self.host_recv.bytes().as_ptr()),
+            ] {
+                self.api.cuda(
+                    "cuMemcpyHtoDAsync",
+                    drv::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, n, stream),
+                )?;
+            }
+            self.api
+                .cuda("cuStreamSynchronize", drv::cuStreamSynchronize(stream))
         }
     }
 
+    /// The receive buffer back, ordered after the collectives on the rank's stream.
     fn download(&mut self) -> Result<(), BackendError> {
         self.current()?;
         let n = self.host_recv.bytes().len();
+        let stream = self.stream as cu::CUstream;
         // SAFETY: as for upload.
         unsafe {
             self.api.cuda(
-                "cuMemcpyDtoH",
-                drv::cuMemcpyDtoH_v2(
+                "cuMemcpyDtoHAsync",
+                drv::cuMemcpyDtoHAsync_v2(
                     self.host_recv.bytes_mut().as_mut_ptr() as *mut c_void,
                     self.dev_recv,
                     n,
+                    stream,
                 ),
-            )
+            )?;
+            self.api
+                .cuda("cuStreamSynchronize", drv::cuStreamSynchronize(stream))
         }
     }
 
@@ -553,6 +586,57 @@ impl Drop for NcclComm {
                 drv::cuEventDestroy_v2(b as cu::CUevent);
             }
             drv::cuStreamDestroy_v2(self.stream as cu::CUstream);
+        }
+    }
+}
+
+/// `CU_STREAM_NON_BLOCKING` (cuda.h, CUstream_flags).
+const CU_STREAM_NON_BLOCKING: u32 = 0x1;
+
+fn unique_id(bytes: &[u8]) -> ncclUniqueId {
+    let mut uid = ncclUniqueId { internal: [0; 128] };
+    for (dst, &src) in uid.internal.iter_mut().zip(bytes) {
+        *dst = src as c_char;
+    }
+    uid
+}
+
+/// Communicators NCCL handed back from non-blocking inits whose result was `rc`: each is
+/// registered (so a timeout or a signal can ask for its abort) and waited for until it is
+/// ready. On a failure every communicator created is aborted and the error names `what`.
+fn initialised(
+    api: &Arc<Api>,
+    what: &dyn Fn() -> String,
+    rc: c_int,
+    raw: &[*mut c_void],
+) -> Result<Vec<Arc<Handle>>, BackendError> {
+    let handles: Vec<Arc<Handle>> = raw
+        .iter()
+        .filter(|c| !c.is_null())
+        .map(|&c| Handle::register(Arc::clone(api), c as usize))
+        .collect();
+    let ready = if handles.len() < raw.len() && rc == 0 {
+        Err(BackendError::Failed(format!(
+            "{} returned no communicator",
+            what()
+        )))
+    } else if rc != 0 && rc != NCCL_IN_PROGRESS {
+        Err(BackendError::Failed(format!(
+            "{} failed: {}",
+            what(),
+            api.nccl.error_string(rc)
+        )))
+    } else {
+        handles.iter().try_for_each(|h| h.settle(what))
+    };
+    match ready {
+        Ok(()) => Ok(handles),
+        Err(e) => {
+            for h in &handles {
+                h.abort();
+                h.destroy();
+            }
+            Err(e)
         }
     }
 }

@@ -1,6 +1,7 @@
 //! One call of the prepared collective on a rank's stream: the NCCL entry point for each
 //! collective, with the buffers and peers nccl-tests gives it.
 
+use super::abort::NCCL_IN_PROGRESS;
 use super::api::{nccl_dtype, nccl_op, Api};
 use crate::backend::{BackendError, PointSpec, Transfer};
 use crate::coll::{Collective, Placement};
@@ -17,6 +18,17 @@ pub(super) struct Target {
     pub(super) dev_recv: u64,
     pub(super) rank: usize,
     pub(super) nranks: usize,
+    pub(super) device: c_int,
+}
+
+impl Target {
+    /// What this rank is doing, for errors: `all_reduce of 512 bytes on rank 1 (GPU 1)`.
+    pub(super) fn doing(&self, work: &str, bytes: usize) -> String {
+        format!(
+            "{work} of {bytes} bytes on rank {} (GPU {})",
+            self.rank, self.device
+        )
+    }
 }
 
 /// Enqueue one call of the prepared collective on the stream.
@@ -38,8 +50,7 @@ pub(super) unsafe fn enqueue(
     let (s, r) = (send as *mut c_void, recv as *mut c_void);
     let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
     let stream = t.stream as *mut c_void;
-    let busy = t.comm.enter_blocking().map_err(|_| gone())?;
-    let comm = t.comm.raw();
+    let comm = t.comm.raw()?;
     let rc = match spec.coll {
         Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
         Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
@@ -55,37 +66,47 @@ pub(super) unsafe fn enqueue(
             (a.nccl_group_start)();
             let n = t.nranks;
             let bytes = count as u64 * ts;
-            let mut rc = 0;
+            let mut rc = FirstError::default();
             if spec.coll == Collective::Alltoall {
                 for peer in 0..n {
                     let off = peer as u64 * bytes;
-                    rc |= (a.nccl_send)(
+                    rc.add((a.nccl_send)(
                         (send + off) as *mut c_void,
                         count,
                         dt,
                         peer as c_int,
                         comm,
                         stream,
-                    );
-                    rc |= (a.nccl_recv)(
+                    ));
+                    rc.add((a.nccl_recv)(
                         (recv + off) as *mut c_void,
                         count,
                         dt,
                         peer as c_int,
                         comm,
                         stream,
-                    );
+                    ));
                 }
             } else {
-                rc |= (a.nccl_send)(s, count, dt, ((t.rank + 1) % n) as c_int, comm, stream);
-                rc |= (a.nccl_recv)(r, count, dt, ((t.rank + n - 1) % n) as c_int, comm, stream);
+                rc.add((a.nccl_send)(
+                    s,
+                    count,
+                    dt,
+                    ((t.rank + 1) % n) as c_int,
+                    comm,
+                    stream,
+                ));
+                rc.add((a.nccl_recv)(
+                    r,
+                    count,
+                    dt,
+                    ((t.rank + n - 1) % n) as c_int,
+                    comm,
+                    stream,
+                ));
             }
-            let end = (a.nccl_group_end)();
-            if rc != 0 {
-                rc
-            } else {
-                end
-            }
+            rc.add((a.nccl_group_end)());
+            rc.0
         }
         Collective::Gather
         | Collective::Scatter
@@ -98,8 +119,8 @@ pub(super) unsafe fn enqueue(
             )))
         }
     };
-    busy.leave().map_err(|_| gone())?;
-    a.nccl_check(&format!("nccl {} on rank {}", spec.coll, t.rank), rc)
+    let what = || t.doing(spec.coll.name(), spec.count * spec.dtype.size_bytes());
+    t.comm.check(&what, rc)
 }
 
 /// Enqueue one phase of a pair exchange: its send and receive of `bytes` in one group, as
@@ -115,37 +136,70 @@ pub(super) unsafe fn enqueue_transfer(
     }
     let dt = nccl_dtype(Dtype::Uint8);
     let stream = t.stream as *mut c_void;
-    let busy = t.comm.enter_blocking().map_err(|_| gone())?;
-    let comm = t.comm.raw();
+    let comm = t.comm.raw()?;
     (a.nccl_group_start)();
-    let mut rc = 0;
+    let mut rc = FirstError::default();
     if let Some(to) = phase.send_to {
-        rc |= (a.nccl_send)(
+        rc.add((a.nccl_send)(
             t.dev_send as *mut c_void,
             bytes,
             dt,
             to as c_int,
             comm,
             stream,
-        );
+        ));
     }
     if let Some(from) = phase.recv_from {
-        rc |= (a.nccl_recv)(
+        rc.add((a.nccl_recv)(
             t.dev_recv as *mut c_void,
             bytes,
             dt,
             from as c_int,
             comm,
             stream,
-        );
+        ));
     }
-    let end = (a.nccl_group_end)();
-    busy.leave().map_err(|_| gone())?;
-    let what = format!("ncclSend/ncclRecv of {bytes} bytes on rank {}", t.rank);
-    a.nccl_check(&what, if rc != 0 { rc } else { end })
+    rc.add((a.nccl_group_end)());
+    let what = || t.doing("ncclSend/ncclRecv", bytes);
+    t.comm.check(&what, rc.0)
 }
 
-/// What a call on an aborted communicator gets.
-fn gone() -> BackendError {
-    BackendError::Failed("the NCCL communicator was aborted (timeout or signal)".into())
+/// The result of several calls: the first that failed, else `ncclInProgress` when any call
+/// goes on in the background, else success. NCCL's results are values, not bit flags
+/// (nccl.h, `ncclResult_t`): OR-ing two of them names a third error (ncclSystemError 2 |
+/// ncclInvalidArgument 4 reads as ncclRemoteError 6).
+#[derive(Default)]
+pub(super) struct FirstError(pub(super) c_int);
+
+impl FirstError {
+    pub(super) fn add(&mut self, rc: c_int) {
+        let failed = |rc| rc != 0 && rc != NCCL_IN_PROGRESS;
+        if !failed(self.0) && (failed(rc) || rc == NCCL_IN_PROGRESS) {
+            self.0 = rc;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FirstError;
+
+    #[test]
+    fn several_results_keep_the_first_failure_by_value() {
+        let mut r = FirstError::default();
+        for rc in [0, 2, 4, 0] {
+            r.add(rc);
+        }
+        assert_eq!(r.0, 2, "ncclSystemError, not 2|4 = ncclRemoteError");
+        let mut r = FirstError::default();
+        for rc in [0, 7, 0] {
+            r.add(rc);
+        }
+        assert_eq!(r.0, 7, "in progress is waited for, not lost");
+        let mut r = FirstError::default();
+        for rc in [7, 5] {
+            r.add(rc);
+        }
+        assert_eq!(r.0, 5);
+    }
 }

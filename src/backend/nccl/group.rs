@@ -1,5 +1,6 @@
 //! `-g N`: one thread enqueues every GPU's calls of a batch between ncclGroupStart/End.
 
+use super::abort::NCCL_IN_PROGRESS;
 use super::api::Api;
 use super::enqueue::{enqueue, enqueue_transfer, Target};
 use crate::backend::cuda::drv;
@@ -62,13 +63,8 @@ impl GroupLauncher {
                 .cloned()
                 .collect();
             let outcome = (|| {
-                // The group end waits for every GPU's peers: all communicators are busy in a
-                // call that may block, so a timeout may abort them to unblock it.
-                let busy: Vec<_> = targets
-                    .iter()
-                    .map(|(t, _)| t.comm.enter_blocking())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| BackendError::Failed("an NCCL communicator was aborted".into()))?;
+                // This thread owns every communicator of the group while it makes the group's
+                // calls: the other rank threads wait at the barrier below meanwhile.
                 for _ in 0..iters {
                     // A collective is one group; a round trip's two phases are two.
                     for phase in 0..2 {
@@ -81,18 +77,13 @@ impl GroupLauncher {
                         }
                     }
                 }
-                for b in busy {
-                    b.leave().map_err(|_| {
-                        BackendError::Failed("an NCCL communicator was aborted".into())
-                    })?;
-                }
                 Ok(())
             })();
             *self.error.lock().map_err(|_| poisoned())? = outcome.err();
         }
         self.launched.wait();
         match &*self.error.lock().map_err(|_| poisoned())? {
-            Some(e) => Err(BackendError::Failed(e.to_string())),
+            Some(e) => Err(e.clone()),
             None => Ok(start),
         }
     }
@@ -126,5 +117,17 @@ fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), 
     // SAFETY: closes the group opened above.
     let end = unsafe { (api.nccl_group_end)() };
     first_error?;
-    api.nccl_check(&format!("ncclGroupEnd on {} GPUs", targets.len()), end)
+    // With non-blocking communicators the group end returns ncclInProgress while NCCL connects
+    // in the background; every communicator of the group then says when it is done.
+    match end {
+        NCCL_IN_PROGRESS => targets.iter().try_for_each(|(t, work)| {
+            t.comm.settle(&|| match work {
+                Work::Collective(spec, _) => {
+                    t.doing(spec.coll.name(), spec.count * spec.dtype.size_bytes())
+                }
+                Work::Pair(_, bytes) => t.doing("ncclSend/ncclRecv", *bytes),
+            })
+        }),
+        _ => api.nccl_check(&format!("ncclGroupEnd on {} GPUs", targets.len()), end),
+    }
 }

@@ -38,6 +38,8 @@ unsafe fn alloc(bytes: usize) -> Option<*mut u8> {
 }
 
 unsafe fn free(p: usize) -> CUresult {
+    // Freeing synchronises the device: pending copies land before the memory goes.
+    flush_legacy();
     match allocations().lock().unwrap().remove(&p) {
         Some(layout) => {
             ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
@@ -94,20 +96,48 @@ fn pageable_dma_until() -> &'static Mutex<Option<Instant>> {
     T.get_or_init(|| Mutex::new(None))
 }
 
+/// Pageable host-to-device copies whose DMA has not landed yet: (destination, staged bytes).
+fn pending_dma() -> &'static Mutex<Vec<(usize, Vec<u8>)>> {
+    static P: OnceLock<Mutex<Vec<(usize, Vec<u8>)>>> = OnceLock::new();
+    P.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Land every pending pageable copy, in order: what a synchronisation with the legacy default
+/// stream guarantees (cuCtxSynchronize, a synchronous copy back, a blocking stream's next job,
+/// freeing memory).
+pub(crate) fn flush_legacy() {
+    let pending = std::mem::take(&mut *pending_dma().lock().unwrap());
+    for (dst, bytes) in pending {
+        // SAFETY: the destination was a live allocation when the copy was issued, and memory
+        // is freed only after flushing (cuMemFree_v2).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst as *mut u8, bytes.len()) };
+    }
+}
+
 /// As the CUDA driver documents (API synchronization behavior): "For transfers from pageable
 /// host memory to device memory ... the function will return once the pageable buffer has
 /// been copied to the staging memory for DMA transfer to device memory, but the DMA to final
-/// destination may not have completed." With `NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS` the DMA
-/// of a pageable source takes n / rate after the call returns; cuCtxSynchronize waits for it.
+/// destination may not have completed." The copy is issued on the legacy default stream. So
+/// here a pageable source is staged at once and lands only when something synchronises with
+/// the legacy stream (`flush_legacy`): never for a `CU_STREAM_NON_BLOCKING` stream's work,
+/// which is ordered after it only by an explicit synchronisation. A pinned source is copied at
+/// once ("synchronous with respect to the host"). With `NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS`
+/// the DMA of a pageable source also takes n / rate after the call returns; cuCtxSynchronize
+/// waits for it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) -> CUresult {
     null_stream().synchronize();
-    std::ptr::copy(src as *const u8, dst as *mut u8, n);
     let pinned = allocations().lock().unwrap().contains_key(&(src as usize));
+    if pinned {
+        std::ptr::copy(src as *const u8, dst as *mut u8, n);
+        return CUDA_SUCCESS;
+    }
+    let staged = std::slice::from_raw_parts(src as *const u8, n).to_vec();
+    pending_dma().lock().unwrap().push((dst as usize, staged));
     let rate = std::env::var("NCCLPROBE_TEST_DOUBLE_PAGEABLE_GBPS")
         .ok()
         .and_then(|v| v.parse::<f64>().ok());
-    if let (false, Some(gbps)) = (pinned, rate) {
+    if let Some(gbps) = rate {
         let dma = Duration::from_secs_f64(n as f64 / (gbps * 1e9));
         *pageable_dma_until().lock().unwrap() = Some(Instant::now() + dma);
     }
@@ -117,6 +147,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize)
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     null_stream().synchronize();
+    flush_legacy();
     let until = pageable_dma_until().lock().unwrap().take();
     if let Some(t) = until {
         std::thread::sleep(t.saturating_duration_since(Instant::now()));
@@ -124,9 +155,11 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     CUDA_SUCCESS
 }
 
+/// Synchronous, on the legacy stream: pending pageable copies land first.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -> CUresult {
     null_stream().synchronize();
+    flush_legacy();
     std::ptr::copy(src as *const u8, dst as *mut u8, n);
     CUDA_SUCCESS
 }

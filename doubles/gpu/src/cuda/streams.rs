@@ -11,8 +11,13 @@ use std::time::{Duration, Instant};
 
 type Work = Box<dyn FnOnce() + Send>;
 
-/// A stream: a worker thread running its queue in order.
+/// A stream: a worker thread running its queue in order. A blocking stream (created with
+/// flags 0) synchronises with the legacy default stream: before each of its jobs, what the
+/// legacy stream has pending (pageable copies' DMA, see `memory::flush_legacy`) lands. A
+/// `CU_STREAM_NON_BLOCKING` stream does not (CUDA runtime API, "Stream synchronization
+/// behavior"), so work on it must be ordered explicitly.
 pub struct Stream {
+    blocking: bool,
     queue: Mutex<VecDeque<Work>>,
     ready: Condvar,
     pending: AtomicUsize,
@@ -21,8 +26,9 @@ pub struct Stream {
 }
 
 impl Stream {
-    fn new() -> Arc<Stream> {
+    fn new(blocking: bool) -> Arc<Stream> {
         let s = Arc::new(Stream {
+            blocking,
             queue: Mutex::new(VecDeque::new()),
             ready: Condvar::new(),
             pending: AtomicUsize::new(0),
@@ -40,6 +46,9 @@ impl Stream {
                     q = worker.ready.wait(q).unwrap();
                 }
             };
+            if worker.blocking {
+                super::memory::flush_legacy();
+            }
             job();
             worker.pending.fetch_sub(1, Ordering::AcqRel);
             let _g = worker.done_lock.lock().unwrap();
@@ -66,10 +75,10 @@ impl Stream {
     }
 }
 
-/// The default (null) stream.
+/// The default (null) stream: the legacy stream, whose pending work blocking streams wait for.
 pub(crate) fn null_stream() -> &'static Arc<Stream> {
     static S: OnceLock<Arc<Stream>> = OnceLock::new();
-    S.get_or_init(Stream::new)
+    S.get_or_init(|| Stream::new(true))
 }
 
 pub(crate) unsafe fn stream_of(handle: *mut c_void) -> Arc<Stream> {
@@ -85,8 +94,13 @@ pub(crate) unsafe fn stream_of(handle: *mut c_void) -> Arc<Stream> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamCreate(out: *mut *mut c_void, _flags: u32) -> CUresult {
-    *out = Arc::into_raw(Stream::new()) as *mut c_void;
+pub unsafe extern "C" fn cuStreamCreate(out: *mut *mut c_void, flags: u32) -> CUresult {
+    // cuda.h, CUstream_flags: CU_STREAM_DEFAULT 0, CU_STREAM_NON_BLOCKING 1.
+    if flags > 1 {
+        return super::CUDA_ERROR_INVALID_VALUE;
+    }
+    trace_line(&format!("call=cuStreamCreate flags={flags}"));
+    *out = Arc::into_raw(Stream::new(flags == 0)) as *mut c_void;
     CUDA_SUCCESS
 }
 
@@ -115,7 +129,11 @@ pub unsafe extern "C" fn cuStreamQuery(s: *mut c_void) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamSynchronize(s: *mut c_void) -> CUresult {
-    stream_of(s).synchronize();
+    let stream = stream_of(s);
+    stream.synchronize();
+    if s.is_null() {
+        super::memory::flush_legacy();
+    }
     CUDA_SUCCESS
 }
 

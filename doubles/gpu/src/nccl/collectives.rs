@@ -1,49 +1,19 @@
 //! The collective and send/receive entry points: every call on a communicator passes
 //! `called`; collectives publish this rank's part, wait for the others and compute the result.
 
-use super::comms::{comm_of, live_comm, P2p};
-use super::group::{group_depth, ncclGroupEnd, ncclGroupStart, GROUP};
+use super::comms::{live_comm, InUse, P2p};
+use super::group::{group_depth, ncclGroupEnd, ncclGroupStart, Deferred, GROUP};
+use super::reduce::{reduce, Op, Type};
 use super::registration::is_registered;
 use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS};
 use crate::cuda::streams::stream_of;
 use crate::trace::{trace_line, tracing};
-use ncclprobe::dtype::{
-    accumulate_bytes, accumulate_premul_bytes, premul_bytes, premultiplies_avg, scale_avg_bytes,
-    Dtype, RedOp,
-};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
 
 std::thread_local! {
     /// The communicator this thread last called outside a group.
     static UNGROUPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-fn dtype_of(t: c_int) -> Option<Dtype> {
-    Some(match t {
-        0 => Dtype::Int8,
-        1 => Dtype::Uint8,
-        2 => Dtype::Int32,
-        3 => Dtype::Uint32,
-        4 => Dtype::Int64,
-        5 => Dtype::Uint64,
-        6 => Dtype::Half,
-        7 => Dtype::Float,
-        8 => Dtype::Double,
-        9 => Dtype::Bfloat16,
-        _ => return None,
-    })
-}
-
-fn op_of(o: c_int) -> Option<RedOp> {
-    Some(match o {
-        0 => RedOp::Sum,
-        1 => RedOp::Prod,
-        2 => RedOp::Max,
-        3 => RedOp::Min,
-        4 => RedOp::Avg,
-        _ => return None,
-    })
 }
 
 /// Every NCCL call on a communicator passes here. As NCCL documents, a thread that drives
@@ -53,9 +23,10 @@ fn op_of(o: c_int) -> Option<RedOp> {
 /// `thread=<id> rank=<r> grouped=<bool> registered=<bool> call=<name>` (registered: every buffer
 /// of the call lies in one registered with ncclCommRegister), for tests that check who
 /// launched what on which buffers.
-unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclResult> {
+unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<InUse<'static>, NcclResult> {
     let depth = group_depth();
     let comm = live_comm(c, call);
+    let inside = comm.enter(call);
     if tracing() {
         let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
         trace_line(&format!(
@@ -74,7 +45,7 @@ unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<(), NcclR
             return Err(NCCL_INVALID_USAGE);
         }
     }
-    Ok(())
+    Ok(inside)
 }
 
 unsafe fn p2p(
@@ -86,20 +57,21 @@ unsafe fn p2p(
     c: *mut c_void,
     s: *mut c_void,
 ) -> NcclResult {
-    if let Err(rc) = called(
+    let _inside = match called(
         c,
         if send { "ncclSend" } else { "ncclRecv" },
         &[buf as usize],
     ) {
-        return rc;
-    }
-    let Some(dtype) = dtype_of(dt) else {
+        Ok(inside) => inside,
+        Err(rc) => return rc,
+    };
+    let Some(dtype) = Type::from_nccl(dt) else {
         return NCCL_INVALID_ARGUMENT;
     };
     let op = P2p {
         send,
         buf: buf as usize,
-        bytes: count * dtype.size_bytes(),
+        bytes: count * dtype.size(),
         peer: peer as usize,
         comm: c as usize,
         stream: s as usize,
@@ -173,20 +145,32 @@ unsafe fn collective(
         Coll::Broadcast(_) => "ncclBroadcast",
         Coll::Reduce(_) => "ncclReduce",
     };
-    if let Err(rc) = called(c, name, &[send as usize, recv as usize]) {
-        return rc;
-    }
-    let Some(dtype) = dtype_of(dt) else {
+    let _inside = match called(c, name, &[send as usize, recv as usize]) {
+        Ok(inside) => inside,
+        Err(rc) => return rc,
+    };
+    let Some(dtype) = Type::from_nccl(dt) else {
         return NCCL_INVALID_ARGUMENT;
     };
-    let op = op_of(op).unwrap_or(RedOp::Sum);
-    let comm = comm_of(c);
+    let Some(op) = Op::from_nccl(op) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    // NCCL drops an empty collective at once (src/enqueue.cc, taskAppend: "Empty collectives
+    // can be discarded"): nothing is enqueued, nobody waits for the peers.
+    if count == 0 {
+        return NCCL_SUCCESS;
+    }
+    let comm = live_comm(c, name);
     let (sp, rp) = (send as usize, recv as usize);
-    let ts = dtype.size_bytes();
+    let ts = dtype.size();
     let stream = s as usize;
-    // Launched at once outside a group; inside one, at ncclGroupEnd (never, if the group is
-    // only simulated). The sequence number is taken at launch, so a simulated call uses none.
+    // Launched at the group's end (a call outside a group is a group of one, as in NCCL;
+    // never, if the group is only simulated). The sequence number is taken at launch, so a
+    // simulated call uses none.
     let launch = move || {
+        if comm.stalled(count * ts) {
+            return;
+        }
         let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
         stream_of(stream as *mut c_void).enqueue(Box::new(move || {
             if comm.faulted(count * ts) {
@@ -220,33 +204,19 @@ unsafe fn collective(
                     None => return,
                 }
             }
-            if comm.async_error.load(Ordering::Acquire) != 0 {
+            // A failed communicator (not one still launching its next group) stops here.
+            if comm.failed() {
                 return;
             }
             let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
-            // As NCCL reduces: floating avg multiplies every input by 1/n (rounded to the
-            // multiply type) before summing (enqueue.cc, reduce_kernel.h FuncPreMulSum);
-            // integer avg sums, then divides.
+            // The double's own arithmetic (reduce.rs), as NCCL reduces.
             let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
-                let mut present = parts.iter().flatten();
-                let mut acc = present
-                    .next()
-                    .map(|p| p[range.clone()].to_vec())
-                    .unwrap_or_default();
-                if premultiplies_avg(dtype, op) {
-                    premul_bytes(dtype, &mut acc, n);
-                    for p in present {
-                        accumulate_premul_bytes(dtype, &mut acc, &p[range.clone()], n);
-                    }
-                    return acc;
-                }
-                for p in present {
-                    accumulate_bytes(dtype, &mut acc, &p[range.clone()], op);
-                }
-                if op == RedOp::Avg {
-                    scale_avg_bytes(dtype, &mut acc, n);
-                }
-                acc
+                reduce(
+                    dtype,
+                    op,
+                    n,
+                    parts.iter().flatten().map(|p| &p[range.clone()]),
+                )
             };
             match kind {
                 Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
@@ -274,16 +244,18 @@ unsafe fn collective(
             comm.cleanup(seq);
         }));
     };
+    let deferred = Deferred {
+        comm: c as usize,
+        bytes: count * ts,
+        launch: Box::new(launch),
+    };
     if group_depth() > 0 {
-        GROUP.with(|g| {
-            g.borrow_mut()
-                .collectives
-                .push((count * ts, Box::new(launch)))
-        });
-    } else {
-        launch();
+        GROUP.with(|g| g.borrow_mut().collectives.push(deferred));
+        return NCCL_SUCCESS;
     }
-    NCCL_SUCCESS
+    ncclGroupStart();
+    GROUP.with(|g| g.borrow_mut().collectives.push(deferred));
+    ncclGroupEnd()
 }
 
 #[no_mangle]

@@ -1,7 +1,7 @@
 //! The communicator: its state, the exchange through files in the unique id's directory,
 //! and the calls that ask about it, abort it or destroy it.
 
-use super::{NcclResult, NCCL_REMOTE_ERROR, NCCL_SUCCESS};
+use super::{NcclResult, NCCL_IN_PROGRESS, NCCL_REMOTE_ERROR, NCCL_SUCCESS};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
@@ -16,8 +16,16 @@ pub struct Comm {
     pub(crate) device: c_int,
     pub(crate) seq: AtomicU64,
     pub(crate) collectives: AtomicU64,
+    /// What ncclCommGetAsyncError answers: success, ncclInProgress while a non-blocking init
+    /// or call goes on in the background, or the error that ended it.
     pub(crate) async_error: AtomicI32,
     pub(crate) aborted: AtomicBool,
+    /// `ncclConfig_t.blocking` after NCCL_COMM_BLOCKING (src/init.cc, envConfigOverride):
+    /// a non-blocking communicator's calls return ncclInProgress and finish in the background.
+    pub(crate) blocking: bool,
+    /// The thread inside an API call on this communicator, the call, and how deep (an
+    /// ungrouped send is a group of one: the call nests a group end).
+    pub(crate) user: Mutex<Option<(std::thread::ThreadId, String, u32)>>,
     /// Set by ncclCommAbort and ncclCommDestroy, which free a real communicator: any later
     /// call on the handle is a use after free, and the double ends the process saying so.
     pub(crate) freed: AtomicBool,
@@ -29,6 +37,14 @@ pub struct Comm {
 }
 
 impl Comm {
+    /// An error ended the communicator (ncclInProgress is not one).
+    pub(crate) fn failed(&self) -> bool {
+        !matches!(
+            self.async_error.load(Ordering::Acquire),
+            NCCL_SUCCESS | NCCL_IN_PROGRESS
+        )
+    }
+
     pub(crate) fn file(&self, seq: u64, tag: &str) -> PathBuf {
         self.dir.join(format!("{seq:012}-{tag}"))
     }
@@ -93,6 +109,56 @@ impl Comm {
     }
 }
 
+/// An API call in progress on a communicator (see `Comm::enter`).
+pub(crate) struct InUse<'a>(&'a Comm);
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        let mut user = self.0.user.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, _, depth)) = user.as_mut() {
+            *depth -= 1;
+            if *depth == 0 {
+                *user = None;
+            }
+        }
+    }
+}
+
+impl Comm {
+    /// Enter an API call. NCCL forbids using one communicator from two threads at once
+    /// (user guide, "Thread Safety"), and ncclCommAbort frees the communicator before it
+    /// returns (src/init.cc, commReclaim): a call while another thread is inside one, an abort
+    /// above all, is a use after free on real NCCL. The double ends the process saying so.
+    /// A call on a communicator still `ncclInProgress` is refused the same way: NCCL's user
+    /// guide asks to poll ncclCommGetAsyncError until it is no longer in progress first.
+    pub(crate) fn enter(&self, call: &str) -> InUse<'_> {
+        let me = std::thread::current().id();
+        let mut user = self.user.lock().unwrap_or_else(|p| p.into_inner());
+        match user.as_mut() {
+            Some((thread, inside, _)) if *thread != me => {
+                eprintln!(
+                    "TEST DOUBLE: {call} on rank {}'s communicator from {me:?} while {thread:?} is inside {inside} on it (NCCL forbids concurrent use of a communicator; an abort frees it under the other call)",
+                    self.rank
+                );
+                std::process::abort();
+            }
+            Some((_, _, depth)) => *depth += 1,
+            None => {
+                let polls = matches!(call, "ncclCommGetAsyncError" | "ncclCommAbort");
+                if !polls && self.async_error.load(Ordering::Acquire) == NCCL_IN_PROGRESS {
+                    eprintln!(
+                        "TEST DOUBLE: {call} on rank {}'s communicator while it is ncclInProgress (poll ncclCommGetAsyncError until it is not, first)",
+                        self.rank
+                    );
+                    std::process::abort();
+                }
+                *user = Some((me, call.to_string(), 1));
+            }
+        }
+        InUse(self)
+    }
+}
+
 /// One queued point-to-point operation of a group.
 pub(crate) struct P2p {
     pub(crate) send: bool,
@@ -120,15 +186,16 @@ pub(crate) unsafe fn comm_of(c: *mut c_void) -> &'static Comm {
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommGetAsyncError(c: *mut c_void, out: *mut NcclResult) -> NcclResult {
-    *out = live_comm(c, "ncclCommGetAsyncError")
-        .async_error
-        .load(Ordering::Acquire);
+    let comm = live_comm(c, "ncclCommGetAsyncError");
+    let _in = comm.enter("ncclCommGetAsyncError");
+    *out = comm.async_error.load(Ordering::Acquire);
     NCCL_SUCCESS
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
     let comm = live_comm(c, "ncclCommAbort");
+    drop(comm.enter("ncclCommAbort"));
     comm.freed.store(true, Ordering::Release);
     comm.aborted.store(true, Ordering::Release);
     let _ = std::fs::write(comm.dir.join(format!("aborted-{}", comm.rank)), b"");
@@ -138,9 +205,32 @@ pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommDestroy(c: *mut c_void) -> NcclResult {
     let comm = live_comm(c, "ncclCommDestroy");
+    drop(comm.enter("ncclCommDestroy"));
     comm.freed.store(true, Ordering::Release);
     comm.aborted.store(true, Ordering::Release);
     NCCL_SUCCESS
+}
+
+/// NCCL 2.14+: flush the communicator's work, then (non-blocking) ncclInProgress until it is
+/// quiescent; ncclCommDestroy then frees it.
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommFinalize(c: *mut c_void) -> NcclResult {
+    let comm = live_comm(c, "ncclCommFinalize");
+    let _in = comm.enter("ncclCommFinalize");
+    if comm.blocking {
+        return NCCL_SUCCESS;
+    }
+    comm.async_error.store(NCCL_IN_PROGRESS, Ordering::Release);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1));
+        let _ = comm.async_error.compare_exchange(
+            NCCL_IN_PROGRESS,
+            NCCL_SUCCESS,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    });
+    NCCL_IN_PROGRESS
 }
 
 #[no_mangle]

@@ -16,6 +16,10 @@ pub(crate) enum FaultKind {
     /// an NVLink fault), a code newer than cudarc's 11.8 bindings.
     Contained,
     Hang,
+    /// The call itself never finishes (NCCL waiting in connection setup for a peer that never
+    /// comes): a blocking communicator holds the calling thread inside the call; a
+    /// non-blocking one stays ncclInProgress. Only an abort ends it.
+    Stall,
     Die,
 }
 
@@ -35,6 +39,7 @@ pub(crate) fn fault() -> Option<Fault> {
         "remote" => FaultKind::Remote,
         "contained" => FaultKind::Contained,
         "hang" => FaultKind::Hang,
+        "stall" => FaultKind::Stall,
         "die" => FaultKind::Die,
         _ => return None,
     };
@@ -44,11 +49,28 @@ pub(crate) fn fault() -> Option<Fault> {
 }
 
 impl Comm {
+    /// A stall fault at this call (of `bytes`): wait, inside the call (or, non-blocking, in
+    /// NCCL's background thread), until the communicator is aborted. True = stalled.
+    pub(crate) fn stalled(&self, bytes: usize) -> bool {
+        let stalls = fault().is_some_and(|f| {
+            f.kind == FaultKind::Stall && f.rank == self.rank && bytes as u64 >= f.after
+        });
+        if stalls {
+            while !self.aborted.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        stalls
+    }
+
     /// Apply an injected fault at this collective (of `bytes`); true = do not complete it.
     pub(crate) fn faulted(&self, bytes: usize) -> bool {
         let n = self.collectives.fetch_add(1, Ordering::AcqRel) + 1;
         let Some(f) = fault() else { return false };
-        if f.rank != self.rank || (bytes as u64) < f.after || f.kind == FaultKind::Init {
+        if f.rank != self.rank
+            || (bytes as u64) < f.after
+            || matches!(f.kind, FaultKind::Init | FaultKind::Stall)
+        {
             return false;
         }
         match f.kind {
@@ -62,7 +84,7 @@ impl Comm {
             FaultKind::Async => self.async_error.store(NCCL_SYSTEM_ERROR, Ordering::Release),
             FaultKind::Remote => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
             FaultKind::Contained => STREAM_ERROR.store(CUDA_ERROR_CONTAINED, Ordering::Release),
-            FaultKind::Hang | FaultKind::Init => {}
+            FaultKind::Hang | FaultKind::Init | FaultKind::Stall => {}
         }
         while !self.aborted.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(5));

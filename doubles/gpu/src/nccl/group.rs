@@ -1,21 +1,34 @@
 //! Groups: ncclGroupStart/End batch sends and receives (and defer collectives) per thread;
 //! ncclGroupSimulateEnd estimates without running; the send/receive exchange at the group's end.
 
-use super::comms::{comm_of, P2p};
-use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_SUCCESS};
+use super::comms::{comm_of, Comm, P2p};
+use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_IN_PROGRESS, NCCL_SUCCESS};
 use crate::cuda::streams::stream_of;
 use std::ffi::c_void;
+use std::sync::atomic::Ordering;
 
-/// A collective called inside a group: its bytes, and the launch deferred to the group's end.
-type Deferred = (usize, Box<dyn FnOnce()>);
+/// A collective called inside a group: its communicator, bytes, and the launch deferred to
+/// the group's end.
+pub(crate) struct Deferred {
+    pub(crate) comm: usize,
+    pub(crate) bytes: usize,
+    pub(crate) launch: Box<dyn FnOnce() + Send>,
+}
 
-/// This thread's group: depth, queued sends/receives, deferred collectives.
+/// A communicator's initialisation called inside a group: it runs at the group's end, every
+/// rank's at once (each waits for its peers), and answers its result.
+pub(crate) type Init = (usize, Box<dyn FnOnce() -> NcclResult + Send>);
+
+/// This thread's group: depth, queued sends/receives, deferred collectives and inits.
 #[derive(Default)]
 pub(crate) struct Group {
     pub(crate) depth: usize,
     pub(crate) p2p: Vec<P2p>,
     pub(crate) collectives: Vec<Deferred>,
+    pub(crate) inits: Vec<Init>,
 }
+
+type Closed = (Vec<P2p>, Vec<Deferred>, Vec<Init>);
 
 std::thread_local! {
     pub(crate) static GROUP: std::cell::RefCell<Group> = std::cell::RefCell::new(Group::default());
@@ -32,7 +45,7 @@ pub extern "C" fn ncclGroupStart() -> NcclResult {
 }
 
 /// Close a group level; at the outermost, hand back what it queued.
-fn close_group() -> Option<(Vec<P2p>, Vec<Deferred>)> {
+fn close_group() -> Option<Closed> {
     GROUP.with(|g| {
         let mut g = g.borrow_mut();
         g.depth = g.depth.saturating_sub(1);
@@ -40,6 +53,7 @@ fn close_group() -> Option<(Vec<P2p>, Vec<Deferred>)> {
             (
                 std::mem::take(&mut g.p2p),
                 std::mem::take(&mut g.collectives),
+                std::mem::take(&mut g.inits),
             )
         })
     })
@@ -61,7 +75,7 @@ pub struct SimInfo {
 /// receives stay queued on their communicators for the next group to run first.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult {
-    let Some((p2p, collectives)) = close_group() else {
+    let Some((p2p, collectives, _)) = close_group() else {
         return NCCL_SUCCESS;
     };
     if info.is_null() || (*info).magic != 0x7468_5283 {
@@ -70,7 +84,7 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult 
     if !collectives.is_empty() {
         (*info).estimated_time = collectives
             .iter()
-            .map(|(b, _)| 5.0 + *b as f32 / 10e3)
+            .map(|d| 5.0 + d.bytes as f32 / 10e3)
             .sum();
     }
     for op in p2p {
@@ -83,23 +97,104 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult 
     NCCL_SUCCESS
 }
 
+/// The group's end: inits run (every rank's at once), collectives launch, sends and receives
+/// are matched. On blocking communicators this happens in the calling thread, inside the call;
+/// when any communicator of the group is non-blocking it happens in a thread of NCCL's
+/// (src/group.cc, groupLaunchNonBlocking): the call returns ncclInProgress and every
+/// communicator of the group says ncclInProgress until the work is launched.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
-    let Some((new_ops, collectives)) = close_group() else {
+    let Some((new_ops, collectives, inits)) = close_group() else {
         return NCCL_SUCCESS;
     };
-    // Operations a simulated group left in the planners of these communicators run first.
-    let mut ops = Vec::new();
-    let mut comms: Vec<usize> = new_ops.iter().map(|o| o.comm).collect();
+    if !inits.is_empty() {
+        return end_inits(inits);
+    }
+    let mut comms: Vec<usize> = new_ops
+        .iter()
+        .map(|o| o.comm)
+        .chain(collectives.iter().map(|d| d.comm))
+        .collect();
     comms.sort_unstable();
     comms.dedup();
-    for c in comms {
-        ops.append(&mut comm_of(c as *mut c_void).stale_p2p.lock().unwrap());
+    let comms: Vec<&'static Comm> = comms.iter().map(|&c| comm_of(c as *mut c_void)).collect();
+    let _inside: Vec<_> = comms.iter().map(|c| c.enter("ncclGroupEnd")).collect();
+    // Operations a simulated group left in the planners of these communicators run first.
+    let mut ops = Vec::new();
+    for c in &comms {
+        ops.append(&mut c.stale_p2p.lock().unwrap());
     }
     ops.extend(new_ops);
-    for (_, launch) in collectives {
-        launch();
+    let work = move || {
+        for d in collectives {
+            (d.launch)();
+        }
+        // SAFETY: the group's own operations, on communicators and streams that outlive it.
+        unsafe { launch_p2p(ops) };
+    };
+    if comms.iter().all(|c| c.blocking) {
+        work();
+        return NCCL_SUCCESS;
     }
+    for c in &comms {
+        c.async_error.store(NCCL_IN_PROGRESS, Ordering::Release);
+    }
+    let background = comms.clone();
+    in_background(Box::new(move || {
+        work();
+        for c in background {
+            let _ = c.async_error.compare_exchange(
+                NCCL_IN_PROGRESS,
+                NCCL_SUCCESS,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+    }));
+    NCCL_IN_PROGRESS
+}
+
+/// NCCL's thread for non-blocking group launches: one per process, running them in order.
+fn in_background(job: Box<dyn FnOnce() + Send>) {
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::{Mutex, OnceLock};
+    static QUEUE: OnceLock<Mutex<Sender<Box<dyn FnOnce() + Send>>>> = OnceLock::new();
+    let queue = QUEUE.get_or_init(|| {
+        let (tx, rx) = channel::<Box<dyn FnOnce() + Send>>();
+        std::thread::spawn(move || {
+            for job in rx {
+                job();
+            }
+        });
+        Mutex::new(tx)
+    });
+    let _ = queue.lock().unwrap().send(job);
+}
+
+/// Communicators' inits called in a group: all run at once (each waits for its peers).
+/// Blocking: the group end waits for them and answers the first failure; non-blocking: it
+/// answers ncclInProgress and each communicator reports its own result when done.
+fn end_inits(inits: Vec<Init>) -> NcclResult {
+    // SAFETY: the handles were made by ncclCommInitRankConfig, never freed.
+    let blocking = inits
+        .iter()
+        .all(|(c, _)| unsafe { comm_of(*c as *mut c_void) }.blocking);
+    let threads: Vec<_> = inits
+        .into_iter()
+        .map(|(_, init)| std::thread::spawn(init))
+        .collect();
+    if !blocking {
+        return NCCL_IN_PROGRESS;
+    }
+    threads
+        .into_iter()
+        .map(|t| t.join().unwrap_or(super::NCCL_SYSTEM_ERROR))
+        .find(|&rc| rc != NCCL_SUCCESS)
+        .unwrap_or(NCCL_SUCCESS)
+}
+
+/// Enqueue a group's sends and receives: one batch per (communicator, stream).
+unsafe fn launch_p2p(ops: Vec<P2p>) {
     // One batch per (comm, stream): all sends, then all receives.
     let mut batches: Vec<(usize, usize, Vec<P2p>)> = Vec::new();
     for op in ops {
@@ -125,8 +220,12 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
                 (op, *n)
             })
             .collect();
+        let bytes: usize = numbered.iter().map(|(o, _)| o.bytes).sum();
+        if comm.stalled(bytes) {
+            continue;
+        }
         stream_of(stream_ptr as *mut c_void).enqueue(Box::new(move || {
-            if comm.faulted(numbered.iter().map(|(o, _)| o.bytes).sum()) {
+            if comm.faulted(bytes) {
                 return;
             }
             for (op, n) in numbered.iter().filter(|(o, _)| o.send) {
@@ -144,5 +243,4 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
             }
         }));
     }
-    NCCL_SUCCESS
 }

@@ -2,10 +2,13 @@
 
 use super::comms::{comm_of, Comm};
 use super::faults::{fault, FaultKind};
+use super::group::{group_depth, GROUP};
 use super::{
-    NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
+    ncclGetVersion, NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_IN_PROGRESS,
+    NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
 };
 use crate::cuda::device::CURRENT_DEVICE;
+use crate::trace::trace_line;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -48,6 +51,7 @@ fn new_comm(
     rank: usize,
     nranks: usize,
     device: c_int,
+    blocking: bool,
 ) -> Result<*mut c_void, NcclResult> {
     if fault().is_some_and(|f| f.kind == FaultKind::Init && f.rank == rank) {
         return Err(NCCL_SYSTEM_ERROR);
@@ -66,8 +70,114 @@ fn new_comm(
         p2p_counts: Mutex::new(HashMap::new()),
         freed: AtomicBool::new(false),
         aborted: AtomicBool::new(false),
+        blocking,
+        user: Mutex::new(None),
     });
     Ok(Box::into_raw(comm) as *mut c_void)
+}
+
+/// NCCL_COMM_BLOCKING=0/1 overrides the config's `blocking` (src/init.cc, envConfigOverride:
+/// "if (blockingEnv == 0 || blockingEnv == 1) comm->config.blocking = blockingEnv").
+fn blocking_after_env(config: bool) -> bool {
+    match std::env::var("NCCL_COMM_BLOCKING").ok().as_deref() {
+        Some("0") => false,
+        Some("1") => true,
+        _ => config,
+    }
+}
+
+/// The `ncclConfig_t` fields the double acts on or reports, read as NCCL reads the struct
+/// (src/init.cc, parseCommConfig): `min(size, sizeof(ncclConfig_t))` bytes of the library's
+/// own layout, so a field past what this library knows is not read.
+struct Config {
+    blocking: c_int,
+    nvlink_centric_sched: Option<c_int>,
+}
+
+unsafe fn read_config(config: *const u8) -> Result<Config, NcclResult> {
+    if config.is_null() {
+        return Ok(Config {
+            blocking: 1,
+            nvlink_centric_sched: None,
+        });
+    }
+    let size = (config as *const usize).read_unaligned();
+    let int_at = |offset: usize| (config.add(offset) as *const c_int).read_unaligned();
+    if size < 20 || (config.add(8) as *const u32).read_unaligned() != 0xcafe_beef {
+        // "ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER"
+        return Err(NCCL_INVALID_ARGUMENT);
+    }
+    let blocking = match int_at(16) {
+        c_int::MIN => 1,
+        b @ (0 | 1) => b,
+        // "Invalid config blocking attribute value"
+        _ => return Err(NCCL_INVALID_ARGUMENT),
+    };
+    let mut version = 0;
+    ncclGetVersion(&mut version);
+    // nvlinkCentricSched sits at offset 76 of NCCL 2.28's layout (80 bytes).
+    let nvlink_centric_sched = (version >= 22800 && size >= 80).then(|| int_at(76));
+    Ok(Config {
+        blocking,
+        nvlink_centric_sched,
+    })
+}
+
+/// Create this rank's communicator and run (or defer) its initialisation: the peer exchange
+/// that finds two ranks on one GPU. Blocking: at once, in the call. Non-blocking: in a
+/// background thread, the communicator saying ncclInProgress meanwhile. Inside a group: at
+/// the group's end (ncclGroupEnd), as NCCL does.
+unsafe fn init_rank(
+    out: *mut *mut c_void,
+    nranks: c_int,
+    id: &UniqueId,
+    rank: c_int,
+    blocking: bool,
+) -> NcclResult {
+    let Some(token) = token_of(&id.internal) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    if nranks < 1 || rank < 0 || rank >= nranks {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    let device = CURRENT_DEVICE.with(|c| c.get());
+    let c = match new_comm(&token, rank as usize, nranks as usize, device, blocking) {
+        Ok(c) => c,
+        Err(e) => return e,
+    };
+    let comm = comm_of(c);
+    let init = move || match one_gpu_per_rank(comm, device) {
+        Ok(()) => {
+            let _ = comm.async_error.compare_exchange(
+                NCCL_IN_PROGRESS,
+                NCCL_SUCCESS,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            NCCL_SUCCESS
+        }
+        Err(e) => {
+            comm.async_error.store(e, Ordering::Release);
+            e
+        }
+    };
+    *out = c;
+    if group_depth() > 0 {
+        comm.async_error.store(NCCL_IN_PROGRESS, Ordering::Release);
+        GROUP.with(|g| g.borrow_mut().inits.push((c as usize, Box::new(init))));
+        return NCCL_SUCCESS;
+    }
+    if blocking {
+        let rc = init();
+        if rc != NCCL_SUCCESS {
+            // Freed as ncclCommDestroy frees (poisoned, never reused).
+            comm.freed.store(true, Ordering::Release);
+        }
+        return rc;
+    }
+    comm.async_error.store(NCCL_IN_PROGRESS, Ordering::Release);
+    std::thread::spawn(init);
+    NCCL_IN_PROGRESS
 }
 
 #[no_mangle]
@@ -77,27 +187,32 @@ pub unsafe extern "C" fn ncclCommInitRank(
     id: UniqueId,
     rank: c_int,
 ) -> NcclResult {
-    let Some(token) = token_of(&id.internal) else {
-        return NCCL_INVALID_ARGUMENT;
+    init_rank(out, nranks, &id, rank, blocking_after_env(true))
+}
+
+/// NCCL 2.14+: ncclCommInitRank with a configuration (`ncclConfig_t`, see `read_config`).
+/// `NCCLPROBE_TEST_DOUBLE_TRACE` gets one line per call with what the double read.
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommInitRankConfig(
+    out: *mut *mut c_void,
+    nranks: c_int,
+    id: UniqueId,
+    rank: c_int,
+    config: *mut c_void,
+) -> NcclResult {
+    let config = match read_config(config as *const u8) {
+        Ok(c) => c,
+        Err(e) => return e,
     };
-    if nranks < 1 || rank < 0 || rank >= nranks {
-        return NCCL_INVALID_ARGUMENT;
-    }
-    let device = CURRENT_DEVICE.with(|c| c.get());
-    match new_comm(&token, rank as usize, nranks as usize, device) {
-        Ok(c) => match one_gpu_per_rank(comm_of(c), device) {
-            Ok(()) => {
-                *out = c;
-                NCCL_SUCCESS
-            }
-            Err(e) => {
-                // Freed as ncclCommDestroy frees (poisoned, never reused).
-                comm_of(c).freed.store(true, Ordering::Release);
-                e
-            }
-        },
-        Err(e) => e,
-    }
+    let blocking = blocking_after_env(config.blocking == 1);
+    trace_line(&format!(
+        "call=ncclCommInitRankConfig rank={rank} blocking={} nvlinkCentricSched={}",
+        blocking as u8,
+        config
+            .nvlink_centric_sched
+            .map_or("unread".to_string(), |v| v.to_string())
+    ));
+    init_rank(out, nranks, &id, rank, blocking)
 }
 
 #[no_mangle]
@@ -115,7 +230,7 @@ pub unsafe extern "C" fn ncclCommInitAll(
         } else {
             *devlist.add(r)
         };
-        match new_comm(&token, r, ndev as usize, dev) {
+        match new_comm(&token, r, ndev as usize, dev, blocking_after_env(true)) {
             Ok(c) => *comms.add(r) = c,
             Err(e) => return e,
         }

@@ -10,6 +10,7 @@ pub(crate) mod comms;
 pub(crate) mod faults;
 pub(crate) mod group;
 pub(crate) mod init;
+pub(crate) mod reduce;
 pub(crate) mod registration;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,7 @@ const NCCL_SYSTEM_ERROR: NcclResult = 2;
 const NCCL_INVALID_ARGUMENT: NcclResult = 4;
 const NCCL_INVALID_USAGE: NcclResult = 5;
 const NCCL_REMOTE_ERROR: NcclResult = 6;
+const NCCL_IN_PROGRESS: NcclResult = 7;
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclGetVersion(v: *mut c_int) -> NcclResult {
@@ -43,6 +45,8 @@ pub extern "C" fn ncclGetErrorString(rc: NcclResult) -> *const c_char {
         4 => b"invalid argument (test double)\0",
         5 => b"invalid usage (test double)\0",
         6 => b"remote process exited or there was a network error (test double)\0",
+        7 => b"NCCL operation in progress (test double)\0",
+        8 => b"timeout (test double)\0",
         _ => b"unknown result code (test double)\0",
     };
     s.as_ptr() as *const c_char

@@ -3,7 +3,7 @@
 use super::collectives::ncclAllReduce;
 use super::group::{ncclGroupEnd, ncclGroupStart};
 use super::init::{ncclCommInitAll, ncclCommInitRank, ncclGetUniqueId, UniqueId};
-use super::{NCCL_INVALID_USAGE, NCCL_SUCCESS};
+use super::{NCCL_INVALID_USAGE, NCCL_IN_PROGRESS, NCCL_SUCCESS};
 use crate::cuda::device::cuInit;
 use crate::cuda::memory::{cuMemAlloc_v2, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2};
 use crate::cuda::streams::{cuStreamCreate, cuStreamSynchronize};
@@ -101,4 +101,95 @@ fn init_pair(devices: [i32; 2]) -> [i32; 2] {
 fn two_ranks_on_one_gpu_fail_init_on_both_as_nccl_does() {
     assert_eq!(init_pair([0, 1]), [NCCL_SUCCESS, NCCL_SUCCESS]);
     assert_eq!(init_pair([0, 0]), [NCCL_INVALID_USAGE, NCCL_INVALID_USAGE]);
+}
+
+/// A one-rank communicator created non-blocking (`ncclConfig_t.blocking = 0`), polled ready.
+unsafe fn non_blocking_comm() -> *mut c_void {
+    use super::comms::ncclCommGetAsyncError;
+    use super::init::ncclCommInitRankConfig;
+    assert_eq!(cuInit(0), CUDA_SUCCESS);
+    let mut id = UniqueId { internal: [0; 128] };
+    assert_eq!(ncclGetUniqueId(&mut id.internal), NCCL_SUCCESS);
+    // NCCL_CONFIG_INITIALIZER's prefix: size, magic, version, blocking = 0, the rest undefined.
+    let mut config = [i32::MIN; 20];
+    (config.as_mut_ptr() as *mut usize).write_unaligned(80);
+    config[2] = 0xcafe_beef_u32 as i32;
+    config[3] = 22800;
+    config[4] = 0;
+    let mut comm = std::ptr::null_mut();
+    let rc = ncclCommInitRankConfig(&mut comm, 1, id, 0, config.as_mut_ptr() as *mut c_void);
+    assert_eq!(rc, NCCL_IN_PROGRESS);
+    let mut state = NCCL_IN_PROGRESS;
+    while state == NCCL_IN_PROGRESS {
+        assert_eq!(ncclCommGetAsyncError(comm, &mut state), NCCL_SUCCESS);
+    }
+    assert_eq!(state, NCCL_SUCCESS);
+    comm
+}
+
+#[test]
+fn a_non_blocking_call_is_in_progress_until_launched_then_runs_in_stream_order() {
+    use super::comms::ncclCommGetAsyncError;
+    use crate::cuda::memory::cuMemcpyHtoDAsync_v2;
+    // SAFETY: handles made by the double itself, a buffer of 4 floats.
+    unsafe {
+        let comm = non_blocking_comm();
+        let mut stream = std::ptr::null_mut();
+        assert_eq!(cuStreamCreate(&mut stream, 1), CUDA_SUCCESS);
+        let mut buf = 0u64;
+        assert_eq!(cuMemAlloc_v2(&mut buf, 16), CUDA_SUCCESS);
+        let data = [2.5f32; 4];
+        let p = buf as *mut c_void;
+        assert_eq!(
+            cuMemcpyHtoDAsync_v2(buf, data.as_ptr() as *const c_void, 16, stream),
+            CUDA_SUCCESS
+        );
+        assert_eq!(ncclAllReduce(p, p, 4, 7, 0, comm, stream), NCCL_IN_PROGRESS);
+        let mut state = NCCL_IN_PROGRESS;
+        while state == NCCL_IN_PROGRESS {
+            assert_eq!(ncclCommGetAsyncError(comm, &mut state), NCCL_SUCCESS);
+        }
+        assert_eq!(state, NCCL_SUCCESS);
+        assert_eq!(cuStreamSynchronize(stream), CUDA_SUCCESS);
+        let mut out = [0f32; 4];
+        assert_eq!(
+            cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, buf, 16),
+            CUDA_SUCCESS
+        );
+        assert_eq!(out, [2.5; 4]);
+    }
+}
+
+#[test]
+fn a_synchronous_pageable_upload_is_not_ordered_before_a_non_blocking_stream() {
+    // SAFETY: handles made by the double itself, buffers of 4 floats.
+    unsafe {
+        assert_eq!(cuInit(0), CUDA_SUCCESS);
+        let (mut blocking, mut non_blocking) = (std::ptr::null_mut(), std::ptr::null_mut());
+        assert_eq!(cuStreamCreate(&mut blocking, 0), CUDA_SUCCESS);
+        assert_eq!(cuStreamCreate(&mut non_blocking, 1), CUDA_SUCCESS);
+        let (mut dev, mut seen) = (0u64, [0f32; 4]);
+        assert_eq!(cuMemAlloc_v2(&mut dev, 16), CUDA_SUCCESS);
+        let data = [7f32; 4];
+        let copy_back = |stream, out: &mut [f32; 4]| {
+            crate::cuda::memory::cuMemcpyDtoHAsync_v2(
+                out.as_mut_ptr() as *mut c_void,
+                dev,
+                16,
+                stream,
+            );
+            cuStreamSynchronize(stream);
+        };
+        assert_eq!(
+            cuMemcpyHtoD_v2(dev, data.as_ptr() as *const c_void, 16),
+            CUDA_SUCCESS
+        );
+        copy_back(non_blocking, &mut seen);
+        assert_eq!(
+            seen, [0.0; 4],
+            "a non-blocking stream does not wait for the legacy stream"
+        );
+        copy_back(blocking, &mut seen);
+        assert_eq!(seen, [7.0; 4], "a blocking stream does");
+    }
 }

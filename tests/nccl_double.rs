@@ -898,3 +898,140 @@ fn a_pair_matrix_across_four_gpus() {
     );
     assert!(text(&out.stdout).contains("# one-way bandwidth, row sends to column at 64 KiB"));
 }
+
+/// NCCL waiting inside a call for a peer that never comes (the double's `stall` fault: the
+/// call itself never finishes): the timeout reaches the thread that owns the communicators,
+/// which aborts them itself. No other thread may call ncclCommAbort while the owner is inside
+/// ncclGroupEnd: NCCL forbids concurrent use and the abort frees the communicator under the
+/// call, so the double ends the process on it ("TEST DOUBLE: ... concurrent use"). With
+/// NCCL_COMM_BLOCKING=1 the owner stays inside the call; the run still ends with code 4 and
+/// nobody touches the communicator.
+#[test]
+fn a_stalled_nccl_call_times_out_with_code_4_and_is_aborted_only_by_its_owner() {
+    for blocking in [None, Some("1"), Some("0")] {
+        let d = doubles();
+        let out_dir = tempfile::tempdir().unwrap();
+        let json = out_dir.path().join("run.json");
+        let mut c = probe(d.path());
+        c.args(SMALL)
+            .args(["--timeout", "2", "--json"])
+            .arg(&json)
+            .env("NCCLPROBE_TEST_DOUBLE_FAULT", "stall:0:512");
+        if let Some(b) = blocking {
+            c.env("NCCL_COMM_BLOCKING", b);
+        }
+        let (out, took) = run(c);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{blocking:?}: {stderr}");
+        assert!(!stderr.contains("TEST DOUBLE"), "{blocking:?}: {stderr}");
+        assert!(
+            stderr.contains(
+                "timeout: all_reduce float 512 B (512 bytes) out-of-place made no progress"
+            ),
+            "{blocking:?}: {stderr}"
+        );
+        assert!(took < Duration::from_secs(15), "{blocking:?}: {took:?}");
+        let r = read_record(&json);
+        assert_eq!(r.status, RunStatus::TimedOut, "{blocking:?}");
+        assert_eq!(r.points.len(), 4, "{blocking:?}");
+    }
+}
+
+#[test]
+fn sigint_during_a_stalled_nccl_call_exits_130_with_the_record_closed() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.args(SMALL)
+        .args(["--timeout", "60", "--json"])
+        .arg(&json)
+        .env("NCCLPROBE_TEST_DOUBLE_FAULT", "stall:1:512")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<ncclprobe::model::RunRecord>(&b).ok())
+        .is_none_or(|r| r.points.len() < 4)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep never reached the stall"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("TEST DOUBLE"), "{stderr}");
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(read_record(&json).status, RunStatus::Interrupted);
+}
+
+/// Communicators are made as nccl-tests 2.19.6 makes them (ncclCommInitRankConfig; on NCCL
+/// 2.28+ with nvlinkCentricSched = 1, so rows compare on Blackwell) but non-blocking, and
+/// NCCL_COMM_BLOCKING in the environment (which overrides the config in NCCL) changes nothing
+/// in the results: ncclInProgress is polled, never taken for a failure. The streams are
+/// created CU_STREAM_NON_BLOCKING, as nccl-tests creates them.
+#[test]
+fn communicators_and_streams_are_made_as_nccl_tests_makes_them_and_any_blocking_mode_works() {
+    for (version, blocking, sched) in [
+        ("21805", None, "unread"),
+        ("22803", None, "1"),
+        ("22803", Some("0"), "1"),
+        ("22803", Some("1"), "1"),
+    ] {
+        let d = doubles();
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("calls.txt");
+        let mut c = probe(d.path());
+        c.args(SMALL)
+            .args([
+                "--collective",
+                "all_reduce,all_gather,alltoall",
+                "--check",
+                "2",
+            ])
+            .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+            .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version);
+        if let Some(b) = blocking {
+            c.env("NCCL_COMM_BLOCKING", b);
+        }
+        let (out, _) = run(c);
+        let what = format!("NCCL {version}, NCCL_COMM_BLOCKING={blocking:?}");
+        assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("# Out of bounds values : 0 OK"),
+            "{what}: {}",
+            text(&out.stdout)
+        );
+        let calls = std::fs::read_to_string(&trace).unwrap();
+        let inits: Vec<&str> = calls
+            .lines()
+            .filter(|l| l.contains("call=ncclCommInitRankConfig"))
+            .collect();
+        let mode = if blocking == Some("1") { "1" } else { "0" };
+        assert_eq!(inits.len(), 2, "{what}: {calls}");
+        for l in inits {
+            assert!(
+                l.ends_with(&format!("blocking={mode} nvlinkCentricSched={sched}")),
+                "{what}: {l}"
+            );
+        }
+        // The calibration's copies use blocking streams of their own; the ranks' are 1.
+        let rank_streams = calls
+            .lines()
+            .skip_while(|l| !l.contains("ncclCommInitRankConfig"))
+            .filter(|l| l.starts_with("call=cuStreamCreate"))
+            .collect::<Vec<_>>();
+        assert_eq!(
+            rank_streams,
+            vec!["call=cuStreamCreate flags=1"; 2],
+            "{what}: {calls}"
+        );
+    }
+}

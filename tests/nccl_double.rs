@@ -587,6 +587,68 @@ fn a_null_symmetric_window_is_refused_not_recorded_as_symmetric() {
     }
 }
 
+/// From NCCL 2.28 a communicator without symmetric support (NCCL_WIN_ENABLE=0, cuMem off, or
+/// no P2P between every GPU) hands back a non-null window that is only local. NCCL 2.29 says
+/// so (ncclCommQueryProperties): -R 2 refuses with exit 5; with symmetric support it confirms
+/// it in the record. NCCL 2.28 cannot say: the run goes on and the record says "not verified".
+#[test]
+fn symmetric_windows_are_verified_where_nccl_can_say_and_marked_unverified_where_it_cannot() {
+    let d = doubles();
+    for (version, win_enable, code, says) in [
+        (
+            "22903",
+            Some("0"),
+            Some(5),
+            "reports no symmetric support on GPU 0",
+        ),
+        (
+            "22903",
+            None,
+            Some(0),
+            "symmetric support confirmed by NCCL 2.29.3",
+        ),
+        (
+            "22803",
+            Some("0"),
+            Some(0),
+            "symmetric windows requested, not verified",
+        ),
+        (
+            "22803",
+            None,
+            Some(0),
+            "symmetric windows requested, not verified",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("run.json");
+        let mut c = probe(d.path());
+        c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+            .args(SMALL)
+            .args(["-R", "2", "--json"])
+            .arg(&json);
+        if let Some(v) = win_enable {
+            c.env("NCCL_WIN_ENABLE", v);
+        }
+        let (out, _) = run(c);
+        let what = format!("NCCL {version}, NCCL_WIN_ENABLE={win_enable:?}");
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), code, "{what}: {stderr}");
+        assert!(
+            stdout.contains(says) || stderr.contains(says),
+            "{what}: {stdout}\n{stderr}"
+        );
+        if code == Some(0) {
+            let r = read_record(&json);
+            assert!(
+                r.notes.iter().any(|n| n.contains(says)),
+                "{what}: {:?}",
+                r.notes
+            );
+        }
+    }
+}
+
 /// NCCL 2.24+ hands back a NULL registration handle, with success, when local registration is
 /// off or P2P copies through cudaMemcpy: -R 1 must say so instead of recording "registered".
 #[test]

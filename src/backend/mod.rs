@@ -183,6 +183,12 @@ pub trait Communicator {
     }
 
     /// The device this rank drives, for the banner and the record (`None`: host memory).
+    /// What the run record should say about this communicator (e.g. that a requested feature
+    /// could not be verified); rank 0's go into the record's notes and the table's header.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     fn device_label(&self) -> Option<String> {
         None
     }

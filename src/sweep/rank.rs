@@ -65,7 +65,9 @@ pub fn run_rank(
     };
     let mut next = 0;
     if let Some(out) = out {
+        let notes = sweep.comm.notes();
         out.set_ranks(ranks, nranks, total_points(plan, nranks))?;
+        out.add_notes(&notes)?;
     }
 
     for &coll in &plan.collectives {

@@ -110,6 +110,14 @@ impl Rank0 {
         })
     }
 
+    /// Notes on how the run went (`Communicator::notes`): in the header and the record.
+    pub fn add_notes(&self, notes: &[String]) -> Result<(), Failure> {
+        for n in notes {
+            self.println(&format!("# note: {n}"));
+        }
+        self.with_sink(|sink| sink.record.notes.extend(notes.iter().cloned()))
+    }
+
     pub fn collective_header(&self, coll: Collective) {
         self.println(&format!(
             "#\n# Collective test starting: {}_perf",

@@ -127,6 +127,44 @@ type NcclWindowRegister =
 /// `NCCL_WIN_COLL_SYMMETRIC` (nccl.h, 2.27).
 pub(super) const NCCL_WIN_COLL_SYMMETRIC: c_int = 0x01;
 type NcclGroupSimulateEnd = unsafe extern "C" fn(*mut ncclSimInfo_t) -> c_int;
+type NcclQueryProperties = unsafe extern "C" fn(*mut c_void, *mut CommProperties) -> c_int;
+
+/// `ncclCommProperties_t` (nccl.h, NCCL 2.29) up to the fields 2.29.0 writes, and room for
+/// what later versions append (NCCL writes fields by the `version` we pass).
+#[repr(C)]
+pub(super) struct CommProperties {
+    size: usize,
+    magic: u32,
+    version: u32,
+    rank: c_int,
+    n_ranks: c_int,
+    cuda_dev: c_int,
+    nvml_dev: c_int,
+    /// `comm->symmetricSupport` (src/dev_runtime.cc): windows are symmetric.
+    pub(super) device_api_support: bool,
+    multimem_support: bool,
+    gin_type: c_int,
+    reserved: [u8; 64],
+}
+
+impl CommProperties {
+    /// NCCL_COMM_PROPERTIES_INITIALIZER for the 2.29.0 layout.
+    pub(super) fn new() -> CommProperties {
+        CommProperties {
+            size: std::mem::size_of::<CommProperties>(),
+            magic: 0xcafe_beef,
+            version: 22900,
+            rank: 0,
+            n_ranks: 0,
+            cuda_dev: 0,
+            nvml_dev: 0,
+            device_api_support: false,
+            multimem_support: false,
+            gin_type: 0,
+            reserved: [0; 64],
+        }
+    }
+}
 
 /// NCCL 2.19's local buffer registration (nccl-tests' -R 1): buffers from `ncclMemAlloc`,
 /// registered with the communicator so NCCL can work on them without internal copies.
@@ -171,6 +209,8 @@ pub struct Api {
     pub registration: Option<Registration>,
     /// NCCL 2.22's cost-model query, when present.
     pub(super) simulate: Option<NcclGroupSimulateEnd>,
+    /// NCCL 2.29's `ncclCommQueryProperties`: whether -R 2's windows are really symmetric.
+    pub(super) query_properties: Option<NcclQueryProperties>,
     /// The CUDA driver: its file and `cuDriverGetVersion` (e.g. 12040).
     pub driver: (std::path::PathBuf, i32),
 }
@@ -259,6 +299,9 @@ impl Api {
                 registration: optional_registration(nlib, nccl.version_code),
                 simulate: (nccl.version_code >= 22200)
                     .then(|| sym(nlib, n, "ncclGroupSimulateEnd", &mut Vec::new()))
+                    .flatten(),
+                query_properties: (nccl.version_code >= 22900)
+                    .then(|| sym(nlib, n, "ncclCommQueryProperties", &mut Vec::new()))
                     .flatten(),
                 nccl,
                 devices: 0,

@@ -5,7 +5,9 @@
 //! communicator and fails the run, naming the collective, size and rank).
 
 use super::abort::{Handle, NCCL_IN_PROGRESS};
-use super::api::{Api, NcclConfig, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC};
+use super::api::{
+    Api, CommProperties, NcclConfig, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC,
+};
 use super::completion;
 use super::enqueue::{enqueue, enqueue_transfer, FirstError, Target};
 use super::group::{GroupLauncher, Work};
@@ -42,6 +44,8 @@ pub struct NcclComm {
     group: Option<Arc<GroupLauncher>>,
     /// `-R 1|2`: buffers from ncclMemAlloc, registered; the two registration handles.
     registered: Option<(Registration, RegistrationMode, [usize; 2])>,
+    /// What the run record should say about this communicator (`Communicator::notes`).
+    notes: Vec<String>,
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -178,6 +182,7 @@ impl NcclComm {
             events: None,
             group: None,
             registered: None,
+            notes: Vec::new(),
         })
     }
 
@@ -212,10 +217,45 @@ impl NcclComm {
             .api
             .registration
             .ok_or_else(|| missing("-R 1", "ncclMemAlloc and ncclCommRegister", "2.19"))?;
-        if mode == RegistrationMode::Symmetric && reg.window.is_none() {
-            return Err(missing("-R 2", "ncclCommWindowRegister", "2.27"));
+        if mode == RegistrationMode::Symmetric {
+            if reg.window.is_none() {
+                return Err(missing("-R 2", "ncclCommWindowRegister", "2.27"));
+            }
+            self.verify_symmetric_support()?;
         }
         self.registered = Some((reg, mode, [0, 0]));
+        Ok(())
+    }
+
+    /// -R 2: NCCL hands back a window that is only local, with success, when the communicator
+    /// has no symmetric support (2.27: across nodes or without P2P between every GPU; 2.28+:
+    /// also with NCCL_WIN_ENABLE=0 or cuMem off; src/dev_runtime.cc). NCCL 2.29 says which
+    /// (ncclCommQueryProperties' deviceApiSupport); older NCCL cannot, and the record says the
+    /// request went unverified.
+    fn verify_symmetric_support(&mut self) -> Result<(), BackendError> {
+        let version = self.api.nccl.version();
+        let Some(query) = self.api.query_properties else {
+            self.notes.push(format!(
+                "-R 2: symmetric windows requested, not verified: NCCL {version} cannot say whether they are symmetric (ncclCommQueryProperties is NCCL 2.29+); without symmetric support NCCL registers them as local windows"
+            ));
+            return Ok(());
+        };
+        let mut props = CommProperties::new();
+        let c = self.comm.raw()?;
+        // SAFETY: a live communicator, called by its owner; `props` initialised as
+        // NCCL_COMM_PROPERTIES_INITIALIZER does, with room for fields NCCL may add.
+        let rc = unsafe { query(c, &mut props) };
+        let device = self.device;
+        self.comm
+            .check(&|| format!("ncclCommQueryProperties on GPU {device}"), rc)?;
+        if !props.device_api_support {
+            return Err(BackendError::Unavailable(format!(
+                "-R 2: NCCL {version} reports no symmetric support on GPU {device} (ncclCommQueryProperties: deviceApiSupport = 0): its windows would be local only. NCCL gives symmetric support with cuMem on (NCCL_CUMEM_ENABLE unset or 1), windows enabled (NCCL_WIN_ENABLE unset or 1), and P2P between every GPU of one node"
+            )));
+        }
+        self.notes.push(format!(
+            "-R 2: symmetric support confirmed by NCCL {version} (ncclCommQueryProperties)"
+        ));
         Ok(())
     }
 
@@ -564,6 +604,10 @@ impl Communicator for NcclComm {
             rc
         };
         (rc == 0 && info.estimatedTime >= 0.0).then_some(info.estimatedTime as f64 * 1e-6)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 
     fn checks_in_place(&self, coll: Collective) -> bool {

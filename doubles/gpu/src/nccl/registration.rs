@@ -91,10 +91,20 @@ pub unsafe extern "C" fn ncclCommDeregister(c: *mut c_void, handle: *mut c_void)
     }
 }
 
+/// Whether NCCL 2.28+ gives this communicator symmetric support (`comm->symmetricSupport`,
+/// src/dev_runtime.cc): not with windows disabled (NCCL_WIN_ENABLE=0) or cuMem off
+/// (NCCL_CUMEM_ENABLE=0).
+pub(crate) fn symmetric_support() -> bool {
+    let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
+    !(off("NCCL_WIN_ENABLE") || off("NCCL_CUMEM_ENABLE"))
+}
+
 /// NCCL 2.27's symmetric windows: registered like ncclCommRegister's buffers here; the flag
-/// must be NCCL_WIN_COLL_SYMMETRIC (1) or NCCL_WIN_DEFAULT (0). As register/register.cc does,
-/// with cuMem or local registration turned off (NCCL_CUMEM_ENABLE=0, NCCL_LOCAL_REGISTER=0)
-/// the call succeeds and hands back a NULL window.
+/// must be NCCL_WIN_COLL_SYMMETRIC (1) or NCCL_WIN_DEFAULT (0). As register/register.cc does
+/// in 2.27, with cuMem or local registration turned off (NCCL_CUMEM_ENABLE=0,
+/// NCCL_LOCAL_REGISTER=0) the call succeeds and hands back a NULL window. From 2.28 a
+/// communicator without symmetric support (`symmetric_support`) hands back a window that is
+/// only local: non-null, and nothing in the call says so (ncclCommQueryProperties, 2.29, does).
 #[no_mangle]
 pub unsafe extern "C" fn ncclCommWindowRegister(
     c: *mut c_void,
@@ -107,11 +117,54 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
         return NCCL_INVALID_ARGUMENT;
     }
     let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
-    if off("NCCL_CUMEM_ENABLE") || off("NCCL_LOCAL_REGISTER") {
+    let mut version = 0;
+    super::ncclGetVersion(&mut version);
+    if version < 22800 && (off("NCCL_CUMEM_ENABLE") || off("NCCL_LOCAL_REGISTER")) {
         *win = std::ptr::null_mut();
         return NCCL_SUCCESS;
     }
     ncclCommRegister(c, buf, bytes, win)
+}
+
+/// `ncclCommProperties_t` (nccl.h, 2.29) up to the fields NCCL 2.29.0 writes.
+#[repr(C)]
+pub struct CommProperties {
+    size: usize,
+    magic: u32,
+    version: u32,
+    rank: c_int,
+    n_ranks: c_int,
+    cuda_dev: c_int,
+    nvml_dev: c_int,
+    device_api_support: bool,
+    multimem_support: bool,
+    gin_type: c_int,
+}
+
+/// NCCL 2.29 (src/dev_runtime.cc): the communicator's properties; `deviceApiSupport` is its
+/// symmetric support. The struct must come from NCCL_COMM_PROPERTIES_INITIALIZER (its magic).
+#[no_mangle]
+pub unsafe extern "C" fn ncclCommQueryProperties(
+    c: *mut c_void,
+    props: *mut CommProperties,
+) -> NcclResult {
+    let comm = super::comms::live_comm(c, "ncclCommQueryProperties");
+    let _in = comm.enter("ncclCommQueryProperties");
+    if props.is_null() {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    let p = &mut *props;
+    if p.magic != 0xcafe_beef || p.size < std::mem::size_of::<CommProperties>() {
+        return super::NCCL_INVALID_USAGE;
+    }
+    p.rank = comm.rank as c_int;
+    p.n_ranks = comm.nranks as c_int;
+    p.cuda_dev = comm.device;
+    p.nvml_dev = comm.device;
+    p.device_api_support = symmetric_support();
+    p.multimem_support = false;
+    p.gin_type = 0;
+    NCCL_SUCCESS
 }
 
 #[no_mangle]

@@ -604,3 +604,42 @@ fn the_count_column_is_what_each_rank_passes_as_nccl_tests_prints_it() {
         assert_eq!(csv[i][col], p.count.to_string());
     }
 }
+
+/// `ncclprobe sweep | head -3`: the reader goes away after three lines. The run is not a
+/// crash (no panic, exit 0 as for a finished run) and the record on disk has every point.
+#[test]
+fn a_reader_that_closes_stdout_early_loses_nothing_on_disk() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args([
+            "sweep",
+            "-b",
+            "8",
+            "-e",
+            "1M",
+            "-f",
+            "4",
+            "--max-samples",
+            "6",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for _ in 0..3 {
+        lines.next().unwrap().unwrap();
+    }
+    drop(lines);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let r = read_record(&json);
+    assert_eq!(r.status, RunStatus::Complete);
+    assert_eq!(r.points.len(), 2 * 9, "8 B to 1 MiB by 4, both placements");
+}

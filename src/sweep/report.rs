@@ -78,7 +78,7 @@ impl Rank0 {
 
     fn println(&self, line: &str) {
         if self.print_table {
-            self.progress.suspend(|| println!("{line}"));
+            self.progress.suspend(|| to_stdout(&format!("{line}\n")));
         }
     }
 
@@ -265,13 +265,10 @@ impl Rank0 {
         for line in after_table_lines(&record) {
             self.println(&line);
         }
-        print!(
-            "{}",
-            crate::render::record::stdout_documents(output, &record)?
-        );
+        to_stdout(&crate::render::record::stdout_documents(output, &record)?);
         if let Some(text) = verdict_text {
             if output.table_on_stdout() {
-                print!("{text}");
+                to_stdout(&text);
             } else {
                 eprint!("{text}");
             }
@@ -537,4 +534,13 @@ mod tests {
             "a pinned figure without its pageable twin is not printed"
         );
     }
+}
+
+/// Write to stdout; a reader that went away (`ncclprobe sweep | head`) is not a failure of the
+/// run: the record on disk still gets every point, so the write error is dropped instead of
+/// panicking as `print!` does on a closed pipe.
+fn to_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }

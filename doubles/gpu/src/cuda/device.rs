@@ -17,7 +17,14 @@ pub(crate) fn device_count() -> c_int {
 }
 
 std::thread_local! {
-    pub(crate) static CURRENT_DEVICE: std::cell::Cell<c_int> = const { std::cell::Cell::new(0) };
+    /// The device of this thread's current context; -1 while it has none.
+    pub(crate) static CURRENT_DEVICE: std::cell::Cell<c_int> = const { std::cell::Cell::new(-1) };
+}
+
+/// The device of this thread's current context, if it has one.
+pub(crate) fn current_device() -> Option<c_int> {
+    let d = CURRENT_DEVICE.with(|c| c.get());
+    (d >= 0).then_some(d)
 }
 
 #[no_mangle]

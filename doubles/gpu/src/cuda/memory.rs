@@ -20,6 +20,7 @@ fn allocations() -> &'static Mutex<HashMap<usize, std::alloc::Layout>> {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    super::need_context!();
     let used = ALLOCATED.load(Ordering::Relaxed) / device_count().max(1) as usize;
     *total = MEMORY_PER_DEVICE;
     *free = MEMORY_PER_DEVICE.saturating_sub(used);
@@ -52,6 +53,7 @@ unsafe fn free(p: usize) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CUresult {
+    super::need_context!();
     if ALLOCATED.load(Ordering::Relaxed) + bytes
         > MEMORY_PER_DEVICE * device_count().max(1) as usize
     {
@@ -73,6 +75,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) -> CUresult {
+    super::need_context!();
     match alloc(bytes) {
         Some(ptr) => {
             *p = ptr as *mut c_void;
@@ -126,6 +129,7 @@ pub(crate) fn flush_legacy() {
 /// waits for it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize) -> CUresult {
+    super::need_context!();
     null_stream().synchronize();
     let pinned = allocations().lock().unwrap().contains_key(&(src as usize));
     if pinned {
@@ -146,6 +150,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: u64, src: *const c_void, n: usize)
 
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    super::need_context!();
     null_stream().synchronize();
     flush_legacy();
     let until = pageable_dma_until().lock().unwrap().take();
@@ -158,6 +163,7 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
 /// Synchronous, on the legacy stream: pending pageable copies land first.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -> CUresult {
+    super::need_context!();
     null_stream().synchronize();
     flush_legacy();
     std::ptr::copy(src as *const u8, dst as *mut u8, n);
@@ -181,6 +187,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     n: usize,
     stream: *mut c_void,
 ) -> CUresult {
+    super::need_context!();
     copy_on_stream(dst as usize, src as usize, n, stream)
 }
 
@@ -191,5 +198,6 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     n: usize,
     stream: *mut c_void,
 ) -> CUresult {
+    super::need_context!();
     copy_on_stream(dst as usize, src as usize, n, stream)
 }

@@ -95,6 +95,7 @@ pub(crate) unsafe fn stream_of(handle: *mut c_void) -> Arc<Stream> {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamCreate(out: *mut *mut c_void, flags: u32) -> CUresult {
+    super::need_context!();
     // cuda.h, CUstream_flags: CU_STREAM_DEFAULT 0, CU_STREAM_NON_BLOCKING 1.
     if flags > 1 {
         return super::CUDA_ERROR_INVALID_VALUE;
@@ -143,6 +144,7 @@ struct Event {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuEventCreate(out: *mut *mut c_void, _flags: u32) -> CUresult {
+    super::need_context!();
     *out = Arc::into_raw(Arc::new(Event {
         at: Mutex::new(None),
     })) as *mut c_void;

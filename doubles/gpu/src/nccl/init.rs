@@ -140,7 +140,8 @@ unsafe fn init_rank(
     if nranks < 1 || rank < 0 || rank >= nranks {
         return NCCL_INVALID_ARGUMENT;
     }
-    let device = CURRENT_DEVICE.with(|c| c.get());
+    // NCCL takes the device from cudaGetDevice, which is 0 on a thread that set none.
+    let device = CURRENT_DEVICE.with(|c| c.get()).max(0);
     let c = match new_comm(&token, rank as usize, nranks as usize, device, blocking) {
         Ok(c) => c,
         Err(e) => return e,

@@ -13,6 +13,7 @@ use std::ffi::c_void;
 /// Two communicators of one clique, driven by this thread; a stream per rank.
 unsafe fn clique() -> ([*mut c_void; 2], [*mut c_void; 2], [u64; 2]) {
     assert_eq!(cuInit(0), CUDA_SUCCESS);
+    use_gpu0();
     let mut comms = [std::ptr::null_mut(); 2];
     assert_eq!(
         ncclCommInitAll(comms.as_mut_ptr(), 2, [0, 1].as_ptr()),
@@ -108,6 +109,7 @@ unsafe fn non_blocking_comm() -> *mut c_void {
     use super::comms::ncclCommGetAsyncError;
     use super::init::ncclCommInitRankConfig;
     assert_eq!(cuInit(0), CUDA_SUCCESS);
+    use_gpu0();
     let mut id = UniqueId { internal: [0; 128] };
     assert_eq!(ncclGetUniqueId(&mut id.internal), NCCL_SUCCESS);
     // NCCL_CONFIG_INITIALIZER's prefix: size, magic, version, blocking = 0, the rest undefined.
@@ -165,6 +167,7 @@ fn a_synchronous_pageable_upload_is_not_ordered_before_a_non_blocking_stream() {
     // SAFETY: handles made by the double itself, buffers of 4 floats.
     unsafe {
         assert_eq!(cuInit(0), CUDA_SUCCESS);
+        use_gpu0();
         let (mut blocking, mut non_blocking) = (std::ptr::null_mut(), std::ptr::null_mut());
         assert_eq!(cuStreamCreate(&mut blocking, 0), CUDA_SUCCESS);
         assert_eq!(cuStreamCreate(&mut non_blocking, 1), CUDA_SUCCESS);
@@ -192,4 +195,24 @@ fn a_synchronous_pageable_upload_is_not_ordered_before_a_non_blocking_stream() {
         copy_back(blocking, &mut seen);
         assert_eq!(seen, [7.0; 4], "a blocking stream does");
     }
+}
+
+/// Make GPU 0's primary context current on this thread.
+unsafe fn use_gpu0() {
+    use crate::cuda::device::{cuCtxSetCurrent, cuDevicePrimaryCtxRetain};
+    let mut ctx = std::ptr::null_mut();
+    assert_eq!(cuDevicePrimaryCtxRetain(&mut ctx, 0), CUDA_SUCCESS);
+    assert_eq!(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+#[test]
+fn calls_on_the_current_context_fail_on_a_thread_without_one() {
+    let rc = std::thread::spawn(|| {
+        let mut dev = 0u64;
+        // SAFETY: a valid out-pointer.
+        unsafe { cuMemAlloc_v2(&mut dev, 16) }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(rc, 201, "CUDA_ERROR_INVALID_CONTEXT");
 }

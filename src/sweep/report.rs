@@ -504,6 +504,15 @@ fn report_of(args: &super::options::Options, record: &model::RunRecord) -> Resul
     crate::report::output::produce(&docs, args.report.title(), &dest)
 }
 
+/// Write to stdout; a reader that went away (`ncclprobe sweep | head`) is not a failure of the
+/// run: the record on disk still gets every point, so the write error is dropped instead of
+/// panicking as `print!` does on a closed pipe.
+fn to_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,13 +543,4 @@ mod tests {
             "a pinned figure without its pageable twin is not printed"
         );
     }
-}
-
-/// Write to stdout; a reader that went away (`ncclprobe sweep | head`) is not a failure of the
-/// run: the record on disk still gets every point, so the write error is dropped instead of
-/// panicking as `print!` does on a closed pipe.
-fn to_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }

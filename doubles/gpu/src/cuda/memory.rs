@@ -100,8 +100,10 @@ fn pageable_dma_until() -> &'static Mutex<Option<Instant>> {
 }
 
 /// Pageable host-to-device copies whose DMA has not landed yet: (destination, staged bytes).
-fn pending_dma() -> &'static Mutex<Vec<(usize, Vec<u8>)>> {
-    static P: OnceLock<Mutex<Vec<(usize, Vec<u8>)>>> = OnceLock::new();
+type Pending = Mutex<Vec<(usize, Vec<u8>)>>;
+
+fn pending_dma() -> &'static Pending {
+    static P: OnceLock<Pending> = OnceLock::new();
     P.get_or_init(|| Mutex::new(Vec::new()))
 }
 

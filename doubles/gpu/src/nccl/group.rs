@@ -154,13 +154,15 @@ pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
     NCCL_IN_PROGRESS
 }
 
+type Job = Box<dyn FnOnce() + Send>;
+
 /// NCCL's thread for non-blocking group launches: one per process, running them in order.
-fn in_background(job: Box<dyn FnOnce() + Send>) {
+fn in_background(job: Job) {
     use std::sync::mpsc::{channel, Sender};
     use std::sync::{Mutex, OnceLock};
-    static QUEUE: OnceLock<Mutex<Sender<Box<dyn FnOnce() + Send>>>> = OnceLock::new();
+    static QUEUE: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = channel::<Box<dyn FnOnce() + Send>>();
+        let (tx, rx) = channel::<Job>();
         std::thread::spawn(move || {
             for job in rx {
                 job();

@@ -5,9 +5,7 @@
 //! communicator and fails the run, naming the collective, size and rank).
 
 use super::abort::{Handle, NCCL_IN_PROGRESS};
-use super::api::{
-    Api, CommProperties, NcclConfig, Registration, RegistrationMode, NCCL_WIN_COLL_SYMMETRIC,
-};
+use super::api::{Api, NcclConfig, Registration, RegistrationMode};
 use super::completion;
 use super::enqueue::{enqueue, enqueue_transfer, FirstError, Target};
 use super::group::{GroupLauncher, Work};
@@ -24,28 +22,28 @@ use std::time::Instant;
 
 /// One rank on one GPU.
 pub struct NcclComm {
-    api: Arc<Api>,
-    rank: usize,
-    nranks: usize,
-    device: c_int,
-    ctx: usize,
-    comm: Arc<Handle>,
-    stream: usize,
-    dev_send: u64,
-    dev_recv: u64,
-    capacity: usize,
-    host_send: AlignedBuf,
-    host_recv: AlignedBuf,
-    spec: Option<PointSpec>,
-    control: Box<dyn ControlPlane>,
+    pub(super) api: Arc<Api>,
+    pub(super) rank: usize,
+    pub(super) nranks: usize,
+    pub(super) device: c_int,
+    pub(super) ctx: usize,
+    pub(super) comm: Arc<Handle>,
+    pub(super) stream: usize,
+    pub(super) dev_send: u64,
+    pub(super) dev_recv: u64,
+    pub(super) capacity: usize,
+    pub(super) host_send: AlignedBuf,
+    pub(super) host_recv: AlignedBuf,
+    pub(super) spec: Option<PointSpec>,
+    pub(super) control: Box<dyn ControlPlane>,
     /// Time batches with CUDA events on the stream instead of the host clock.
-    events: Option<(usize, usize)>,
+    pub(super) events: Option<(usize, usize)>,
     /// `-g N`: the launcher that enqueues every GPU's calls from one thread, grouped.
-    group: Option<Arc<GroupLauncher>>,
+    pub(super) group: Option<Arc<GroupLauncher>>,
     /// `-R 1|2`: buffers from ncclMemAlloc, registered; the two registration handles.
-    registered: Option<(Registration, RegistrationMode, [usize; 2])>,
+    pub(super) registered: Option<(Registration, RegistrationMode, [usize; 2])>,
     /// What the run record should say about this communicator (`Communicator::notes`).
-    notes: Vec<String>,
+    pub(super) notes: Vec<String>,
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -199,181 +197,6 @@ impl NcclComm {
                 .cuda("cuEventCreate", drv::cuEventCreate(&mut b, 0))?;
         }
         self.events = Some((a as usize, b as usize));
-        Ok(())
-    }
-
-    /// `-R 1`: allocate buffers with ncclMemAlloc and register them with the communicator;
-    /// `-R 2`: register them as symmetric windows (a collective call on every rank).
-    pub fn use_registration(&mut self, mode: RegistrationMode) -> Result<(), BackendError> {
-        let nccl = &self.api.nccl;
-        let missing = |flag: &str, needs: &str, since: &str| {
-            BackendError::Unavailable(format!(
-                "{flag} needs {needs} (NCCL {since} or newer); NCCL {} at {} has none",
-                nccl.version(),
-                nccl.path.display()
-            ))
-        };
-        let reg = self
-            .api
-            .registration
-            .ok_or_else(|| missing("-R 1", "ncclMemAlloc and ncclCommRegister", "2.19"))?;
-        if mode == RegistrationMode::Symmetric {
-            if reg.window.is_none() {
-                return Err(missing("-R 2", "ncclCommWindowRegister", "2.27"));
-            }
-            self.verify_symmetric_support()?;
-        }
-        self.registered = Some((reg, mode, [0, 0]));
-        Ok(())
-    }
-
-    /// -R 2: NCCL hands back a window that is only local, with success, when the communicator
-    /// has no symmetric support (2.27: across nodes or without P2P between every GPU; 2.28+:
-    /// also with NCCL_WIN_ENABLE=0 or cuMem off; src/dev_runtime.cc). NCCL 2.29 says which
-    /// (ncclCommQueryProperties' deviceApiSupport); older NCCL cannot, and the record says the
-    /// request went unverified.
-    fn verify_symmetric_support(&mut self) -> Result<(), BackendError> {
-        let version = self.api.nccl.version();
-        let Some(query) = self.api.query_properties else {
-            self.notes.push(format!(
-                "-R 2: symmetric windows requested, not verified: NCCL {version} cannot say whether they are symmetric (ncclCommQueryProperties is NCCL 2.29+); without symmetric support NCCL registers them as local windows"
-            ));
-            return Ok(());
-        };
-        let mut props = CommProperties::new();
-        let c = self.comm.raw()?;
-        // SAFETY: a live communicator, called by its owner; `props` initialised as
-        // NCCL_COMM_PROPERTIES_INITIALIZER does, with room for fields NCCL may add.
-        let rc = unsafe { query(c, &mut props) };
-        let device = self.device;
-        self.comm
-            .check(&|| format!("ncclCommQueryProperties on GPU {device}"), rc)?;
-        if !props.device_api_support {
-            return Err(BackendError::Unavailable(format!(
-                "-R 2: NCCL {version} reports no symmetric support on GPU {device} (ncclCommQueryProperties: deviceApiSupport = 0): its windows would be local only. NCCL gives symmetric support with cuMem on (NCCL_CUMEM_ENABLE unset or 1), windows enabled (NCCL_WIN_ENABLE unset or 1), and P2P between every GPU of one node"
-            )));
-        }
-        self.notes.push(format!(
-            "-R 2: symmetric support confirmed by NCCL {version} (ncclCommQueryProperties)"
-        ));
-        Ok(())
-    }
-
-    /// Free the device buffers (deregistering them first under -R 1).
-    fn free_buffers(&mut self) {
-        if self.capacity == 0 {
-            return;
-        }
-        // SAFETY: our own allocations (and registrations), released once.
-        unsafe {
-            match &mut self.registered {
-                Some((reg, mode, handles)) => {
-                    let deregister = match (*mode, reg.window) {
-                        (RegistrationMode::Symmetric, Some((_, deregister))) => deregister,
-                        _ => reg.deregister,
-                    };
-                    for (buf, handle) in [self.dev_send, self.dev_recv]
-                        .iter()
-                        .zip(handles.iter_mut())
-                    {
-                        if *handle != 0 {
-                            // An aborted communicator took its registrations with it.
-                            if let Ok(c) = self.comm.raw() {
-                                let rc = deregister(c, *handle as *mut c_void);
-                                let _ = self.comm.check(&|| "deregistration".into(), rc);
-                            }
-                            *handle = 0;
-                        }
-                        (reg.mem_free)(*buf as *mut c_void);
-                    }
-                }
-                None => {
-                    drv::cuMemFree_v2(self.dev_send);
-                    drv::cuMemFree_v2(self.dev_recv);
-                }
-            }
-        }
-        self.capacity = 0;
-    }
-
-    /// Allocate both device buffers of `bytes` (registered under -R 1).
-    fn alloc_buffers(&mut self, bytes: usize) -> Result<(), BackendError> {
-        let device = self.device;
-        let failed = |how: String| BackendError::Alloc {
-            bytes: bytes as u64,
-            reason: how,
-        };
-        let comm = Arc::clone(&self.comm);
-        let nccl = &self.api.nccl;
-        match &mut self.registered {
-            Some((reg, mode, handles)) => {
-                for (buf, handle) in [&mut self.dev_send, &mut self.dev_recv]
-                    .into_iter()
-                    .zip(handles.iter_mut())
-                {
-                    let mut p = std::ptr::null_mut();
-                    // SAFETY: valid out-pointers; the device's context is current.
-                    let rc = unsafe { (reg.mem_alloc)(&mut p, bytes) };
-                    if rc != 0 {
-                        return Err(failed(format!(
-                            "ncclMemAlloc on GPU {device} failed: {}",
-                            nccl.error_string(rc)
-                        )));
-                    }
-                    *buf = p as u64;
-                    let mut h = std::ptr::null_mut();
-                    let c = comm.raw()?;
-                    // SAFETY: a live communicator, called by its owner, and the buffer just
-                    // allocated; every rank registers the same size at the same point
-                    // (windows are collective: on a non-blocking communicator the call may
-                    // return ncclInProgress while it waits for the peers).
-                    let (call, rc) = unsafe {
-                        match (*mode, reg.window) {
-                            (RegistrationMode::Symmetric, Some((register, _))) => (
-                                "ncclCommWindowRegister",
-                                register(c, p, bytes, &mut h, NCCL_WIN_COLL_SYMMETRIC),
-                            ),
-                            _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
-                        }
-                    };
-                    comm.check(&|| format!("{call} on GPU {device}"), rc)
-                        .map_err(|e| match e {
-                            BackendError::Failed(m) if !comm.aborted() => failed(m),
-                            e => e,
-                        })?;
-                    // NCCL 2.27 (register/register.cc): with cuMem or local registration off,
-                    // ncclCommWindowRegister returns ncclSuccess and a NULL window; the buffer
-                    // then runs unregistered, and a record saying "symmetric" would be false.
-                    if h.is_null() && *mode == RegistrationMode::Symmetric {
-                        return Err(BackendError::Unavailable(format!(
-                            "-R 2: ncclCommWindowRegister on GPU {device} returned no window: NCCL makes symmetric windows only with cuMem and local registration on (NCCL_CUMEM_ENABLE, NCCL_LOCAL_REGISTER unset or 1, and a driver with cuMem)"
-                        )));
-                    }
-                    // NCCL 2.24+ (register/register.cc, ncclCommRegister): NCCL_LOCAL_REGISTER=0
-                    // or P2P through cudaMemcpy skip registration with a NULL handle and
-                    // ncclSuccess; a record saying "registered" would be false.
-                    if h.is_null() {
-                        return Err(BackendError::Unavailable(format!(
-                            "-R 1: ncclCommRegister on GPU {device} returned no handle: NCCL registered nothing (it skips registration with NCCL_LOCAL_REGISTER=0 or NCCL_P2P_USE_CUDA_MEMCPY=1, and for buffers backed by host memory)"
-                        )));
-                    }
-                    *handle = h as usize;
-                }
-            }
-            None => {
-                for buf in [&mut self.dev_send, &mut self.dev_recv] {
-                    // SAFETY: valid out-pointer; the device's context is current.
-                    let rc = unsafe { drv::cuMemAlloc_v2(buf, bytes) };
-                    if rc != drv::SUCCESS {
-                        return Err(failed(format!(
-                            "cuMemAlloc on GPU {device} failed with {} ({rc})",
-                            drv::name(rc)
-                        )));
-                    }
-                }
-            }
-        }
-        self.capacity = bytes;
         Ok(())
     }
 

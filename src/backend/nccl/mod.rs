@@ -6,6 +6,7 @@
 
 mod abort;
 mod api;
+mod buffers;
 mod comm;
 mod completion;
 mod enqueue;

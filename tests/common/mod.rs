@@ -11,7 +11,47 @@ pub fn bin() -> assert_cmd::Command {
 
 /// A directory where `names` (e.g. `libcuda.so.1`, `libnccl.so.2`, `libnvidia-ml.so.1`) are the
 /// GPU TEST DOUBLE (doubles/gpu), for LD_LIBRARY_PATH.
+///
+/// Each library also answers here to every other name its loader tries, or a GPU host's real
+/// driver would be found under that name in the system's directories (LD_LIBRARY_PATH is
+/// searched first, so a name present here always wins):
+/// - with `libcuda.so.1`, every name cudarc's loader tries, `libcuda.so` first
+///   (`cudarc::get_lib_name_candidates`, for "cuda" and "nvcuda"). Each is a small library of
+///   its own that needs `libcuda.so.1`, so the name loads the double and a test can still put
+///   another file under one of these names without writing through to the double;
+/// - with `libnvidia-ml.so.1`, `libnvidia-ml.so` (nvml-wrapper's name, the product's fallback);
+/// - with `libnccl.so.2`, `libnccl.so` (the product's second name in each directory).
 pub fn test_double_dir(names: &[&str]) -> tempfile::TempDir {
+    let lib = test_double_lib();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let link = |name: &str| {
+        let at = dir.path().join(name);
+        if !at.exists() {
+            std::os::unix::fs::symlink(&lib, at).expect("symlink");
+        }
+    };
+    for name in names {
+        link(name);
+    }
+    if names.contains(&"libcuda.so.1") {
+        for name in cudarc_driver_names() {
+            let at = dir.path().join(&name);
+            if !at.exists() {
+                std::fs::copy(cuda_alias(), at).expect("copy the libcuda.so.1 alias");
+            }
+        }
+    }
+    if names.contains(&"libnvidia-ml.so.1") {
+        link("libnvidia-ml.so");
+    }
+    if names.contains(&"libnccl.so.2") {
+        link("libnccl.so");
+    }
+    dir
+}
+
+/// The test double's library itself.
+pub fn test_double_lib() -> std::path::PathBuf {
     let bin = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ncclprobe"));
     let lib = bin
         .parent()
@@ -22,11 +62,68 @@ pub fn test_double_dir(names: &[&str]) -> tempfile::TempDir {
         "{} is missing: build the test double with `cargo build -p ncclprobe-test-double-gpu` (ci/test does)",
         lib.display()
     );
-    let dir = tempfile::tempdir().expect("temporary directory");
-    for name in names {
-        std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("symlink");
-    }
-    dir
+    lib
+}
+
+/// Every file name cudarc's loader opens the CUDA driver by, in its order.
+pub fn cudarc_driver_names() -> Vec<String> {
+    ["cuda", "nvcuda"]
+        .iter()
+        .flat_map(|l| cudarc::get_lib_name_candidates(l))
+        .collect()
+}
+
+/// A shared library with no code that needs `libcuda.so.1` (found beside it, or on the
+/// library path): loaded under another name, it resolves every symbol to that `libcuda.so.1`,
+/// as the driver's `libcuda.so -> libcuda.so.1` link does. Built once with `cc`, the C compiler
+/// Rust links with.
+pub fn cuda_alias() -> &'static Path {
+    static ALIAS: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    ALIAS.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cuda-alias");
+        let alias = dir.join("libcuda-alias.so");
+        if alias.exists() {
+            return alias;
+        }
+        let work = dir.join(format!("build-{}", std::process::id()));
+        std::fs::create_dir_all(&work).expect("a directory for the libcuda.so.1 alias");
+        std::fs::write(work.join("empty.c"), "").unwrap();
+        let cc = |args: &[&str]| {
+            let out = std::process::Command::new("cc")
+                .args(args)
+                .current_dir(&work)
+                .output()
+                .expect("cc (the C compiler Rust links with) builds the libcuda.so.1 alias");
+            assert!(
+                out.status.success(),
+                "cc {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        // The name to need, from a placeholder with that soname.
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            "libcuda.so.1",
+            "empty.c",
+        ]);
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-o",
+            "alias.so",
+            "empty.c",
+            "-Wl,--no-as-needed",
+            "-L.",
+            "-l:libcuda.so.1",
+            "-Wl,-rpath,$ORIGIN",
+        ]);
+        std::fs::rename(work.join("alias.so"), &alias).expect("install the alias");
+        let _ = std::fs::remove_dir_all(&work);
+        alias
+    })
 }
 
 /// Run to success and parse stdout as JSON (a run record, simulate's or diagnose's output).

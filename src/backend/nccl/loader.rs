@@ -171,6 +171,19 @@ pub fn python_site_packages() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The loader's default route asks for bare names, which dlopen looks up in ld.so.cache and
+/// the system directories. In builds with the TEST-ONLY `fault-injection` feature,
+/// `NCCLPROBE_TEST_LOADER_DIR` names a directory that stands for them, so a test can mean "the
+/// loader finds this NCCL" or "the loader finds none" on any machine, one with a system
+/// libnccl2 included.
+fn loader_default_dir() -> PathBuf {
+    #[cfg(feature = "fault-injection")]
+    if let Some(dir) = std::env::var_os("NCCLPROBE_TEST_LOADER_DIR") {
+        return dir.into();
+    }
+    PathBuf::new()
+}
+
 /// Candidates in search order: (route, path or bare name for the loader).
 pub fn candidates(explicit: Option<&Path>) -> Vec<(Route, PathBuf)> {
     let mut out = Vec::new();
@@ -194,7 +207,7 @@ pub fn candidates(explicit: Option<&Path>) -> Vec<(Route, PathBuf)> {
         }
     }
     for name in NCCL_NAMES {
-        out.push((Route::LoaderDefault, PathBuf::from(name)));
+        out.push((Route::LoaderDefault, loader_default_dir().join(name)));
     }
     for sp in python_site_packages() {
         for name in NCCL_NAMES {

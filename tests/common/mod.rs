@@ -126,6 +126,142 @@ pub fn cuda_alias() -> &'static Path {
     })
 }
 
+/// This machine's live sources, for a test: a sysfs tree (`NCCLPROBE_SYSFS_ROOT`), /proc and
+/// /dev trees (`NCCLPROBE_TEST_PROC_ROOT`, `NCCLPROBE_TEST_DEV_ROOT`, TEST-ONLY hooks of the
+/// `fault-injection` feature), so what `topo`, `diagnose` and `doctor` find comes from the
+/// fixture and not from the machine the test runs on (a GPU host's NICs, GPUs, kernel command
+/// line or small /dev/shm).
+pub struct Machine {
+    dir: tempfile::TempDir,
+}
+
+impl Machine {
+    /// No PCI device, no NIC, a plain kernel: what a test means by "nothing found".
+    pub fn bare() -> Machine {
+        let m = Machine {
+            dir: tempfile::tempdir().expect("temporary directory"),
+        };
+        for d in ["sys/bus/pci/devices", "sys/class/net", "proc", "dev"] {
+            std::fs::create_dir_all(m.dir.path().join(d)).unwrap();
+        }
+        m.write(
+            "proc/version",
+            "Linux version 6.1.0-fixture (a test's /proc) #1 SMP\n",
+        );
+        m.write(
+            "proc/cpuinfo",
+            "vendor_id\t: GenuineIntel\nmodel name\t: fixture CPU\n",
+        );
+        m.write("proc/cmdline", "root=/dev/vda ro\n");
+        m
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// A PCI device at `address` (`0000:18:00.0`) below root complex `root` (`17`, one root
+    /// port `0000:17:00.0` between them), with its attributes.
+    fn pci_device(&self, root: &str, address: &str, attrs: &[(&str, &str)]) -> String {
+        let rel = format!("sys/devices/pci0000:{root}/0000:{root}:00.0/{address}");
+        for (name, value) in attrs {
+            self.write(&format!("{rel}/{name}"), &format!("{value}\n"));
+        }
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci0000:{root}/0000:{root}:00.0/{address}"),
+            self.dir.path().join("sys/bus/pci/devices").join(address),
+        )
+        .unwrap();
+        rel
+    }
+
+    /// An NVIDIA GPU in sysfs.
+    pub fn gpu(self, root: &str, address: &str, numa: i64, cpus: &str) -> Machine {
+        self.pci_device(
+            root,
+            address,
+            &[
+                ("vendor", "0x10de"),
+                ("class", "0x030200"),
+                ("numa_node", &numa.to_string()),
+                ("local_cpulist", cpus),
+                ("max_link_speed", "16.0 GT/s PCIe"),
+                ("current_link_speed", "16.0 GT/s PCIe"),
+                ("max_link_width", "16"),
+                ("current_link_width", "16"),
+            ],
+        );
+        self
+    }
+
+    /// An RDMA NIC (`mlx5_0`) in class/infiniband, as a Mellanox PCI device.
+    pub fn rdma_nic(self, name: &str, root: &str, address: &str, numa: i64) -> Machine {
+        let rel = self.pci_device(
+            root,
+            address,
+            &[
+                ("vendor", "0x15b3"),
+                ("class", "0x020700"),
+                ("numa_node", &numa.to_string()),
+            ],
+        );
+        let port = self.dir.path().join(&rel).join("infiniband").join(name);
+        std::fs::create_dir_all(&port).unwrap();
+        std::os::unix::fs::symlink("../..", port.join("device")).unwrap();
+        std::fs::create_dir_all(self.dir.path().join("sys/class/infiniband")).unwrap();
+        let under_sys = rel.strip_prefix("sys/").unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../{under_sys}/infiniband/{name}"),
+            self.dir.path().join("sys/class/infiniband").join(name),
+        )
+        .unwrap();
+        self
+    }
+
+    pub fn sys(&self) -> std::path::PathBuf {
+        self.dir.path().join("sys")
+    }
+
+    /// Point `cmd` at this machine: its sysfs, /proc and /dev.
+    pub fn apply<C: EnvTarget>(&self, cmd: &mut C) {
+        cmd.set_env("NCCLPROBE_SYSFS_ROOT", self.sys().as_os_str());
+        cmd.set_env(
+            "NCCLPROBE_TEST_PROC_ROOT",
+            self.dir.path().join("proc").as_os_str(),
+        );
+        cmd.set_env(
+            "NCCLPROBE_TEST_DEV_ROOT",
+            self.dir.path().join("dev").as_os_str(),
+        );
+    }
+}
+
+/// Both kinds of command the tests start.
+pub trait EnvTarget {
+    fn set_env(&mut self, key: &str, value: &std::ffi::OsStr);
+    fn remove_env(&mut self, key: &str);
+}
+
+impl EnvTarget for std::process::Command {
+    fn set_env(&mut self, key: &str, value: &std::ffi::OsStr) {
+        self.env(key, value);
+    }
+    fn remove_env(&mut self, key: &str) {
+        self.env_remove(key);
+    }
+}
+
+impl EnvTarget for assert_cmd::Command {
+    fn set_env(&mut self, key: &str, value: &std::ffi::OsStr) {
+        self.env(key, value);
+    }
+    fn remove_env(&mut self, key: &str) {
+        self.env_remove(key);
+    }
+}
+
 /// Run to success and parse stdout as JSON (a run record, simulate's or diagnose's output).
 pub fn json_stdout<T: serde::de::DeserializeOwned>(cmd: &mut assert_cmd::Command) -> T {
     let out = cmd.assert().success().get_output().stdout.clone();

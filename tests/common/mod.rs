@@ -262,6 +262,43 @@ impl EnvTarget for assert_cmd::Command {
     }
 }
 
+/// Remove what a GPU host or a job's launcher may have set in the test's own environment and
+/// the product reads: `NCCL_*` and `CUDA_*` (the record and diagnosis read them), the
+/// torchrun-style and MPI launcher variables (they pick the launch mode), the library
+/// variables the NCCL search follows, and the test double's own settings (a test sets those
+/// it means).
+pub fn without_host_settings<C: EnvTarget>(cmd: &mut C) {
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let inherited = [
+            "NCCL_",
+            "CUDA_",
+            "NCCLPROBE_TEST_DOUBLE_",
+            "OMPI_COMM_WORLD_",
+            "PMI_",
+            "PMIX_",
+            "SLURM_",
+        ]
+        .iter()
+        .any(|p| key.starts_with(p));
+        if inherited {
+            cmd.remove_env(key);
+        }
+    }
+    for key in [
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "NCCLPROBE_RENDEZVOUS_PORT",
+        "MPI_LOCALNRANKS",
+    ] {
+        cmd.remove_env(key);
+    }
+}
+
 /// Run to success and parse stdout as JSON (a run record, simulate's or diagnose's output).
 pub fn json_stdout<T: serde::de::DeserializeOwned>(cmd: &mut assert_cmd::Command) -> T {
     let out = cmd.assert().success().get_output().stdout.clone();

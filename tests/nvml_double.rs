@@ -1,9 +1,12 @@
 //! Live `topo` and `diagnose` through NVML, on machines without a GPU: the TEST DOUBLE
 //! (doubles/gpu/src/nvml.rs) answers as `libnvidia-ml.so.1` for a machine described in its
-//! environment variables. Only the versioned name is provided, as drivers and containers do.
+//! environment variables. What sysfs adds (CPU affinity, RDMA NICs) comes from a fixture tree
+//! given as `NCCLPROBE_SYSFS_ROOT`, never from the machine the tests run on: a GPU host's
+//! NICs would add rows, its GPUs affinities.
 
 mod common;
 
+use common::Machine;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -17,9 +20,15 @@ fn probe(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn probe_links(dir: &Path, args: &[&str], links: &str) -> Output {
+    probe_on(&Machine::bare(), dir, args, links)
+}
+
+/// The four-GPU machine of `LINKS` with `links`, whose sysfs is `machine`'s.
+fn probe_on(machine: &Machine, dir: &Path, args: &[&str], links: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
         .args(args)
         .env("LD_LIBRARY_PATH", dir)
+        .env("NCCLPROBE_SYSFS_ROOT", machine.sys())
         .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
         .env("NCCLPROBE_TEST_DOUBLE_LINKS", links)
         .env(
@@ -71,6 +80,47 @@ fn live_topo_reads_nvlinks_pcie_ancestors_and_p2p_status() {
     };
     assert_eq!(code("GPU0", "GPU1").as_deref(), Some("OK"));
     assert_eq!(code("GPU2", "GPU0").as_deref(), Some("CNS"));
+}
+
+/// RDMA NICs join the matrix as nvidia-smi shows them, placed by the PCI tree of the sysfs
+/// given: mlx5_0 beside GPU0 under one root port, mlx5_1 beside GPU2; GPUs 0-1 on NUMA node 0,
+/// 2-3 on node 1.
+#[test]
+fn rdma_nics_in_sysfs_join_the_topology() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let machine = Machine::bare()
+        .gpu("17", "0000:18:00.0", 0, "0-15")
+        .gpu("27", "0000:28:00.0", 0, "0-15")
+        .gpu("37", "0000:38:00.0", 1, "16-31")
+        .gpu("47", "0000:48:00.0", 1, "16-31")
+        .rdma_nic("mlx5_0", "17", "0000:19:00.0", 0)
+        .rdma_nic("mlx5_1", "37", "0000:39:00.0", 1);
+    let out = probe_on(&machine, d.path(), &["topo", "--format", "csv"], LINKS);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = text(&out.stdout);
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    // 12 GPU pairs, each GPU with each NIC both ways, the NICs with each other.
+    assert_eq!(rows.len(), 12 + 4 * 2 * 2 + 2, "{csv}");
+    for row in [
+        "GPU0,GPU1,NV4",
+        "GPU0,NIC0,PIX",
+        "NIC0,GPU0,PIX",
+        "GPU1,NIC0,NODE",
+        "GPU2,NIC0,SYS",
+        "GPU2,NIC1,PIX",
+        "GPU3,NIC1,NODE",
+        "NIC0,NIC1,SYS",
+    ] {
+        assert!(rows.contains(&row), "{row} missing in\n{csv}");
+    }
+    let out = probe_on(&machine, d.path(), &["topo", "--format", "json"], LINKS);
+    let doc: ncclprobe::documents::TopologyDocument =
+        serde_json::from_str(&text(&out.stdout)).unwrap();
+    let t = &doc.topology;
+    assert_eq!(t.nic_names["NIC0"], "mlx5_0");
+    assert_eq!(t.nic_names["NIC1"], "mlx5_1");
+    assert_eq!(t.info["GPU0"].cpu_affinity.as_deref(), Some("0-15"));
+    assert_eq!(t.info["GPU3"].numa_affinity.as_deref(), Some("1"));
 }
 
 #[test]
@@ -144,13 +194,13 @@ fn a_gpu_with_fewer_active_nvlinks_than_its_siblings_has_links_down() {
 fn without_nvml_topo_says_so_and_exits_5() {
     let d = common::test_double_dir(&[]);
     // No NVML and no NVIDIA GPU in sysfs, on any machine: NVML is opened from the double's
-    // directory (where it is missing) and sysfs is an empty directory.
-    let empty_sys = tempfile::tempdir().unwrap();
+    // directory (where it is missing) and sysfs is a tree without PCI devices.
+    let machine = Machine::bare();
     let out = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
         .arg("topo")
         .env("LD_LIBRARY_PATH", d.path())
         .env("NCCLPROBE_NVML_LIBRARY", d.path().join("libnvidia-ml.so.1"))
-        .env("NCCLPROBE_SYSFS_ROOT", empty_sys.path())
+        .env("NCCLPROBE_SYSFS_ROOT", machine.sys())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stdout));
@@ -162,9 +212,11 @@ fn without_nvml_topo_says_so_and_exits_5() {
 /// the peer GPU) and, the GPUs being Hopper, link state comes from the field value NCCL reads
 /// on sm90. `nvidia-smi topo -m` shows NV18 between every pair.
 fn nvswitch_machine(d: &Path, args: &[&str], switch_links: &str) -> Output {
+    let machine = Machine::bare();
     Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
         .args(args)
         .env("LD_LIBRARY_PATH", d)
+        .env("NCCLPROBE_SYSFS_ROOT", machine.sys())
         .env("NCCLPROBE_TEST_DOUBLE_GPUS", "8")
         .env("NCCLPROBE_TEST_DOUBLE_NVSWITCH", switch_links)
         .env("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")

@@ -47,7 +47,7 @@ pub const ENTRY_POINTS: &[&str] = &[
 ];
 
 /// The file a loaded address belongs to (from /proc/self/maps).
-fn file_of(addr: usize) -> Option<PathBuf> {
+pub(crate) fn file_of(addr: usize) -> Option<PathBuf> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     maps.lines().find_map(|line| {
         let mut fields = line.split_whitespace();

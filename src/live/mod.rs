@@ -26,10 +26,22 @@ impl Default for Roots {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .unwrap_or_else(|| "/sys".into()),
-            proc_: "/proc".into(),
-            dev: "/dev".into(),
+            proc_: test_root("NCCLPROBE_TEST_PROC_ROOT", "/proc"),
+            dev: test_root("NCCLPROBE_TEST_DEV_ROOT", "/dev"),
         }
     }
+}
+
+/// `/proc` and `/dev` as diagnosis reads them; in builds with the TEST-ONLY `fault-injection`
+/// feature, the directory `var` names, so a test's findings come from a fixture and not from
+/// the machine it runs on (no user needs another /proc: sysfs has its own variable above).
+fn test_root(var: &str, default: &str) -> PathBuf {
+    #[cfg(feature = "fault-injection")]
+    if let Some(dir) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+        return dir.into();
+    }
+    let _ = var;
+    default.into()
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]

@@ -43,6 +43,9 @@ fn collectives(args: &Options) -> Result<ExitCode, Failure> {
             "--retries re-measures the points a gate failed: give --qualify PROFILE or rules",
         ));
     }
+    // Flags are refused before any library is loaded, so a bad one reads the same on every
+    // machine (the backend's own plan adds only its memory limit).
+    crate::plan::Plan::from_options(args, None)?;
     let env = Environment::detect();
     let selection = select_backend(args.backend.backend, &env, args.backend.nccl_lib.as_deref())?;
     if args.backend.register != 0 && selection.backend != Backend::Nccl {

@@ -1,6 +1,8 @@
 //! The runs themselves (see `tests/sweep_mpi.rs`).
 
-use super::common::{read_record, table_rows};
+use super::common::{
+    needs_fault_injection, read_record, table_rows, without_host_settings, Machine,
+};
 use ncclprobe::model::RunStatus;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -302,25 +304,43 @@ fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
     );
 }
 
+/// doctor reads the machine it runs on: here a bare fixture's sysfs, /proc and /dev, no NVML
+/// and no CUDA driver, and none of the host's NCCL_*, CUDA_* or launcher variables, so a GPU
+/// host's findings (a job on several GPUs is an error) cannot change the verdict or the exit.
+fn on_a_bare_machine(cmd: &mut Command, machine: &Machine) {
+    needs_fault_injection();
+    without_host_settings(cmd);
+    machine.apply(cmd);
+    cmd.env("NCCLPROBE_NVML_LIBRARY", "none")
+        .env("NCCLPROBE_CUDA_DRIVER", "none");
+}
+
+/// The kernel line of the fixture's /proc, as the report's diagnosis read it.
+fn diagnosed_kernel(report: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(report.join("diagnosis.json")).ok()?;
+    let doc: ncclprobe::documents::DiagnosisDocument = serde_json::from_str(&text).ok()?;
+    doc.facts.live?.kernel
+}
+
+const FIXTURE_KERNEL: &str = "Linux version 6.1.0-fixture (a test's /proc) #1 SMP";
+
 #[test]
 fn doctor_under_mpirun_measures_in_its_ranks_and_rank_0_reports() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
-    let (o, _) = mpirun(
-        2,
-        &[
-            "doctor",
-            "--backend",
-            "mpi",
-            "-e",
-            "256K",
-            "--point-budget",
-            "0.05",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    let machine = Machine::bare();
+    let mut cmd = Command::new("mpirun");
+    on_a_bare_machine(&mut cmd, &machine);
+    let o = cmd
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .arg(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(["doctor", "--backend", "mpi", "-e", "256K"])
+        .args(["--point-budget", "0.05", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mpirun ({e}); install Open MPI (ci/test does)"));
     assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(diagnosed_kernel(&out).as_deref(), Some(FIXTURE_KERNEL));
     let run = read_record(&out.join("run.json"));
     assert_eq!((run.backend.name.as_str(), run.backend.nranks), ("mpi", 2));
     assert!(out.join("index.html").exists() && out.join("summary.md").exists());
@@ -333,7 +353,10 @@ fn doctor_under_mpirun_measures_in_its_ranks_and_rank_0_reports() {
 fn doctor_measures_the_mpi_run_again_without_the_tcp_restriction() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
-    let o = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+    let machine = Machine::bare();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
+    on_a_bare_machine(&mut cmd, &machine);
+    let o = cmd
         .args([
             "doctor",
             "--backend",
@@ -346,10 +369,10 @@ fn doctor_measures_the_mpi_run_again_without_the_tcp_restriction() {
         .args(["-b", "64K", "-e", "4M", "--point-budget", "0.05", "-o"])
         .arg(&out)
         .env("OMPI_MCA_btl", "tcp,self")
-        .env("NCCLPROBE_CUDA_DRIVER", "none")
         .output()
         .expect("doctor runs");
     assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(diagnosed_kernel(&out).as_deref(), Some(FIXTURE_KERNEL));
     let tcp = read_record(&out.join("run.json"));
     let shm = read_record(&out.join("run-without-overrides.json"));
     assert_eq!(

@@ -135,20 +135,6 @@ impl Nccl {
     }
 }
 
-/// Where the loader actually mapped a library (for the default-path route).
-fn mapped_path(file_name: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| {
-            Path::new(p).file_name().is_some_and(|f| {
-                f.to_string_lossy()
-                    .starts_with(file_name.trim_end_matches(".2").trim_end_matches(".so"))
-            })
-        })
-        .map(PathBuf::from)
-}
-
 /// site-packages directories of the `python3` on PATH (asked with a short timeout).
 pub fn python_site_packages() -> Vec<PathBuf> {
     let script = "import site,sys\ntry:\n p=site.getsitepackages()\nexcept Exception:\n p=[]\ntry:\n p.append(site.getusersitepackages())\nexcept Exception:\n pass\nprint('\\n'.join(p))";
@@ -185,6 +171,19 @@ pub fn python_site_packages() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The loader's default route asks for bare names, which dlopen looks up in ld.so.cache and
+/// the system directories. In builds with the TEST-ONLY `fault-injection` feature,
+/// `NCCLPROBE_TEST_LOADER_DIR` names a directory that stands for them, so a test can mean "the
+/// loader finds this NCCL" or "the loader finds none" on any machine, one with a system
+/// libnccl2 included.
+fn loader_default_dir() -> PathBuf {
+    #[cfg(feature = "fault-injection")]
+    if let Some(dir) = std::env::var_os("NCCLPROBE_TEST_LOADER_DIR") {
+        return dir.into();
+    }
+    PathBuf::new()
+}
+
 /// Candidates in search order: (route, path or bare name for the loader).
 pub fn candidates(explicit: Option<&Path>) -> Vec<(Route, PathBuf)> {
     let mut out = Vec::new();
@@ -208,7 +207,7 @@ pub fn candidates(explicit: Option<&Path>) -> Vec<(Route, PathBuf)> {
         }
     }
     for name in NCCL_NAMES {
-        out.push((Route::LoaderDefault, PathBuf::from(name)));
+        out.push((Route::LoaderDefault, loader_default_dir().join(name)));
     }
     for sp in python_site_packages() {
         for name in NCCL_NAMES {
@@ -253,11 +252,11 @@ fn try_load(route: Route, candidate: &Path) -> Result<Nccl, String> {
     if rc != 0 {
         return Err(format!("ncclGetVersion returned {rc}"));
     }
-    let path = if route == Route::LoaderDefault {
-        mapped_path(&candidate.to_string_lossy()).unwrap_or_else(|| candidate.to_path_buf())
-    } else {
-        std::fs::canonicalize(candidate).unwrap_or_else(|_| candidate.to_path_buf())
-    };
+    // The file that answered, whichever name and links led to it (for a bare name, the one
+    // the loader chose).
+    let path = crate::backend::cuda::file_of(*get as usize)
+        .or_else(|| std::fs::canonicalize(candidate).ok())
+        .unwrap_or_else(|| candidate.to_path_buf());
     Ok(Nccl {
         lib: std::mem::ManuallyDrop::new(lib),
         path,

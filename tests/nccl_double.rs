@@ -875,24 +875,7 @@ fn sigterm_during_a_hung_collective_never_uses_an_aborted_communicator() {
         .env("NCCLPROBE_TEST_DOUBLE_FAULT", "hang:0:512")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    let child = c.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // The hang starts at 512 B, after the points below it are on disk.
-    while std::fs::read(&json)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<ncclprobe::model::RunRecord>(&b).ok())
-        .is_none_or(|r| r.points.len() < 4)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the sweep never reached the hang"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = signal_once_stuck(c, &json, nix::sys::signal::Signal::SIGTERM);
     let stderr = text(&out.stderr);
     assert!(!stderr.contains("use after free"), "{stderr}");
     assert_eq!(out.status.code(), Some(143), "{stderr}");
@@ -1011,23 +994,7 @@ fn sigint_during_a_stalled_nccl_call_exits_130_with_the_record_closed() {
         .env("NCCLPROBE_TEST_DOUBLE_FAULT", "stall:1:512")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    let child = c.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::read(&json)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<ncclprobe::model::RunRecord>(&b).ok())
-        .is_none_or(|r| r.points.len() < 4)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the sweep never reached the stall"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = signal_once_stuck(c, &json, nix::sys::signal::Signal::SIGINT);
     let stderr = text(&out.stderr);
     assert!(!stderr.contains("TEST DOUBLE"), "{stderr}");
     assert_eq!(out.status.code(), Some(130), "{stderr}");
@@ -1096,4 +1063,26 @@ fn communicators_and_streams_are_made_as_nccl_tests_makes_them_and_any_blocking_
             "{what}: {calls}"
         );
     }
+}
+
+/// Start the sweep `c`, wait until its record at `json` holds the 4 points below 512 B (where
+/// the tests' faults strike), give it a moment inside the stuck call, send `signal`.
+fn signal_once_stuck(mut c: Command, json: &Path, signal: nix::sys::signal::Signal) -> Output {
+    let child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read(json)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<ncclprobe::model::RunRecord>(&b).ok())
+        .is_none_or(|r| r.points.len() < 4)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep never reached the fault"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, signal).unwrap();
+    child.wait_with_output().unwrap()
 }

@@ -615,6 +615,8 @@ fn a_reader_that_closes_stdout_early_loses_nothing_on_disk() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
         .args([
             "sweep",
+            "--backend",
+            "host",
             "-b",
             "8",
             "-e",
@@ -632,7 +634,14 @@ fn a_reader_that_closes_stdout_early_loses_nothing_on_disk() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     for _ in 0..3 {
-        lines.next().unwrap().unwrap();
+        if lines.next().is_none() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "stdout ended within 3 lines: {:?} {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
     drop(lines);
     let out = child.wait_with_output().unwrap();

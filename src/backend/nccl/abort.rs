@@ -99,8 +99,7 @@ impl Handle {
     /// `what` says what was going on (`all_reduce of 512 bytes on rank 1 (GPU 1)`), for the
     /// error when the communicator ends in one.
     pub fn settle(&self, what: &dyn Fn() -> String) -> Result<(), BackendError> {
-        let since = Instant::now();
-        let mut spins = 0u32;
+        let mut backoff = Backoff::default();
         loop {
             if self.abort_requested() {
                 self.abort();
@@ -116,14 +115,7 @@ impl Handle {
                     return Err(self.async_error(rc, &what()));
                 }
             }
-            spins = spins.saturating_add(1);
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else if since.elapsed() < Duration::from_millis(100) {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            backoff.pause();
         }
     }
 
@@ -223,5 +215,35 @@ pub fn abort_all() {
     };
     for h in handles {
         h.request_abort();
+    }
+}
+
+/// Between two polls of a stream or a communicator: spin, then yield the CPU (NCCL's proxy
+/// threads need it), and sleep only once the wait is past 100 ms, long enough that a sleep's
+/// 50-100 µs granularity is noise in anything timed.
+pub(super) struct Backoff {
+    spins: u32,
+    since: Instant,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            spins: 0,
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Backoff {
+    pub(super) fn pause(&mut self) {
+        self.spins = self.spins.saturating_add(1);
+        if self.spins < 64 {
+            std::hint::spin_loop();
+        } else if self.since.elapsed() < Duration::from_millis(100) {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 }

@@ -1,12 +1,11 @@
 //! Waiting for a rank's stream: completion polling and NCCL's async errors (an async error
 //! aborts the communicator and fails the run, naming the collective, size and rank).
 
-use super::abort::{aborted_error, Handle, NCCL_IN_PROGRESS};
+use super::abort::{aborted_error, Backoff, Handle, NCCL_IN_PROGRESS};
 use crate::backend::cuda::drv;
 use crate::backend::{BackendError, PointSpec};
 use cudarc::driver::sys as cu;
 use std::ffi::c_int;
-use std::time::Instant;
 
 /// Wait for the stream, watching for NCCL async errors (abort and fail on one), as nccl-tests'
 /// `testStreamSynchronize` does (src/common.cu): the thread that polls is the one that aborts.
@@ -21,8 +20,7 @@ pub(super) fn wait(
     device: c_int,
     spec: &PointSpec,
 ) -> Result<(), BackendError> {
-    let mut spins = 0u32;
-    let since = Instant::now();
+    let mut backoff = Backoff::default();
     loop {
         // SAFETY: the stream belongs to this rank.
         let rc = unsafe { drv::cuStreamQuery(stream as cu::CUstream) };
@@ -54,13 +52,6 @@ pub(super) fn wait(
             );
             return Err(comm.async_error(async_rc, &what));
         }
-        spins = spins.saturating_add(1);
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else if since.elapsed() < std::time::Duration::from_millis(100) {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
+        backoff.pause();
     }
 }

@@ -35,6 +35,7 @@ unsafe fn clique() -> ([*mut c_void; 2], [*mut c_void; 2], [u64; 2]) {
 
 #[test]
 fn one_thread_must_group_calls_on_several_communicators() {
+    let _serial = serial();
     // SAFETY: handles made by the double itself, buffers of 4 floats.
     unsafe {
         let (comms, streams, bufs) = clique();
@@ -52,6 +53,7 @@ fn one_thread_must_group_calls_on_several_communicators() {
 
 #[test]
 fn grouped_calls_from_one_thread_complete_and_reduce() {
+    let _serial = serial();
     // SAFETY: as above.
     unsafe {
         let (comms, streams, bufs) = clique();
@@ -100,6 +102,7 @@ fn init_pair(devices: [i32; 2]) -> [i32; 2] {
 
 #[test]
 fn two_ranks_on_one_gpu_fail_init_on_both_as_nccl_does() {
+    let _serial = serial();
     assert_eq!(init_pair([0, 1]), [NCCL_SUCCESS, NCCL_SUCCESS]);
     assert_eq!(init_pair([0, 0]), [NCCL_INVALID_USAGE, NCCL_INVALID_USAGE]);
 }
@@ -131,6 +134,7 @@ unsafe fn non_blocking_comm() -> *mut c_void {
 
 #[test]
 fn a_non_blocking_call_is_in_progress_until_launched_then_runs_in_stream_order() {
+    let _serial = serial();
     use super::comms::ncclCommGetAsyncError;
     use crate::cuda::memory::cuMemcpyHtoDAsync_v2;
     // SAFETY: handles made by the double itself, a buffer of 4 floats.
@@ -164,6 +168,7 @@ fn a_non_blocking_call_is_in_progress_until_launched_then_runs_in_stream_order()
 
 #[test]
 fn a_synchronous_pageable_upload_is_not_ordered_before_a_non_blocking_stream() {
+    let _serial = serial();
     // SAFETY: handles made by the double itself, buffers of 4 floats.
     unsafe {
         assert_eq!(cuInit(0), CUDA_SUCCESS);
@@ -207,6 +212,7 @@ unsafe fn use_gpu0() {
 
 #[test]
 fn calls_on_the_current_context_fail_on_a_thread_without_one() {
+    let _serial = serial();
     let rc = std::thread::spawn(|| {
         let mut dev = 0u64;
         // SAFETY: a valid out-pointer.
@@ -215,4 +221,12 @@ fn calls_on_the_current_context_fail_on_a_thread_without_one() {
     .join()
     .unwrap();
     assert_eq!(rc, 201, "CUDA_ERROR_INVALID_CONTEXT");
+}
+
+/// The double's state is the process's (streams, the legacy stream's pending copies, the
+/// current context per thread): these tests take turns, so one's synchronisation does not
+/// land another's pending copy.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }

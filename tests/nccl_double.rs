@@ -19,6 +19,8 @@ fn doubles() -> tempfile::TempDir {
 
 fn probe(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
+    // CUDA_VISIBLE_DEVICES and the rest of a GPU host's settings change what the double shows.
+    common::without_host_settings(&mut c);
     c.env("LD_LIBRARY_PATH", dir)
         .env_remove("NCCL_LIBRARY")
         .env_remove("NCCL_HOME")
@@ -94,7 +96,7 @@ fn one_process_two_gpus_every_collective_checked() {
     );
     assert_eq!(
         r.backend.ranks[1].device.as_deref(),
-        Some(" 1 ncclprobe test double GPU 1")
+        Some(" 1 [0000:28:00] ncclprobe test double GPU 1")
     );
     for p in &r.points {
         let unchecked = p.placement == Placement::InPlace
@@ -1085,4 +1087,53 @@ fn signal_once_stuck(mut c: Command, json: &Path, signal: nix::sys::signal::Sign
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, signal).unwrap();
     child.wait_with_output().unwrap()
+}
+
+/// CUDA numbers GPUs its own way (CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES); NVML and the
+/// topology by PCI bus. The record ties each rank to its GPU by PCI address, as nccl-tests
+/// 2.19 prints it, and the expectation follows the GPUs the ranks really used.
+#[test]
+fn ranks_are_tied_to_their_gpus_by_pci_address_whatever_cuda_numbered_them() {
+    let d = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2", "libnvidia-ml.so.1"]);
+    let machine = common::Machine::bare();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let mut c = probe(d.path());
+    machine.apply(&mut c);
+    // Four GPUs bridged in pairs (0-1, 2-3); the driver enumerates them 3,2,1,0 and the
+    // process sees its ordinals 1 and 3: bus GPUs 2 and 0, which meet over the host bridge.
+    c.env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+        .env("NCCLPROBE_TEST_DOUBLE_LINKS", "0-1:NV4,2-3:NV4")
+        .env("NCCLPROBE_TEST_DOUBLE_FASTEST_FIRST", "3,2,1,0")
+        .env("CUDA_VISIBLE_DEVICES", "1,3,7,0")
+        .args(SMALL)
+        .arg("--json")
+        .arg(&json);
+    let (out, _) = run(c);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_record(&json);
+    // Ordinal 7 does not exist: CUDA hides it and everything after it, so two GPUs, not three.
+    assert_eq!(r.backend.nranks, 2);
+    let devices: Vec<_> = r.backend.ranks.iter().map(|k| k.device.clone()).collect();
+    assert_eq!(
+        devices,
+        [
+            Some(" 0 [0000:38:00] ncclprobe test double GPU 2".to_string()),
+            Some(" 1 [0000:18:00] ncclprobe test double GPU 0".to_string()),
+        ]
+    );
+    let topo: ncclprobe::documents::topology::Topology =
+        serde_json::from_value(r.topology.clone().expect("the record's topology")).unwrap();
+    assert_eq!(
+        topo.info["GPU2"].pci_bus_id.as_deref(),
+        Some("0000:38:00.0")
+    );
+    let s = ncclprobe::expect::Situation::of_record(&r, None, None);
+    let why = match ncclprobe::expect::choose(ncclprobe::expect::shipped(), &s) {
+        Ok(c) => c.why,
+        Err(e) => e.to_string(),
+    };
+    assert!(why.contains("GPU2, GPU0 (by PCI address)"), "{why}");
+    assert!(why.contains("GPU2-GPU0 is PHB"), "{why}");
+    assert!(!why.contains("NV4"), "{why}");
 }

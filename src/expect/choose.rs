@@ -276,6 +276,50 @@ mod tests {
     }
 
     #[test]
+    fn ranks_are_placed_on_gpus_by_pci_address_not_by_their_cuda_number() {
+        use crate::documents::topology::PciAddress;
+        // The same board, its rows tied to PCI addresses as a live topology has them.
+        let (src, mut t) = topo(NV_PAIRS_SYS).unwrap();
+        for (i, bus) in ["18", "38", "98", "b8"].iter().enumerate() {
+            t.info.entry(format!("GPU{i}")).or_default().pci_bus_id =
+                Some(format!("0000:{bus}:00.0"));
+        }
+        let on = |buses: &[&str]| -> Situation {
+            let mut s = situation("NVIDIA A100 80GB PCIe", 2, Some((src.clone(), t.clone())));
+            s.rank_gpus = buses
+                .iter()
+                .map(|b| PciAddress::in_device_text(b))
+                .collect();
+            s
+        };
+        // CUDA_VISIBLE_DEVICES=1,2: CUDA's devices 0 and 1 are the second and third rows, which
+        // meet across the sockets; the first two rows would have said NVLink.
+        let c = choose(
+            shipped(),
+            &on(&[" 0 [0000:38:00] A100", " 1 [0000:98:00] A100"]),
+        )
+        .unwrap();
+        assert_eq!(c.entry.id, "sys-cross-socket-shm", "{}", c.why);
+        assert!(c.why.contains("GPU1-GPU2 is SYS"), "{}", c.why);
+        assert!(c.why.contains("GPU1, GPU2 (by PCI address)"), "{}", c.why);
+        // Old nccl-tests print the bus alone ([0x98]); reordered ranks name the same pair.
+        let c = choose(shipped(), &on(&[" 0 [0xb8] A100", " 1 [0x98] A100"])).unwrap();
+        assert_eq!(c.entry.id, "a100-nvlink-pair", "{}", c.why);
+        assert!(c.why.contains("GPU3, GPU2 (by PCI address)"), "{}", c.why);
+        // A rank without an address: the first rows stand in, and the reason says so.
+        let c = choose(shipped(), &on(&[" 0 [0000:38:00] A100", " 1 A100"])).unwrap();
+        assert_eq!(c.entry.id, "a100-nvlink-pair", "{}", c.why);
+        assert!(c.why.contains("is not known"), "{}", c.why);
+        // An address the topology does not hold (another machine's topology): likewise.
+        let c = choose(
+            shipped(),
+            &on(&[" 0 [0000:38:00] A100", " 1 [0000:c1:00] A100"]),
+        )
+        .unwrap();
+        assert!(c.why.contains("GPU0, GPU1 stand for them"), "{}", c.why);
+    }
+
+    #[test]
     fn overrides_move_the_path_and_the_free_path_is_reported() {
         let nv8 = {
             let mut t = String::from("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\n");

@@ -43,16 +43,41 @@ impl std::fmt::Display for ChooseError {
     }
 }
 
-/// The worst GPU-to-GPU link code among the GPUs in use, and the pair.
-fn worst_link(topo: &Topology, nranks: usize) -> Option<(String, String)> {
+/// The topology's GPUs the run's ranks used, and how that was told. By PCI address when every
+/// rank printed one and each is a row of the topology: CUDA numbers GPUs as CUDA_VISIBLE_DEVICES
+/// and CUDA_DEVICE_ORDER say, NVML and `nvidia-smi topo -m` by PCI bus, so rank i is not GPU i
+/// in general. Otherwise the first n stand for them (CUDA's order when nothing reorders it).
+fn gpus_in_use<'t>(topo: &'t Topology, s: &Situation) -> (Vec<&'t str>, Option<String>) {
     let gpus = topo.gpus();
-    // With fewer ranks than GPUs the run used some of them; which ones is not known, so the
-    // first n stand for them (CUDA's default order).
-    let used = if nranks >= 2 && nranks < gpus.len() {
-        &gpus[..nranks]
-    } else {
-        &gpus[..]
-    };
+    let nranks = s.nranks;
+    let by_address: Option<Vec<&str>> = (!s.rank_gpus.is_empty())
+        .then(|| {
+            s.rank_gpus
+                .iter()
+                .map(|a| a.as_ref().and_then(|a| topo.gpu_at(a)))
+                .collect()
+        })
+        .flatten();
+    if let Some(mut used) = by_address {
+        let mut seen = std::collections::BTreeSet::new();
+        used.retain(|g| seen.insert(*g));
+        let why = format!("the ranks ran on {} (by PCI address)", used.join(", "));
+        return (used, Some(why));
+    }
+    if nranks >= 2 && nranks < gpus.len() {
+        let used = gpus[..nranks].to_vec();
+        let why = format!(
+            "which {nranks} of the {} GPUs the ranks used is not known (no PCI address in the run): {} stand for them",
+            gpus.len(),
+            used.join(", ")
+        );
+        return (used, Some(why));
+    }
+    (gpus, None)
+}
+
+/// The worst GPU-to-GPU link code among the GPUs in use, and the pair.
+fn worst_link(topo: &Topology, used: &[&str]) -> Option<(String, String)> {
     let mut worst: Option<(u8, String, String)> = None;
     for (i, a) in used.iter().enumerate() {
         for b in &used[i + 1..] {
@@ -130,10 +155,11 @@ pub(super) fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts
     }
     let mut reasons = Vec::new();
     let pcie_gen = gpu.map(|g| g.pcie_gen);
-    let worst = s
-        .topology
-        .as_ref()
-        .and_then(|(src, t)| worst_link(t, s.nranks).map(|(code, pair)| (code, pair, src.clone())));
+    let worst = s.topology.as_ref().and_then(|(src, t)| {
+        let (used, how) = gpus_in_use(t, s);
+        reasons.extend(how);
+        worst_link(t, &used).map(|(code, pair)| (code, pair, src.clone()))
+    });
     let mut link = slowest_link(&c, worst.as_ref(), &mut reasons)?;
     let p2p_off = p2p_blocker(&c, &link, &mut reasons);
     let kind = if let Some(why) = p2p_off {

@@ -1,6 +1,7 @@
 //! What is known about where a run ran: the facts of its record, of a topology and of an
 //! NCCL_DEBUG=INFO log given beside it, and the overrides that move NCCL off its default path.
 
+use crate::documents::topology::PciAddress;
 use crate::import::nccl_log::LogFacts;
 use crate::import::topo::Topology;
 use crate::model::RunRecord;
@@ -13,6 +14,9 @@ pub struct Situation {
     pub nnodes: usize,
     /// A GPU name as the run or log printed it.
     pub gpu_name: Option<String>,
+    /// The PCI address of each rank's GPU as the run printed it, in rank order (`None` where
+    /// a rank printed none).
+    pub rank_gpus: Vec<Option<PciAddress>>,
     /// (where from, topology).
     pub topology: Option<(String, Topology)>,
     pub env: BTreeMap<String, String>,
@@ -74,6 +78,12 @@ impl Situation {
             nranks,
             nnodes,
             gpu_name: gpu_name(record),
+            rank_gpus: record
+                .backend
+                .ranks
+                .iter()
+                .map(|r| r.device.as_deref().and_then(PciAddress::in_device_text))
+                .collect(),
             topology: topology.or(record_topology),
             env,
             wsl2,

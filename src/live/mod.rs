@@ -300,6 +300,7 @@ fn affinity(g: &PciGpu) -> DeviceInfo {
         cpu_affinity: g.local_cpus.clone(),
         numa_affinity: g.numa_node.filter(|&n| n >= 0).map(|n| n.to_string()),
         gpu_numa_id: None,
+        pci_bus_id: Some(g.address.clone()),
     }
 }
 
@@ -315,13 +316,19 @@ fn sysfs_address(nvml_bus_id: &str) -> String {
     }
 }
 
-/// Give NVML's topology the CPU and NUMA affinity sysfs knows for each GPU.
+/// Give NVML's topology each GPU's PCI address and the CPU and NUMA affinity sysfs knows.
 fn add_affinity(t: &mut Topology, gpus: &[NvmlGpu], sysfs: &[PciGpu]) {
     for g in gpus {
         let address = sysfs_address(&g.bus_id);
-        if let Some(p) = sysfs.iter().find(|p| p.address == address) {
-            t.info.insert(format!("GPU{}", g.index), affinity(p));
-        }
+        let info = match sysfs.iter().find(|p| p.address == address) {
+            Some(p) => affinity(p),
+            None => DeviceInfo::default(),
+        };
+        let info = DeviceInfo {
+            pci_bus_id: Some(address),
+            ..info
+        };
+        t.info.insert(format!("GPU{}", g.index), info);
     }
 }
 

@@ -91,7 +91,7 @@ impl Rank0 {
         self.println("#\n# Using devices");
         for r in &ranks {
             self.println(&format!(
-                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device  {}",
+                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device {}",
                 r.rank,
                 r.pid,
                 r.host,

@@ -23,7 +23,7 @@ const INSUFFICIENT_SIZE: NvmlReturn = 7;
 const MAX_NVLINKS: c_uint = 18;
 
 fn gpus() -> usize {
-    crate::cuda::device::device_count().max(0) as usize
+    crate::cuda::device::machine_gpus()
 }
 
 fn env_list(key: &str) -> Vec<String> {

@@ -27,3 +27,10 @@ pub(crate) fn trace_line(line: &str) {
         }
     }
 }
+
+/// A test asked the double for something it does not model, or described its machine wrongly:
+/// the process ends saying so, rather than answering as no real library would.
+pub(crate) fn misuse(what: &str) -> ! {
+    eprintln!("TEST DOUBLE: {what}");
+    std::process::abort();
+}

@@ -14,6 +14,7 @@ use crate::backend::rendezvous::{ControlPlane, InProcess};
 use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
+use crate::documents::topology::PciAddress;
 use cudarc::driver::sys as cu;
 use cudarc::nccl::sys::{ncclSimInfo_t, ncclUniqueId};
 use std::ffi::{c_char, c_int, c_void};
@@ -390,12 +391,27 @@ impl Communicator for NcclComm {
         self.control.allgather(data)
     }
 
+    /// nccl-tests 2.19's device column (src/util.cu: `device %2d [%04x:%02x:%02x] %s`, the
+    /// CUDA ordinal, then PCI domain, bus and device): the address is what ties the rank to
+    /// its GPU in NVML's and the topology's numbering, whatever CUDA_VISIBLE_DEVICES or
+    /// CUDA_DEVICE_ORDER made of the ordinal.
     fn device_label(&self) -> Option<String> {
-        Some(format!(
-            "{:2} {}",
-            self.device,
-            self.api.device_name(self.device)
-        ))
+        let name = self.api.device_name(self.device);
+        let address = self
+            .api
+            .pci_bus_id(self.device)
+            .as_deref()
+            .and_then(PciAddress::parse);
+        Some(match address {
+            Some(a) => format!(
+                "{:2} [{:04x}:{:02x}:{:02x}] {name}",
+                self.device,
+                a.domain.unwrap_or(0),
+                a.bus,
+                a.device.unwrap_or(0)
+            ),
+            None => format!("{:2} {name}", self.device),
+        })
     }
 
     /// NCCL's estimate for one call: the call enqueued in a group that is only simulated

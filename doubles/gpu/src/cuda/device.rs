@@ -9,11 +9,81 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static INITIALISED: AtomicBool = AtomicBool::new(false);
 
-pub(crate) fn device_count() -> c_int {
+/// The GPUs the machine has, as NVML counts them (NVML ignores CUDA_VISIBLE_DEVICES).
+pub(crate) fn machine_gpus() -> usize {
     std::env::var("NCCLPROBE_TEST_DOUBLE_GPUS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2)
+}
+
+/// CUDA's devices: ordinal i is the machine's GPU `visible()[i]` (its index in PCI bus order,
+/// NVML's), as `enumerate` reads the environment.
+pub(crate) fn visible() -> Vec<usize> {
+    let var = |k| std::env::var(k).ok();
+    enumerate(
+        machine_gpus(),
+        var("CUDA_DEVICE_ORDER").as_deref(),
+        var("NCCLPROBE_TEST_DOUBLE_FASTEST_FIRST").as_deref(),
+        var("CUDA_VISIBLE_DEVICES").as_deref(),
+    )
+}
+
+/// The devices CUDA shows, as machine GPU indices in CUDA's ordinal order.
+/// - The driver's order: with `CUDA_DEVICE_ORDER=PCI_BUS_ID`, bus order; by default
+///   (FASTEST_FIRST) the fastest first, and among equals an order of the driver's own, which a
+///   test states with `NCCLPROBE_TEST_DOUBLE_FASTEST_FIRST=2,0,1,3` (bus order when unset).
+/// - `CUDA_VISIBLE_DEVICES` lists ordinals of that order. As the CUDA programming guide says,
+///   an invalid entry hides itself and every entry after it, and set but empty hides all.
+///   Entries by UUID (`GPU-…`, `MIG-…`) and an entry given twice are not modelled: a test
+///   giving one is stopped.
+fn enumerate(
+    gpus: usize,
+    device_order: Option<&str>,
+    fastest_first: Option<&str>,
+    visible_devices: Option<&str>,
+) -> Vec<usize> {
+    let bus_order: Vec<usize> = (0..gpus).collect();
+    let order = match (device_order, fastest_first) {
+        (Some("PCI_BUS_ID"), _) | (_, None) => bus_order,
+        (_, Some(list)) => {
+            let order: Vec<usize> = list
+                .split(',')
+                .filter_map(|i| i.trim().parse().ok())
+                .collect();
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            if sorted != bus_order {
+                crate::trace::misuse(&format!(
+                    "NCCLPROBE_TEST_DOUBLE_FASTEST_FIRST must order all {gpus} GPUs, each once"
+                ));
+            }
+            order
+        }
+    };
+    let Some(list) = visible_devices else {
+        return order;
+    };
+    let mut shown = Vec::new();
+    for entry in list.split(',').map(str::trim) {
+        if entry.starts_with("GPU-") || entry.starts_with("MIG-") {
+            crate::trace::misuse("CUDA_VISIBLE_DEVICES by UUID is not modelled");
+        }
+        match entry.parse::<usize>().ok().and_then(|i| order.get(i)) {
+            // What CUDA does with an entry given twice, its documentation does not say.
+            Some(gpu) if shown.contains(gpu) => {
+                crate::trace::misuse("CUDA_VISIBLE_DEVICES naming a GPU twice is not modelled")
+            }
+            Some(&gpu) => shown.push(gpu),
+            None => break,
+        }
+    }
+    shown
+}
+
+/// The number of CUDA devices this process sees.
+pub(crate) fn device_count() -> c_int {
+    visible().len() as c_int
 }
 
 std::thread_local! {
@@ -62,7 +132,8 @@ pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
 /// The PCI address of a device, as CUDA writes it (`%04x:%02x:%02x.%x`), on the buses the NVML
 /// part of the double reports for the same GPUs (`nvml.rs`, `bus_id`).
 pub(crate) fn pci_bus_id(device: c_int) -> String {
-    format!("0000:{:02X}:00.0", 0x18 + 0x10 * device)
+    let gpu = visible()[device as usize];
+    format!("0000:{:02X}:00.0", 0x18 + 0x10 * gpu)
 }
 
 /// cuda.h: `cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)`; the string and its NUL
@@ -95,7 +166,11 @@ pub unsafe extern "C" fn cuDeviceGet(dev: *mut c_int, ordinal: c_int) -> CUresul
 
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: c_int) -> CUresult {
-    let s = format!("ncclprobe test double GPU {dev}\0");
+    let gpu = match visible().get(dev.max(0) as usize) {
+        Some(&gpu) => gpu,
+        None => return CUDA_ERROR_INVALID_DEVICE,
+    };
+    let s = format!("ncclprobe test double GPU {gpu}\0");
     let n = (len.max(1) as usize - 1).min(s.len() - 1);
     std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, name, n);
     *name.add(n) = 0;
@@ -132,4 +207,29 @@ pub unsafe extern "C" fn cuGetErrorString(rc: CUresult, out: *mut *const c_char)
     };
     *out = s.as_ptr() as *const c_char;
     CUDA_SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::enumerate;
+
+    #[test]
+    fn cuda_numbers_the_gpus_as_its_order_and_visible_devices_say() {
+        assert_eq!(enumerate(4, None, None, None), [0, 1, 2, 3]);
+        let reversed = Some("3,2,1,0");
+        assert_eq!(enumerate(4, None, reversed, None), [3, 2, 1, 0]);
+        assert_eq!(
+            enumerate(4, Some("PCI_BUS_ID"), reversed, None),
+            [0, 1, 2, 3]
+        );
+        assert_eq!(enumerate(4, None, reversed, Some("1,3")), [2, 0]);
+        assert_eq!(
+            enumerate(4, Some("PCI_BUS_ID"), reversed, Some("1,3")),
+            [1, 3]
+        );
+        // An invalid entry ends the list; set and empty shows nothing.
+        assert_eq!(enumerate(4, None, None, Some("2,9,0")), [2]);
+        assert_eq!(enumerate(4, None, None, Some("2,x,0")), [2]);
+        assert_eq!(enumerate(4, None, None, Some("")), Vec::<usize>::new());
+    }
 }

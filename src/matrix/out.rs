@@ -77,8 +77,11 @@ impl MatrixOut {
             hosts.dedup();
             doc.backend.hosts = hosts;
             doc.backend.nranks = ranks.len();
+            let here = ranks.first().map_or(String::new(), |r| r.host.clone());
             doc.backend.ranks = ranks;
             doc.endpoints = endpoints;
+            let topology = crate::documents::matrix::analysis::topology(doc);
+            super::run::label_gpus(&mut doc.endpoints, topology.as_ref(), &here);
         })
     }
 

@@ -5,6 +5,7 @@
 use super::options::Options as MatrixOptions;
 use crate::backend::{Communicator, PairRole, PointSpec};
 use crate::documents::matrix::{By, Direction, Endpoint, PairMeasurement};
+use crate::documents::topology::Topology;
 use crate::exit::Failure;
 use crate::fault_injection::Injected;
 use crate::model::RankInfo;
@@ -63,20 +64,32 @@ impl Step {
     }
 }
 
-/// The ends of the pairs: one per rank, or one per host with its ranks in rank order.
+/// The ends of the pairs: one per rank, or one per host with its ranks in rank order. A rank's
+/// GPU is labelled by its CUDA ordinal here (`GPU1`), or `rank N` where ordinals repeat on a
+/// host (one GPU per process: every process calls its GPU 0); `label_gpus` then names them
+/// as the topology does.
 pub fn endpoints(by: By, ranks: &[RankInfo]) -> Vec<Endpoint> {
+    let ordinal = |r: &RankInfo| -> Option<usize> {
+        r.device
+            .as_deref()
+            .and_then(|d| d.split_whitespace().next()?.parse::<usize>().ok())
+    };
+    let one_host = ranks
+        .iter()
+        .all(|o| ranks.first().is_some_and(|f| f.host == o.host));
     match by {
         By::Rank => ranks
             .iter()
             .map(|r| {
-                let gpu = r
-                    .device
-                    .as_deref()
-                    .and_then(|d| d.split_whitespace().next()?.parse::<usize>().ok());
+                let gpu = ordinal(r).filter(|g| {
+                    ranks
+                        .iter()
+                        .filter(|o| o.host == r.host && ordinal(o) == Some(*g))
+                        .count()
+                        == 1
+                });
                 let label = match gpu {
-                    Some(g) if ranks.iter().filter(|o| o.host == r.host).count() == ranks.len() => {
-                        format!("GPU{g}")
-                    }
+                    Some(g) if one_host => format!("GPU{g}"),
                     Some(g) => format!("{}:GPU{g}", r.host),
                     None => format!("rank {}", r.rank),
                 };
@@ -192,6 +205,23 @@ pub struct Context<'a> {
     pub options: &'a MatrixOptions,
     pub watchdog: Option<&'a Watchdog>,
     pub out: Option<&'a super::out::MatrixOut>,
+}
+
+/// Name each rank's GPU as the topology (NVML, `nvidia-smi`) numbers it, found by the PCI
+/// address the rank printed: what a user sees in `nvidia-smi topo -m` is what the tables say.
+/// Endpoints the topology cannot place keep their labels.
+pub fn label_gpus(endpoints: &mut [Endpoint], topology: Option<&Topology>, here: &str) {
+    let Some(t) = topology else { return };
+    let one_host = endpoints.iter().all(|e| e.host == here);
+    for e in endpoints.iter_mut() {
+        if let Some(row) = e.gpu_row(t, here) {
+            e.label = if one_host {
+                row
+            } else {
+                format!("{}:{row}", e.host)
+            };
+        }
+    }
 }
 
 /// Buffers for `size`, the send buffer holding this rank's pattern.
@@ -468,6 +498,41 @@ mod tests {
         let roles = steps[1].roles(4);
         assert_eq!(roles[1], PairRole::Send { to: 0 });
         assert_eq!(roles[0], PairRole::Recv { from: 1 });
+    }
+
+    #[test]
+    fn gpus_are_labelled_as_the_topology_numbers_them_found_by_pci_address() {
+        // One GPU per process: each calls its GPU 0; the addresses tell which they are.
+        let on = |r: usize, bus: &str| RankInfo {
+            device: Some(format!(" 0 [0000:{bus}:00] NVIDIA H100")),
+            ..rank(r, "h")
+        };
+        let ranks = [on(0, "38"), on(1, "18"), on(2, "c1")];
+        let mut eps = endpoints(By::Rank, &ranks);
+        let labels = |eps: &[Endpoint]| eps.iter().map(|e| e.label.clone()).collect::<Vec<_>>();
+        assert_eq!(labels(&eps), ["rank 0", "rank 1", "rank 2"]);
+        let mut t = Topology::default();
+        for (i, bus) in ["18", "28", "38"].iter().enumerate() {
+            t.devices.push(format!("GPU{i}"));
+            t.info.entry(format!("GPU{i}")).or_default().pci_bus_id =
+                Some(format!("0000:{bus}:00.0"));
+        }
+        t.links.push(("GPU2".into(), "GPU0".into(), "SYS".into()));
+        label_gpus(&mut eps, Some(&t), "h");
+        // Rank 2's GPU is not in the topology: it keeps its label.
+        assert_eq!(labels(&eps), ["GPU2", "GPU0", "rank 2"]);
+        assert_eq!(eps[0].gpu_row(&t, "h").as_deref(), Some("GPU2"));
+        assert_eq!(eps[0].gpu_row(&t, "elsewhere"), None);
+        // Without addresses anywhere (older documents), the ordinal is the row.
+        let old = RankInfo {
+            device: Some(" 1 NVIDIA H100".into()),
+            ..rank(0, "h")
+        };
+        let e = &endpoints(By::Rank, &[old])[0];
+        let mut bare = t.clone();
+        bare.info.clear();
+        assert_eq!(e.gpu_row(&bare, "h").as_deref(), Some("GPU1"));
+        assert_eq!(e.gpu_row(&t, "h"), None);
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub fn slow_endpoints(doc: &MatrixDocument) -> Vec<(usize, f64)> {
 }
 
 /// The topology the document carries (this machine's, when it had GPUs).
-fn topology(doc: &MatrixDocument) -> Option<Topology> {
+pub fn topology(doc: &MatrixDocument) -> Option<Topology> {
     serde_json::from_value(doc.topology.clone()?).ok()
 }
 
@@ -147,9 +147,13 @@ pub fn link(doc: &MatrixDocument, topology: Option<&Topology>, a: usize, b: usiz
     if doc.by == By::Node {
         return "one host".into();
     }
-    if let (Some(t), Some(i), Some(j)) = (topology, x.gpu_index(), y.gpu_index()) {
-        if let Some(code) = t.link(&format!("GPU{i}"), &format!("GPU{j}")) {
-            return format!("{} ({code})", describe_link(code));
+    if let Some(t) = topology {
+        // The document's topology is rank 0's host's (the process that wrote it).
+        let here = doc.backend.ranks.first().map_or("", |r| r.host.as_str());
+        if let (Some(i), Some(j)) = (x.gpu_row(t, here), y.gpu_row(t, here)) {
+            if let Some(code) = t.link(&i, &j) {
+                return format!("{} ({code})", describe_link(code));
+            }
         }
     }
     match (x.device.is_some(), doc.backend.name.as_str()) {

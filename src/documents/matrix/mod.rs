@@ -3,6 +3,7 @@
 
 pub mod analysis;
 
+use crate::documents::topology::{PciAddress, Topology};
 use crate::documents::Kind;
 use crate::model::{BackendInfo, RunStatus, Settings, ToolInfo};
 use crate::stats::StopReason;
@@ -64,14 +65,22 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// The GPU index of a one-rank endpoint on a GPU (`" 3 NVIDIA H100"` → 3).
-    pub fn gpu_index(&self) -> Option<usize> {
-        self.device
-            .as_deref()?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
+    /// The row of `topology` (taken on `topology_host`) that is this one-rank endpoint's GPU:
+    /// found by the PCI address its device text carries, since CUDA's ordinal follows
+    /// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER while the rows follow the PCI bus. By the
+    /// ordinal only where neither side has addresses (documents written before they were kept).
+    pub fn gpu_row(&self, topology: &Topology, topology_host: &str) -> Option<String> {
+        if self.host != topology_host || self.ranks.len() != 1 {
+            return None;
+        }
+        let device = self.device.as_deref()?;
+        if let Some(address) = PciAddress::in_device_text(device) {
+            return topology.gpu_at(&address).map(str::to_string);
+        }
+        let has_addresses = topology.info.values().any(|i| i.pci_bus_id.is_some());
+        let ordinal: usize = device.split_whitespace().next()?.parse().ok()?;
+        let row = format!("GPU{ordinal}");
+        (!has_addresses && topology.gpus().contains(&row.as_str())).then_some(row)
     }
 }
 

@@ -39,6 +39,11 @@ use exit::ExitCode;
 
 /// Parse the command line, run, and return the process exit code.
 pub fn run_cli() -> i32 {
+    let mut args = std::env::args_os();
+    if let Some((program, coll)) = args.next().as_deref().and_then(cli::perf::program) {
+        let rest: Vec<std::ffi::OsString> = args.collect();
+        return commands::perf::run(&program, coll, &rest);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -66,6 +71,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Baselines(args) => commands::baselines::run(args),
         cli::Command::Report(args) => commands::report::run(args),
         cli::Command::Doctor(args) => commands::doctor::run(args),
+        cli::Command::Aliases(args) => commands::perf::aliases(&args.dir, args.mpi),
     };
     match result {
         Ok(code) => code.code(),

@@ -175,6 +175,27 @@ pub struct Settings {
     /// `sweep --stragglers`: per-rank arrival times were taken after each point.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stragglers: bool,
+    /// How each point's calls were scheduled (absent: adaptive).
+    #[serde(default, skip_serializing_if = "Schedule::is_adaptive")]
+    pub schedule: Schedule,
+}
+
+/// How a point's calls are scheduled.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// Warm-up until the time per call settles, then samples until the interval is tight.
+    #[default]
+    Adaptive,
+    /// nccl-tests' own (src/common.cu, TimeTest and BenchTime): exactly `-w` warm-up calls
+    /// and one sample of `-n` calls per placement, after the checked call.
+    NcclTests,
+}
+
+impl Schedule {
+    pub fn is_adaptive(&self) -> bool {
+        *self == Schedule::Adaptive
+    }
 }
 
 /// Per collective and dtype, the largest out-of-place point that carries NCCL's cost-model

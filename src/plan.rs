@@ -31,6 +31,8 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// `--qualify`/rules: gate the run after measuring, re-measuring failed points.
     pub gate: Option<std::sync::Arc<crate::expect::options::GateRules>>,
+    /// Called as an nccl-tests `*_perf` binary: print and exit as it does.
+    pub perf: Option<std::sync::Arc<crate::sweep::options::PerfStyle>>,
 }
 
 fn size_flag(flag: &str, text: &str) -> Result<u64, Failure> {
@@ -259,6 +261,7 @@ impl Plan {
             },
             across_ranks: across,
             stragglers: args.stragglers,
+            schedule: t.schedule,
         };
         let (fault, injected) = match args.inject_fault.as_deref() {
             Some(text) => crate::fault_injection::parse(text)?,
@@ -279,6 +282,7 @@ impl Plan {
                 .gate
                 .requested()
                 .then(|| std::sync::Arc::new(args.gate.clone())),
+            perf: args.perf.clone(),
         })
     }
 

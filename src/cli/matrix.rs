@@ -134,6 +134,7 @@ impl MatrixArgs {
                 cuda_events: false,
                 average: 3,
                 timeout: self.timeout,
+                schedule: Default::default(),
             },
             backend: self.backend.options(),
             output: self.output.outputs(),
@@ -150,6 +151,7 @@ impl MatrixArgs {
                 outlier: self.outlier,
                 latency_max_bytes: 64 << 10,
             })),
+            perf: None,
         }
     }
 }

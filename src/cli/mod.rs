@@ -5,6 +5,7 @@
 mod args;
 mod groups;
 mod matrix;
+pub mod perf;
 mod sweep;
 
 pub use args::{
@@ -58,4 +59,17 @@ pub enum Command {
     /// This machine end to end: topology, a short sweep (and one without the overrides that
     /// force a slower path), diagnosis, compare, simulate (with --model), and the report.
     Doctor(Box<DoctorArgs>),
+    /// Links named as nccl-tests' binaries (all_reduce_perf, ...) to this ncclprobe: called by
+    /// one of those names it takes that binary's flags and prints its output.
+    Aliases(AliasesArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AliasesArgs {
+    /// Directory for the links (created if missing); names already there are left alone.
+    #[arg(default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Name them as nccl-tests' MPI build does (all_reduce_perf_mpi, ...).
+    #[arg(long)]
+    pub mpi: bool,
 }

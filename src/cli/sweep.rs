@@ -174,6 +174,7 @@ impl SweepArgs {
                 cuda_events: t.cuda_events,
                 average: t.average,
                 timeout: t.timeout,
+                schedule: Default::default(),
             },
             backend: self.backend.options(),
             output: self.output.outputs(),
@@ -189,6 +190,7 @@ impl SweepArgs {
             #[cfg(not(feature = "fault-injection"))]
             inject_fault: None,
             matrix: None,
+            perf: None,
         }
     }
 }

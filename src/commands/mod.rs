@@ -7,6 +7,7 @@ pub mod diagnose;
 pub mod doctor;
 pub mod import;
 pub mod matrix;
+pub mod perf;
 pub mod qualify;
 pub mod report;
 pub mod simulate;

@@ -2,6 +2,7 @@
 //! progress bar, and at the end the heat tables, the outliers and the exit code.
 
 use crate::documents::matrix::{Endpoint, MatrixDocument, PairMeasurement};
+use crate::documents::topology::Topology;
 use crate::exit::{ExitCode, Failure};
 use crate::model::{RankInfo, RunStatus};
 use crate::render::record::{clean_stale_temps, write_atomic};
@@ -81,7 +82,7 @@ impl MatrixOut {
             doc.backend.ranks = ranks;
             doc.endpoints = endpoints;
             let topology = crate::documents::matrix::analysis::topology(doc);
-            super::run::label_gpus(&mut doc.endpoints, topology.as_ref(), &here);
+            label_gpus(&mut doc.endpoints, topology.as_ref(), &here);
         })
     }
 
@@ -160,6 +161,23 @@ impl MatrixOut {
 }
 
 /// End the document: status, end time, and the outliers judged over what was measured.
+/// Name each rank's GPU as the topology (NVML, `nvidia-smi`) numbers it, found by the PCI
+/// address the rank printed: what a user sees in `nvidia-smi topo -m` is what the tables say.
+/// Endpoints the topology cannot place keep their labels.
+pub fn label_gpus(endpoints: &mut [Endpoint], topology: Option<&Topology>, here: &str) {
+    let Some(t) = topology else { return };
+    let one_host = endpoints.iter().all(|e| e.host == here);
+    for e in endpoints.iter_mut() {
+        if let Some(row) = e.gpu_row(t, here) {
+            e.label = if one_host {
+                row
+            } else {
+                format!("{}:{row}", e.host)
+            };
+        }
+    }
+}
+
 fn close(doc: &mut MatrixDocument, status: RunStatus, error: Option<&str>) {
     doc.status = status;
     doc.finished_at = Some(crate::model::now_rfc3339());

@@ -5,7 +5,6 @@
 use super::options::Options as MatrixOptions;
 use crate::backend::{Communicator, PairRole, PointSpec};
 use crate::documents::matrix::{By, Direction, Endpoint, PairMeasurement};
-use crate::documents::topology::Topology;
 use crate::exit::Failure;
 use crate::fault_injection::Injected;
 use crate::model::RankInfo;
@@ -205,23 +204,6 @@ pub struct Context<'a> {
     pub options: &'a MatrixOptions,
     pub watchdog: Option<&'a Watchdog>,
     pub out: Option<&'a super::out::MatrixOut>,
-}
-
-/// Name each rank's GPU as the topology (NVML, `nvidia-smi`) numbers it, found by the PCI
-/// address the rank printed: what a user sees in `nvidia-smi topo -m` is what the tables say.
-/// Endpoints the topology cannot place keep their labels.
-pub fn label_gpus(endpoints: &mut [Endpoint], topology: Option<&Topology>, here: &str) {
-    let Some(t) = topology else { return };
-    let one_host = endpoints.iter().all(|e| e.host == here);
-    for e in endpoints.iter_mut() {
-        if let Some(row) = e.gpu_row(t, here) {
-            e.label = if one_host {
-                row
-            } else {
-                format!("{}:{row}", e.host)
-            };
-        }
-    }
 }
 
 /// Buffers for `size`, the send buffer holding this rank's pattern.
@@ -511,14 +493,14 @@ mod tests {
         let mut eps = endpoints(By::Rank, &ranks);
         let labels = |eps: &[Endpoint]| eps.iter().map(|e| e.label.clone()).collect::<Vec<_>>();
         assert_eq!(labels(&eps), ["rank 0", "rank 1", "rank 2"]);
-        let mut t = Topology::default();
+        let mut t = crate::documents::topology::Topology::default();
         for (i, bus) in ["18", "28", "38"].iter().enumerate() {
             t.devices.push(format!("GPU{i}"));
             t.info.entry(format!("GPU{i}")).or_default().pci_bus_id =
                 Some(format!("0000:{bus}:00.0"));
         }
         t.links.push(("GPU2".into(), "GPU0".into(), "SYS".into()));
-        label_gpus(&mut eps, Some(&t), "h");
+        super::super::out::label_gpus(&mut eps, Some(&t), "h");
         // Rank 2's GPU is not in the topology: it keeps its label.
         assert_eq!(labels(&eps), ["GPU2", "GPU0", "rank 2"]);
         assert_eq!(eps[0].gpu_row(&t, "h").as_deref(), Some("GPU2"));

@@ -5,6 +5,8 @@ pub mod csv;
 pub mod expect;
 pub mod findings;
 pub mod matrix;
+pub mod perf;
+pub mod perf_json;
 pub mod plots;
 pub mod record;
 pub mod report;

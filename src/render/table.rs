@@ -6,42 +6,86 @@ use crate::model::{Headline, Point, RunRecord};
 use crate::units::format_size;
 
 pub fn header() -> String {
+    header_with(false, false)
+}
+
+/// nccl-tests 2.19.6's header (src/util.cu, writeResultHeader): `cputime` for -C 1, and a
+/// `timestamp` column for -S 1.
+pub fn header_with(cputime: bool, timestamps: bool) -> String {
+    let time = if cputime { "cputime" } else { "time" };
+    let (label, format) = if timestamps {
+        (
+            format!("{:>19}", "timestamp"),
+            format!("{:>19}", "%Y-%m-%d %H:%M:%S"),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let empty = ["", "", "", "", ""];
+    let line = |c: [&str; 5], rest: [&str; 8], tail: &str| {
+        format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {tail}",
+            c[0], c[1], c[2], c[3], c[4], rest[0], rest[1], rest[2], rest[3], rest[4], rest[5], rest[6], rest[7]
+        )
+    };
     [
-        "#",
-        "#                                                              out-of-place                       in-place          ",
-        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         ",
+        "#".to_string(),
+        format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          ",
+            empty[0], empty[1], empty[2], empty[3], empty[4]
+        ),
+        line(
+            ["size", "count", "type", "redop", "root"],
+            [time, "algbw", "busbw", "#wrong", time, "algbw", "busbw", "#wrong"],
+            &label,
+        ),
+        line(
+            ["(B)", "(elements)", "", "", ""],
+            ["(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""],
+            &format,
+        ),
     ]
     .join("\n")
 }
 
-/// nccl-tests' time column: fewer decimals as the number grows, always 7 wide.
-fn time_str(time_s: f64) -> String {
-    let us = time_s * 1e6;
-    if us >= 10000.0 {
-        format!("{us:7.0}")
-    } else if us >= 100.0 {
-        format!("{us:7.1}")
-    } else {
-        format!("{us:7.2}")
+/// nccl-tests 2.19.6's `getFloatStr` (src/util.cu): two decimals if they fit in `width`, else
+/// one, else none, else C's `%.1e` (`%.0e` under 7 wide).
+pub fn float_str(value: f64, width: usize) -> String {
+    for decimals in [2, 1, 0] {
+        let s = format!("{value:width$.decimals$}");
+        if s.len() <= width {
+            return s;
+        }
     }
+    let s = c_exponent(value, if width >= 7 { 1 } else { 0 });
+    format!("{s:>width$}")
+}
+
+/// C's `%.Ne`: `1.2e+07`.
+fn c_exponent(value: f64, decimals: usize) -> String {
+    let s = format!("{value:.decimals$e}");
+    let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    format!("{mantissa}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
 }
 
 fn half(p: &Point) -> String {
     let wrong = match p.wrong {
-        Some(w) => format!("{:>6}", w),
-        None => format!("{:>6}", "N/A"),
+        Some(w) => format!("{:>6}", format_g(w as f64)),
+        None => "   N/A".to_string(),
     };
     format!(
-        "  {}  {:6.2}  {:6.2}  {}",
-        time_str(p.time_s),
-        p.algbw_bytes_per_s / 1e9,
-        p.busbw_bytes_per_s / 1e9,
+        "  {:>7}  {:>6}  {:>6}  {}",
+        float_str(p.time_s * 1e6, 7),
+        float_str(p.algbw_bytes_per_s / 1e9, 6),
+        float_str(p.busbw_bytes_per_s / 1e9, 6),
         wrong
     )
 }
 
-/// One row: the size's out-of-place and in-place results side by side.
+/// One row: the size's out-of-place and in-place results side by side (src/util.cu,
+/// writeBenchmarkLinePreamble `%12li  %12li  %8s  %6s  %6s` with the root as `%6i`, then
+/// writeBenchmarkLineBody `  %7s  %6s  %6s  %6g` or `    N/A` per placement).
 pub fn row(out_of_place: &Point, in_place: &Point) -> String {
     let p = out_of_place;
     format!(
@@ -193,10 +237,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn time_column_matches_nccl_tests() {
-        assert_eq!(time_str(12.25e-6), "  12.25");
-        assert_eq!(time_str(150.2e-6), "  150.2");
-        assert_eq!(time_str(16801e-6), "  16801");
+    fn columns_are_formatted_as_get_float_str_does() {
+        // Values from printf("%*.2f") and friends in C, as getFloatStr picks them.
+        for (v, width, want) in [
+            (12.25, 7, "  12.25"),
+            (150.2, 7, " 150.20"),
+            (9999.994, 7, "9999.99"),
+            (16801.0, 7, "16801.0"),
+            (1234567.8, 7, "1234568"),
+            (12345678.0, 7, "1.2e+07"),
+            (0.0, 6, "  0.00"),
+            (999.994, 6, "999.99"),
+            (1234.5, 6, "1234.5"),
+            (123456.0, 6, "123456"),
+            (1234567.0, 6, " 1e+06"),
+        ] {
+            assert_eq!(float_str(v, width), want, "{v} in {width}");
+        }
+    }
+
+    #[test]
+    fn the_header_is_the_printf_of_write_result_header() {
+        let plain = header_with(false, false);
+        let lines: Vec<&str> = plain.lines().collect();
+        assert_eq!(lines[0], "#");
+        assert_eq!(lines[1], "#                                                              out-of-place                       in-place          ");
+        assert_eq!(lines[2], "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ");
+        assert_eq!(lines[3], "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         ");
+        let both = header_with(true, true);
+        let lines: Vec<&str> = both.lines().collect();
+        assert!(
+            lines[2].contains("  cputime   algbw")
+                && lines[2].ends_with("  #wrong           timestamp"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].ends_with("(GB/s)           %Y-%m-%d %H:%M:%S"),
+            "{}",
+            lines[3]
+        );
     }
 
     #[test]

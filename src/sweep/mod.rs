@@ -2,6 +2,7 @@
 //! (`worlds`), and run them through the one skeleton (`launch`): every rank runs the same loop
 //! (`rank`), rank 0 prints and records (`report`, `record`).
 
+mod after_table;
 pub mod budget;
 mod entry;
 pub mod launch;

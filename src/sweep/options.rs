@@ -81,6 +81,8 @@ pub struct Timing {
     /// nccl-tests' -a: 0 rank 0's time, 1 the average, 2 the minimum, 3 the maximum.
     pub average: u8,
     pub timeout: f64,
+    /// Adaptive, or nccl-tests' fixed schedule (its `*_perf` names).
+    pub schedule: crate::model::Schedule,
 }
 
 impl Default for Timing {
@@ -99,6 +101,7 @@ impl Default for Timing {
             cuda_events: false,
             average: 3,
             timeout: 300.0,
+            schedule: crate::model::Schedule::Adaptive,
         }
     }
 }
@@ -130,4 +133,8 @@ pub struct Options {
     pub inject_fault: Option<String>,
     /// Set by `ncclprobe matrix`: pairs, not collectives.
     pub matrix: Option<Arc<MatrixOptions>>,
+    /// Called by one of nccl-tests' `*_perf` names: its stdout, line for line.
+    pub perf: Option<Arc<PerfStyle>>,
 }
+
+pub use crate::render::perf::PerfStyle;

@@ -4,13 +4,14 @@
 
 use super::record;
 use super::select::Selection;
-use crate::coll::{Collective, Placement};
+use crate::coll::Collective;
 use crate::exit::{ExitCode, Failure};
 use crate::model::{self, Point, RankInfo, RunRecord};
 use crate::plan::Plan;
+use crate::render::perf::{self, PerfStyle};
+use crate::render::perf_json;
 use crate::render::record::RecordSink;
 use crate::render::table;
-use crate::units::format_size;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -28,6 +29,10 @@ pub struct Rank0 {
     /// `--qualify`/rules, and how many times the points were measured.
     gate: Option<Arc<crate::expect::options::GateRules>>,
     attempts: std::sync::atomic::AtomicUsize,
+    /// Called as an nccl-tests `*_perf` binary: its output, and the plan's largest size.
+    perf: Option<(Arc<PerfStyle>, u64)>,
+    /// -J FILE.json: nccl-tests' JSON, rewritten after every row.
+    perf_json: Option<Mutex<perf_json::Writer>>,
 }
 
 /// The lock, unless another thread keeps it longer than `patience` (or it is poisoned).
@@ -59,6 +64,8 @@ impl Rank0 {
             progress,
             gate: None,
             attempts: std::sync::atomic::AtomicUsize::new(0),
+            perf: None,
+            perf_json: None,
         }
     }
 
@@ -88,7 +95,10 @@ impl Rank0 {
         nranks: usize,
         points: u64,
     ) -> Result<(), Failure> {
-        self.println("#\n# Using devices");
+        self.println(match self.perf {
+            Some(_) => "# Using devices",
+            None => "#\n# Using devices",
+        });
         for r in &ranks {
             self.println(&format!(
                 "#  Rank {:2} Group  0 Pid {:6} on {:>10} device {}",
@@ -97,6 +107,12 @@ impl Rank0 {
                 r.host,
                 r.device.as_deref().unwrap_or("host memory")
             ));
+        }
+        self.with_perf_json(|json| json.set_devices(&ranks));
+        if let Some((style, max)) = &self.perf {
+            if *max < style.max_bytes {
+                self.println(&perf::reduced_max_bytes(*max));
+            }
         }
         self.progress.set_length(points);
         self.with_sink(|sink| {
@@ -112,13 +128,21 @@ impl Rank0 {
 
     /// Notes on how the run went (`Communicator::notes`): in the header and the record.
     pub fn add_notes(&self, notes: &[String]) -> Result<(), Failure> {
-        for n in notes {
+        // nccl-tests prints none: as one of its binaries, the notes go to the record only.
+        for n in notes.iter().filter(|_| self.perf.is_none()) {
             self.println(&format!("# note: {n}"));
         }
         self.with_sink(|sink| sink.record.notes.extend(notes.iter().cloned()))
     }
 
     pub fn collective_header(&self, coll: Collective) {
+        if let Some((style, _)) = &self.perf {
+            self.println(&table::header_with(
+                style.report_cputime,
+                style.report_timestamps,
+            ));
+            return;
+        }
         self.println(&format!(
             "#\n# Collective test starting: {}_perf",
             coll.name()
@@ -127,6 +151,13 @@ impl Rank0 {
     }
 
     pub fn collective_footer(&self, coll: Collective, points: &[Point]) {
+        if let Some((style, _)) = &self.perf {
+            self.with_perf_json(|json| json.set_footer(style, points));
+            for line in perf::footer(style, points) {
+                self.println(&line);
+            }
+            return;
+        }
         self.println(&table::footer(points));
         self.println(&format!(
             "# Collective test concluded: {}_perf",
@@ -137,7 +168,14 @@ impl Rank0 {
     /// One finished size: its table row, and both placements on disk. A point measured again
     /// (`--retries`) takes the place of the earlier one, which moves to `retried_points`.
     pub fn point(&self, oop: &Point, inp: &Point) -> Result<(), Failure> {
-        self.println(&table::row(oop, inp));
+        let mut row = table::row(oop, inp);
+        if let Some((style, _)) = &self.perf {
+            if style.report_timestamps {
+                row.push_str(&perf::timestamp_now());
+            }
+            self.with_perf_json(|json| json.push_row(style, oop, inp));
+        }
+        self.println(&row);
         self.progress.inc(1);
         // Two plan sizes can report the same size (counts round down to whole elements), so
         // only a retry replaces points.
@@ -216,6 +254,34 @@ impl Rank0 {
         });
     }
 
+    /// Print as the nccl-tests binary `style` names (before the banner).
+    pub fn set_perf(&mut self, style: Option<Arc<PerfStyle>>, plan: &Plan) {
+        self.perf_json = style.as_ref().and_then(|s| {
+            let env = std::env::vars_os()
+                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                .collect();
+            let path = s.json.as_deref()?;
+            Some(Mutex::new(perf_json::Writer::new(
+                path,
+                s.argv.clone(),
+                env,
+            )))
+        });
+        self.perf = style.map(|s| (s, plan.settings.max_bytes));
+    }
+
+    /// Keep -J's document (when there is one) up to date; a rank thread abandoned by a timeout
+    /// may hold the lock, and the end does not wait for it.
+    fn with_perf_json(&self, f: impl FnOnce(&mut perf_json::Writer)) {
+        if let Some(mut json) = self
+            .perf_json
+            .as_ref()
+            .and_then(|m| lock_within(m, RECORD_LOCK_PATIENCE))
+        {
+            f(&mut json);
+        }
+    }
+
     pub fn banner(
         &self,
         plan: &Plan,
@@ -223,6 +289,17 @@ impl Rank0 {
         ranks_text: &str,
         libraries: &BTreeMap<String, String>,
     ) {
+        if let Some((style, _)) = &self.perf {
+            let nccl = libraries.get("nccl").map(String::as_str);
+            let code = nccl.and_then(perf::version_code).unwrap_or(0);
+            self.with_perf_json(|json| {
+                json.set_config(style, plan.settings.min_bytes, code.into())
+            });
+            for line in perf::banner(style, plan.settings.min_bytes, nccl) {
+                self.println(&line);
+            }
+            return;
+        }
         for line in banner_lines(plan, selection, ranks_text, libraries) {
             self.println(&line);
         }
@@ -245,6 +322,8 @@ impl Rank0 {
             sink.flush().map(|_| sink.record.clone())
         })?;
         let record = record.map_err(|e| Failure::internal(format!("{e:#}")))?;
+        let error = result.as_ref().err().map(|f| f.message.as_str());
+        self.with_perf_json(|json| json.finish(error));
         let verdict = match &self.gate {
             Some(gate) => Some(self.gate_verdict(gate, &record)?),
             None => None,
@@ -262,7 +341,10 @@ impl Rank0 {
         }
         result?;
         report?;
-        for line in after_table_lines(&record) {
+        if let Some((style, _)) = &self.perf {
+            return perf_status(style, &record);
+        }
+        for line in super::after_table::lines(&record) {
             self.println(&line);
         }
         to_stdout(&crate::render::record::stdout_documents(output, &record)?);
@@ -308,6 +390,22 @@ impl Rank0 {
                 .map_err(|e| Failure::internal(format!("--junit {}: {e}", path.display())))?;
         }
         Ok(q)
+    }
+}
+
+/// How a `*_perf` run ends: nccl-tests fails it when a check found wrong elements or the
+/// average is under NCCL_TESTS_MIN_BW (src/common.cu, run()).
+fn perf_status(style: &PerfStyle, record: &RunRecord) -> Result<ExitCode, Failure> {
+    let wrong = record.total_wrong();
+    if wrong > 0 {
+        return Err(Failure::new(
+            ExitCode::CheckFailed,
+            format!("check failed: {wrong} wrong elements (see the #wrong column)"),
+        ));
+    }
+    match perf::min_bw_culprits(style, &record.points) {
+        Some(why) => Err(Failure::new(ExitCode::CheckFailed, why)),
+        None => Ok(ExitCode::Ok),
     }
 }
 
@@ -367,124 +465,6 @@ fn banner_lines(
     lines
 }
 
-/// Headlines, then what the run measured beside the table.
-fn after_table_lines(record: &RunRecord) -> Vec<String> {
-    let mut lines: Vec<String> = record.headlines.iter().map(table::headline).collect();
-    lines.extend(memcpy_ratio_line(record));
-    lines.extend(copy_bandwidth_lines(record));
-    lines.extend(cost_model_lines(record));
-    lines.extend(interval_line(record));
-    if record.settings.as_ref().is_some_and(|s| s.stragglers) {
-        lines.push(match crate::arrivals::straggler(&record.points) {
-            Some(s) => format!(
-                "# STRAGGLER: {}",
-                crate::arrivals::describe(&s, &record.backend.ranks)
-            ),
-            None => {
-                "# stragglers: no rank entered last in most calls (arrival times in the record)"
-                    .into()
-            }
-        });
-    }
-    lines
-}
-
-/// How many points reached `--target-ci`, and which did not (with the interval they have).
-fn interval_line(record: &RunRecord) -> Option<String> {
-    let target = record.settings.as_ref()?.target_rel_ci?;
-    let missed: Vec<&crate::model::Point> = record
-        .points
-        .iter()
-        .filter(|p| !(p.stats.ci_level > 0.0 && p.stats.ci_rel_half_width <= target))
-        .collect();
-    let n = record.points.len();
-    let head = format!(
-        "# {} of {n} points within ±{:.1}% (95% interval of the median)",
-        n - missed.len(),
-        target * 100.0
-    );
-    if missed.is_empty() {
-        return Some(head);
-    }
-    const SHOWN: usize = 6;
-    let mut named: Vec<String> = missed
-        .iter()
-        .take(SHOWN)
-        .map(|p| {
-            format!(
-                "{} {} {} ±{:.1}% ({})",
-                p.collective,
-                format_size(p.size_bytes),
-                p.placement.name(),
-                p.stats.ci_rel_half_width * 100.0,
-                p.stop_reason.name()
-            )
-        })
-        .collect();
-    if missed.len() > SHOWN {
-        named.push(format!("and {} more in the record", missed.len() - SHOWN));
-    }
-    Some(format!("{head}; short of it: {}", named.join(", ")))
-}
-
-/// Per collective and dtype, the largest out-of-place point against NCCL's own cost model.
-fn cost_model_lines(record: &RunRecord) -> Vec<String> {
-    model::largest_with_nccl_model(&record.points)
-        .into_iter()
-        .filter_map(|p| {
-            let model = p.nccl_model_time_s?;
-            Some(format!(
-                "# {} {} {}: measured {:.1} us, NCCL's cost model {:.1} us (ncclGroupSimulateEnd): {:.2}x its estimate",
-                p.collective,
-                p.dtype,
-                format_size(p.size_bytes),
-                p.time_s * 1e6,
-                model * 1e6,
-                p.time_s / model
-            ))
-        })
-        .collect()
-}
-
-/// Per GPU and direction: pageable vs pinned copy bandwidth (why DataLoader(pin_memory=True)).
-fn copy_bandwidth_lines(record: &RunRecord) -> Vec<String> {
-    let c = &record.calibration.copy_bandwidth;
-    let mut lines = Vec::new();
-    for p in c.iter().filter(|p| p.pinned) {
-        if let Some(q) = c
-            .iter()
-            .find(|q| !q.pinned && q.device == p.device && q.direction == p.direction)
-        {
-            lines.push(format!(
-                "# GPU{} {} {}: pageable {:.2} GB/s, pinned {:.2} GB/s ({} copies)",
-                p.device,
-                p.name,
-                p.direction,
-                q.bytes_per_s / 1e9,
-                p.bytes_per_s / 1e9,
-                format_size(p.size_bytes)
-            ));
-        }
-    }
-    lines
-}
-
-/// The host backend's all_reduce busbw at 64 MiB against single-thread memcpy of this run.
-fn memcpy_ratio_line(record: &RunRecord) -> Option<String> {
-    let memcpy = record.calibration.memcpy_bytes_per_s?;
-    let p = record.points.iter().find(|p| {
-        p.collective == Collective::AllReduce
-            && p.placement == Placement::OutOfPlace
-            && p.size_bytes == 64 << 20
-    })?;
-    Some(format!(
-        "# host backend: all_reduce busbw at 64 MiB {:.2} GB/s = {:.2} x single-thread memcpy ({:.2} GB/s, measured in this run)",
-        p.busbw_bytes_per_s / 1e9,
-        p.busbw_bytes_per_s / memcpy,
-        memcpy / 1e9
-    ))
-}
-
 /// `sweep --report/--markdown/--png-dir`: the finished record held against its expectation and
 /// rendered.
 fn report_of(args: &super::options::Options, record: &model::RunRecord) -> Result<(), Failure> {
@@ -511,36 +491,4 @@ fn to_stdout(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::CopyBandwidth;
-
-    #[test]
-    fn copy_bandwidth_pairs_pinned_with_pageable_per_gpu_and_direction() {
-        let copy = |device, pinned, direction: &str, gbps: f64| CopyBandwidth {
-            device,
-            name: "GPU".into(),
-            direction: direction.into(),
-            pinned,
-            size_bytes: 64 << 20,
-            bytes_per_s: gbps * 1e9,
-        };
-        let mut record = RunRecord::blank(model::Source::Measured, "nccl", "test".into());
-        record.calibration.copy_bandwidth = vec![
-            copy(0, false, "host-to-device", 6.0),
-            copy(0, true, "host-to-device", 24.5),
-            copy(1, true, "device-to-host", 25.0),
-        ];
-        let lines = copy_bandwidth_lines(&record);
-        assert_eq!(
-            lines,
-            vec![
-                "# GPU0 GPU host-to-device: pageable 6.00 GB/s, pinned 24.50 GB/s (64 MiB copies)"
-            ],
-            "a pinned figure without its pageable twin is not printed"
-        );
-    }
 }

@@ -1,0 +1,121 @@
+//! ncclprobe called by an nccl-tests name (`all_reduce_perf`): that binary's flags, output and
+//! exit statuses, measured by the sweep engine on nccl-tests' schedule.
+
+use crate::cli::perf::{self, status};
+use crate::coll::Collective;
+use crate::exit::{ExitCode, Failure};
+use crate::render::perf_json;
+use std::ffi::OsString;
+use std::path::Path;
+
+/// Run as `program` with the arguments after it; the process's exit status.
+pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
+    let flags = match perf::parse(program, args) {
+        Ok(f) => f,
+        Err(stop) => {
+            print!("{}", stop.stdout);
+            eprint!("{}", stop.stderr);
+            return stop.code;
+        }
+    };
+    if !coll.is_measured() {
+        eprintln!("ncclprobe: {program}: ncclprobe does not run {coll} (it reads its output: `ncclprobe import`)");
+        return status::NOT_IMPLEMENTED;
+    }
+    if let Some(what) = perf::unsupported(&flags) {
+        eprintln!("ncclprobe: {program}: not supported by ncclprobe yet: {what}");
+        return status::NOT_IMPLEMENTED;
+    }
+    let argv: Vec<String> = std::iter::once(program.to_string())
+        .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
+        .collect();
+    let mut flags = flags;
+    // -J: claimed before anything else is printed, as jsonOutputInit does (src/common.cu, main).
+    flags.output_file = flags
+        .output_file
+        .take()
+        .filter(|path| perf_json::is_json_name(path))
+        .and_then(|path| {
+            let (claimed, line) = perf_json::claim(&path);
+            println!("{line}");
+            claimed.map(|p| p.to_string_lossy().into_owned())
+        });
+    let options = perf::options(program, coll, &flags, argv);
+    match crate::sweep::run(&options) {
+        Ok(code) => code_of(code),
+        Err(failure) => {
+            eprintln!("ncclprobe: {}", failure.message);
+            if failure.code == ExitCode::CheckFailed {
+                // TESTCHECK(result) in main (src/common.cu) says where the run failed.
+                let host = hostname::get()
+                    .map(|h| h.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                println!(
+                    " .. {host} pid {}: Test failure common.cu:1454",
+                    std::process::id()
+                );
+            }
+            code_of(failure.code)
+        }
+    }
+}
+
+/// ncclprobe's exit codes as nccl-tests' (src/common.h, testResult_t).
+fn code_of(code: ExitCode) -> i32 {
+    match code {
+        ExitCode::Ok => status::SUCCESS,
+        ExitCode::Internal => status::INTERNAL,
+        ExitCode::Usage => status::INVALID_USAGE,
+        ExitCode::CheckFailed => status::RESULTS,
+        ExitCode::Timeout => status::TIMEOUT,
+        ExitCode::BackendUnavailable => status::NOT_IMPLEMENTED,
+        // A peer that died shows in NCCL as a remote error: NCCLCHECK's testNcclError.
+        ExitCode::PeerLost => status::NCCL,
+        ExitCode::Interrupted | ExitCode::Terminated => code.code(),
+    }
+}
+
+/// `ncclprobe aliases DIR`: a link per collective ncclprobe measures, named as nccl-tests'
+/// binary, to this executable. A name already taken by something else is not touched; a link
+/// that already points here is kept. Fails (usage) when any name could not be made.
+pub fn aliases(dir: &Path, mpi: bool) -> Result<ExitCode, Failure> {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Failure::internal(format!("where this ncclprobe is: {e}")))?;
+    std::fs::create_dir_all(dir).map_err(|e| Failure::usage(format!("{}: {e}", dir.display())))?;
+    let suffix = if mpi { "_perf_mpi" } else { "_perf" };
+    let mut refused = Vec::new();
+    for coll in Collective::ALL {
+        let link = dir.join(format!("{}{suffix}", coll.name()));
+        let ours = std::fs::canonicalize(&link).is_ok_and(|target| target == exe);
+        let made = if ours {
+            Ok("kept")
+        } else {
+            std::os::unix::fs::symlink(&exe, &link).map(|_| "made")
+        };
+        match made {
+            Ok(how) => println!("{} -> {} ({how})", link.display(), exe.display()),
+            Err(e) => {
+                eprintln!("ncclprobe: {}: {e}; left as it is", link.display());
+                refused.push(link.display().to_string());
+            }
+        }
+    }
+    let others: Vec<String> = Collective::IMPORTED_ONLY
+        .iter()
+        .map(|c| format!("{}{suffix}", c.name()))
+        .collect();
+    println!(
+        "# not made: {} (ncclprobe reads their output with `ncclprobe import` but does not run them)",
+        others.join(", ")
+    );
+    if refused.is_empty() {
+        Ok(ExitCode::Ok)
+    } else {
+        Err(Failure::usage(format!(
+            "{} name(s) taken by something else: {}",
+            refused.len(),
+            refused.join(", ")
+        )))
+    }
+}

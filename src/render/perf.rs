@@ -1,0 +1,218 @@
+//! ncclprobe's stdout as nccl-tests 2.19.6's `*_perf` binaries print theirs (src/util.cu:
+//! writeDeviceReport, writeResultHeader, writeBenchmarkLine*, writeResultFooter,
+//! finalizeFooter, writeErrors), line for line, with ncclprobe's version line in place of
+//! nccl-tests'. The rows and the header are `table`'s.
+
+use crate::model::Point;
+use std::path::PathBuf;
+
+/// What ncclprobe prints and decides as an nccl-tests 2.19.6 `*_perf` binary: the values its
+/// banner line, summary and exit status are made of (src/util.cu, writeDeviceReport and
+/// writeResultFooter; src/common.cu, run()).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PerfStyle {
+    /// `all_reduce_perf`, as called.
+    pub program: String,
+    pub nthreads: i64,
+    pub ngpus: i64,
+    /// -e as given, before any cut for memory ("Reducing maxBytes").
+    pub max_bytes: u64,
+    pub step_factor: u64,
+    pub step_bytes: u64,
+    pub warmup_iters: i64,
+    pub iters: i64,
+    pub agg_iters: i64,
+    pub validation: i64,
+    pub graph: i64,
+    pub unalign: i64,
+    pub blocking: i64,
+    pub parallel_init: bool,
+    /// -C 1: the time columns are titled `cputime` (the host's clock, as ncclprobe's are).
+    pub report_cputime: bool,
+    /// -S 1: each row ends with the local time.
+    pub report_timestamps: bool,
+    /// NCCL_TESTS_MIN_BW: the average bus bandwidth must reach 0.9 x this (GB/s).
+    pub min_bw: Option<f64>,
+    /// -J: nccl-tests' JSON, written at the end.
+    pub json: Option<PathBuf>,
+    /// The command line and environment as the process had them (for -J).
+    pub argv: Vec<String>,
+}
+
+/// NCCL's version code from its version text (`2.27.3` → 22703): `NCCL_VERSION(X,Y,Z)` is
+/// `X*10000 + Y*100 + Z` from 2.9 on, `X*1000 + Y*100 + Z` before (nccl.h).
+pub fn version_code(text: &str) -> Option<u32> {
+    let mut parts = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty());
+    let (x, y, z): (u32, u32, u32) = (
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+    );
+    Some(if x > 2 || (x == 2 && y >= 9) {
+        x * 10000 + y * 100 + z
+    } else {
+        x * 1000 + y * 100 + z
+    })
+}
+
+/// The lines before `# Using devices`.
+pub fn banner(style: &PerfStyle, min_bytes: u64, nccl_version: Option<&str>) -> Vec<String> {
+    let code = nccl_version.and_then(version_code).unwrap_or(0);
+    let (step, unit) = if style.step_factor > 1 {
+        (style.step_factor, "factor")
+    } else {
+        (style.step_bytes, "bytes")
+    };
+    let mut lines = vec![
+        format!(
+            "# ncclprobe version {} nccl-library={code}",
+            crate::buildinfo::VERSION
+        ),
+        format!("# Collective test starting: {}", style.program),
+        format!(
+            "# nThread {} nGpus {} minBytes {} maxBytes {} step: {step}({unit}) warmup iters: {} iters: {} agg iters: {} validation: {} graph: {} unalign: {}",
+            style.nthreads,
+            style.ngpus,
+            min_bytes,
+            style.max_bytes,
+            style.warmup_iters,
+            style.iters,
+            style.agg_iters,
+            style.validation,
+            style.graph,
+            style.unalign
+        ),
+    ];
+    match style.blocking {
+        1 => lines.push("# Blocking Enabled: wait and barrier after each inner iteration (-m) ".into()),
+        2 => lines.push("# Blocking Enabled: wait after each inner iteration (-m), no barrier ".into()),
+        3 => lines.push("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier ".into()),
+        _ => {}
+    }
+    if style.parallel_init {
+        lines.push("# Parallel Init Enabled: threads call into NcclInitRank concurrently ".into());
+    }
+    lines.push("#".into());
+    lines
+}
+
+/// The line run() prints when the GPUs' memory cuts the largest size.
+pub fn reduced_max_bytes(max_bytes: u64) -> String {
+    format!("#\n# Reducing maxBytes to {max_bytes} due to memory limitation")
+}
+
+/// The average nccl-tests prints: the mean busbw (GB/s) over every row's two placements
+/// (src/common.cu, BenchTime: `bw += busBw; bw_count++`, then `bw /= bw_count`).
+pub fn average_busbw_gbps(points: &[Point]) -> f64 {
+    if points.is_empty() {
+        return f64::NAN;
+    }
+    points
+        .iter()
+        .map(|p| p.busbw_bytes_per_s / 1e9)
+        .sum::<f64>()
+        / points.len() as f64
+}
+
+/// Whether the average fails NCCL_TESTS_MIN_BW: below 0.9 x the value (src/common.cu, run()).
+pub fn below_min_bw(style: &PerfStyle, average_gbps: f64) -> bool {
+    style.min_bw.is_some_and(|m| average_gbps < m * 0.9)
+}
+
+/// What the summary after the rows says: the checks that found wrong elements ("Out of
+/// bounds values" counts those, CheckData's `if (*wrongElts) errors++`, not the elements), the
+/// average bus bandwidth, and whether it meets NCCL_TESTS_MIN_BW (None when that is not set).
+pub fn footer_figures(style: &PerfStyle, points: &[Point]) -> (usize, f64, Option<bool>) {
+    let failed_checks = points.iter().filter(|p| p.wrong.unwrap_or(0) > 0).count();
+    let average = average_busbw_gbps(points);
+    let min_bw_ok = style.min_bw.map(|_| !below_min_bw(style, average));
+    (failed_checks, average, min_bw_ok)
+}
+
+/// The summary after the rows, through the empty line writeErrors prints when NCCL has no
+/// error to report.
+pub fn footer(style: &PerfStyle, points: &[Point]) -> Vec<String> {
+    let (failed_checks, average, min_bw_ok) = footer_figures(style, points);
+    let verdict = match min_bw_ok {
+        None => "",
+        Some(false) => "FAILED",
+        Some(true) => "OK",
+    };
+    vec![
+        format!(
+            "# {:<20} : {failed_checks} {}",
+            "Out of bounds values",
+            if failed_checks > 0 { "FAILED" } else { "OK" }
+        ),
+        format!(
+            "# {:<20} : {} {verdict}",
+            "Avg bus bandwidth",
+            crate::render::table::format_g(average)
+        ),
+        "#".into(),
+        format!("# Collective test concluded: {}", style.program),
+        "#".into(),
+        String::new(),
+    ]
+}
+
+/// What NCCL_TESTS_MIN_BW does not say: the rows under the threshold, slowest first.
+pub fn min_bw_culprits(style: &PerfStyle, points: &[Point]) -> Option<String> {
+    let floor = style.min_bw? * 0.9;
+    let average = average_busbw_gbps(points);
+    if !below_min_bw(style, average) {
+        return None;
+    }
+    let mut low: Vec<&Point> = points
+        .iter()
+        .filter(|p| p.busbw_bytes_per_s / 1e9 < floor)
+        .collect();
+    low.sort_by(|a, b| a.busbw_bytes_per_s.total_cmp(&b.busbw_bytes_per_s));
+    let named: Vec<String> = low
+        .iter()
+        .take(8)
+        .map(|p| {
+            format!(
+                "{} {} {:.2} GB/s",
+                crate::units::format_size(p.size_bytes),
+                p.placement.name(),
+                p.busbw_bytes_per_s / 1e9
+            )
+        })
+        .collect();
+    Some(format!(
+        "the average bus bandwidth {} GB/s is below 0.9 x NCCL_TESTS_MIN_BW ({floor:.3} GB/s); {} of {} rows are below it: {}{}",
+        crate::render::table::format_g(average),
+        low.len(),
+        points.len(),
+        named.join(", "),
+        if low.len() > named.len() { ", ..." } else { "" }
+    ))
+}
+
+/// The local time as nccl-tests' -S column shows it (`%21s` of strftime("%Y-%m-%d %H:%M:%S")).
+pub fn timestamp_now() -> String {
+    format!("{:>21}", local_time())
+}
+
+/// The local time in nccl-tests' TIME_STRING_FORMAT, "%Y-%m-%d %H:%M:%S" (src/util.cu).
+pub fn local_time() -> String {
+    let mut now: libc::time_t = 0;
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let mut buf = [0u8; 64];
+    // SAFETY: time and localtime_r write only into the locals given; strftime writes at most
+    // `buf.len()` bytes and returns how many.
+    let n = unsafe {
+        libc::time(&mut now);
+        libc::localtime_r(&now, &mut tm);
+        libc::strftime(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            c"%Y-%m-%d %H:%M:%S".as_ptr(),
+            &tm,
+        )
+    };
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}

@@ -1,0 +1,436 @@
+//! ncclprobe called by nccl-tests' names (`all_reduce_perf`, ...): the flags, stdout, -J JSON
+//! and exit statuses of nccl-tests 2.19.6. The host backend unless a test says otherwise (the
+//! GPU TEST DOUBLE for the device lines); what is checked is the format, not the timings.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A directory holding `name` as a link to the built ncclprobe.
+fn linked(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join(name);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ncclprobe"), &link).unwrap();
+    (dir, link)
+}
+
+/// Run `link` with `args` (split at spaces) in its directory.
+fn perf(link: &Path, args: &str) -> Output {
+    let mut c = Command::new(link);
+    common::without_host_settings(&mut c);
+    c.args(args.split_whitespace())
+        .current_dir(link.parent().unwrap());
+    c.output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The three header lines of 2.19.6's writeResultHeader without -C/-S, from its printf.
+const HEADER: [&str; 3] = [
+    "#                                                              out-of-place                       in-place          ",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         ",
+];
+
+/// `%12li  %12li  %8s  %6s  %6s` and twice `  %7s  %6s  %6s  %6g`: every row is 118 wide.
+const ROW_WIDTH: usize = 118;
+
+#[test]
+fn stdout_is_nccl_tests_line_for_line() {
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 8 -e 2K -f 4 -g 2 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("# ncclprobe version ") && lines[0].contains(" nccl-library="),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines[1], "# Collective test starting: all_reduce_perf");
+    assert_eq!(
+        lines[2],
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 2048 step: 4(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0"
+    );
+    assert_eq!(lines[3], "#");
+    assert_eq!(lines[4], "# Using devices");
+    for (r, line) in lines[5..7].iter().enumerate() {
+        let head = format!("#  Rank {r:2} Group  0 Pid ");
+        assert!(line.starts_with(&head), "{line}");
+        assert!(line.ends_with(" device host memory"), "{line}");
+    }
+    assert_eq!(lines[7], "#");
+    assert_eq!(lines[8..11], HEADER);
+    let rows: Vec<&str> = lines[11..17].to_vec();
+    for (row, size) in rows.iter().zip([8u64, 32, 128, 512, 2048]) {
+        assert_eq!(row.len(), ROW_WIDTH, "{row:?}");
+        assert!(
+            row.starts_with(&format!(
+                "{size:>12}  {:>12}     float     sum      -1",
+                size / 4
+            )),
+            "{row}"
+        );
+    }
+    assert_eq!(lines[16], "# Out of bounds values : 0 OK");
+    assert!(
+        lines[17].starts_with("# Avg bus bandwidth    : ") && lines[17].ends_with(' '),
+        "no NCCL_TESTS_MIN_BW, no verdict: {:?}",
+        lines[17]
+    );
+    assert_eq!(
+        lines[18..],
+        ["#", "# Collective test concluded: all_reduce_perf", "#", ""]
+    );
+    // What reads nccl-tests' stdout reads this: ncclprobe's own importer, row for row.
+    let log = _dir.path().join("log.txt");
+    std::fs::write(&log, &stdout).unwrap();
+    let record = _dir.path().join("r.json");
+    common::bin()
+        .args(["import"])
+        .arg(&log)
+        .arg("--json")
+        .arg(&record)
+        .assert()
+        .success();
+    let r = common::read_record(&record);
+    assert_eq!(r.points.len(), 10, "5 rows, two placements each");
+    assert_eq!(r.backend.nranks, 2);
+}
+
+#[test]
+fn the_rows_are_the_sizes_counts_types_and_roots_nccl_tests_runs() {
+    // reduce_scatter's count is each rank's share; broadcast's root is -r; -d all runs every
+    // type in nccl-tests' order; -i steps by bytes when -f is 1.
+    let (_dir, link) = linked("reduce_scatter_perf");
+    let out = perf(&link, "-b 1K -e 3K -i 1K -f 1 -g 4 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows = common::table_rows(&text(&out.stdout));
+    let got: Vec<(u64, u64)> = rows.iter().map(|r| (r.size, r.count)).collect();
+    assert_eq!(got, [(1024, 64), (2048, 128), (3072, 192)]);
+    assert!(text(&out.stdout).contains("step: 1024(bytes)"));
+
+    let (_dir, link) = linked("broadcast_perf");
+    let out = perf(&link, "-b 64 -e 64 -r 1 -d all -g 2 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rows = common::table_rows(&text(&out.stdout));
+    let types: Vec<&str> = rows.iter().map(|r| r.dtype.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+            "bfloat16"
+        ]
+    );
+    assert!(rows.iter().all(|r| r.root == 1 && r.redop == "none"));
+}
+
+#[test]
+fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
+    let (_dir, link) = linked("all_gather_perf");
+    let out = perf(&link, "-h");
+    assert_eq!(out.status.code(), Some(0));
+    let usage = text(&out.stdout);
+    assert!(usage.starts_with("USAGE: all_gather_perf \n"), "{usage}");
+    for flag in [
+        "-t,--nthreads",
+        "-J,--output_file",
+        "-R,--local_register",
+        "-K,--per_iter_skip",
+    ] {
+        assert!(usage.contains(flag), "{flag} missing from the usage");
+    }
+    let out = perf(&link, "-q");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).starts_with("invalid option 'q'\nUSAGE: all_gather_perf"));
+}
+
+#[test]
+fn what_ncclprobe_cannot_run_exits_5_saying_what() {
+    for (name, args, said) in [
+        ("gather_perf", "", "does not run gather"),
+        ("all_reduce_perf", "-m 4", "-m"),
+        ("all_reduce_perf", "-G 10", "-G"),
+        ("all_reduce_perf", "-I 1", "-I"),
+    ] {
+        let (_dir, link) = linked(name);
+        let args = format!("{args} --backend host");
+        let out = perf(&link, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "{name} {args:?}: testNotImplemented"
+        );
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(said), "{name} {args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unknown_type_falls_back_to_float_as_nccl_tests_does() {
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 64 -e 64 -d nosuch -g 2 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("invalid type nosuch, defaulting to float"),
+        "{stdout}"
+    );
+    let table: String = stdout
+        .lines()
+        .filter(|l| !l.starts_with("invalid type"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(common::table_rows(&table)[0].dtype, "float");
+}
+
+#[test]
+fn nccl_tests_min_bw_fails_the_run_with_status_7_and_names_the_slow_rows() {
+    let (_dir, link) = linked("all_reduce_perf");
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args([
+            "-b",
+            "64",
+            "-e",
+            "256",
+            "-f",
+            "2",
+            "-g",
+            "2",
+            "--backend",
+            "host",
+        ])
+        .env("NCCL_TESTS_MIN_BW", "100000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "testNumResults");
+    let stdout = text(&out.stdout);
+    let avg = stdout
+        .lines()
+        .find(|l| l.starts_with("# Avg bus bandwidth"))
+        .unwrap();
+    assert!(avg.ends_with(" FAILED"), "{avg}");
+    assert!(
+        stdout.contains(": Test failure common.cu:"),
+        "TESTCHECK's line: {stdout}"
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("6 rows are below it"), "{stderr}");
+
+    // A bar the run clears: OK, status 0.
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args(["-b", "64", "-e", "64", "-g", "2", "--backend", "host"])
+        .env("NCCL_TESTS_MIN_BW", "0.000001")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let avg = stdout
+        .lines()
+        .find(|l| l.starts_with("# Avg bus bandwidth"))
+        .unwrap();
+    assert!(avg.ends_with(" OK"), "{avg}");
+}
+
+#[test]
+fn cputime_and_timestamps_change_the_header_and_rows_as_c_and_s_do() {
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 64 -e 64 -g 2 -C 1 -S 1 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("  cputime   algbw   busbw  #wrong  cputime   algbw   busbw  #wrong           timestamp\n"),
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.is_empty())
+        .unwrap();
+    // `%21s` of "%Y-%m-%d %H:%M:%S" after the in-place half.
+    assert_eq!(row.len(), ROW_WIDTH + 21, "{row:?}");
+    let stamp = row[ROW_WIDTH..].trim_start();
+    assert_eq!(stamp.len(), 19, "{stamp:?}");
+    assert_eq!(&stamp[4..5], "-");
+    assert_eq!(&stamp[13..14], ":");
+}
+
+#[test]
+fn dash_j_writes_nccl_tests_json_version_3_beside_the_table_and_never_overwrites() {
+    let (dir, link) = linked("all_reduce_perf");
+    let args = "-b 8 -e 512 -f 4 -g 2 -J run.json --backend host";
+    let out = perf(&link, args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        stdout.lines().next(),
+        Some("# Writing JSON output to run.json")
+    );
+    let raw = std::fs::read_to_string(dir.path().join("run.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut order: Vec<usize> = [
+        "\"version\"",
+        "\"start_time\"",
+        "\"args\"",
+        "\"env\"",
+        "\"nccl_version\"",
+        "\"config\"",
+        "\"results\"",
+        "\"out_of_bounds\"",
+        "\"average_bus_bandwidth\"",
+        "\"errors\"",
+        "\"end_time\"",
+    ]
+    .iter()
+    .map(|k| {
+        raw.find(k)
+            .unwrap_or_else(|| panic!("{k} missing: {keys:?}"))
+    })
+    .collect();
+    let found = order.clone();
+    order.sort();
+    assert_eq!(
+        found, order,
+        "top-level keys in jsonOutputInit..Finalize order"
+    );
+    assert_eq!(v["version"], 3);
+    assert_eq!(v["args"][0], "all_reduce_perf");
+    assert_eq!(v["config"]["step_factor"], 4);
+    assert_eq!(
+        v["config"]["blocking_collectives"], "false",
+        "jsonBool writes strings"
+    );
+    assert_eq!(v["config"]["devices"].as_array().unwrap().len(), 2);
+    let table = common::table_rows(&stdout);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), table.len());
+    for (j, t) in results.iter().zip(&table) {
+        assert_eq!(j["size"], t.size);
+        assert_eq!(j["count"], t.count);
+        assert_eq!(j["type"], "float");
+        assert_eq!(j["root"], "    -1", "%6i");
+        assert_eq!(j["actual_iterations"], 20);
+        let us = j["out_of_place"]["time"].as_f64().unwrap();
+        assert!(
+            (us - t.halves[0].time_us).abs() <= 0.01 + us * 0.01,
+            "{us} vs {}",
+            t.halves[0].time_us
+        );
+        assert_eq!(j["in_place"]["nwrong"], 0.0);
+    }
+    assert_eq!(v["out_of_bounds"]["okay"], "true");
+    assert_eq!(v["average_bus_bandwidth"]["okay"], "unchecked");
+    assert!(v["end_time"].is_string());
+
+    // The name is taken now: the next run writes run.json.0 and leaves run.json alone.
+    let out = perf(&link, args);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout).lines().next(),
+        Some("# Writing JSON output to run.json.0")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("run.json")).unwrap(),
+        raw
+    );
+
+    // ncclprobe's importer reads it as it reads nccl-tests' own.
+    let record = dir.path().join("imported.json");
+    common::bin()
+        .arg("import")
+        .arg(dir.path().join("run.json"))
+        .arg("--json")
+        .arg(&record)
+        .assert()
+        .success();
+    assert_eq!(common::read_record(&record).points.len(), 2 * table.len());
+
+    // Not a .json name: nothing written, nothing said (classifyOutputFile).
+    let out = perf(&link, "-b 8 -e 8 -g 2 -J run.txt --backend host");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!dir.path().join("run.txt").exists());
+    assert!(!text(&out.stdout).contains("JSON"));
+}
+
+#[test]
+fn gpus_show_as_nccl_tests_prints_them_and_the_library_version_code() {
+    // The GPU TEST DOUBLE (doubles/gpu) as libcuda and libnccl.
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (_dir, link) = linked("all_reduce_perf");
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args(["-b", "1K", "-e", "1K", "-g", "2", "-J", "d.json"])
+        .current_dir(_dir.path())
+        .env("LD_LIBRARY_PATH", libs.path())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "2")
+        .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22703")
+        .env_remove("NCCL_LIBRARY")
+        .env_remove("NCCL_HOME")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(" nccl-library=22703\n"), "{stdout}");
+    let devices: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("#  Rank"))
+        .collect();
+    assert_eq!(devices.len(), 2);
+    for (r, line) in devices.iter().enumerate() {
+        // "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s"
+        let tail = line.split(" device ").nth(1).unwrap();
+        assert!(tail.starts_with(&format!("{r:2} [0000:")), "{line}");
+        assert_eq!(&tail[14..16], "] ", "{line}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(_dir.path().join("d.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["nccl_version"], 22703);
+    let d = &v["config"]["devices"][1];
+    assert_eq!(d["device"], 1);
+    assert_eq!(d["device_hex"].as_str().unwrap().len(), 10, "{d}");
+}
+
+#[test]
+fn aliases_link_each_measured_collective_and_leave_taken_names_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reduce_perf"), "someone else's").unwrap();
+    let out = common::bin()
+        .arg("aliases")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "one name was taken");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("reduce_perf")).unwrap(),
+        "someone else's"
+    );
+    for name in [
+        "all_reduce_perf",
+        "all_gather_perf",
+        "alltoall_perf",
+        "sendrecv_perf",
+    ] {
+        let target = std::fs::canonicalize(dir.path().join(name)).unwrap();
+        assert_eq!(
+            target,
+            std::fs::canonicalize(env!("CARGO_BIN_EXE_ncclprobe")).unwrap()
+        );
+    }
+    assert!(!dir.path().join("gather_perf").exists());
+    // Made through the link, a run is the drop-in.
+    let out = perf(
+        &dir.path().join("sendrecv_perf"),
+        "-b 8 -e 8 -g 2 --backend host",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("# Collective test starting: sendrecv_perf"));
+}

@@ -178,6 +178,10 @@ pub struct Settings {
     /// How each point's calls were scheduled (absent: adaptive).
     #[serde(default, skip_serializing_if = "Schedule::is_adaptive")]
     pub schedule: Schedule,
+    /// nccl-tests' -I: every timed call's time was kept, and this many leading calls are left
+    /// out of its summary (-K). Absent: not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_iteration_skip: Option<usize>,
 }
 
 /// How a point's calls are scheduled.
@@ -371,6 +375,37 @@ pub struct Point {
     /// Where the point's time went (absent in records of earlier versions and imports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<PointCost>,
+    /// `-I` (nccl-tests' per-iteration timing): each timed call of the sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_iteration: Option<PerIteration>,
+}
+
+/// Each timed call of a point's one sample (nccl-tests' -I, src/common.cu BenchTime with
+/// `per_iter_timing`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PerIteration {
+    /// Per call, the slowest rank's seconds (nccl-tests: the maximum over its process rows).
+    pub times_s: Vec<f64>,
+    /// Per rank, its own seconds per call, in rank order.
+    pub per_rank_s: Vec<Vec<f64>>,
+    /// Leading calls left out of the summary (-K).
+    pub skipped: usize,
+    /// How the calls were timed apart.
+    pub timing: IterationTiming,
+}
+
+/// How one call of a batch is timed apart from the next.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum IterationTiming {
+    /// CUDA events recorded on the stream between calls, none waited for (as nccl-tests).
+    CudaEvents,
+    /// The host clock around each call of a backend whose calls return complete.
+    HostClock,
+    /// The host clock around each call, each waited for before the next is started: an
+    /// asynchronous backend that could not record events between calls (-g N in one thread).
+    HostClockEachWaited,
 }
 
 /// Where one point's time went. The parts are the slowest rank's call times, the same on

@@ -262,6 +262,7 @@ impl Plan {
             across_ranks: across,
             stragglers: args.stragglers,
             schedule: t.schedule,
+            per_iteration_skip: t.per_iteration_skip,
         };
         let (fault, injected) = match args.inject_fault.as_deref() {
             Some(text) => crate::fault_injection::parse(text)?,

@@ -154,7 +154,7 @@ fn what_ncclprobe_cannot_run_exits_5_saying_what() {
         ("gather_perf", "", "does not run gather"),
         ("all_reduce_perf", "-m 4", "-m"),
         ("all_reduce_perf", "-G 10", "-G"),
-        ("all_reduce_perf", "-I 1", "-I"),
+        ("all_reduce_perf", "-z 1", "-z"),
     ] {
         let (_dir, link) = linked(name);
         let args = format!("{args} --backend host");
@@ -433,4 +433,99 @@ fn aliases_link_each_measured_collective_and_leave_taken_names_alone() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("# Collective test starting: sendrecv_perf"));
+}
+
+#[test]
+fn per_iteration_timing_adds_its_columns_and_json_that_nccl_tests_own_reader_takes() {
+    let (dir, link) = linked("all_reduce_perf");
+    let out = perf(
+        &link,
+        "-b 8 -e 4K -f 8 -g 2 -n 12 -I 1 -K 2 -J it.json --backend host",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(
+        "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows; summary skips first 2 iterations \n"
+    ));
+    // writeResultHeader under -I: `  %7s` for each i_ column after each placement's four.
+    assert!(stdout.contains(
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv% \n"
+    ), "{stdout}");
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        // Each placement gains `  %7s` four times: 118 + 2 x 36.
+        assert_eq!(row.len(), ROW_WIDTH + 72, "{row:?}");
+        let c: Vec<f64> = row
+            .split_whitespace()
+            .skip(5)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        let (min, max, p99) = (c[4], c[5], c[6]);
+        assert!(min <= p99 && p99 <= max, "i_min <= i_p99 <= i_max: {row}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("it.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["config"]["per_iter_timing"], "true");
+    assert_eq!(v["config"]["per_iter_skip"], 2);
+    let first = &v["results"][0];
+    let each = &first["out_of_place_per_iter"];
+    assert_eq!(each["times_us"].as_array().unwrap().len(), 12);
+    assert_eq!(each["skipped_iterations"], 2);
+    let times: Vec<f64> = each["times_us"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_f64().unwrap())
+        .collect();
+    let kept = &times[2..];
+    let min = kept.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(
+        each["min_us"].as_f64().unwrap(),
+        min,
+        "the summary skips -K's calls"
+    );
+    let keys: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for key in ["out_of_place_per_iter", "in_place_per_iter"] {
+        assert!(keys.contains(&key), "{keys:?}");
+    }
+
+    // nccl-tests' own reader (tools/analyze_perf_json.py of the 2.19.6 tarball, unchanged).
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nccl-tests/analyze_perf_json.py");
+    let run = Command::new("python3")
+        .arg(&script)
+        .arg(dir.path().join("it.json"))
+        .arg("--all")
+        .output()
+        .expect("python3 runs nccl-tests' analyze_perf_json.py (install python3)");
+    let report = text(&run.stdout);
+    assert!(run.status.success(), "{report}\n{}", text(&run.stderr));
+    assert!(
+        report.contains("Summary skip: 2 leading iterations"),
+        "{report}"
+    );
+    let stats: Vec<&str> = report
+        .split("PER-ITERATION STATS (OOP)")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(4)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let sizes: Vec<u64> = stats
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(sizes, [8, 64, 512, 4096], "{report}");
+    assert!(report.contains("ITERATION 0 WARMUP IMPACT"), "{report}");
 }

@@ -44,6 +44,7 @@ fn point(size: u64, placement: Placement, time_s: f64, wrong: Option<u64>) -> Po
         nccl_model_time_s: None,
         arrivals: None,
         cost: None,
+        per_iteration: None,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod rendezvous;
 use crate::coll::{Collective, Layout, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{Dtype, RedOp};
+use crate::model::IterationTiming;
 use thiserror::Error;
 
 #[derive(Debug, Clone, Error)]
@@ -149,6 +150,23 @@ pub trait Communicator {
     /// Issue `iters` back-to-back calls of the prepared collective and wait for the last; the
     /// wall time in seconds.
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError>;
+
+    /// `iters` calls timed one by one (nccl-tests' -I): the batch's seconds, each call's, and
+    /// how they were told apart. This default is for backends whose calls return complete
+    /// (host, MPI): the host clock around each call is that call's time.
+    fn run_each(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+    ) -> Result<(f64, Vec<f64>, IterationTiming), BackendError> {
+        let start = std::time::Instant::now();
+        let mut each = Vec::with_capacity(iters);
+        for _ in 0..iters {
+            each.push(self.run(placement, 1)?);
+        }
+        let batch_s = start.elapsed().as_secs_f64();
+        Ok((batch_s, each, IterationTiming::HostClock))
+    }
     /// Set up a step of pair exchanges in which this rank plays `role`. Every rank of the
     /// world calls it once per step (idle ranks too), so a backend may synchronise here.
     fn begin_pairs(&mut self, _role: PairRole) -> Result<(), BackendError> {

@@ -135,6 +135,7 @@ impl MatrixArgs {
                 average: 3,
                 timeout: self.timeout,
                 schedule: Default::default(),
+                per_iteration_skip: None,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

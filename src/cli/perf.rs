@@ -335,11 +335,11 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
     };
     // ncclstringtotype / ncclstringtoop (src/common.h): an unknown name is said and replaced.
     if !TYPE_NAMES.contains(&f.datatype.as_str()) && f.datatype != "all" {
-        print!("invalid type {}, defaulting to float .. \n", f.datatype);
+        println!("invalid type {}, defaulting to float .. ", f.datatype);
         f.datatype = "float".into();
     }
     if !OP_NAMES.contains(&f.op.as_str()) && f.op != "all" {
-        print!("invalid op {}, defaulting to sum .. \n", f.op);
+        println!("invalid op {}, defaulting to sum .. ", f.op);
         f.op = "sum".into();
     }
     // The checks after the option loop, in its order and words.
@@ -401,7 +401,6 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
         (f.blocking != 0, "-z other than 0 (blocking collectives)"),
         (f.stream_null != 0, "-y 1 (the NULL stream)"),
         (f.cudagraph > 0, "-G (CUDA graph capture and replay)"),
-        (f.per_iter_timing != 0, "-I 1 (per-iteration timing)"),
         (f.cta_policy.is_some(), "-x (CTA policy)"),
         (
             f.device_implementation > 0,
@@ -468,6 +467,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
         parallel_init: f.parallel_init != 0,
         report_cputime: f.report_cputime != 0,
         report_timestamps: f.report_timestamps != 0,
+        per_iter_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
         min_bw,
         json: f.output_file.as_ref().map(PathBuf::from),
         argv,
@@ -511,6 +511,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
                 300.0
             },
             schedule: Schedule::NcclTests,
+            per_iteration_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
             ..Timing::default()
         },
         backend: BackendOptions {

@@ -175,6 +175,7 @@ impl SweepArgs {
                 average: t.average,
                 timeout: t.timeout,
                 schedule: Default::default(),
+                per_iteration_skip: None,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

@@ -4,6 +4,7 @@
 //! nccl-tests'. The rows and the header are `table`'s.
 
 use crate::model::Point;
+use crate::render::table::{self, float_str};
 use std::path::PathBuf;
 
 /// What ncclprobe prints and decides as an nccl-tests 2.19.6 `*_perf` binary: the values its
@@ -31,6 +32,8 @@ pub struct PerfStyle {
     pub report_cputime: bool,
     /// -S 1: each row ends with the local time.
     pub report_timestamps: bool,
+    /// -I 1: each call timed; the leading calls its summary skips (-K).
+    pub per_iter_skip: Option<usize>,
     /// NCCL_TESTS_MIN_BW: the average bus bandwidth must reach 0.9 x this (GB/s).
     pub min_bw: Option<f64>,
     /// -J: nccl-tests' JSON, written at the end.
@@ -90,6 +93,15 @@ pub fn banner(style: &PerfStyle, min_bytes: u64, nccl_version: Option<&str>) -> 
         2 => lines.push("# Blocking Enabled: wait after each inner iteration (-m), no barrier ".into()),
         3 => lines.push("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier ".into()),
         _ => {}
+    }
+    if let Some(skip) = style.per_iter_skip {
+        let skipped = match skip {
+            0 => String::new(),
+            k => format!("; summary skips first {k} iterations"),
+        };
+        lines.push(format!(
+            "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows{skipped} "
+        ));
     }
     if style.parallel_init {
         lines.push("# Parallel Init Enabled: threads call into NcclInitRank concurrently ".into());
@@ -215,4 +227,134 @@ pub fn local_time() -> String {
         )
     };
     String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// computeIterStats (src/util.cu) over the calls after the skipped ones, in seconds; the
+/// percentiles are nearest-rank (`min(n - 1, (n * p + 99) / 100 - 1)`), the deviation the
+/// population's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IterStats {
+    pub min: f64,
+    pub max: f64,
+    pub avg: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub stdev: f64,
+    /// stdev / avg x 100 (0 when avg is 0).
+    pub cv_pct: f64,
+}
+
+pub fn iter_stats(times: &[f64]) -> IterStats {
+    let mut sorted = times.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len().max(1);
+    let at = |i: usize| sorted.get(i).copied().unwrap_or(f64::NAN);
+    let percentile = |p: usize| at((n - 1).min((n * p).div_ceil(100).saturating_sub(1)));
+    let avg = sorted.iter().sum::<f64>() / n as f64;
+    let stdev = (sorted.iter().map(|t| (t - avg).powi(2)).sum::<f64>() / n as f64).sqrt();
+    IterStats {
+        min: at(0),
+        max: at(n - 1),
+        avg,
+        p50: at(n / 2),
+        p95: percentile(95),
+        p99: percentile(99),
+        stdev,
+        cv_pct: if avg > 0.0 { stdev / avg * 100.0 } else { 0.0 },
+    }
+}
+
+/// The calls a point's -I summary covers (after -K's skipped ones).
+pub fn summarised(each: &crate::model::PerIteration) -> &[f64] {
+    &each.times_s[each.skipped.min(each.times_s.len())..]
+}
+
+/// writePerIterReport's columns: `  %7s  %7s  %7s  %7s` of i_min, i_max, i_p99 (us), i_cv%.
+fn per_iter_columns(p: &Point) -> String {
+    let Some(each) = &p.per_iteration else {
+        return String::new();
+    };
+    let s = iter_stats(summarised(each));
+    let f = |v: f64| float_str(v, 7);
+    format!(
+        "  {:>7}  {:>7}  {:>7}  {:>7}",
+        f(s.min * 1e6),
+        f(s.max * 1e6),
+        f(s.p99 * 1e6),
+        f(s.cv_pct)
+    )
+}
+
+/// One row as the binary prints it: both placements, each followed by its -I columns, then
+/// -S's time.
+pub fn row(style: &PerfStyle, out_of_place: &Point, in_place: &Point) -> String {
+    let mut row = format!(
+        "{}{}{}{}{}",
+        table::preamble(out_of_place),
+        table::half(out_of_place),
+        per_iter_columns(out_of_place),
+        table::half(in_place),
+        per_iter_columns(in_place)
+    );
+    if style.report_timestamps {
+        row.push_str(&timestamp_now());
+    }
+    row
+}
+
+/// The table's header (writeResultHeader), with -I's columns when asked.
+pub fn header(style: &PerfStyle) -> String {
+    if style.per_iter_skip.is_none() {
+        return table::header_with(style.report_cputime, style.report_timestamps);
+    }
+    let time = if style.report_cputime {
+        "cputime"
+    } else {
+        "time"
+    };
+    let (label, format) = match style.report_timestamps {
+        true => (
+            format!("{:>19}", "timestamp"),
+            format!("{:>19}", "%Y-%m-%d %H:%M:%S"),
+        ),
+        false => (String::new(), String::new()),
+    };
+    let line = |c: [&str; 5], h: [&str; 16], tail: &str| {
+        let mut text = format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
+            c[0], c[1], c[2], c[3], c[4]
+        );
+        for half in h.chunks(8) {
+            text.push_str(&format!(
+                "  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>7}  {:>7}  {:>7}",
+                half[0], half[1], half[2], half[3], half[4], half[5], half[6], half[7]
+            ));
+        }
+        format!("{text} {tail}")
+    };
+    [
+        "#".to_string(),
+        format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}              out-of-place (+ per-iteration)                                in-place (+ per-iteration)",
+            "", "", "", "", ""
+        ),
+        line(
+            ["size", "count", "type", "redop", "root"],
+            [
+                time, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", time,
+                "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%",
+            ],
+            &label,
+        ),
+        line(
+            ["(B)", "(elements)", "", "", ""],
+            [
+                "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", "(us)", "(GB/s)",
+                "(GB/s)", "", "(us)", "(us)", "(us)", "(%)",
+            ],
+            &format,
+        ),
+    ]
+    .join("\n")
 }

@@ -13,7 +13,7 @@
 //! than cut at the first non-ASCII byte (sanitizeJson).
 
 use crate::model::{Point, RankInfo};
-use crate::render::perf::{footer_figures, local_time, PerfStyle};
+use crate::render::perf::{footer_figures, iter_stats, local_time, summarised, PerfStyle};
 use serde::{Serialize, Serializer};
 use std::path::{Path, PathBuf};
 
@@ -196,14 +196,81 @@ pub struct Row {
     /// `%6i` of the root: `"    -1"` for collectives without one.
     pub root: String,
     pub out_of_place: Option<Placed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out_of_place_per_iter: Option<PerIter>,
     pub in_place: Placed,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_place_per_iter: Option<PerIter>,
     /// -n: the timed calls per placement.
     pub actual_iterations: i64,
     pub experiment_name: String,
 }
 
+/// -I's figures for one placement (writePerIterReport), in microseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PerIter {
+    pub skipped_iterations: usize,
+    pub min_us: CDouble,
+    pub max_us: CDouble,
+    pub avg_us: CDouble,
+    pub p50_us: CDouble,
+    pub p95_us: CDouble,
+    pub p99_us: CDouble,
+    pub stdev_us: CDouble,
+    pub cv_pct: CDouble,
+    /// Every call, the slowest process's time.
+    pub times_us: Vec<CDouble>,
+    /// With more than one process: per process, its slowest rank's time of every call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_process_max_times_us: Option<Vec<Vec<CDouble>>>,
+}
+
+impl PerIter {
+    /// `processes`: the ranks of each process, in the order of the device list.
+    fn of(p: &Point, processes: &[Vec<usize>]) -> Option<PerIter> {
+        let each = p.per_iteration.as_ref()?;
+        let s = iter_stats(summarised(each));
+        let us = |v: f64| CDouble(v * 1e6);
+        let rows = (processes.len() > 1).then(|| {
+            processes
+                .iter()
+                .map(|ranks| {
+                    (0..each.times_s.len())
+                        .map(|i| {
+                            let t = ranks
+                                .iter()
+                                .filter_map(|r| each.per_rank_s.get(*r)?.get(i).copied())
+                                .fold(f64::NEG_INFINITY, f64::max);
+                            us(t)
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        Some(PerIter {
+            skipped_iterations: each.skipped,
+            min_us: us(s.min),
+            max_us: us(s.max),
+            avg_us: us(s.avg),
+            p50_us: us(s.p50),
+            p95_us: us(s.p95),
+            p99_us: us(s.p99),
+            stdev_us: us(s.stdev),
+            cv_pct: CDouble(s.cv_pct),
+            times_us: each.times_s.iter().map(|t| us(*t)).collect(),
+            per_process_max_times_us: rows,
+        })
+    }
+}
+
 impl Row {
-    pub fn of(out_of_place: &Point, in_place: &Point, iters: i64, cputime: bool) -> Row {
+    pub fn of(
+        out_of_place: &Point,
+        in_place: &Point,
+        iters: i64,
+        cputime: bool,
+        processes: &[Vec<usize>],
+    ) -> Row {
         let p = out_of_place;
         Row {
             size: p.size_bytes,
@@ -212,7 +279,9 @@ impl Row {
             redop: p.redop.map(|o| o.name()).unwrap_or("none").to_string(),
             root: format!("{:6}", p.root),
             out_of_place: Some(Placed::of(out_of_place, cputime)),
+            out_of_place_per_iter: PerIter::of(out_of_place, processes),
             in_place: Placed::of(in_place, cputime),
+            in_place_per_iter: PerIter::of(in_place, processes),
             actual_iterations: iters,
             experiment_name: String::new(),
         }
@@ -258,6 +327,8 @@ pub struct Document {
 /// The document and the file it is kept in.
 pub struct Writer {
     path: PathBuf,
+    /// The ranks of each process (host and pid), in rank order of their first rank.
+    processes: Vec<Vec<usize>>,
     pub doc: Document,
     /// The first write error, reported once.
     failed: bool,
@@ -268,6 +339,7 @@ impl Writer {
     pub fn new(path: &Path, args: Vec<String>, env: Vec<String>) -> Writer {
         Writer {
             path: path.to_path_buf(),
+            processes: Vec::new(),
             doc: Document {
                 version: FILE_VERSION,
                 start_time: local_time(),
@@ -302,8 +374,8 @@ impl Writer {
             validation: style.validation,
             graph: style.graph,
             blocking_collectives: CBool(style.blocking != 0),
-            per_iter_timing: CBool(false),
-            per_iter_skip: 0,
+            per_iter_timing: CBool(style.per_iter_skip.is_some()),
+            per_iter_skip: style.per_iter_skip.unwrap_or(0) as i64,
             parallel_init: CBool(style.parallel_init),
             devices: None,
         });
@@ -312,6 +384,18 @@ impl Writer {
 
     /// `# Using devices`: one entry per rank.
     pub fn set_devices(&mut self, ranks: &[RankInfo]) {
+        let mut seen: Vec<(&str, u32)> = Vec::new();
+        self.processes.clear();
+        for r in ranks {
+            let key = (r.host.as_str(), r.pid);
+            match seen.iter().position(|k| *k == key) {
+                Some(i) => self.processes[i].push(r.rank),
+                None => {
+                    seen.push(key);
+                    self.processes.push(vec![r.rank]);
+                }
+            }
+        }
         if let Some(config) = self.doc.config.as_mut() {
             config.devices = Some(ranks.iter().map(Device::of).collect());
         }
@@ -320,7 +404,13 @@ impl Writer {
 
     /// One finished row (the results list opens with the table's header).
     pub fn push_row(&mut self, style: &PerfStyle, out_of_place: &Point, in_place: &Point) {
-        let row = Row::of(out_of_place, in_place, style.iters, style.report_cputime);
+        let row = Row::of(
+            out_of_place,
+            in_place,
+            style.iters,
+            style.report_cputime,
+            &self.processes,
+        );
         self.doc.results.get_or_insert_with(Vec::new).push(row);
         self.flush();
     }
@@ -453,5 +543,54 @@ mod tests {
             r#"{"cpu_time":12.5,"alg_bw":"nan","bus_bw":0.0,"nwrong":null}"#
         );
         assert_eq!(serde_json::to_string(&CBool(true)).unwrap(), r#""true""#);
+    }
+
+    #[test]
+    fn per_iteration_figures_follow_compute_iter_stats_and_name_each_process() {
+        use crate::model::{IterationTiming, PerIteration};
+        let mut p: Point = serde_json::from_value(serde_json::json!({
+            "collective": "all_reduce", "nranks": 3, "dtype": "float", "redop": "sum",
+            "root": -1, "placement": "out-of-place", "size_bytes": 8, "count": 2,
+            "time_s": 1e-6, "algbw_bytes_per_s": 1.0, "busbw_bytes_per_s": 1.0, "wrong": 0,
+            "iters_per_sample": 4, "samples_s": [1e-6],
+            "stats": crate::stats::summarize(&[1e-6]),
+            "stop_reason": "fixed", "per_rank_time_s": [1e-6, 1e-6, 1e-6]
+        }))
+        .unwrap();
+        // Ranks 0 and 1 share a process; rank 2 is another. Calls of 1..4 us, rank 2 slowest
+        // on the third call.
+        p.per_iteration = Some(PerIteration {
+            times_s: vec![4e-6, 1e-6, 9e-6, 2e-6],
+            per_rank_s: vec![
+                vec![4e-6, 1e-6, 1e-6, 2e-6],
+                vec![3e-6, 1e-6, 2e-6, 1e-6],
+                vec![1e-6, 1e-6, 9e-6, 1e-6],
+            ],
+            skipped: 1,
+            timing: IterationTiming::HostClock,
+        });
+        let each = PerIter::of(&p, &[vec![0, 1], vec![2]]).unwrap();
+        // After skipping the first call: 1, 9, 2 us; p99 of 3 is the largest (nearest rank).
+        assert_eq!(each.skipped_iterations, 1);
+        let close = |a: CDouble, b: f64| (a.0 - b).abs() < 1e-9;
+        assert!(close(each.min_us, 1.0) && close(each.max_us, 9.0) && close(each.p99_us, 9.0));
+        assert!(close(each.p50_us, 2.0), "sorted[n / 2]");
+        assert!(close(each.avg_us, 4.0));
+        let rows = each.per_process_max_times_us.unwrap();
+        let row = |i: usize| rows[i].iter().map(|c| c.0).collect::<Vec<f64>>();
+        assert_eq!(rows.len(), 2);
+        assert!(row(0)
+            .iter()
+            .zip([4.0, 1.0, 2.0, 2.0])
+            .all(|(a, b)| (a - b).abs() < 1e-9));
+        assert!(row(1)
+            .iter()
+            .zip([1.0, 1.0, 9.0, 1.0])
+            .all(|(a, b)| (a - b).abs() < 1e-9));
+        // One process: no process rows, as nccl-tests writes them only for nProcs > 1.
+        assert!(PerIter::of(&p, &[vec![0, 1, 2]])
+            .unwrap()
+            .per_process_max_times_us
+            .is_none());
     }
 }

@@ -69,7 +69,7 @@ fn c_exponent(value: f64, decimals: usize) -> String {
     format!("{mantissa}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
 }
 
-fn half(p: &Point) -> String {
+pub fn half(p: &Point) -> String {
     let wrong = match p.wrong {
         Some(w) => format!("{:>6}", format_g(w as f64)),
         None => "   N/A".to_string(),
@@ -87,16 +87,23 @@ fn half(p: &Point) -> String {
 /// writeBenchmarkLinePreamble `%12li  %12li  %8s  %6s  %6s` with the root as `%6i`, then
 /// writeBenchmarkLineBody `  %7s  %6s  %6s  %6g` or `    N/A` per placement).
 pub fn row(out_of_place: &Point, in_place: &Point) -> String {
-    let p = out_of_place;
     format!(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}",
+        "{}{}{}",
+        preamble(out_of_place),
+        half(out_of_place),
+        half(in_place)
+    )
+}
+
+/// The row's first five columns (writeBenchmarkLinePreamble).
+pub fn preamble(p: &Point) -> String {
+    format!(
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
         p.size_bytes,
         p.count,
         p.dtype.name(),
         p.redop.map(|o| o.name()).unwrap_or("none"),
         p.root,
-        half(out_of_place),
-        half(in_place)
     )
 }
 

@@ -59,7 +59,7 @@ impl Reporter {
             None => {
                 let mut r0 = Rank0::new(&args.output, record);
                 r0.set_gate(plan.gate.clone());
-                r0.set_perf(plan.perf.clone(), &plan);
+                r0.set_perf(plan.perf.clone(), plan);
                 Reporter::Sweep(Arc::new(r0))
             }
         }

@@ -83,6 +83,8 @@ pub struct Timing {
     pub timeout: f64,
     /// Adaptive, or nccl-tests' fixed schedule (its `*_perf` names).
     pub schedule: crate::model::Schedule,
+    /// -I: keep every timed call's time, leaving this many leading ones out of the summary.
+    pub per_iteration_skip: Option<usize>,
 }
 
 impl Default for Timing {
@@ -102,6 +104,7 @@ impl Default for Timing {
             average: 3,
             timeout: 300.0,
             schedule: crate::model::Schedule::Adaptive,
+            per_iteration_skip: None,
         }
     }
 }

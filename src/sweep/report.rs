@@ -137,10 +137,7 @@ impl Rank0 {
 
     pub fn collective_header(&self, coll: Collective) {
         if let Some((style, _)) = &self.perf {
-            self.println(&table::header_with(
-                style.report_cputime,
-                style.report_timestamps,
-            ));
+            self.println(&perf::header(style));
             return;
         }
         self.println(&format!(
@@ -168,13 +165,13 @@ impl Rank0 {
     /// One finished size: its table row, and both placements on disk. A point measured again
     /// (`--retries`) takes the place of the earlier one, which moves to `retried_points`.
     pub fn point(&self, oop: &Point, inp: &Point) -> Result<(), Failure> {
-        let mut row = table::row(oop, inp);
-        if let Some((style, _)) = &self.perf {
-            if style.report_timestamps {
-                row.push_str(&perf::timestamp_now());
+        let row = match &self.perf {
+            Some((style, _)) => {
+                self.with_perf_json(|json| json.push_row(style, oop, inp));
+                perf::row(style, oop, inp)
             }
-            self.with_perf_json(|json| json.push_row(style, oop, inp));
-        }
+            None => table::row(oop, inp),
+        };
         self.println(&row);
         self.progress.inc(1);
         // Two plan sizes can report the same size (counts round down to whole elements), so

@@ -15,6 +15,7 @@ use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::documents::topology::PciAddress;
+use crate::model::IterationTiming;
 use cudarc::driver::sys as cu;
 use cudarc::nccl::sys::{ncclSimInfo_t, ncclUniqueId};
 use std::ffi::{c_char, c_int, c_void};
@@ -357,6 +358,75 @@ impl Communicator for NcclComm {
             }
             None => Ok(host_s),
         }
+    }
+
+    /// -I as nccl-tests times it (src/common.cu, BenchTime with per_iter_timing: recordEvents
+    /// before each iteration and once after the last, getElapsedTimes between neighbours):
+    /// events on the stream between calls, none waited for until the batch is done. With -g N
+    /// from one thread the group launcher owns the streams, so each call is timed to its end
+    /// on the host instead, and the record says so.
+    fn run_each(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+    ) -> Result<(f64, Vec<f64>, IterationTiming), BackendError> {
+        if self.group.is_some() {
+            let start = Instant::now();
+            let each = (0..iters)
+                .map(|_| self.run(placement, 1))
+                .collect::<Result<Vec<f64>, _>>()?;
+            let batch_s = start.elapsed().as_secs_f64();
+            return Ok((batch_s, each, IterationTiming::HostClockEachWaited));
+        }
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("run_each() before prepare()".into()))?;
+        self.current()?;
+        let stream = self.stream as cu::CUstream;
+        let mut events: Vec<cu::CUevent> = Vec::with_capacity(iters + 1);
+        let result = (|| {
+            for _ in 0..=iters {
+                let mut e = std::ptr::null_mut();
+                // SAFETY: a valid out-pointer; default flags (timing enabled).
+                self.api
+                    .cuda("cuEventCreate", unsafe { drv::cuEventCreate(&mut e, 0) })?;
+                events.push(e);
+            }
+            let start = Instant::now();
+            for e in &events[..iters] {
+                // SAFETY: our event, recorded on our stream; buffers sized by prepare.
+                unsafe {
+                    self.api
+                        .cuda("cuEventRecord", drv::cuEventRecord(*e, stream))?;
+                    enqueue(&self.api, &self.target(), &spec, placement)?;
+                }
+            }
+            // SAFETY: as above.
+            self.api.cuda("cuEventRecord", unsafe {
+                drv::cuEventRecord(events[iters], stream)
+            })?;
+            self.wait(&spec)?;
+            let host_s = start.elapsed().as_secs_f64();
+            let mut each = Vec::with_capacity(iters);
+            for pair in events.windows(2) {
+                let mut ms = 0f32;
+                // SAFETY: both events completed (the stream is idle).
+                self.api.cuda("cuEventElapsedTime", unsafe {
+                    drv::cuEventElapsedTime(&mut ms, pair[0], pair[1])
+                })?;
+                each.push(ms as f64 * 1e-3);
+            }
+            let batch_s = match self.events {
+                Some(_) => each.iter().sum(),
+                None => host_s,
+            };
+            Ok((batch_s, each, IterationTiming::CudaEvents))
+        })();
+        for e in events {
+            // SAFETY: our own events, destroyed once; none is pending after wait (or abort).
+            unsafe { drv::cuEventDestroy_v2(e) };
+        }
+        result
     }
 
     /// ncclSend/ncclRecv in a group per phase on this rank's stream (`-g N`: every GPU's

@@ -72,6 +72,7 @@ fn point(
         arrivals: None,
         nccl_model_time_s: None,
         cost: None,
+        per_iteration: None,
     })
 }
 

@@ -232,7 +232,9 @@ impl Plan {
                 args.timing.average
             ));
         }
-        let sizes_bytes = size_series(min, max, factor, step);
+        // -N: nccl-tests walks the sizes again per cycle (src/common.cu, TimeTest's
+        // `do { for (size ...) } while (--repeat)`), printing every row.
+        let sizes_bytes = size_series(min, max, factor, step).repeat(args.timing.cycles.max(1));
 
         let t = &args.timing;
         let (min_samples, max_samples, target) = sampling(t)?;

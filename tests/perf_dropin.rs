@@ -529,3 +529,17 @@ fn per_iteration_timing_adds_its_columns_and_json_that_nccl_tests_own_reader_tak
     assert_eq!(sizes, [8, 64, 512, 4096], "{report}");
     assert!(report.contains("ITERATION 0 WARMUP IMPACT"), "{report}");
 }
+
+#[test]
+fn run_cycles_walk_the_sizes_again_and_print_every_cycle() {
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 8 -e 512 -f 8 -N 3 -g 2 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sizes: Vec<u64> = common::table_rows(&text(&out.stdout))
+        .iter()
+        .map(|r| r.size)
+        .collect();
+    assert_eq!(sizes, [8, 64, 512, 8, 64, 512, 8, 64, 512]);
+    let out = perf(&link, "-N 0 --backend host");
+    assert_eq!(out.status.code(), Some(5), "cycles without end are not run");
+}

@@ -136,6 +136,7 @@ impl MatrixArgs {
                 timeout: self.timeout,
                 schedule: Default::default(),
                 per_iteration_skip: None,
+                cycles: 1,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

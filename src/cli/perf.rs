@@ -397,7 +397,7 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
             f.agg_iters > 1,
             "-m (aggregated iterations: several calls in one NCCL group)",
         ),
-        (f.run_cycles != 1, "-N other than 1 (run cycles)"),
+        (f.run_cycles < 1, "-N 0 (cycles without end)"),
         (f.blocking != 0, "-z other than 0 (blocking collectives)"),
         (f.stream_null != 0, "-y 1 (the NULL stream)"),
         (f.cudagraph > 0, "-G (CUDA graph capture and replay)"),
@@ -512,6 +512,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             },
             schedule: Schedule::NcclTests,
             per_iteration_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
+            cycles: f.run_cycles.max(1) as usize,
             ..Timing::default()
         },
         backend: BackendOptions {

@@ -176,6 +176,7 @@ impl SweepArgs {
                 timeout: t.timeout,
                 schedule: Default::default(),
                 per_iteration_skip: None,
+                cycles: 1,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

@@ -85,6 +85,8 @@ pub struct Timing {
     pub schedule: crate::model::Schedule,
     /// -I: keep every timed call's time, leaving this many leading ones out of the summary.
     pub per_iteration_skip: Option<usize>,
+    /// nccl-tests' -N: the sizes of each series walked this many times, each printed.
+    pub cycles: usize,
 }
 
 impl Default for Timing {
@@ -105,6 +107,7 @@ impl Default for Timing {
             timeout: 300.0,
             schedule: crate::model::Schedule::Adaptive,
             per_iteration_skip: None,
+            cycles: 1,
         }
     }
 }

@@ -528,6 +528,24 @@ fn per_iteration_timing_adds_its_columns_and_json_that_nccl_tests_own_reader_tak
         .collect();
     assert_eq!(sizes, [8, 64, 512, 4096], "{report}");
     assert!(report.contains("ITERATION 0 WARMUP IMPACT"), "{report}");
+
+    // Imported, every kept call is a sample: the points get an interval, the time stays the
+    // batch's.
+    let record = dir.path().join("imported.json");
+    common::bin()
+        .arg("import")
+        .arg(dir.path().join("it.json"))
+        .arg("--json")
+        .arg(&record)
+        .assert()
+        .success();
+    let r = common::read_record(&record);
+    let p = &r.points[0];
+    assert_eq!(p.samples_s.len(), 10, "12 calls, 2 skipped");
+    assert!(p.stats.ci_level > 0.0, "{:?}", p.stats);
+    let each = p.per_iteration.as_ref().unwrap();
+    assert_eq!((each.times_s.len(), each.skipped), (12, 2));
+    assert!((p.time_s * 1e6 - first["out_of_place"]["time"].as_f64().unwrap()).abs() < 1e-6);
 }
 
 #[test]

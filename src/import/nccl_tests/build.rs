@@ -7,7 +7,9 @@ use super::table::{Parsed, Row};
 use crate::coll::{Collective, Placement};
 use crate::dtype::{Dtype, RedOp};
 use crate::import::text::InputError;
-use crate::model::{ImportInfo, Point, RunRecord, RunStatus, Source};
+use crate::model::{
+    ImportInfo, IterationTiming, PerIteration, Point, RunRecord, RunStatus, Source,
+};
 use crate::stats::{summarize, StopReason};
 
 pub const EXPECTED: &str = "nccl-tests output (the *_perf table, or its -J JSON file)";
@@ -39,7 +41,7 @@ fn point(
             parsed
         }
     };
-    let half = row.halves[h];
+    let half = &row.halves[h];
     let time_s = half.time_us * 1e-6;
     let mut stats = summarize(&[time_s]);
     // -I: nccl-tests timed each iteration; keep the extremes it printed.
@@ -47,6 +49,22 @@ fn point(
         stats.min_s = lo * 1e-6;
         stats.max_s = hi * 1e-6;
     }
+    // -J with -I: every call's time is a sample, so the point gets a real interval (over the
+    // calls the summary keeps); the time stays the one nccl-tests reported for the batch.
+    let per_iteration = (!half.iter_times_us.is_empty()).then(|| PerIteration {
+        times_s: half.iter_times_us.iter().map(|t| t * 1e-6).collect(),
+        per_rank_s: Vec::new(),
+        skipped: half.iter_skipped.min(half.iter_times_us.len() - 1),
+        timing: IterationTiming::CudaEvents,
+    });
+    let samples_s = match &per_iteration {
+        Some(each) => {
+            let kept = each.times_s[each.skipped..].to_vec();
+            stats = summarize(&kept);
+            kept
+        }
+        None => vec![time_s],
+    };
     Some(Point {
         collective: coll,
         nranks,
@@ -64,15 +82,15 @@ fn point(
         algbw_bytes_per_s: half.algbw_gbps * 1e9,
         busbw_bytes_per_s: half.busbw_gbps * 1e9,
         wrong: half.wrong,
-        iters_per_sample: 0,
-        samples_s: vec![time_s],
+        iters_per_sample: if per_iteration.is_some() { 1 } else { 0 },
+        samples_s,
         stats,
         stop_reason: StopReason::Fixed,
         per_rank_time_s: Vec::new(),
         arrivals: None,
         nccl_model_time_s: None,
         cost: None,
-        per_iteration: None,
+        per_iteration,
     })
 }
 

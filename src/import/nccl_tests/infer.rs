@@ -194,8 +194,7 @@ mod tests {
             busbw_gbps: busbw,
             wrong: Some(0),
             old_error: false,
-            iter_min_us: None,
-            iter_max_us: None,
+            ..Half::default()
         };
         Row {
             line: 1,
@@ -205,7 +204,7 @@ mod tests {
             dtype: "float".into(),
             redop: Some("sum".into()),
             root: -1,
-            halves: [half, half],
+            halves: [half.clone(), half],
         }
     }
 

@@ -79,11 +79,24 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
     for (i, r) in results.iter().enumerate() {
         let half = |key: &str| -> Option<Half> {
             let h = r.get(key)?;
+            // -I: `<placement>_per_iter` beside it (writePerIterReport).
+            let each = r.get(format!("{key}_per_iter").as_str());
+            let times = each
+                .and_then(|e| e.get("times_us"))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|t| num(Some(t))).collect())
+                .unwrap_or_default();
             Some(Half {
                 time_us: num(h.get("time")).or_else(|| num(h.get("cpu_time")))?,
                 algbw_gbps: num(h.get("alg_bw")).unwrap_or(0.0),
                 busbw_gbps: num(h.get("bus_bw")).unwrap_or(0.0),
                 wrong: num(h.get("nwrong")).map(|w| w as u64),
+                iter_min_us: each.and_then(|e| num(e.get("min_us"))),
+                iter_max_us: each.and_then(|e| num(e.get("max_us"))),
+                iter_times_us: times,
+                iter_skipped: each
+                    .and_then(|e| num(e.get("skipped_iterations")))
+                    .map_or(0, |k| k as usize),
                 ..Half::default()
             })
         };

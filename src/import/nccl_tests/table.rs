@@ -99,7 +99,7 @@ pub(super) struct Row {
     pub(super) halves: [Half; 2],
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Half {
     pub(super) time_us: f64,
     pub(super) algbw_gbps: f64,
@@ -109,6 +109,9 @@ pub(super) struct Half {
     /// -I: the fastest and slowest single iteration, µs.
     pub(super) iter_min_us: Option<f64>,
     pub(super) iter_max_us: Option<f64>,
+    /// -J with -I: every timed call (`times_us`), and how many leading ones the summary skips.
+    pub(super) iter_times_us: Vec<f64>,
+    pub(super) iter_skipped: usize,
 }
 
 /// Everything read from a text log, before it becomes a record.

@@ -561,3 +561,31 @@ fn run_cycles_walk_the_sizes_again_and_print_every_cycle() {
     let out = perf(&link, "-N 0 --backend host");
     assert_eq!(out.status.code(), Some(5), "cycles without end are not run");
 }
+
+#[test]
+fn nccl_tests_device_picks_the_first_gpu_and_refuses_past_the_last_with_status_5() {
+    // The GPU TEST DOUBLE with four GPUs (buses 18, 28, 38, 48).
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (_dir, link) = linked("all_reduce_perf");
+    let run = |first: &str| {
+        let mut c = Command::new(&link);
+        common::without_host_settings(&mut c);
+        c.args(["-b", "8", "-e", "8", "-g", "2"])
+            .env("LD_LIBRARY_PATH", libs.path())
+            .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+            .env("NCCL_TESTS_DEVICE", first)
+            .output()
+            .unwrap()
+    };
+    let out = run("2");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let devices: Vec<String> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("#  Rank"))
+        .map(|l| l.split(" device ").nth(1).unwrap()[..15].to_string())
+        .collect();
+    assert_eq!(devices, [" 2 [0000:38:00]", " 3 [0000:48:00]"]);
+    let out = run("3");
+    assert_eq!(out.status.code(), Some(5), "testNotImplemented");
+    assert!(text(&out.stderr).contains("Invalid number of GPUs: 5 requested but only 4 were found"));
+}

@@ -129,6 +129,7 @@ impl BackendArgs {
             ngpus: self.ngpus,
             nccl_lib: self.nccl_lib.clone(),
             register: self.register,
+            first_device: None,
         }
     }
 }

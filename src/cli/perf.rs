@@ -413,7 +413,6 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
             "-d f8e4m3 / f8e5m2 (fp8 types)",
         ),
         (f.op == "mulsum", "-o mulsum (ncclRedOpCreatePreMulSum)"),
-        (env("NCCL_TESTS_DEVICE"), "NCCL_TESTS_DEVICE (first GPU)"),
         (
             env("NCCL_TESTS_SPLIT") || env("NCCL_TESTS_SPLIT_MASK"),
             "NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK (parallel groups)",
@@ -526,6 +525,12 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             // The host backend has no GPUs: its ranks stand for the t*g GPUs of the flags.
             ranks: (f.backend.as_deref() == Some("host")).then_some(ranks),
             register: f.local_register.clamp(0, 2) as u8,
+            // atoi, as nccl-tests reads it; -1 (or nothing) leaves the default.
+            first_device: std::env::var("NCCL_TESTS_DEVICE")
+                .ok()
+                .map(|v| strtol(&v))
+                .filter(|d| *d >= 0)
+                .map(|d| d as usize),
             ..BackendOptions::default()
         },
         output: crate::render::record::Outputs {

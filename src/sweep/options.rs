@@ -120,6 +120,9 @@ pub struct BackendOptions {
     pub ngpus: Option<usize>,
     pub nccl_lib: Option<PathBuf>,
     pub register: u8,
+    /// nccl-tests' NCCL_TESTS_DEVICE: the CUDA device of the first GPU (else 0, or the local
+    /// rank's under a launcher).
+    pub first_device: Option<usize>,
 }
 
 /// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.

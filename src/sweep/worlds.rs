@@ -122,14 +122,26 @@ pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
 
 /// `-g N`: several GPUs driven by this process, one rank thread each.
 fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<ExitCode, Failure> {
-    let ngpus = args.backend.ngpus.unwrap_or(api.devices as usize);
+    let first = args.backend.first_device.unwrap_or(0);
+    let ngpus = args
+        .backend
+        .ngpus
+        .unwrap_or((api.devices as usize).saturating_sub(first));
+    if first > 0 && first + ngpus > api.devices as usize {
+        // nccl-tests' words and status (src/util.cu, writeDeviceReport: testNotImplemented).
+        return Err(Failure::unavailable(format!(
+            "Invalid number of GPUs: {} requested but only {} were found (NCCL_TESTS_DEVICE={first}, -g {ngpus})",
+            first + ngpus,
+            api.devices
+        )));
+    }
     if ngpus == 0 || ngpus > api.devices as usize {
         return Err(Failure::usage(format!(
             "-g/--ngpus: {ngpus} GPUs asked for, {} visible",
             api.devices
         )));
     }
-    let devices: Vec<c_int> = (0..ngpus as c_int).collect();
+    let devices: Vec<c_int> = (first as c_int..(first + ngpus) as c_int).collect();
     let free = devices
         .iter()
         .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
@@ -212,7 +224,11 @@ fn nccl_per_process(
     plane: impl FnOnce(Duration) -> PlaneResult + Send + 'static,
     keep_alive: Option<Box<dyn std::any::Any>>,
 ) -> Result<ExitCode, Failure> {
-    let device = (at.local % api.devices.max(1) as usize) as c_int;
+    // NCCL_TESTS_DEVICE names the GPU of every process (src/util.cu: `gpu0 + i`).
+    let device = match args.backend.first_device {
+        Some(first) => first as c_int,
+        None => (at.local % api.devices.max(1) as usize) as c_int,
+    };
     let mut notes = Vec::new();
     let sharing = at.local_world.unwrap_or(at.world);
     if std::env::var_os("CUDA_VISIBLE_DEVICES").is_none() && sharing > 1 {

@@ -248,11 +248,20 @@ impl PointRunner<'_> {
         let mut samples = Vec::new();
         let mut per_rank: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut measured_s = 0.0;
+        // -m: each iteration is `agg` calls in one group; times stay per call.
+        let agg = s.agg_iters.unwrap_or(1).max(1);
         let stop_reason = loop {
+            self.arm(what);
+            let t = self
+                .comm
+                .run_aggregated(placement, iters, agg)
+                .map_err(|e| backend_failure(what, e))?;
             let all: Vec<f64> = self
-                .timed_per_rank(placement, iters, what)?
+                .comm
+                .allgather_f64(t)
+                .map_err(|e| backend_failure(what, e))?
                 .into_iter()
-                .map(|t| t / iters as f64)
+                .map(|t| t / (iters * agg) as f64)
                 .collect();
             for (r, v) in all.iter().enumerate().take(n) {
                 per_rank[r].push(*v);
@@ -274,7 +283,7 @@ impl PointRunner<'_> {
                 }
             }
             samples.push(s.across_ranks.pick(&all));
-            measured_s += rate * iters as f64;
+            measured_s += rate * (iters * agg) as f64;
             if let Some(reason) = rule.decide(&samples, measured_s) {
                 break reason;
             }

@@ -182,6 +182,10 @@ pub struct Settings {
     /// out of its summary (-K). Absent: not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_iteration_skip: Option<usize>,
+    /// nccl-tests' -m: each timed iteration is this many calls (one NCCL group); times are
+    /// per call. Absent: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agg_iters: Option<usize>,
 }
 
 /// How a point's calls are scheduled.

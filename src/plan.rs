@@ -265,6 +265,7 @@ impl Plan {
             stragglers: args.stragglers,
             schedule: t.schedule,
             per_iteration_skip: t.per_iteration_skip,
+            agg_iters: (t.agg_iters > 1).then_some(t.agg_iters),
         };
         let (fault, injected) = match args.inject_fault.as_deref() {
             Some(text) => crate::fault_injection::parse(text)?,

@@ -152,7 +152,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("gather_perf", "", "does not run gather"),
-        ("all_reduce_perf", "-m 4", "-m"),
+        ("all_reduce_perf", "-u 1", "-u"),
         ("all_reduce_perf", "-G 10", "-G"),
         ("all_reduce_perf", "-z 1", "-z"),
     ] {
@@ -588,4 +588,36 @@ fn nccl_tests_device_picks_the_first_gpu_and_refuses_past_the_last_with_status_5
     let out = run("3");
     assert_eq!(out.status.code(), Some(5), "testNotImplemented");
     assert!(text(&out.stderr).contains("Invalid number of GPUs: 5 requested but only 4 were found"));
+}
+
+#[test]
+fn aggregated_iterations_make_m_calls_per_timed_iteration() {
+    // The GPU TEST DOUBLE's call trace counts the collectives NCCL was asked for.
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (dir, link) = linked("all_reduce_perf");
+    let trace = dir.path().join("trace.txt");
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args([
+            "-b", "8", "-e", "64", "-f", "8", "-g", "1", "-n", "2", "-m", "3", "-w", "1",
+        ])
+        .env("LD_LIBRARY_PATH", libs.path())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "1")
+        .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(" agg iters: 3 "));
+    let calls = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.ends_with("call=ncclAllReduce"))
+        .count();
+    // Per size and placement: the checked call (also the one warm-up call), then 2 iterations
+    // of 3 calls.
+    assert_eq!(calls, 2 * 2 * (1 + 2 * 3));
+    // Not with -I: its per-iteration times of a group are not taken apart yet.
+    let out = perf(&link, "-m 2 -I 1 --backend host");
+    assert_eq!(out.status.code(), Some(5));
 }

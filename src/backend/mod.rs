@@ -151,6 +151,17 @@ pub trait Communicator {
     /// wall time in seconds.
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError>;
 
+    /// `iters` iterations of `agg` calls each (nccl-tests' -m), timed as one batch. This
+    /// default is for backends without grouped calls: `iters * agg` calls in a row.
+    fn run_aggregated(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+        agg: usize,
+    ) -> Result<f64, BackendError> {
+        self.run(placement, iters * agg.max(1))
+    }
+
     /// `iters` calls timed one by one (nccl-tests' -I): the batch's seconds, each call's, and
     /// how they were told apart. This default is for backends whose calls return complete
     /// (host, MPI): the host clock around each call is that call's time.

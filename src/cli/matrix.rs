@@ -137,6 +137,7 @@ impl MatrixArgs {
                 schedule: Default::default(),
                 per_iteration_skip: None,
                 cycles: 1,
+                agg_iters: 1,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

@@ -394,8 +394,8 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
     let env = |k: &str| std::env::var_os(k).is_some();
     let reasons = [
         (
-            f.agg_iters > 1,
-            "-m (aggregated iterations: several calls in one NCCL group)",
+            f.agg_iters > 1 && f.per_iter_timing != 0,
+            "-m with -I (per-iteration times of aggregated groups)",
         ),
         (f.run_cycles < 1, "-N 0 (cycles without end)"),
         (f.blocking != 0, "-z other than 0 (blocking collectives)"),
@@ -512,6 +512,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             schedule: Schedule::NcclTests,
             per_iteration_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
             cycles: f.run_cycles.max(1) as usize,
+            agg_iters: f.agg_iters.max(1) as usize,
             ..Timing::default()
         },
         backend: BackendOptions {

@@ -87,6 +87,8 @@ pub struct Timing {
     pub per_iteration_skip: Option<usize>,
     /// nccl-tests' -N: the sizes of each series walked this many times, each printed.
     pub cycles: usize,
+    /// nccl-tests' -m: calls per timed iteration, grouped.
+    pub agg_iters: usize,
 }
 
 impl Default for Timing {
@@ -108,6 +110,7 @@ impl Default for Timing {
             schedule: crate::model::Schedule::Adaptive,
             per_iteration_skip: None,
             cycles: 1,
+            agg_iters: 1,
         }
     }
 }

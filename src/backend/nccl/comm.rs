@@ -206,14 +206,14 @@ impl NcclComm {
         self.device
     }
 
-    fn current(&self) -> Result<(), BackendError> {
+    pub(super) fn current(&self) -> Result<(), BackendError> {
         // SAFETY: the context handle came from cuDevicePrimaryCtxRetain.
         self.api.cuda("cuCtxSetCurrent", unsafe {
             drv::cuCtxSetCurrent(self.ctx as cu::CUcontext)
         })
     }
 
-    fn target(&self) -> Target {
+    pub(super) fn target(&self) -> Target {
         Target {
             ctx: self.ctx,
             comm: Arc::clone(&self.comm),
@@ -227,7 +227,7 @@ impl NcclComm {
     }
 
     /// Wait for the stream, watching for NCCL async errors (`completion::wait`).
-    fn wait(&self, spec: &PointSpec) -> Result<(), BackendError> {
+    pub(super) fn wait(&self, spec: &PointSpec) -> Result<(), BackendError> {
         completion::wait(&self.comm, self.stream, self.rank, self.device, spec)
     }
 }
@@ -310,123 +310,24 @@ impl Communicator for NcclComm {
     }
 
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
-        let spec = self
-            .spec
-            .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
-        self.current()?;
-        let stream = self.stream as cu::CUstream;
-        let mut start = Instant::now();
-        if let Some((a, _)) = self.events {
-            // SAFETY: an event created for this rank, recorded on its stream.
-            self.api.cuda("cuEventRecord", unsafe {
-                drv::cuEventRecord(a as cu::CUevent, stream)
-            })?;
-        }
-        match &self.group {
-            Some(group) => {
-                start = group.launch(
-                    &self.api,
-                    self.target(),
-                    Work::Collective(spec, placement),
-                    iters,
-                )?;
-                self.current()?;
-            }
-            None => {
-                for _ in 0..iters {
-                    // SAFETY: buffers sized by prepare for this spec in both placements.
-                    unsafe { enqueue(&self.api, &self.target(), &spec, placement)? };
-                }
-            }
-        }
-        if let Some((_, b)) = self.events {
-            // SAFETY: as above.
-            self.api.cuda("cuEventRecord", unsafe {
-                drv::cuEventRecord(b as cu::CUevent, stream)
-            })?;
-        }
-        self.wait(&spec)?;
-        let host_s = start.elapsed().as_secs_f64();
-        match self.events {
-            Some((a, b)) => {
-                let mut ms = 0f32;
-                // SAFETY: both events completed (the stream is idle).
-                self.api.cuda("cuEventElapsedTime", unsafe {
-                    drv::cuEventElapsedTime(&mut ms, a as cu::CUevent, b as cu::CUevent)
-                })?;
-                Ok(ms as f64 * 1e-3)
-            }
-            None => Ok(host_s),
-        }
+        self.run_batch(placement, iters, 1)
     }
 
-    /// -I as nccl-tests times it (src/common.cu, BenchTime with per_iter_timing: recordEvents
-    /// before each iteration and once after the last, getElapsedTimes between neighbours):
-    /// events on the stream between calls, none waited for until the batch is done. With -g N
-    /// from one thread the group launcher owns the streams, so each call is timed to its end
-    /// on the host instead, and the record says so.
+    fn run_aggregated(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+        agg: usize,
+    ) -> Result<f64, BackendError> {
+        self.run_batch(placement, iters, agg)
+    }
+
     fn run_each(
         &mut self,
         placement: Placement,
         iters: usize,
     ) -> Result<(f64, Vec<f64>, IterationTiming), BackendError> {
-        if self.group.is_some() {
-            let start = Instant::now();
-            let each = (0..iters)
-                .map(|_| self.run(placement, 1))
-                .collect::<Result<Vec<f64>, _>>()?;
-            let batch_s = start.elapsed().as_secs_f64();
-            return Ok((batch_s, each, IterationTiming::HostClockEachWaited));
-        }
-        let spec = self
-            .spec
-            .ok_or_else(|| BackendError::Failed("run_each() before prepare()".into()))?;
-        self.current()?;
-        let stream = self.stream as cu::CUstream;
-        let mut events: Vec<cu::CUevent> = Vec::with_capacity(iters + 1);
-        let result = (|| {
-            for _ in 0..=iters {
-                let mut e = std::ptr::null_mut();
-                // SAFETY: a valid out-pointer; default flags (timing enabled).
-                self.api
-                    .cuda("cuEventCreate", unsafe { drv::cuEventCreate(&mut e, 0) })?;
-                events.push(e);
-            }
-            let start = Instant::now();
-            for e in &events[..iters] {
-                // SAFETY: our event, recorded on our stream; buffers sized by prepare.
-                unsafe {
-                    self.api
-                        .cuda("cuEventRecord", drv::cuEventRecord(*e, stream))?;
-                    enqueue(&self.api, &self.target(), &spec, placement)?;
-                }
-            }
-            // SAFETY: as above.
-            self.api.cuda("cuEventRecord", unsafe {
-                drv::cuEventRecord(events[iters], stream)
-            })?;
-            self.wait(&spec)?;
-            let host_s = start.elapsed().as_secs_f64();
-            let mut each = Vec::with_capacity(iters);
-            for pair in events.windows(2) {
-                let mut ms = 0f32;
-                // SAFETY: both events completed (the stream is idle).
-                self.api.cuda("cuEventElapsedTime", unsafe {
-                    drv::cuEventElapsedTime(&mut ms, pair[0], pair[1])
-                })?;
-                each.push(ms as f64 * 1e-3);
-            }
-            let batch_s = match self.events {
-                Some(_) => each.iter().sum(),
-                None => host_s,
-            };
-            Ok((batch_s, each, IterationTiming::CudaEvents))
-        })();
-        for e in events {
-            // SAFETY: our own events, destroyed once; none is pending after wait (or abort).
-            unsafe { drv::cuEventDestroy_v2(e) };
-        }
-        result
+        self.run_each_timed(placement, iters)
     }
 
     /// ncclSend/ncclRecv in a group per phase on this rank's stream (`-g N`: every GPU's

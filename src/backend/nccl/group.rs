@@ -13,7 +13,8 @@ use std::time::Instant;
 /// What every rank of a batch enqueues: a collective, or its part of a pair exchange.
 #[derive(Clone, Copy)]
 pub(super) enum Work {
-    Collective(PointSpec, Placement),
+    /// The collective, and how many calls of it each group holds (-m).
+    Collective(PointSpec, Placement, usize),
     Pair(PairRole, usize),
 }
 
@@ -90,7 +91,11 @@ impl GroupLauncher {
 }
 
 /// One group: every GPU's part of phase `phase` between ncclGroupStart and ncclGroupEnd.
-fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), BackendError> {
+pub(super) fn one_group(
+    api: &Api,
+    targets: &[(Target, Work)],
+    phase: usize,
+) -> Result<(), BackendError> {
     // SAFETY: no arguments; paired with the group end below.
     unsafe { (api.nccl_group_start)() };
     let mut first_error = Ok(());
@@ -103,8 +108,8 @@ fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), 
                 drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
             )
             .and_then(|_| match *work {
-                Work::Collective(spec, placement) if phase == 0 => {
-                    enqueue(api, t, &spec, placement)
+                Work::Collective(spec, placement, agg) if phase == 0 => {
+                    (0..agg.max(1)).try_for_each(|_| enqueue(api, t, &spec, placement))
                 }
                 Work::Collective(..) => Ok(()),
                 Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], bytes),
@@ -122,7 +127,7 @@ fn one_group(api: &Api, targets: &[(Target, Work)], phase: usize) -> Result<(), 
     match end {
         NCCL_IN_PROGRESS => targets.iter().try_for_each(|(t, work)| {
             t.comm.settle(&|| match work {
-                Work::Collective(spec, _) => {
+                Work::Collective(spec, ..) => {
                     t.doing(spec.coll.name(), spec.count * spec.dtype.size_bytes())
                 }
                 Work::Pair(_, bytes) => t.doing("ncclSend/ncclRecv", *bytes),

@@ -1,11 +1,12 @@
 //! The `nccl` backend: one rank per GPU, the CUDA driver API and NCCL both loaded at run time.
 //!
 //! `loader` finds NCCL where users have it; `api` resolves its entry points; `comm` is one
-//! rank's communicator; `group` enqueues several GPUs' calls from one thread (`-g N`); `abort`
+//! rank's communicator; `batches` times its calls; `group` enqueues several GPUs' calls from one thread (`-g N`); `abort`
 //! keeps the live communicators so a timeout can abort them.
 
 mod abort;
 mod api;
+mod batches;
 mod buffers;
 mod comm;
 mod completion;

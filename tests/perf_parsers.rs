@@ -940,9 +940,6 @@ fn header_rows_and_footer_are_util_cus_printf() {
 }
 
 #[test]
-#[ignore = "product bug: with -c 0, ncclprobe writes #wrong as `  ` + `   N/A` (5 spaces before \
-            N/A), util.cu's writeBenchmarkLineBody writes `    N/A` (4): each -c 0 row is 120 \
-            wide, not 118"]
 fn rows_without_the_check_print_n_a_as_util_cu_does() {
     for (args, cputime, timestamps) in [("-c 0", false, false), ("-C 1 -S 1 -c 0", true, true)] {
         let run = all_reduce(&format!("-b 4 -e 4K -f 8 -g 3 {args} --backend host"), &[]);
@@ -1016,9 +1013,6 @@ fn get_float_str_and_percent_g_are_cs() {
 }
 
 #[test]
-#[ignore = "product bug: format_g takes %g's exponent before rounding to six digits, so an \
-            average of 999999.5 prints `1000000` (C: `1e+06`) and 9.9999951e-5 prints `1e-04` \
-            (C: `0.0001`)"]
 fn percent_g_rounds_up_a_decade_as_c_does() {
     let carried: Vec<f64> = table_values()
         .into_iter()

@@ -72,7 +72,8 @@ fn c_exponent(value: f64, decimals: usize) -> String {
 pub fn half(p: &Point) -> String {
     let wrong = match p.wrong {
         Some(w) => format!("{:>6}", format_g(w as f64)),
-        None => "   N/A".to_string(),
+        // writeBenchmarkLineBody without a check: "  %7s  %6s  %6s    N/A".
+        None => "  N/A".to_string(),
     };
     format!(
         "  {:>7}  {:>6}  {:>6}  {}",
@@ -118,7 +119,14 @@ pub fn format_g(v: f64) -> String {
             format!("{v}")
         };
     }
-    let exp = v.abs().log10().floor() as i32;
+    // C's rule: the exponent X is the one of the value rounded to six significant digits
+    // (%.5e), so 999999.5 is 1e+06 and 9.9999951e-05 is 0.0001; %f with 5 - X decimals when
+    // -4 <= X < 6, else %e, trailing zeros dropped either way.
+    let rounded = format!("{:.5e}", v);
+    let exp: i32 = rounded
+        .split_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
     let trim = |s: String| {
         if s.contains('.') {
             s.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -127,8 +135,7 @@ pub fn format_g(v: f64) -> String {
         }
     };
     if !(-4..6).contains(&exp) {
-        let s = format!("{:.5e}", v);
-        let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let (mantissa, e) = rounded.split_once('e').unwrap_or((&rounded, "0"));
         let e: i32 = e.parse().unwrap_or(0);
         format!(
             "{}e{}{:02}",

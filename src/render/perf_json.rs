@@ -7,10 +7,10 @@
 //! `schema_version` and `kind`: it is nccl-tests' format, for the scripts that read it.
 //!
 //! Where ncclprobe differs on purpose: the file is rewritten whole (to a temporary file renamed
-//! over it) after every row, so a crash or a signal leaves a complete document of the rows so
-//! far rather than a cut one; `devices` lists every rank's GPU (nccl-tests' single-process
-//! build lists only the first, as parseRankInfo reads one line); strings are escaped rather
-//! than cut at the first non-ASCII byte (sanitizeJson).
+//! over it) as rows finish, at most once a second, so a crash or a signal leaves a complete
+//! document of the rows so far rather than a cut one; `devices` lists every rank's GPU
+//! (nccl-tests' single-process build lists only the first, as parseRankInfo reads one line);
+//! strings are escaped rather than cut at the first non-ASCII byte (sanitizeJson).
 
 use crate::model::{Point, RankInfo};
 use crate::render::perf::{footer_figures, iter_stats, local_time, summarised, PerfStyle};
@@ -332,6 +332,8 @@ pub struct Writer {
     pub doc: Document,
     /// The first write error, reported once.
     failed: bool,
+    /// When the file was last rewritten: rows rewrite it at most once a second.
+    written: Option<std::time::Instant>,
 }
 
 impl Writer {
@@ -354,6 +356,7 @@ impl Writer {
                 end_time: None,
             },
             failed: false,
+            written: None,
         }
     }
 
@@ -412,7 +415,15 @@ impl Writer {
             &self.processes,
         );
         self.doc.results.get_or_insert_with(Vec::new).push(row);
-        self.flush();
+        // The whole document is rewritten each time: with thousands of rows (-d all -o all,
+        // -N) a rewrite per row would cost more than the rows, so at most one a second; the
+        // footer and the end always write.
+        if self
+            .written
+            .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1))
+        {
+            self.flush();
+        }
     }
 
     /// The summary after the table (writeResultFooter).
@@ -444,6 +455,7 @@ impl Writer {
     /// Rewrite the file with the document as it stands. nccl-tests does not stop a run for its
     /// JSON, so neither does this: the first failure is said on stderr and the run goes on.
     pub fn flush(&mut self) {
+        self.written = Some(std::time::Instant::now());
         let text = match serde_json::to_vec(&self.doc) {
             Ok(t) => t,
             Err(e) => return self.fail(&e.to_string()),

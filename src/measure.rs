@@ -35,17 +35,19 @@ impl PointRunner<'_> {
         }
     }
 
-    /// `iters` calls on every rank; every rank's seconds for them, in rank order.
+    /// `iters` iterations of `agg` calls each (-m; 1 elsewhere) on every rank; every rank's
+    /// seconds for them, in rank order.
     fn timed_per_rank(
         &mut self,
         placement: Placement,
         iters: usize,
+        agg: usize,
         what: &str,
     ) -> Result<Vec<f64>, Failure> {
         self.arm(what);
         let t = self
             .comm
-            .run(placement, iters)
+            .run_aggregated(placement, iters, agg)
             .map_err(|e| backend_failure(what, e))?;
         self.comm
             .allgather_f64(t)
@@ -54,7 +56,7 @@ impl PointRunner<'_> {
 
     /// `iters` calls, timed as the slowest rank saw them.
     fn timed(&mut self, placement: Placement, iters: usize, what: &str) -> Result<f64, Failure> {
-        Ok(max_of(&self.timed_per_rank(placement, iters, what)?))
+        Ok(max_of(&self.timed_per_rank(placement, iters, 1, what)?))
     }
 
     /// Measures one point: the exact check on the first call after the inputs are written
@@ -251,15 +253,8 @@ impl PointRunner<'_> {
         // -m: each iteration is `agg` calls in one group; times stay per call.
         let agg = s.agg_iters.unwrap_or(1).max(1);
         let stop_reason = loop {
-            self.arm(what);
-            let t = self
-                .comm
-                .run_aggregated(placement, iters, agg)
-                .map_err(|e| backend_failure(what, e))?;
             let all: Vec<f64> = self
-                .comm
-                .allgather_f64(t)
-                .map_err(|e| backend_failure(what, e))?
+                .timed_per_rank(placement, iters, agg, what)?
                 .into_iter()
                 .map(|t| t / (iters * agg) as f64)
                 .collect();

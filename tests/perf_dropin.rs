@@ -17,10 +17,16 @@ fn linked(name: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// Run `link` with `args` (split at spaces) in its directory.
 fn perf(link: &Path, args: &str) -> Output {
+    perf_env(link, args, &[])
+}
+
+/// `perf` with these environment variables set.
+fn perf_env(link: &Path, args: &str, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(link);
     common::without_host_settings(&mut c);
     c.args(args.split_whitespace())
-        .current_dir(link.parent().unwrap());
+        .current_dir(link.parent().unwrap())
+        .envs(env.iter().copied());
     c.output().unwrap()
 }
 
@@ -190,24 +196,11 @@ fn an_unknown_type_falls_back_to_float_as_nccl_tests_does() {
 #[test]
 fn nccl_tests_min_bw_fails_the_run_with_status_7_and_names_the_slow_rows() {
     let (_dir, link) = linked("all_reduce_perf");
-    let mut c = Command::new(&link);
-    common::without_host_settings(&mut c);
-    let out = c
-        .args([
-            "-b",
-            "64",
-            "-e",
-            "256",
-            "-f",
-            "2",
-            "-g",
-            "2",
-            "--backend",
-            "host",
-        ])
-        .env("NCCL_TESTS_MIN_BW", "100000")
-        .output()
-        .unwrap();
+    let out = perf_env(
+        &link,
+        "-b 64 -e 256 -f 2 -g 2 --backend host",
+        &[("NCCL_TESTS_MIN_BW", "100000")],
+    );
     assert_eq!(out.status.code(), Some(7), "testNumResults");
     let stdout = text(&out.stdout);
     let avg = stdout
@@ -223,13 +216,11 @@ fn nccl_tests_min_bw_fails_the_run_with_status_7_and_names_the_slow_rows() {
     assert!(stderr.contains("6 rows are below it"), "{stderr}");
 
     // A bar the run clears: OK, status 0.
-    let mut c = Command::new(&link);
-    common::without_host_settings(&mut c);
-    let out = c
-        .args(["-b", "64", "-e", "64", "-g", "2", "--backend", "host"])
-        .env("NCCL_TESTS_MIN_BW", "0.000001")
-        .output()
-        .unwrap();
+    let out = perf_env(
+        &link,
+        "-b 64 -e 64 -g 2 --backend host",
+        &[("NCCL_TESTS_MIN_BW", "0.000001")],
+    );
     assert_eq!(out.status.code(), Some(0));
     let stdout = text(&out.stdout);
     let avg = stdout

@@ -254,10 +254,10 @@ impl Rank0 {
     /// Print as the nccl-tests binary `style` names (before the banner).
     pub fn set_perf(&mut self, style: Option<Arc<PerfStyle>>, plan: &Plan) {
         self.perf_json = style.as_ref().and_then(|s| {
+            let path = s.json.as_deref()?;
             let env = std::env::vars_os()
                 .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
                 .collect();
-            let path = s.json.as_deref()?;
             Some(Mutex::new(perf_json::Writer::new(
                 path,
                 s.argv.clone(),

@@ -7,11 +7,13 @@ use crate::coll::{bandwidths, reported_count, reported_size_bytes, Layout, Place
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
 use crate::fault_injection::{self, Injected, Site};
-use crate::model::{PerIteration, Point, PointCost, RankInfo, Schedule};
+use crate::model::{Point, PointCost, RankInfo, Schedule};
 use crate::plan::Plan;
 use crate::stats::{summarize, StopRule};
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
+
+mod schedule;
 
 fn backend_failure(what: &str, e: BackendError) -> Failure {
     Failure::from_backend(what, e)
@@ -49,6 +51,24 @@ impl PointRunner<'_> {
             .comm
             .run_aggregated(placement, iters, agg)
             .map_err(|e| backend_failure(what, e))?;
+        self.comm
+            .allgather_f64(t)
+            .map_err(|e| backend_failure(what, e))
+    }
+
+    /// One sample's `iters` iterations of `agg` calls on every rank, waited for one by one
+    /// under nccl-tests' -z; every rank's seconds, in rank order.
+    fn sample_per_rank(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+        agg: usize,
+        what: &str,
+    ) -> Result<Vec<f64>, Failure> {
+        let Some(mode) = self.plan.settings.blocking else {
+            return self.timed_per_rank(placement, iters, agg, what);
+        };
+        let (t, _) = self.blocking_batch(placement, iters, agg, mode, what)?;
         self.comm
             .allgather_f64(t)
             .map_err(|e| backend_failure(what, e))
@@ -170,65 +190,6 @@ impl PointRunner<'_> {
         })
     }
 
-    /// nccl-tests' -I: the one sample of `-n` calls, each call timed (`Communicator::run_each`);
-    /// every rank's times are gathered, and a call's time is its slowest rank's, as nccl-tests
-    /// takes the maximum over its process rows (src/common.cu, ReduceProcessMaxIterTimes).
-    fn sample_each(
-        &mut self,
-        placement: Placement,
-        what: &str,
-        warm: Warm,
-        skip: usize,
-    ) -> Result<(Sampled, PerIteration), Failure> {
-        let iters = warm.iters_per_sample;
-        self.arm(what);
-        let (batch_s, each, timing) = self
-            .comm
-            .run_each(placement, iters)
-            .map_err(|e| backend_failure(what, e))?;
-        let mine: Vec<u8> = std::iter::once(batch_s)
-            .chain(each)
-            .flat_map(f64::to_le_bytes)
-            .collect();
-        let rows: Vec<Vec<f64>> = self
-            .comm
-            .allgather_bytes(&mine)
-            .map_err(|e| backend_failure(what, e))?
-            .iter()
-            .map(|b| {
-                b.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect()
-            })
-            .collect();
-        let per_call: Vec<f64> = rows
-            .iter()
-            .map(|r| r.first().map_or(f64::NAN, |b| b / iters as f64))
-            .collect();
-        let per_rank_s: Vec<Vec<f64>> = rows.iter().map(|r| r[1.min(r.len())..].to_vec()).collect();
-        let times_s = (0..iters)
-            .map(|i| {
-                let at = per_rank_s.iter().filter_map(|r| r.get(i).copied());
-                max_of(&at.collect::<Vec<f64>>())
-            })
-            .collect();
-        let sampled = Sampled {
-            samples: vec![self.plan.settings.across_ranks.pick(&per_call)],
-            per_rank: per_call.iter().map(|t| vec![*t]).collect(),
-            measured_s: max_of(&per_call) * iters as f64,
-            iters,
-            stop_reason: crate::stats::StopReason::Fixed,
-            warm,
-        };
-        let each = PerIteration {
-            times_s,
-            per_rank_s,
-            skipped: skip.min(iters.saturating_sub(1)),
-            timing,
-        };
-        Ok((sampled, each))
-    }
-
     /// Samples until the interval is tight, `budget_s` of measured time is spent or the
     /// sample cap is reached.
     fn sample(
@@ -254,7 +215,7 @@ impl PointRunner<'_> {
         let agg = s.agg_iters.unwrap_or(1).max(1);
         let stop_reason = loop {
             let all: Vec<f64> = self
-                .timed_per_rank(placement, iters, agg, what)?
+                .sample_per_rank(placement, iters, agg, what)?
                 .into_iter()
                 .map(|t| t / (iters * agg) as f64)
                 .collect();

@@ -186,6 +186,49 @@ pub struct Settings {
     /// per call. Absent: one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agg_iters: Option<usize>,
+    /// nccl-tests' -z: how each timed iteration ends. Absent: it does not (the batch is waited
+    /// for once, at its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking: Option<Blocking>,
+    /// nccl-tests' -u: both buffers start this many elements past their aligned allocation.
+    /// Absent: aligned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unalign: Option<usize>,
+    /// nccl-tests' -x: the CTA policy asked of NCCL (`ncclConfig_t.CTAPolicy`, 2.27 and later).
+    /// Absent: NCCL's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cta_policy: Option<i64>,
+}
+
+/// nccl-tests' -z 1..3 (src/common.cu, startColl and BenchTime): each timed iteration is
+/// waited for before the next begins.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Blocking {
+    /// -z 1: wait, then a barrier of all ranks; the barrier is in the time.
+    WaitAndBarrier,
+    /// -z 2: wait, no barrier.
+    Wait,
+    /// -z 3: wait, then a barrier; the time is the calls' alone, barriers left out.
+    WaitBarrierExcluded,
+}
+
+impl Blocking {
+    /// The mode of nccl-tests' `-z` value: 0 is none; any other value but 1 and 3 waits
+    /// without a barrier, as startColl tests `if (blocking_coll)` and then `== 1`.
+    pub fn from_flag(z: i64) -> Option<Blocking> {
+        match z {
+            0 => None,
+            1 => Some(Blocking::WaitAndBarrier),
+            3 => Some(Blocking::WaitBarrierExcluded),
+            _ => Some(Blocking::Wait),
+        }
+    }
+
+    /// Whether all ranks meet after each iteration.
+    pub fn barrier(self) -> bool {
+        self != Blocking::Wait
+    }
 }
 
 /// How a point's calls are scheduled.

@@ -266,6 +266,9 @@ impl Plan {
             schedule: t.schedule,
             per_iteration_skip: t.per_iteration_skip,
             agg_iters: (t.agg_iters > 1).then_some(t.agg_iters),
+            blocking: t.blocking,
+            unalign: (t.unalign > 0).then_some(t.unalign),
+            cta_policy: args.backend.cta_policy,
         };
         let (fault, injected) = match args.inject_fault.as_deref() {
             Some(text) => crate::fault_injection::parse(text)?,

@@ -1049,7 +1049,9 @@ fn communicators_and_streams_are_made_as_nccl_tests_makes_them_and_any_blocking_
         assert_eq!(inits.len(), 2, "{what}: {calls}");
         for l in inits {
             assert!(
-                l.ends_with(&format!("blocking={mode} nvlinkCentricSched={sched}")),
+                l.ends_with(&format!(
+                    "blocking={mode} nvlinkCentricSched={sched} CTAPolicy=unset"
+                )),
                 "{what}: {l}"
             );
         }

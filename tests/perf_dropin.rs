@@ -160,7 +160,6 @@ fn what_ncclprobe_cannot_run_exits_5_saying_what() {
         ("gather_perf", "", "does not run gather"),
         ("all_reduce_perf", "-u 1", "-u"),
         ("all_reduce_perf", "-G 10", "-G"),
-        ("all_reduce_perf", "-z 1", "-z"),
     ] {
         let (_dir, link) = linked(name);
         let args = format!("{args} --backend host");
@@ -608,7 +607,86 @@ fn aggregated_iterations_make_m_calls_per_timed_iteration() {
     // Per size and placement: the checked call (also the one warm-up call), then 2 iterations
     // of 3 calls.
     assert_eq!(calls, 2 * 2 * (1 + 2 * 3));
-    // Not with -I: its per-iteration times of a group are not taken apart yet.
-    let out = perf(&link, "-m 2 -I 1 --backend host");
-    assert_eq!(out.status.code(), Some(5));
+}
+
+/// The GPU TEST DOUBLE as NCCL `version` with two GPUs, run as `all_reduce_perf` with `args`:
+/// the output and the call trace.
+fn on_double(version: &str, args: &[&str]) -> (Output, String) {
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (dir, link) = linked("all_reduce_perf");
+    let trace = dir.path().join("trace.txt");
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args(args)
+        .env("LD_LIBRARY_PATH", libs.path())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "2")
+        .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+        .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+        .output()
+        .unwrap();
+    (out, std::fs::read_to_string(&trace).unwrap_or_default())
+}
+
+#[test]
+fn cta_policy_reaches_nccl_config_from_2_27_and_is_ignored_as_nccl_tests_ignores_it() {
+    let policies = |trace: &str| -> Vec<String> {
+        trace
+            .lines()
+            .filter(|l| l.starts_with("call=ncclCommInitRankConfig"))
+            .map(|l| l.rsplit("CTAPolicy=").next().unwrap().to_string())
+            .collect()
+    };
+    let ignored = "Option -x (cta_policy) 2 is not supported before NCCL 2.28. Ignoring";
+    for (version, x, set, says) in [
+        ("22703", "1", "1", false),
+        ("22703", "0", "0", false),
+        ("22703", "2", "unset", true),
+        ("22803", "2", "2", false),
+        ("22600", "1", "unset", false),
+    ] {
+        let (out, trace) = on_double(version, &["-b", "8", "-e", "8", "-g", "2", "-x", x]);
+        let what = format!("NCCL {version} -x {x}");
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
+        assert_eq!(policies(&trace), [set, set], "{what}: {trace}");
+        assert_eq!(text(&out.stdout).contains(ignored), says, "{what}");
+    }
+    // NCCL itself refuses a policy it does not know (2.28: 0..2): init fails, status 3
+    // (testNcclError) is not what ncclprobe can promise, but the run must fail.
+    let (out, _) = on_double("22803", &["-b", "8", "-e", "8", "-g", "2", "-x", "3"]);
+    assert_ne!(out.status.code(), Some(0));
+}
+
+#[test]
+fn blocking_modes_wait_for_each_iteration_and_say_so_in_the_record() {
+    let (dir, link) = linked("all_reduce_perf");
+    for (z, mode) in [
+        ("1", "wait-and-barrier"),
+        ("2", "wait"),
+        ("3", "wait-barrier-excluded"),
+    ] {
+        let json = dir.path().join(format!("z{z}.json"));
+        let args = format!(
+            "-b 8 -e 1K -f 4 -g 2 -n 5 -m 2 -I 1 -z {z} --backend host --json {}",
+            json.display()
+        );
+        let out = perf(&link, &args);
+        assert_eq!(out.status.code(), Some(0), "-z {z}: {}", text(&out.stderr));
+        let rows = text(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.trim_start().starts_with(char::is_numeric))
+            .count();
+        assert_eq!(rows, 4, "-z {z}: 8, 32, 128 and 512 bytes");
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(record["settings"]["blocking"], mode, "-z {z}");
+        assert_eq!(record["settings"]["agg_iters"], 2, "-z {z}");
+        let point = &record["points"][0];
+        assert_eq!(
+            point["per_iteration"]["times_s"].as_array().unwrap().len(),
+            5,
+            "-z {z}: one time per iteration of -m calls"
+        );
+        assert_eq!(point["per_iteration"]["timing"], "host-clock-each-waited");
+    }
 }

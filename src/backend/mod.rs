@@ -162,18 +162,20 @@ pub trait Communicator {
         self.run(placement, iters * agg.max(1))
     }
 
-    /// `iters` calls timed one by one (nccl-tests' -I): the batch's seconds, each call's, and
-    /// how they were told apart. This default is for backends whose calls return complete
-    /// (host, MPI): the host clock around each call is that call's time.
+    /// `iters` iterations of `agg` calls each (-m; 1 elsewhere), timed one by one (nccl-tests'
+    /// -I): the batch's seconds, each iteration's, and how they were told apart. This default
+    /// is for backends whose calls return complete (host, MPI): the host clock around each
+    /// iteration is its time.
     fn run_each(
         &mut self,
         placement: Placement,
         iters: usize,
+        agg: usize,
     ) -> Result<(f64, Vec<f64>, IterationTiming), BackendError> {
         let start = std::time::Instant::now();
         let mut each = Vec::with_capacity(iters);
         for _ in 0..iters {
-            each.push(self.run(placement, 1)?);
+            each.push(self.run_aggregated(placement, 1, agg)?);
         }
         let batch_s = start.elapsed().as_secs_f64();
         Ok((batch_s, each, IterationTiming::HostClock))

@@ -130,6 +130,7 @@ impl BackendArgs {
             nccl_lib: self.nccl_lib.clone(),
             register: self.register,
             first_device: None,
+            cta_policy: None,
         }
     }
 }

@@ -138,6 +138,8 @@ impl MatrixArgs {
                 per_iteration_skip: None,
                 cycles: 1,
                 agg_iters: 1,
+                blocking: None,
+                unalign: 0,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

@@ -393,15 +393,9 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
 pub fn unsupported(f: &PerfFlags) -> Option<String> {
     let env = |k: &str| std::env::var_os(k).is_some();
     let reasons = [
-        (
-            f.agg_iters > 1 && f.per_iter_timing != 0,
-            "-m with -I (per-iteration times of aggregated groups)",
-        ),
         (f.run_cycles < 1, "-N 0 (cycles without end)"),
-        (f.blocking != 0, "-z other than 0 (blocking collectives)"),
         (f.stream_null != 0, "-y 1 (the NULL stream)"),
         (f.cudagraph > 0, "-G (CUDA graph capture and replay)"),
-        (f.cta_policy.is_some(), "-x (CTA policy)"),
         (
             f.device_implementation > 0,
             "-D (NCCL device API implementations)",
@@ -513,6 +507,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             per_iteration_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
             cycles: f.run_cycles.max(1) as usize,
             agg_iters: f.agg_iters.max(1) as usize,
+            blocking: crate::model::Blocking::from_flag(f.blocking),
             ..Timing::default()
         },
         backend: BackendOptions {
@@ -532,6 +527,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
                 .map(|v| strtol(&v))
                 .filter(|d| *d >= 0)
                 .map(|d| d as usize),
+            cta_policy: f.cta_policy,
             ..BackendOptions::default()
         },
         output: crate::render::record::Outputs {

@@ -89,6 +89,10 @@ pub struct Timing {
     pub cycles: usize,
     /// nccl-tests' -m: calls per timed iteration, grouped.
     pub agg_iters: usize,
+    /// nccl-tests' -z: each timed iteration waited for (and the ranks met) before the next.
+    pub blocking: Option<crate::model::Blocking>,
+    /// nccl-tests' -u: buffers misaligned by this many elements.
+    pub unalign: usize,
 }
 
 impl Default for Timing {
@@ -111,6 +115,8 @@ impl Default for Timing {
             per_iteration_skip: None,
             cycles: 1,
             agg_iters: 1,
+            blocking: None,
+            unalign: 0,
         }
     }
 }
@@ -126,6 +132,8 @@ pub struct BackendOptions {
     /// nccl-tests' NCCL_TESTS_DEVICE: the CUDA device of the first GPU (else 0, or the local
     /// rank's under a launcher).
     pub first_device: Option<usize>,
+    /// nccl-tests' -x: `ncclConfig_t.CTAPolicy` of every communicator (NCCL 2.27 and later).
+    pub cta_policy: Option<i64>,
 }
 
 /// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.

@@ -98,6 +98,10 @@ pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
     let api = Arc::new(
         Api::load(found).map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?,
     );
+    // nccl-tests says this while reading its flags, before the banner.
+    if let Some(line) = nccl::cta_policy_for(args.backend.cta_policy, api.nccl.version_code).said {
+        println!("{line}");
+    }
     if let Some(tr) = Torchrun::from_env() {
         let launch_info = PerProcess {
             rank: tr.rank,
@@ -146,7 +150,9 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
         .iter()
         .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
         .min();
-    let plan = Plan::from_options(args, nccl_memory_limit(free, ngpus))?;
+    let mut plan = Plan::from_options(args, nccl_memory_limit(free, ngpus))?;
+    let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
+    plan.notes.extend(cta.note);
     let start = Start {
         calibration: record::copy_calibration(&api, &devices, &plan),
         plan,
@@ -155,7 +161,7 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
         libraries: record::nccl_libraries(&api),
         connect: Box::new(move |watchdog, plan| {
             watchdog.arm(format!("NCCL init of {ngpus} GPUs"));
-            let mut comms = NcclComm::init_all(api, &devices)
+            let mut comms = NcclComm::init_all(api, &devices, cta.value)
                 .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
             watchdog.disarm();
             for c in &mut comms {
@@ -240,6 +246,8 @@ fn nccl_per_process(
         .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
     let mut plan = Plan::from_options(args, nccl_memory_limit(api.free_memory(), sharing))?;
     plan.notes.extend(notes);
+    let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
+    plan.notes.extend(cta.note);
     let (rank, world) = (at.rank, at.world);
     let start = Start {
         plan,
@@ -255,7 +263,7 @@ fn nccl_per_process(
             let gpu = api.pci_bus_id(device);
             one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;
             watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
-            let mut comm = NcclComm::new(api, rank, world, device, control)
+            let mut comm = NcclComm::new(api, rank, world, device, control, cta.value)
                 .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
             configure(&mut comm, plan)?;
             watchdog.disarm();

@@ -52,7 +52,14 @@ impl NcclConfig {
     /// compare), except that the communicator is non-blocking: no call holds its owner inside
     /// NCCL, so a timeout or a signal is acted on by the owner (see `abort`). Blocking is a
     /// host-side mode: it changes neither the kernels nor what is timed.
-    pub(super) fn nccl_tests_non_blocking(library_version: i32) -> NcclConfig {
+    ///
+    /// `cta_policy` is nccl-tests' -x (`config.CTAPolicy`), already checked against the
+    /// library by [`cta_policy_for`]; the layout's version (2.28) keeps NCCL 2.27 and later
+    /// from resetting it, and an older library never reads that far.
+    pub(super) fn nccl_tests_non_blocking(
+        library_version: i32,
+        cta_policy: Option<c_int>,
+    ) -> NcclConfig {
         let undef = NCCL_CONFIG_UNDEF_INT;
         NcclConfig {
             size: std::mem::size_of::<NcclConfig>(),
@@ -69,7 +76,7 @@ impl NcclConfig {
             traffic_class: undef,
             comm_name: std::ptr::null(),
             collnet_enable: undef,
-            cta_policy: undef,
+            cta_policy: cta_policy.unwrap_or(undef),
             shrink_share: undef,
             nvls_ctas: undef,
             n_channels_per_net_peer: undef,
@@ -77,6 +84,42 @@ impl NcclConfig {
         }
     }
 }
+/// nccl-tests' -x as it reaches `config.CTAPolicy` (src/common.cu: set when built with NCCL
+/// 2.27 or later; a value above 1 refused before 2.28 with nccl-tests' line, and left unset).
+#[derive(Debug, PartialEq)]
+pub struct CtaPolicy {
+    /// The value to set.
+    pub value: Option<c_int>,
+    /// nccl-tests' own line for stdout, where it ignores the value.
+    pub said: Option<String>,
+    /// Ours, for the record, where NCCL would ignore the value without a word.
+    pub note: Option<String>,
+}
+
+pub fn cta_policy_for(requested: Option<i64>, library_version: i32) -> CtaPolicy {
+    let mut out = CtaPolicy {
+        value: None,
+        said: None,
+        note: None,
+    };
+    let Some(p) = requested.map(|p| p as c_int) else {
+        return out;
+    };
+    if p > 1 && library_version < 22800 {
+        out.said = Some(format!(
+            "Option -x (cta_policy) {p} is not supported before NCCL 2.28. Ignoring"
+        ));
+    } else if library_version < 22700 {
+        out.note = Some(format!(
+            "-x {p}: NCCL {} has no CTA policy (ncclConfig_t.CTAPolicy came in 2.27); not set",
+            super::loader::version_string(library_version)
+        ));
+    } else {
+        out.value = Some(p);
+    }
+    out
+}
+
 type NcclGroup = unsafe extern "C" fn() -> c_int;
 type NcclAllReduce = unsafe extern "C" fn(
     *const c_void,

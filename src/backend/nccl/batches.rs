@@ -80,18 +80,20 @@ impl NcclComm {
 
     /// -I as nccl-tests times it (src/common.cu, BenchTime with per_iter_timing: recordEvents
     /// before each iteration and once after the last, getElapsedTimes between neighbours):
-    /// events on the stream between calls, none waited for until the batch is done. With -g N
-    /// from one thread the group launcher owns the streams, so each call is timed to its end
-    /// on the host instead, and the record says so.
+    /// events on the stream between iterations (each one call, or -m's group of `agg`), none
+    /// waited for until the batch is done. With -g N from one thread the group launcher owns
+    /// the streams, so each iteration is timed to its end on the host instead, and the record
+    /// says so.
     pub(super) fn run_each_timed(
         &mut self,
         placement: Placement,
         iters: usize,
+        agg: usize,
     ) -> Result<(f64, Vec<f64>, IterationTiming), BackendError> {
         if self.group.is_some() {
             let start = Instant::now();
             let each = (0..iters)
-                .map(|_| self.run_batch(placement, 1, 1))
+                .map(|_| self.run_batch(placement, 1, agg))
                 .collect::<Result<Vec<f64>, _>>()?;
             let batch_s = start.elapsed().as_secs_f64();
             return Ok((batch_s, each, IterationTiming::HostClockEachWaited));
@@ -111,12 +113,18 @@ impl NcclComm {
                 events.push(e);
             }
             let start = Instant::now();
+            let target = self.target();
             for e in &events[..iters] {
-                // SAFETY: our event, recorded on our stream; buffers sized by prepare.
-                unsafe {
-                    self.api
-                        .cuda("cuEventRecord", drv::cuEventRecord(*e, stream))?;
-                    enqueue(&self.api, &self.target(), &spec, placement)?;
+                // SAFETY: our event, recorded on our stream.
+                self.api
+                    .cuda("cuEventRecord", unsafe { drv::cuEventRecord(*e, stream) })?;
+                if agg > 1 {
+                    let work = [(target.clone(), Work::Collective(spec, placement, agg))];
+                    one_group(&self.api, &work, 0)?;
+                    self.current()?;
+                } else {
+                    // SAFETY: buffers sized by prepare for this spec in both placements.
+                    unsafe { enqueue(&self.api, &target, &spec, placement)? };
                 }
             }
             // SAFETY: as above.

@@ -60,6 +60,7 @@ impl NcclComm {
         nranks: usize,
         device: c_int,
         mut control: Box<dyn ControlPlane>,
+        cta_policy: Option<c_int>,
     ) -> Result<NcclComm, BackendError> {
         let ctx = api.use_device(device)?;
         let id = if rank == 0 {
@@ -74,7 +75,7 @@ impl NcclComm {
             .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
         let what = || format!("ncclCommInitRankConfig (rank {rank} of {nranks}, GPU {device})");
         let mut comm = std::ptr::null_mut();
-        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code);
+        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code, cta_policy);
         // SAFETY: valid out-pointer and config; the id by value as the call takes it.
         let rc = unsafe {
             (api.nccl_comm_init_rank_config)(
@@ -92,11 +93,15 @@ impl NcclComm {
     /// `-g N` in one process: one communicator per GPU, created as nccl-tests creates them
     /// (src/common.cu, initComms): `ncclCommInitRankConfig` for each GPU inside one group,
     /// from this thread, each then handed to its rank's thread.
-    pub fn init_all(api: Arc<Api>, devices: &[c_int]) -> Result<Vec<NcclComm>, BackendError> {
+    pub fn init_all(
+        api: Arc<Api>,
+        devices: &[c_int],
+        cta_policy: Option<c_int>,
+    ) -> Result<Vec<NcclComm>, BackendError> {
         let n = devices.len();
         let id = api.unique_id()?;
         let mut comms = vec![std::ptr::null_mut(); n];
-        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code);
+        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code, cta_policy);
         let mut rc = FirstError::default();
         // SAFETY: no arguments; closed below whatever happens in between.
         unsafe { (api.nccl_group_start)() };
@@ -326,8 +331,9 @@ impl Communicator for NcclComm {
         &mut self,
         placement: Placement,
         iters: usize,
+        agg: usize,
     ) -> Result<(f64, Vec<f64>, IterationTiming), BackendError> {
-        self.run_each_timed(placement, iters)
+        self.run_each_timed(placement, iters, agg)
     }
 
     /// ncclSend/ncclRecv in a group per phase on this rank's stream (`-g N`: every GPU's

@@ -15,7 +15,7 @@ mod group;
 mod loader;
 
 pub use abort::{abort_all, Handle};
-pub use api::{Api, RegistrationMode};
+pub use api::{cta_policy_for, Api, CtaPolicy, RegistrationMode};
 pub use comm::NcclComm;
 pub use loader::{
     candidates, describe_attempts, find_nccl, python_site_packages, version_string, Attempt, Nccl,

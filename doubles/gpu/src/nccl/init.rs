@@ -92,6 +92,7 @@ fn blocking_after_env(config: bool) -> bool {
 struct Config {
     blocking: c_int,
     nvlink_centric_sched: Option<c_int>,
+    cta_policy: Option<c_int>,
 }
 
 unsafe fn read_config(config: *const u8) -> Result<Config, NcclResult> {
@@ -99,6 +100,7 @@ unsafe fn read_config(config: *const u8) -> Result<Config, NcclResult> {
         return Ok(Config {
             blocking: 1,
             nvlink_centric_sched: None,
+            cta_policy: None,
         });
     }
     let size = (config as *const usize).read_unaligned();
@@ -117,9 +119,24 @@ unsafe fn read_config(config: *const u8) -> Result<Config, NcclResult> {
     ncclGetVersion(&mut version);
     // nvlinkCentricSched sits at offset 76 of NCCL 2.28's layout (80 bytes).
     let nvlink_centric_sched = (version >= 22800 && size >= 80).then(|| int_at(76));
+    // CTAPolicy sits at offset 60 of 2.27's layout (72 bytes). parseCommConfig refuses a value
+    // outside NCCL_CTA_POLICY_DEFAULT..EFFICIENCY (2.27), ..ZERO (2.28), or the 0..3 bitmask
+    // (2.29 and later): "Invalid CTA policy".
+    let cta_policy = (version >= 22700 && size >= 72).then(|| int_at(60));
+    let highest = match version {
+        ..=22799 => 1,
+        22800..=22899 => 2,
+        _ => 3,
+    };
+    if let Some(p) = cta_policy.filter(|&p| p != c_int::MIN) {
+        if !(0..=highest).contains(&p) {
+            return Err(NCCL_INVALID_ARGUMENT);
+        }
+    }
     Ok(Config {
         blocking,
         nvlink_centric_sched,
+        cta_policy: cta_policy.filter(|&p| p != c_int::MIN),
     })
 }
 
@@ -207,11 +224,14 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
     };
     let blocking = blocking_after_env(config.blocking == 1);
     trace_line(&format!(
-        "call=ncclCommInitRankConfig rank={rank} blocking={} nvlinkCentricSched={}",
+        "call=ncclCommInitRankConfig rank={rank} blocking={} nvlinkCentricSched={} CTAPolicy={}",
         blocking as u8,
         config
             .nvlink_centric_sched
-            .map_or("unread".to_string(), |v| v.to_string())
+            .map_or("unread".to_string(), |v| v.to_string()),
+        config
+            .cta_policy
+            .map_or("unset".to_string(), |v| v.to_string())
     ));
     init_rank(out, nranks, &id, rank, blocking)
 }

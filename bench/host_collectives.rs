@@ -46,6 +46,7 @@ fn bench(c: &mut Criterion) {
                 op: RedOp::Sum,
                 root: 0,
                 count: size / 4,
+                unalign: 0,
             };
             group.bench_with_input(BenchmarkId::new(coll.name(), size), &spec, |b, spec| {
                 b.iter_custom(|iters| run_world(*spec, 2, iters))

@@ -158,7 +158,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("gather_perf", "", "does not run gather"),
-        ("all_reduce_perf", "-u 1", "-u"),
+        ("all_reduce_perf", "-M 1", "-M"),
         ("all_reduce_perf", "-G 10", "-G"),
     ] {
         let (_dir, link) = linked(name);
@@ -689,4 +689,50 @@ fn blocking_modes_wait_for_each_iteration_and_say_so_in_the_record() {
         );
         assert_eq!(point["per_iteration"]["timing"], "host-clock-each-waited");
     }
+}
+
+#[test]
+fn unalign_moves_both_buffers_by_whole_elements_and_the_results_stay_right() {
+    // The GPU TEST DOUBLE traces how aligned every buffer NCCL is handed is.
+    let aligns = |trace: &str| -> std::collections::BTreeSet<String> {
+        trace
+            .lines()
+            .filter(|l| l.contains("call=ncclAllReduce"))
+            .map(|l| {
+                l.split(" align=")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .into()
+            })
+            .collect()
+    };
+    for (u, dtype, align) in [
+        ("0", "float", "256"),
+        ("1", "float", "4"),
+        ("3", "int8", "1"),
+    ] {
+        let (out, trace) = on_double(
+            "22703",
+            &[
+                "-b", "8", "-e", "4K", "-f", "8", "-g", "2", "-u", u, "-d", dtype,
+            ],
+        );
+        let what = format!("-u {u} -d {dtype}");
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("# Out of bounds values : 0 OK"),
+            "{what}: {}",
+            text(&out.stdout)
+        );
+        let expected: std::collections::BTreeSet<String> = [align.to_string()].into();
+        assert_eq!(aligns(&trace), expected, "{what}");
+    }
+    // The host backend moves its buffers the same way; its results are checked as well.
+    let (_dir, link) = linked("all_gather_perf");
+    let out = perf(&link, "-b 8 -e 4K -f 8 -g 3 -u 5 -d int8 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
 }

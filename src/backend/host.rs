@@ -304,8 +304,8 @@ impl Communicator for HostComm {
         self.patient = false;
         let layout = spec.layout(self.nranks(), self.rank);
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
-        self.send.ensure(bytes)?;
-        self.recv.ensure(bytes)?;
+        self.send.ensure_at(bytes, spec.shift_bytes())?;
+        self.recv.ensure_at(bytes, spec.shift_bytes())?;
         if matches!(spec.coll, Collective::Alltoall | Collective::Sendrecv) {
             self.scratch.ensure(bytes)?;
         }
@@ -506,6 +506,7 @@ mod tests {
             op,
             root,
             count,
+            unalign: 0,
         };
         let gen = Generator {
             coll,

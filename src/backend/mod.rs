@@ -40,9 +40,17 @@ pub struct PointSpec {
     pub root: usize,
     /// Requested size divided by the element size (nccl-tests' `count`).
     pub count: usize,
+    /// nccl-tests' -u: both buffers begin this many elements past their (aligned) start.
+    pub unalign: usize,
 }
 
 impl PointSpec {
+    /// How far -u moves both buffers from their aligned start, in bytes (src/common.cu,
+    /// TimeTest: `unalign * wordSize(type)`).
+    pub fn shift_bytes(&self) -> usize {
+        self.unalign * self.dtype.size_bytes()
+    }
+
     pub fn layout(&self, nranks: usize, rank: usize) -> Layout {
         Layout::new(self.coll, self.count, self.dtype.size_bytes(), nranks, rank)
     }
@@ -135,6 +143,7 @@ impl PointSpec {
             op: RedOp::Sum,
             root: 0,
             count: bytes,
+            unalign: 0,
         }
     }
 }
@@ -252,17 +261,27 @@ pub trait Communicator {
     }
 }
 
-/// Zeroed 8-byte-aligned storage, so every element type can be viewed in place.
+/// Zeroed 8-byte-aligned storage, so every element type can be viewed in place; or, under
+/// nccl-tests' -u, viewed from `offset` bytes past that alignment.
 #[derive(Default)]
 pub struct AlignedBuf {
     words: Vec<u64>,
+    offset: usize,
     len_bytes: usize,
 }
 
 impl AlignedBuf {
     /// Grow to at least `len_bytes`; reports allocation failure instead of aborting.
     pub fn ensure(&mut self, len_bytes: usize) -> Result<(), BackendError> {
-        let words = len_bytes.div_ceil(8);
+        self.ensure_at(len_bytes, 0)
+    }
+
+    /// Grow to `len_bytes` seen from `offset` bytes past the aligned start.
+    pub fn ensure_at(&mut self, len_bytes: usize, offset: usize) -> Result<(), BackendError> {
+        self.offset = 0;
+        self.len_bytes = 0;
+        let len_bytes_total = len_bytes + offset;
+        let words = len_bytes_total.div_ceil(8);
         if self.words.len() < words {
             let extra = words - self.words.len();
             self.words
@@ -273,17 +292,19 @@ impl AlignedBuf {
                 })?;
             self.words.resize(words, 0);
         }
+        self.offset = offset;
         self.len_bytes = len_bytes;
         Ok(())
     }
     pub fn bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.words)[..self.len_bytes]
+        &bytemuck::cast_slice(&self.words)[self.offset..self.offset + self.len_bytes]
     }
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len_bytes]
+        &mut bytemuck::cast_slice_mut(&mut self.words)[self.offset..self.offset + self.len_bytes]
     }
+    /// The start of the view (`offset` bytes past the aligned start).
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.words.as_mut_ptr() as *mut u8
+        self.bytes_mut().as_mut_ptr()
     }
 }
 

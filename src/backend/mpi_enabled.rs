@@ -353,8 +353,8 @@ impl Communicator for MpiComm {
             )));
         }
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
-        self.send.ensure(bytes)?;
-        self.recv.ensure(bytes)?;
+        self.send.ensure_at(bytes, spec.shift_bytes())?;
+        self.recv.ensure_at(bytes, spec.shift_bytes())?;
         self.spec = Some(*spec);
         Ok(())
     }

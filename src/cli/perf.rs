@@ -401,7 +401,6 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
             "-D (NCCL device API implementations)",
         ),
         (f.memory != 0, "-M 1 (GPU memory report)"),
-        (f.unalign != 0, "-u (misaligned buffers)"),
         (
             f.datatype.starts_with("f8"),
             "-d f8e4m3 / f8e5m2 (fp8 types)",
@@ -508,6 +507,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             cycles: f.run_cycles.max(1) as usize,
             agg_iters: f.agg_iters.max(1) as usize,
             blocking: crate::model::Blocking::from_flag(f.blocking),
+            unalign: f.unalign.max(0) as usize,
             ..Timing::default()
         },
         backend: BackendOptions {

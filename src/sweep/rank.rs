@@ -30,6 +30,7 @@ fn prepare_failure(coll: Collective, size: u64, e: BackendError) -> Failure {
 }
 
 fn spec(
+    plan: &Plan,
     coll: Collective,
     dtype: crate::dtype::Dtype,
     op: RedOp,
@@ -42,6 +43,7 @@ fn spec(
         op,
         root: root.max(0) as usize,
         count: (size / dtype.size_bytes() as u64) as usize,
+        unalign: plan.settings.unalign.unwrap_or(0),
     }
 }
 
@@ -80,7 +82,7 @@ pub fn run_rank(
         if let (Some(&largest), Some(&dtype)) = (plan.sizes_bytes.last(), plan.dtypes.first()) {
             sweep
                 .comm
-                .prepare(&spec(coll, dtype, RedOp::Sum, 0, largest))
+                .prepare(&spec(plan, coll, dtype, RedOp::Sum, 0, largest))
                 .map_err(|e| prepare_failure(coll, largest, e))?;
         }
         let mut coll_points: Vec<Point> = Vec::new();
@@ -147,7 +149,7 @@ impl Sweep<'_> {
         size: u64,
         remaining: &[u64],
     ) -> Result<(Point, Point), Failure> {
-        let spec = spec(coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
+        let spec = spec(self.plan, coll, dtype, op.unwrap_or(RedOp::Sum), root, size);
         let settings = &self.plan.settings;
         let budget_s = match &self.budget {
             Some(b) if remaining.is_empty() => b.point_budget_s(settings, &[size]),

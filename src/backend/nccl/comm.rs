@@ -33,6 +33,8 @@ pub struct NcclComm {
     pub(super) stream: usize,
     pub(super) dev_send: u64,
     pub(super) dev_recv: u64,
+    /// -u: how far past `dev_send` and `dev_recv` the prepared point's buffers begin.
+    pub(super) shift: u64,
     pub(super) capacity: usize,
     pub(super) host_send: AlignedBuf,
     pub(super) host_recv: AlignedBuf,
@@ -179,6 +181,7 @@ impl NcclComm {
             stream: stream as usize,
             dev_send: 0,
             dev_recv: 0,
+            shift: 0,
             capacity: 0,
             host_send: AlignedBuf::default(),
             host_recv: AlignedBuf::default(),
@@ -223,8 +226,8 @@ impl NcclComm {
             ctx: self.ctx,
             comm: Arc::clone(&self.comm),
             stream: self.stream,
-            dev_send: self.dev_send,
-            dev_recv: self.dev_recv,
+            dev_send: self.dev_send + self.shift,
+            dev_recv: self.dev_recv + self.shift,
             rank: self.rank,
             nranks: self.nranks,
             device: self.device,
@@ -250,10 +253,13 @@ impl Communicator for NcclComm {
         spec.runnable()?;
         self.current()?;
         let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
-        if bytes > self.capacity {
+        // -u: the collective's buffers start past the allocation's (aligned) start.
+        let needed = bytes + spec.shift_bytes();
+        if needed > self.capacity {
             self.free_buffers();
-            self.alloc_buffers(bytes.max(1))?;
+            self.alloc_buffers(needed.max(1))?;
         }
+        self.shift = spec.shift_bytes() as u64;
         self.host_send.ensure(bytes)?;
         self.host_recv.ensure(bytes)?;
         self.spec = Some(*spec);
@@ -280,8 +286,8 @@ impl Communicator for NcclComm {
         // until the stream is synchronised below.
         unsafe {
             for (dst, src) in [
-                (self.dev_send, self.host_send.bytes().as_ptr()),
-                (self.dev_recv, self.host_recv.bytes().as_ptr()),
+                (self.dev_send + self.shift, self.host_send.bytes().as_ptr()),
+                (self.dev_recv + self.shift, self.host_recv.bytes().as_ptr()),
             ] {
                 self.api.cuda(
                     "cuMemcpyHtoDAsync",
@@ -304,7 +310,7 @@ impl Communicator for NcclComm {
                 "cuMemcpyDtoHAsync",
                 drv::cuMemcpyDtoHAsync_v2(
                     self.host_recv.bytes_mut().as_mut_ptr() as *mut c_void,
-                    self.dev_recv,
+                    self.dev_recv + self.shift,
                     n,
                     stream,
                 ),

@@ -20,17 +20,23 @@ std::thread_local! {
 /// several devices must group its calls (an ungrouped call may block waiting for a peer the
 /// same thread has yet to launch): a thread calling a second communicator outside a group
 /// gets ncclInvalidUsage. `NCCLPROBE_TEST_DOUBLE_TRACE=FILE` appends one line per call:
-/// `thread=<id> rank=<r> grouped=<bool> registered=<bool> call=<name>` (registered: every buffer
-/// of the call lies in one registered with ncclCommRegister), for tests that check who
-/// launched what on which buffers.
+/// `thread=<id> rank=<r> grouped=<bool> registered=<bool> align=<n> call=<name>` (registered:
+/// every buffer of the call lies in one registered with ncclCommRegister; align: the largest
+/// power of two up to 256 that every buffer address is a multiple of), for tests that check
+/// who launched what on which buffers.
 unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<InUse<'static>, NcclResult> {
     let depth = group_depth();
     let comm = live_comm(c, call);
     let inside = comm.enter(call);
     if tracing() {
         let registered = bufs.iter().all(|&b| is_registered(c as usize, b));
+        let align = bufs
+            .iter()
+            .map(|&b| 1usize << b.trailing_zeros().min(8))
+            .min()
+            .unwrap_or(256);
         trace_line(&format!(
-            "thread={:?} rank={} grouped={} registered={registered} call={call}",
+            "thread={:?} rank={} grouped={} registered={registered} align={align} call={call}",
             std::thread::current().id(),
             comm.rank,
             depth > 0

@@ -198,6 +198,57 @@ pub struct Settings {
     /// Absent: NCCL's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cta_policy: Option<i64>,
+    /// nccl-tests' -y 1: the calls ran on the GPU's legacy default (NULL) stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream_null: bool,
+}
+
+/// nccl-tests' -M: device memory taken by each stage of a rank, the most of any rank (src/util.cu,
+/// writeMemInfo: `Initialization`, `User-Allocated`, `Collective`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuMemory {
+    /// What the communicator's init took.
+    pub initialization_bytes: i64,
+    /// What the send and receive buffers took.
+    pub user_allocated_bytes: i64,
+    /// What NCCL took while the collectives ran (connections made on first use).
+    pub collective_bytes: i64,
+}
+
+impl GpuMemory {
+    /// As the bytes, the most of each stage over every rank's.
+    pub fn to_bytes(self) -> [u8; 24] {
+        let mut out = [0u8; 24];
+        for (chunk, v) in out.chunks_exact_mut(8).zip([
+            self.initialization_bytes,
+            self.user_allocated_bytes,
+            self.collective_bytes,
+        ]) {
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// The stage-by-stage maximum of ranks' [`GpuMemory::to_bytes`]; `None` when no rank had one.
+    pub fn most_of(ranks: &[Vec<u8>]) -> Option<GpuMemory> {
+        let read = |b: &[u8], i: usize| -> Option<i64> {
+            b.get(i * 8..i * 8 + 8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        };
+        ranks
+            .iter()
+            .filter(|b| b.len() == 24)
+            .map(|b| GpuMemory {
+                initialization_bytes: read(b, 0).unwrap_or(0),
+                user_allocated_bytes: read(b, 1).unwrap_or(0),
+                collective_bytes: read(b, 2).unwrap_or(0),
+            })
+            .reduce(|a, b| GpuMemory {
+                initialization_bytes: a.initialization_bytes.max(b.initialization_bytes),
+                user_allocated_bytes: a.user_allocated_bytes.max(b.user_allocated_bytes),
+                collective_bytes: a.collective_bytes.max(b.collective_bytes),
+            })
+    }
 }
 
 /// nccl-tests' -z 1..3 (src/common.cu, startColl and BenchTime): each timed iteration is

@@ -269,6 +269,7 @@ impl Plan {
             blocking: t.blocking,
             unalign: (t.unalign > 0).then_some(t.unalign),
             cta_policy: args.backend.cta_policy,
+            stream_null: args.backend.stream_null,
         };
         let (fault, injected) = match args.inject_fault.as_deref() {
             Some(text) => crate::fault_injection::parse(text)?,

@@ -158,7 +158,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("gather_perf", "", "does not run gather"),
-        ("all_reduce_perf", "-M 1", "-M"),
+        ("all_reduce_perf", "-G 10 -N 0", "-N 0"),
         ("all_reduce_perf", "-G 10", "-G"),
     ] {
         let (_dir, link) = linked(name);
@@ -735,4 +735,85 @@ fn unalign_moves_both_buffers_by_whole_elements_and_the_results_stay_right() {
     let out = perf(&link, "-b 8 -e 4K -f 8 -g 3 -u 5 -d int8 --backend host");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
+}
+
+#[test]
+fn memory_report_prints_what_init_buffers_and_collectives_took_as_write_mem_info_does() {
+    // The GPU TEST DOUBLE takes 48 MiB of each GPU at NCCL init and 12 MiB at the first launch
+    // (the connections), as NCCL takes memory at both; the buffers are two of -e's 2 MiB.
+    let (out, _) = on_double(
+        "22703",
+        &["-b", "8", "-e", "2M", "-f", "64", "-g", "2", "-M", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let tail: Vec<&str> = stdout.lines().rev().take(5).collect();
+    assert_eq!(
+        tail,
+        [
+            "",
+            "#",
+            "# GPU memory usage     : Initialization 48.0 MB | User-Allocated 4.00 MB | Collective 12.0 MB | Total  64.0 MB",
+            "# Collective test concluded: all_reduce_perf",
+            "#",
+        ],
+        "{stdout}"
+    );
+    // Without -M, no such line.
+    let (out, _) = on_double("22703", &["-b", "8", "-e", "8", "-g", "2"]);
+    assert!(!text(&out.stdout).contains("GPU memory usage"));
+    // The host backend has no GPU memory: it says so instead of printing zeros.
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 8 -e 8 -g 2 -M 1 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("GPU memory usage"));
+    assert!(text(&out.stderr).contains("-M 1: no GPU memory to report"));
+}
+
+#[test]
+fn stream_null_puts_every_call_on_the_legacy_stream_of_each_gpu() {
+    // The GPU TEST DOUBLE keeps one legacy stream per device, as CUDA does: with one stream
+    // for all, two GPUs from one thread would wait for each other forever.
+    let streams = |trace: &str| -> std::collections::BTreeSet<String> {
+        trace
+            .lines()
+            .filter(|l| l.contains("call=ncclAllReduce"))
+            .map(|l| {
+                l.split(" stream=")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .into()
+            })
+            .collect()
+    };
+    for (y, stream) in [("0", "own"), ("1", "null")] {
+        let (out, trace) = on_double(
+            "22703",
+            &[
+                "-b", "8", "-e", "64K", "-f", "64", "-g", "2", "-y", y, "-I", "1",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "-y {y}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
+        let expected: std::collections::BTreeSet<String> = [stream.to_string()].into();
+        assert_eq!(streams(&trace), expected, "-y {y}");
+    }
+    // Without GPUs there are no streams: said, and not claimed in the record.
+    let (dir, link) = linked("all_reduce_perf");
+    let json = dir.path().join("run.json");
+    let out = perf(
+        &link,
+        &format!(
+            "-b 8 -e 8 -g 2 -y 1 -x 1 --backend host --json {}",
+            json.display()
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("apply to the NCCL backend only"));
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(record["settings"].get("stream_null").is_none());
+    assert!(record["settings"].get("cta_policy").is_none());
 }

@@ -233,6 +233,12 @@ pub trait Communicator {
         None
     }
 
+    /// nccl-tests' -M: what this rank's init, buffers and collectives took of its GPU's
+    /// memory so far (`None`: no GPU).
+    fn gpu_memory(&mut self) -> Option<crate::model::GpuMemory> {
+        None
+    }
+
     /// Copy the host buffers to the device (after inputs were written); no-op for host memory.
     fn upload(&mut self) -> Result<(), BackendError> {
         Ok(())

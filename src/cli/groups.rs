@@ -131,6 +131,7 @@ impl BackendArgs {
             register: self.register,
             first_device: None,
             cta_policy: None,
+            stream_null: false,
         }
     }
 }

@@ -394,13 +394,11 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
     let env = |k: &str| std::env::var_os(k).is_some();
     let reasons = [
         (f.run_cycles < 1, "-N 0 (cycles without end)"),
-        (f.stream_null != 0, "-y 1 (the NULL stream)"),
         (f.cudagraph > 0, "-G (CUDA graph capture and replay)"),
         (
             f.device_implementation > 0,
             "-D (NCCL device API implementations)",
         ),
-        (f.memory != 0, "-M 1 (GPU memory report)"),
         (
             f.datatype.starts_with("f8"),
             "-d f8e4m3 / f8e5m2 (fp8 types)",
@@ -459,6 +457,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
         parallel_init: f.parallel_init != 0,
         report_cputime: f.report_cputime != 0,
         report_timestamps: f.report_timestamps != 0,
+        memory: f.memory != 0,
         per_iter_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
         min_bw,
         json: f.output_file.as_ref().map(PathBuf::from),
@@ -528,6 +527,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
                 .filter(|d| *d >= 0)
                 .map(|d| d as usize),
             cta_policy: f.cta_policy,
+            stream_null: f.stream_null != 0,
             ..BackendOptions::default()
         },
         output: crate::render::record::Outputs {

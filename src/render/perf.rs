@@ -32,6 +32,8 @@ pub struct PerfStyle {
     pub report_cputime: bool,
     /// -S 1: each row ends with the local time.
     pub report_timestamps: bool,
+    /// -M 1: the GPU memory each stage took, after the summary.
+    pub memory: bool,
     /// -I 1: each call timed; the leading calls its summary skips (-K).
     pub per_iter_skip: Option<usize>,
     /// NCCL_TESTS_MIN_BW: the average bus bandwidth must reach 0.9 x this (GB/s).
@@ -143,9 +145,54 @@ pub fn footer_figures(style: &PerfStyle, points: &[Point]) -> (usize, f64, Optio
     (failed_checks, average, min_bw_ok)
 }
 
+/// `getMemString` (src/util.cu): binary units, two decimals under 10, one under 100.
+pub fn memory_amount(bytes: i64) -> String {
+    let mut amount = bytes as f64;
+    let mut unit = " B";
+    for (size, name) in [(1u64 << 30, " GB"), (1 << 20, " MB"), (1 << 10, " KB")] {
+        if amount.abs() >= size as f64 {
+            amount /= size as f64;
+            unit = name;
+            break;
+        }
+    }
+    let precision = if amount.abs() < 10.0 {
+        2
+    } else if amount.abs() < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{amount:.precision$}{unit}")
+}
+
+/// -M's line (src/util.cu, writeMemInfo).
+pub fn memory_line(m: &crate::model::GpuMemory) -> String {
+    let stages = [
+        ("Initialization", m.initialization_bytes),
+        ("User-Allocated", m.user_allocated_bytes),
+        ("Collective", m.collective_bytes),
+    ];
+    let total: i64 = stages.iter().map(|(_, b)| b).sum();
+    let parts: Vec<String> = stages
+        .iter()
+        .map(|(name, b)| format!("{name} {} ", memory_amount(*b)))
+        .collect();
+    format!(
+        "# {:<20} : {}| Total  {}",
+        "GPU memory usage",
+        parts.join("| "),
+        memory_amount(total)
+    )
+}
+
 /// The summary after the rows, through the empty line writeErrors prints when NCCL has no
-/// error to report.
-pub fn footer(style: &PerfStyle, points: &[Point]) -> Vec<String> {
+/// error to report; -M's line before the last `#` (finalizeFooter).
+pub fn footer(
+    style: &PerfStyle,
+    points: &[Point],
+    memory: Option<&crate::model::GpuMemory>,
+) -> Vec<String> {
     let (failed_checks, average, min_bw_ok) = footer_figures(style, points);
     let verdict = match min_bw_ok {
         None => "",
@@ -165,9 +212,11 @@ pub fn footer(style: &PerfStyle, points: &[Point]) -> Vec<String> {
         ),
         "#".into(),
         format!("# Collective test concluded: {}", style.program),
-        "#".into(),
-        String::new(),
     ]
+    .into_iter()
+    .chain(memory.map(memory_line))
+    .chain(["#".into(), String::new()])
+    .collect()
 }
 
 /// What NCCL_TESTS_MIN_BW does not say: the rows under the threshold, slowest first.
@@ -357,4 +406,35 @@ pub fn header(style: &PerfStyle) -> String {
         ),
     ]
     .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_amounts_round_as_get_mem_string_does() {
+        // std::fixed with setprecision(2 under 10, 1 under 100, else 0), binary units.
+        for (bytes, text) in [
+            (0, "0.00 B"),
+            (9, "9.00 B"),
+            (99, "99.0 B"),
+            (1023, "1023 B"),
+            (1536, "1.50 KB"),
+            (50 << 20, "50.0 MB"),
+            (4 << 30, "4.00 GB"),
+            (-2048, "-2.00 KB"),
+        ] {
+            assert_eq!(memory_amount(bytes), text, "{bytes}");
+        }
+        let m = crate::model::GpuMemory {
+            initialization_bytes: 600 << 20,
+            user_allocated_bytes: 1 << 30,
+            collective_bytes: 0,
+        };
+        assert_eq!(
+            memory_line(&m),
+            "# GPU memory usage     : Initialization 600 MB | User-Allocated 1.00 GB | Collective 0.00 B | Total  1.59 GB"
+        );
+    }
 }

@@ -134,6 +134,8 @@ pub struct BackendOptions {
     pub first_device: Option<usize>,
     /// nccl-tests' -x: `ncclConfig_t.CTAPolicy` of every communicator (NCCL 2.27 and later).
     pub cta_policy: Option<i64>,
+    /// nccl-tests' -y 1: the NCCL backend's calls on the legacy default (NULL) stream.
+    pub stream_null: bool,
 }
 
 /// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.

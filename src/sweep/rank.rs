@@ -100,8 +100,12 @@ pub fn run_rank(
                 }
             }
         }
+        let memory = match plan.perf.as_ref().is_some_and(|p| p.memory) {
+            true => gpu_memory(sweep.comm, out)?,
+            false => None,
+        };
         if let Some(out) = out {
-            out.collective_footer(coll, &coll_points);
+            out.collective_footer(coll, &coll_points, memory.as_ref());
         }
     }
     if let Some(gate) = &plan.gate {
@@ -111,6 +115,31 @@ pub fn run_rank(
         w.disarm();
     }
     Ok(())
+}
+
+/// -M: every rank's GPU memory by stage, the most of each over the ranks (nccl-tests'
+/// MPI_Allreduce with MPI_MAX); rank 0 says so where no rank has a GPU.
+fn gpu_memory(
+    comm: &mut dyn Communicator,
+    out: Option<&Rank0>,
+) -> Result<Option<crate::model::GpuMemory>, Failure> {
+    let mine = comm.gpu_memory().map(|m| m.to_bytes().to_vec());
+    let all = comm
+        .allgather_bytes(&mine.unwrap_or_default())
+        .map_err(|e| Failure::from_backend("gathering GPU memory use (-M)", e))?;
+    let most = crate::model::GpuMemory::most_of(&all);
+    if let (None, Some(out)) = (most, out) {
+        let note = "-M 1: no GPU memory to report: this backend runs on host memory";
+        eprintln!("ncclprobe: {note}");
+        out.add_notes(&[note.to_string()])?;
+    }
+    if let (Some(m), Some(out)) = (most, out) {
+        out.add_notes(&[format!(
+            "GPU memory (-M, the most of any rank): initialization {} B, buffers {} B, collectives {} B",
+            m.initialization_bytes, m.user_allocated_bytes, m.collective_bytes
+        )])?;
+    }
+    Ok(most)
 }
 
 /// Every size the sweep will measure, in order, once per series (collective, type, op, root)

@@ -147,10 +147,15 @@ impl Rank0 {
         self.println(&table::header());
     }
 
-    pub fn collective_footer(&self, coll: Collective, points: &[Point]) {
+    pub fn collective_footer(
+        &self,
+        coll: Collective,
+        points: &[Point],
+        memory: Option<&crate::model::GpuMemory>,
+    ) {
         if let Some((style, _)) = &self.perf {
             self.with_perf_json(|json| json.set_footer(style, points));
-            for line in perf::footer(style, points) {
+            for line in perf::footer(style, points, memory) {
                 self.println(&line);
             }
             return;

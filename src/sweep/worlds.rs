@@ -31,6 +31,7 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
         )));
     }
     let mut plan = Plan::from_options(args, memory_limit(nranks))?;
+    without_gpu(&mut plan, "host");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if nranks > cores && plan.matrix.is_none() {
         let note = format!(
@@ -53,6 +54,31 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
     launch(args, selection, start)
 }
 
+/// What a backend without GPUs cannot do of what the flags asked (nccl-tests' -x and -y, NCCL
+/// settings): said, and taken out of the plan so the record does not claim it.
+fn without_gpu(plan: &mut Plan, backend: &str) {
+    let s = &mut plan.settings;
+    let mut dropped = Vec::new();
+    if std::mem::take(&mut s.stream_null) {
+        dropped.push("-y 1 (the NULL stream)");
+    }
+    if s.cta_policy.take().is_some() {
+        dropped.push("-x (NCCL's CTA policy)");
+    }
+    if !dropped.is_empty() {
+        let (verb, pronoun) = match dropped.len() {
+            1 => ("applies", "it is"),
+            _ => ("apply", "they are"),
+        };
+        let note = format!(
+            "{} {verb} to the NCCL backend only: the {backend} backend has no CUDA streams or NCCL communicators, so {pronoun} not applied",
+            dropped.join(" and ")
+        );
+        eprintln!("ncclprobe: {note}");
+        plan.notes.push(note);
+    }
+}
+
 /// Host copies of a message each NCCL rank keeps (the send and receive staging for the check).
 const NCCL_HOST_COPIES: u64 = 2;
 
@@ -73,6 +99,10 @@ fn device_memory_limit(free: usize) -> u64 {
 
 /// What `--cuda-events` and `-R` ask of a communicator, before its first point.
 fn configure(comm: &mut NcclComm, plan: &Plan) -> Result<(), Failure> {
+    if plan.settings.stream_null {
+        comm.use_null_stream()
+            .map_err(|e| Failure::internal(format!("-y 1: {e}")))?;
+    }
     if plan.settings.cuda_events {
         comm.use_cuda_events()
             .map_err(|e| Failure::internal(format!("--cuda-events: {e}")))?;
@@ -384,7 +414,10 @@ pub fn mpi(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure::unavailable(e.to_string()))?
         .split();
     let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
-    let plan = Plan::from_options(args, memory_limit(local))?;
+    let mut plan = Plan::from_options(args, memory_limit(local))?;
+    if comm.rank() == 0 {
+        without_gpu(&mut plan, "mpi");
+    }
     let start = Start {
         plan,
         reports: comm.rank() == 0,

@@ -9,6 +9,7 @@ use super::api::{Api, NcclConfig, Registration, RegistrationMode};
 use super::completion;
 use super::enqueue::{enqueue, enqueue_transfer, FirstError, Target};
 use super::group::{GroupLauncher, Work};
+use super::memory::{free_on, MemoryWatch};
 use crate::backend::cuda::drv;
 use crate::backend::rendezvous::{ControlPlane, InProcess};
 use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
@@ -48,6 +49,8 @@ pub struct NcclComm {
     pub(super) registered: Option<(Registration, RegistrationMode, [usize; 2])>,
     /// What the run record should say about this communicator (`Communicator::notes`).
     pub(super) notes: Vec<String>,
+    /// -M: what init and the buffers took of the GPU's memory.
+    pub(super) memory: MemoryWatch,
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -76,6 +79,8 @@ impl NcclComm {
             .filter(|b| b.len() == 128)
             .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
         let what = || format!("ncclCommInitRankConfig (rank {rank} of {nranks}, GPU {device})");
+        let free = |api: &Api| api.free_memory().map(|f| f as i64);
+        let free_before = free(&api);
         let mut comm = std::ptr::null_mut();
         let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code, cta_policy);
         // SAFETY: valid out-pointer and config; the id by value as the call takes it.
@@ -89,7 +94,10 @@ impl NcclComm {
             )
         };
         let comm = initialised(&api, &what, rc, &[comm])?.remove(0);
-        Self::finish(api, rank, nranks, device, ctx, comm, control)
+        let free_after = free(&api);
+        let mut c = Self::finish(api, rank, nranks, device, ctx, comm, control)?;
+        c.memory.init = free_before.zip(free_after);
+        Ok(c)
     }
 
     /// `-g N` in one process: one communicator per GPU, created as nccl-tests creates them
@@ -105,6 +113,7 @@ impl NcclComm {
         let mut comms = vec![std::ptr::null_mut(); n];
         let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code, cta_policy);
         let mut rc = FirstError::default();
+        let free_before: Vec<Option<i64>> = devices.iter().map(|&d| free_on(&api, d)).collect();
         // SAFETY: no arguments; closed below whatever happens in between.
         unsafe { (api.nccl_group_start)() };
         for (rank, (&device, comm)) in devices.iter().zip(comms.iter_mut()).enumerate() {
@@ -134,6 +143,7 @@ impl NcclComm {
             .zip(planes)
             .enumerate()
             .map(|(rank, (comm, plane))| {
+                let free_after = free_on(&api, devices[rank]);
                 let ctx = api.use_device(devices[rank])?;
                 let mut c = Self::finish(
                     Arc::clone(&api),
@@ -145,6 +155,7 @@ impl NcclComm {
                     Box::new(plane),
                 )?;
                 c.group = Some(Arc::clone(&launcher));
+                c.memory.init = free_before[rank].zip(free_after);
                 Ok(c)
             })
             .collect()
@@ -191,6 +202,7 @@ impl NcclComm {
             group: None,
             registered: None,
             notes: Vec::new(),
+            memory: MemoryWatch::default(),
         })
     }
 
@@ -208,6 +220,26 @@ impl NcclComm {
         }
         self.events = Some((a as usize, b as usize));
         Ok(())
+    }
+
+    /// nccl-tests' -y 1 (src/common.cu: `streams[i] = NULL`): every call on the device's
+    /// legacy default stream instead of a stream of the rank's own.
+    pub fn use_null_stream(&mut self) -> Result<(), BackendError> {
+        self.current()?;
+        if self.stream != 0 {
+            // SAFETY: the stream this rank created, idle (nothing was issued on it yet).
+            self.api.cuda("cuStreamDestroy", unsafe {
+                drv::cuStreamDestroy_v2(self.stream as cu::CUstream)
+            })?;
+        }
+        self.stream = 0;
+        Ok(())
+    }
+
+    /// Free memory of this rank's GPU now.
+    fn free_now(&self) -> Option<i64> {
+        self.current().ok()?;
+        self.api.free_memory().map(|f| f as i64)
     }
 
     pub fn device(&self) -> c_int {
@@ -257,7 +289,9 @@ impl Communicator for NcclComm {
         let needed = bytes + spec.shift_bytes();
         if needed > self.capacity {
             self.free_buffers();
+            let before = self.free_now();
             self.alloc_buffers(needed.max(1))?;
+            self.memory.allocated(before, self.free_now());
         }
         self.shift = spec.shift_bytes() as u64;
         self.host_send.ensure(bytes)?;
@@ -428,6 +462,10 @@ impl Communicator for NcclComm {
         (rc == 0 && info.estimatedTime >= 0.0).then_some(info.estimatedTime as f64 * 1e-6)
     }
 
+    fn gpu_memory(&mut self) -> Option<crate::model::GpuMemory> {
+        self.memory.report(self.free_now())
+    }
+
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
     }
@@ -451,7 +489,9 @@ impl Drop for NcclComm {
                 drv::cuEventDestroy_v2(a as cu::CUevent);
                 drv::cuEventDestroy_v2(b as cu::CUevent);
             }
-            drv::cuStreamDestroy_v2(self.stream as cu::CUstream);
+            if self.stream != 0 {
+                drv::cuStreamDestroy_v2(self.stream as cu::CUstream);
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ mod completion;
 mod enqueue;
 mod group;
 mod loader;
+mod memory;
 
 pub use abort::{abort_all, Handle};
 pub use api::{cta_policy_for, Api, CtaPolicy, RegistrationMode};

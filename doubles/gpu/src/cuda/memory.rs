@@ -1,7 +1,6 @@
 //! "Device memory" is host memory: allocations, host memory, and copies that really copy
 //! (at once, or when their stream gets to them).
 
-use super::device::device_count;
 use super::streams::{null_stream, stream_of};
 use super::{CUresult, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_SUCCESS};
 use std::collections::HashMap;
@@ -10,31 +9,77 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 const MEMORY_PER_DEVICE: usize = 4 << 30;
+/// The most devices whose memory is accounted for (`NCCLPROBE_TEST_DOUBLE_GPUS` stays below).
+const MAX_DEVICES: usize = 64;
 
-fn allocations() -> &'static Mutex<HashMap<usize, std::alloc::Layout>> {
-    static A: OnceLock<Mutex<HashMap<usize, std::alloc::Layout>>> = OnceLock::new();
+/// Bytes in use on each device: its allocations and what the double's NCCL holds there.
+static USED: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
+
+/// Every live allocation: its layout and the device it counts against (`None`: pinned host
+/// memory, which takes no device memory).
+fn allocations() -> &'static Mutex<HashMap<usize, (std::alloc::Layout, Option<usize>)>> {
+    static A: OnceLock<Mutex<HashMap<usize, (std::alloc::Layout, Option<usize>)>>> =
+        OnceLock::new();
     A.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// Take `bytes` of `device`'s memory; false (nothing taken) when it does not fit.
+pub(crate) fn reserve(device: usize, bytes: usize) -> bool {
+    let Some(used) = USED.get(device) else {
+        return false;
+    };
+    used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+        (u + bytes <= MEMORY_PER_DEVICE).then_some(u + bytes)
+    })
+    .is_ok()
+}
+
+/// Give back what [`reserve`] took.
+pub(crate) fn release(device: usize, bytes: usize) {
+    if let Some(used) = USED.get(device) {
+        let _ = used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+            Some(u.saturating_sub(bytes))
+        });
+    }
+}
+
+/// The current context's device, as an index into [`USED`].
+fn current() -> Option<usize> {
+    super::device::current_device().map(|d| d as usize)
+}
+
+/// As the driver answers: free and total memory of the current context's device.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
     super::need_context!();
-    let used = ALLOCATED.load(Ordering::Relaxed) / device_count().max(1) as usize;
+    let used = current()
+        .and_then(|d| USED.get(d))
+        .map_or(0, |u| u.load(Ordering::Acquire));
     *total = MEMORY_PER_DEVICE;
     *free = MEMORY_PER_DEVICE.saturating_sub(used);
     CUDA_SUCCESS
 }
 
-unsafe fn alloc(bytes: usize) -> Option<*mut u8> {
+/// Zeroed memory of `bytes`, counted against `device` (`None`: host memory).
+unsafe fn alloc(bytes: usize, device: Option<usize>) -> Option<*mut u8> {
     let layout = std::alloc::Layout::from_size_align(bytes.max(1), 256).ok()?;
+    if let Some(d) = device {
+        if !reserve(d, layout.size()) {
+            return None;
+        }
+    }
     let p = std::alloc::alloc_zeroed(layout);
     if p.is_null() {
+        if let Some(d) = device {
+            release(d, layout.size());
+        }
         return None;
     }
-    allocations().lock().unwrap().insert(p as usize, layout);
-    ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+    allocations()
+        .lock()
+        .unwrap()
+        .insert(p as usize, (layout, device));
     Some(p)
 }
 
@@ -42,8 +87,10 @@ unsafe fn free(p: usize) -> CUresult {
     // Freeing synchronises the device: pending copies land before the memory goes.
     flush_legacy();
     match allocations().lock().unwrap().remove(&p) {
-        Some(layout) => {
-            ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+        Some((layout, device)) => {
+            if let Some(d) = device {
+                release(d, layout.size());
+            }
             std::alloc::dealloc(p as *mut u8, layout);
             CUDA_SUCCESS
         }
@@ -54,12 +101,7 @@ unsafe fn free(p: usize) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CUresult {
     super::need_context!();
-    if ALLOCATED.load(Ordering::Relaxed) + bytes
-        > MEMORY_PER_DEVICE * device_count().max(1) as usize
-    {
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    match alloc(bytes) {
+    match alloc(bytes, current()) {
         Some(p) => {
             *dptr = p as u64;
             CUDA_SUCCESS
@@ -76,7 +118,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) -> CUresult {
     super::need_context!();
-    match alloc(bytes) {
+    match alloc(bytes, None) {
         Some(ptr) => {
             *p = ptr as *mut c_void;
             CUDA_SUCCESS

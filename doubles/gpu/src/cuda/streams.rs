@@ -75,15 +75,35 @@ impl Stream {
     }
 }
 
-/// The default (null) stream: the legacy stream, whose pending work blocking streams wait for.
-pub(crate) fn null_stream() -> &'static Arc<Stream> {
-    static S: OnceLock<Arc<Stream>> = OnceLock::new();
-    S.get_or_init(|| Stream::new(true))
+/// The default (null) stream of the current context's device: the legacy stream, whose
+/// pending work blocking streams wait for. Each context has its own (CUDA runtime API,
+/// "Default stream": the legacy default stream is per device), so two GPUs driven from one
+/// thread with the NULL stream do not wait for each other.
+pub(crate) fn null_stream() -> Arc<Stream> {
+    null_stream_of(super::device::current_device().unwrap_or(0))
+}
+
+/// The legacy stream of `device`'s context.
+pub(crate) fn null_stream_of(device: std::ffi::c_int) -> Arc<Stream> {
+    static S: OnceLock<Mutex<std::collections::HashMap<std::ffi::c_int, Arc<Stream>>>> =
+        OnceLock::new();
+    let mut all = S.get_or_init(Default::default).lock().unwrap();
+    Arc::clone(all.entry(device).or_insert_with(|| Stream::new(true)))
+}
+
+/// A stream handle as a call on `device`'s communicator reads it: NULL is that device's
+/// legacy stream (NCCL launches on the stream it is given, in the communicator's context).
+pub(crate) unsafe fn stream_on(handle: *mut c_void, device: std::ffi::c_int) -> Arc<Stream> {
+    if handle.is_null() {
+        null_stream_of(device)
+    } else {
+        stream_of(handle)
+    }
 }
 
 pub(crate) unsafe fn stream_of(handle: *mut c_void) -> Arc<Stream> {
     if handle.is_null() {
-        Arc::clone(null_stream())
+        null_stream()
     } else {
         // The handle is an `Arc<Stream>` leaked by cuStreamCreate.
         let s = Arc::from_raw(handle as *const Stream);

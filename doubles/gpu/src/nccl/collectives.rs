@@ -6,7 +6,7 @@ use super::group::{group_depth, ncclGroupEnd, ncclGroupStart, Deferred, GROUP};
 use super::reduce::{reduce, Op, Type};
 use super::registration::is_registered;
 use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS};
-use crate::cuda::streams::stream_of;
+use crate::cuda::streams::stream_on;
 use crate::trace::{trace_line, tracing};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -20,11 +20,17 @@ std::thread_local! {
 /// several devices must group its calls (an ungrouped call may block waiting for a peer the
 /// same thread has yet to launch): a thread calling a second communicator outside a group
 /// gets ncclInvalidUsage. `NCCLPROBE_TEST_DOUBLE_TRACE=FILE` appends one line per call:
-/// `thread=<id> rank=<r> grouped=<bool> registered=<bool> align=<n> call=<name>` (registered:
-/// every buffer of the call lies in one registered with ncclCommRegister; align: the largest
-/// power of two up to 256 that every buffer address is a multiple of), for tests that check
-/// who launched what on which buffers.
-unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<InUse<'static>, NcclResult> {
+/// `thread=<id> rank=<r> grouped=<bool> registered=<bool> align=<n> stream=<own|null>
+/// call=<name>` (registered: every buffer of the call lies in one registered with
+/// ncclCommRegister; align: the largest power of two up to 256 that every buffer address is a
+/// multiple of; null: the device's legacy default stream), for tests that check who launched
+/// what on which buffers and streams.
+unsafe fn called(
+    c: *mut c_void,
+    call: &str,
+    bufs: &[usize],
+    stream: *mut c_void,
+) -> Result<InUse<'static>, NcclResult> {
     let depth = group_depth();
     let comm = live_comm(c, call);
     let inside = comm.enter(call);
@@ -36,10 +42,11 @@ unsafe fn called(c: *mut c_void, call: &str, bufs: &[usize]) -> Result<InUse<'st
             .min()
             .unwrap_or(256);
         trace_line(&format!(
-            "thread={:?} rank={} grouped={} registered={registered} align={align} call={call}",
+            "thread={:?} rank={} grouped={} registered={registered} align={align} stream={} call={call}",
             std::thread::current().id(),
             comm.rank,
-            depth > 0
+            depth > 0,
+            if stream.is_null() { "null" } else { "own" }
         ));
     }
     if depth == 0 {
@@ -67,6 +74,7 @@ unsafe fn p2p(
         c,
         if send { "ncclSend" } else { "ncclRecv" },
         &[buf as usize],
+        s,
     ) {
         Ok(inside) => inside,
         Err(rc) => return rc,
@@ -151,7 +159,7 @@ unsafe fn collective(
         Coll::Broadcast(_) => "ncclBroadcast",
         Coll::Reduce(_) => "ncclReduce",
     };
-    let _inside = match called(c, name, &[send as usize, recv as usize]) {
+    let _inside = match called(c, name, &[send as usize, recv as usize], s) {
         Ok(inside) => inside,
         Err(rc) => return rc,
     };
@@ -177,8 +185,9 @@ unsafe fn collective(
         if comm.stalled(count * ts) {
             return;
         }
+        comm.connect_on_first_use();
         let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
-        stream_of(stream as *mut c_void).enqueue(Box::new(move || {
+        stream_on(stream as *mut c_void, comm.device).enqueue(Box::new(move || {
             if comm.faulted(count * ts) {
                 return;
             }

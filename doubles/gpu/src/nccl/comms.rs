@@ -5,7 +5,7 @@ use super::{NcclResult, NCCL_IN_PROGRESS, NCCL_REMOTE_ERROR, NCCL_SUCCESS};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -34,6 +34,34 @@ pub struct Comm {
     pub(crate) stale_p2p: Mutex<Vec<P2p>>,
     /// Sends to (true, peer) and receives from (false, peer) issued so far: what pairs them.
     pub(crate) p2p_counts: Mutex<HashMap<(bool, usize), u64>>,
+    /// Device memory the communicator holds on `device` (released when it is freed): what
+    /// init took, and what the first launch's connections took (NCCL 2.22+ connects at first
+    /// use, NCCL_RUNTIME_CONNECT=1).
+    pub(crate) held: AtomicUsize,
+    pub(crate) connected: AtomicBool,
+}
+
+/// What the double's NCCL takes of its device at init (NCCL's device-side communicator,
+/// channels and work FIFOs; the real figure depends on the topology and version).
+pub(crate) const INIT_BYTES: usize = 48 << 20;
+/// What it takes at its first launch (the connections' buffers, made on first use).
+pub(crate) const CONNECT_BYTES: usize = 12 << 20;
+
+impl Comm {
+    /// The first launch on the communicator connects it: take [`CONNECT_BYTES`] of its device.
+    pub(crate) fn connect_on_first_use(&self) {
+        if !self.connected.swap(true, Ordering::AcqRel)
+            && crate::cuda::memory::reserve(self.device as usize, CONNECT_BYTES)
+        {
+            self.held.fetch_add(CONNECT_BYTES, Ordering::AcqRel);
+        }
+    }
+
+    /// Give back every byte the communicator holds (it is being freed).
+    fn release_memory(&self) {
+        let held = self.held.swap(0, Ordering::AcqRel);
+        crate::cuda::memory::release(self.device as usize, held);
+    }
 }
 
 impl Comm {
@@ -196,6 +224,7 @@ pub unsafe extern "C" fn ncclCommGetAsyncError(c: *mut c_void, out: *mut NcclRes
 pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
     let comm = live_comm(c, "ncclCommAbort");
     drop(comm.enter("ncclCommAbort"));
+    comm.release_memory();
     comm.freed.store(true, Ordering::Release);
     comm.aborted.store(true, Ordering::Release);
     let _ = std::fs::write(comm.dir.join(format!("aborted-{}", comm.rank)), b"");
@@ -206,6 +235,7 @@ pub unsafe extern "C" fn ncclCommAbort(c: *mut c_void) -> NcclResult {
 pub unsafe extern "C" fn ncclCommDestroy(c: *mut c_void) -> NcclResult {
     let comm = live_comm(c, "ncclCommDestroy");
     drop(comm.enter("ncclCommDestroy"));
+    comm.release_memory();
     comm.freed.store(true, Ordering::Release);
     comm.aborted.store(true, Ordering::Release);
     NCCL_SUCCESS

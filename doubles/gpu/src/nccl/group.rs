@@ -3,7 +3,7 @@
 
 use super::comms::{comm_of, Comm, P2p};
 use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_IN_PROGRESS, NCCL_SUCCESS};
-use crate::cuda::streams::stream_of;
+use crate::cuda::streams::stream_on;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
@@ -226,7 +226,8 @@ unsafe fn launch_p2p(ops: Vec<P2p>) {
         if comm.stalled(bytes) {
             continue;
         }
-        stream_of(stream_ptr as *mut c_void).enqueue(Box::new(move || {
+        comm.connect_on_first_use();
+        stream_on(stream_ptr as *mut c_void, comm.device).enqueue(Box::new(move || {
             if comm.faulted(bytes) {
                 return;
             }

@@ -1,17 +1,17 @@
 //! Unique ids and creating communicators (an init fault refuses here).
 
-use super::comms::{comm_of, Comm};
+use super::comms::{comm_of, Comm, INIT_BYTES};
 use super::faults::{fault, FaultKind};
 use super::group::{group_depth, GROUP};
 use super::{
     ncclGetVersion, NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_IN_PROGRESS,
-    NCCL_SUCCESS, NCCL_SYSTEM_ERROR,
+    NCCL_SUCCESS, NCCL_SYSTEM_ERROR, NCCL_UNHANDLED_CUDA_ERROR,
 };
 use crate::cuda::device::CURRENT_DEVICE;
 use crate::trace::trace_line;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -58,6 +58,11 @@ fn new_comm(
     }
     let dir = std::env::temp_dir().join(token);
     std::fs::create_dir_all(&dir).map_err(|_| NCCL_SYSTEM_ERROR)?;
+    // NCCL's own device memory, taken on the communicator's device (a failed cudaMalloc in
+    // init is ncclUnhandledCudaError).
+    if !crate::cuda::memory::reserve(device as usize, INIT_BYTES) {
+        return Err(NCCL_UNHANDLED_CUDA_ERROR);
+    }
     let comm = Box::new(Comm {
         dir,
         rank,
@@ -72,6 +77,8 @@ fn new_comm(
         aborted: AtomicBool::new(false),
         blocking,
         user: Mutex::new(None),
+        held: AtomicUsize::new(INIT_BYTES),
+        connected: AtomicBool::new(false),
     });
     Ok(Box::into_raw(comm) as *mut c_void)
 }

@@ -22,6 +22,8 @@ pub struct Plan {
     pub ops: Vec<RedOp>,
     pub root: RootChoice,
     pub sizes_bytes: Vec<u64>,
+    /// nccl-tests' -N 0: each series' sizes walked again and again until a signal ends the run.
+    pub forever: bool,
     pub settings: Settings,
     pub fault: Option<Fault>,
     /// TEST-ONLY slow links, late rank and host names (`--inject-fault`).
@@ -234,6 +236,8 @@ impl Plan {
         }
         // -N: nccl-tests walks the sizes again per cycle (src/common.cu, TimeTest's
         // `do { for (size ...) } while (--repeat)`), printing every row.
+        // -N 0: one walk here, repeated by the sweep until it is stopped.
+        let forever = args.timing.cycles == 0;
         let sizes_bytes = size_series(min, max, factor, step).repeat(args.timing.cycles.max(1));
 
         let t = &args.timing;
@@ -281,6 +285,7 @@ impl Plan {
             ops,
             root,
             sizes_bytes,
+            forever,
             settings,
             fault,
             injected,

@@ -158,7 +158,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("gather_perf", "", "does not run gather"),
-        ("all_reduce_perf", "-G 10 -N 0", "-N 0"),
+        ("all_reduce_perf", "-o mulsum", "mulsum"),
         ("all_reduce_perf", "-G 10", "-G"),
     ] {
         let (_dir, link) = linked(name);
@@ -548,8 +548,76 @@ fn run_cycles_walk_the_sizes_again_and_print_every_cycle() {
         .map(|r| r.size)
         .collect();
     assert_eq!(sizes, [8, 64, 512, 8, 64, 512, 8, 64, 512]);
-    let out = perf(&link, "-N 0 --backend host");
-    assert_eq!(out.status.code(), Some(5), "cycles without end are not run");
+}
+
+#[test]
+fn run_cycles_0_walks_the_sizes_until_a_signal_and_keeps_only_the_latest_walk() {
+    let (dir, link) = linked("all_reduce_perf");
+    let (json, perf_json) = (dir.path().join("run.json"), dir.path().join("perf.json"));
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let child = c
+        .args([
+            "-b",
+            "8",
+            "-e",
+            "64",
+            "-f",
+            "8",
+            "-g",
+            "2",
+            "-N",
+            "0",
+            "--backend",
+            "host",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("-J")
+        .arg(&perf_json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Far more rows than one walk's two before the signal: the walks do not end by themselves.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let walked = |path: &Path| {
+        std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|r| r["points"].as_array().map(|p| p.len()))
+            .unwrap_or(0)
+    };
+    while walked(&json) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no whole walk in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let sizes: Vec<u64> = text(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert!(sizes.len() > 6, "every walk is printed: {sizes:?}");
+    assert!(sizes.chunks(2).all(|w| w[0] == 8), "{sizes:?}");
+    // The records hold one walk, not every walk: bounded however long it runs.
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(record["status"], "interrupted");
+    assert_eq!(
+        record["points"].as_array().unwrap().len(),
+        4,
+        "two sizes, two placements"
+    );
+    let nt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&perf_json).unwrap()).unwrap();
+    assert!(nt["results"].as_array().unwrap().len() <= 2);
 }
 
 #[test]

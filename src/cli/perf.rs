@@ -393,7 +393,6 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
 pub fn unsupported(f: &PerfFlags) -> Option<String> {
     let env = |k: &str| std::env::var_os(k).is_some();
     let reasons = [
-        (f.run_cycles < 1, "-N 0 (cycles without end)"),
         (f.cudagraph > 0, "-G (CUDA graph capture and replay)"),
         (
             f.device_implementation > 0,
@@ -503,7 +502,8 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             },
             schedule: Schedule::NcclTests,
             per_iteration_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
-            cycles: f.run_cycles.max(1) as usize,
+            // `do { ... } while (--repeat)`: 0 (or less) never reaches 0 again.
+            cycles: f.run_cycles.max(0) as usize,
             agg_iters: f.agg_iters.max(1) as usize,
             blocking: crate::model::Blocking::from_flag(f.blocking),
             unalign: f.unalign.max(0) as usize,

@@ -334,6 +334,8 @@ pub struct Writer {
     failed: bool,
     /// When the file was last rewritten: rows rewrite it at most once a second.
     written: Option<std::time::Instant>,
+    /// -N 0: only this many of the latest rows are kept.
+    keep_last: Option<usize>,
 }
 
 impl Writer {
@@ -357,6 +359,7 @@ impl Writer {
             },
             failed: false,
             written: None,
+            keep_last: None,
         }
     }
 
@@ -414,7 +417,12 @@ impl Writer {
             style.report_cputime,
             &self.processes,
         );
-        self.doc.results.get_or_insert_with(Vec::new).push(row);
+        let results = self.doc.results.get_or_insert_with(Vec::new);
+        results.push(row);
+        if let Some(n) = self.keep_last {
+            let over = results.len().saturating_sub(n);
+            results.drain(..over);
+        }
         // The whole document is rewritten each time: with thousands of rows (-d all -o all,
         // -N) a rewrite per row would cost more than the rows, so at most one a second; the
         // footer and the end always write.
@@ -424,6 +432,11 @@ impl Writer {
         {
             self.flush();
         }
+    }
+
+    /// -N 0: keep only the last `rows` rows (one walk of the sizes), not every walk's.
+    pub fn keep_last(&mut self, rows: usize) {
+        self.keep_last = Some(rows.max(1));
     }
 
     /// The summary after the table (writeResultFooter).

@@ -89,13 +89,23 @@ pub fn run_rank(
         for &dtype in &plan.dtypes {
             for op in plan.ops_for(coll) {
                 for &root in &roots {
-                    for &size in &plan.sizes_bytes {
-                        let remaining = &queue[next.min(queue.len())..];
-                        next += 1;
-                        let (oop, inp) =
-                            sweep.measure_size(coll, dtype, op, root, size, remaining)?;
-                        coll_points.push(oop);
-                        coll_points.push(inp);
+                    // -N 0 walks the series until a signal ends the run, keeping only the
+                    // walk in progress and the last whole one.
+                    let series_start = coll_points.len();
+                    loop {
+                        let walk_start = coll_points.len();
+                        for &size in &plan.sizes_bytes {
+                            let remaining = &queue[next.min(queue.len())..];
+                            next += 1;
+                            let (oop, inp) =
+                                sweep.measure_size(coll, dtype, op, root, size, remaining)?;
+                            coll_points.push(oop);
+                            coll_points.push(inp);
+                        }
+                        if !plan.forever {
+                            break;
+                        }
+                        coll_points.drain(series_start..walk_start);
                     }
                 }
             }

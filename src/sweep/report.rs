@@ -33,6 +33,8 @@ pub struct Rank0 {
     perf: Option<(Arc<PerfStyle>, u64)>,
     /// -J FILE.json: nccl-tests' JSON, rewritten after every row.
     perf_json: Option<Mutex<perf_json::Writer>>,
+    /// -N 0: the sizes come again and again; records keep each size's latest.
+    forever: bool,
 }
 
 /// The lock, unless another thread keeps it longer than `patience` (or it is poisoned).
@@ -66,6 +68,7 @@ impl Rank0 {
             attempts: std::sync::atomic::AtomicUsize::new(0),
             perf: None,
             perf_json: None,
+            forever: false,
         }
     }
 
@@ -182,8 +185,13 @@ impl Rank0 {
         // Two plan sizes can report the same size (counts round down to whole elements), so
         // only a retry replaces points.
         let retrying = self.attempts.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        // -N 0 measures the same sizes without end: the record keeps each one's latest.
+        let latest_only = self.forever;
         self.with_sink(|sink| {
             for new in [oop, inp] {
+                if latest_only {
+                    sink.record.points.retain(|p| p.key() != new.key());
+                }
                 let same = |p: &Point| p.key() == new.key();
                 if let Some(i) = sink
                     .record
@@ -270,6 +278,12 @@ impl Rank0 {
             )))
         });
         self.perf = style.map(|s| (s, plan.settings.max_bytes));
+        self.forever = plan.forever;
+        if let (true, Some(json)) = (plan.forever, &self.perf_json) {
+            if let Ok(mut json) = json.lock() {
+                json.keep_last(plan.sizes_bytes.len());
+            }
+        }
     }
 
     /// Keep -J's document (when there is one) up to date; a rank thread abandoned by a timeout

@@ -15,8 +15,9 @@ pub enum Collective {
     Reduce,
     Alltoall,
     Sendrecv,
-    /// nccl-tests' other binaries (gather_perf, scatter_perf, hypercube_perf, alltoallv_perf):
-    /// read from their logs with their own bandwidth formulas, never measured by ncclprobe.
+    /// nccl-tests' other binaries: gather_perf, scatter_perf and hypercube_perf (measured as
+    /// those binaries run them, from sends and receives: `Collective::EXTRA`); alltoallv_perf
+    /// only read from its logs. Each has its own bandwidth formula.
     Gather,
     Scatter,
     Hypercube,
@@ -36,17 +37,21 @@ impl Collective {
         Collective::Sendrecv,
     ];
 
-    /// Collectives that exist only in imported nccl-tests logs.
-    pub const IMPORTED_ONLY: [Collective; 4] = [
+    /// What nccl-tests' gather_perf, scatter_perf and hypercube_perf measure, measured as they
+    /// do it (sends and receives in groups): run by their `*_perf` names or by
+    /// `--collective`, never part of `all`.
+    pub const EXTRA: [Collective; 3] = [
         Collective::Gather,
         Collective::Scatter,
         Collective::Hypercube,
-        Collective::Alltoallv,
     ];
+
+    /// Collectives that exist only in imported nccl-tests logs.
+    pub const IMPORTED_ONLY: [Collective; 1] = [Collective::Alltoallv];
 
     /// Whether ncclprobe's backends run it.
     pub fn is_measured(self) -> bool {
-        Collective::ALL.contains(&self)
+        Collective::ALL.contains(&self) || Collective::EXTRA.contains(&self)
     }
 
     pub fn name(self) -> &'static str {
@@ -77,6 +82,7 @@ impl Collective {
             .to_ascii_lowercase();
         Collective::ALL
             .into_iter()
+            .chain(Collective::EXTRA)
             .chain(Collective::IMPORTED_ONLY)
             .find(|c| c.name().replace('_', "") == norm)
     }

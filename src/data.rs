@@ -142,11 +142,23 @@ impl Generator {
             Collective::Reduce if rank == self.root => whole(Expect::Reduced),
             Collective::Reduce => Vec::new(),
             // Never generated: no backend runs them.
-            Collective::Gather
-            | Collective::Scatter
-            | Collective::Hypercube
-            | Collective::Alltoallv
-            | Collective::Unknown => Vec::new(),
+            Collective::Alltoallv | Collective::Unknown => Vec::new(),
+            // Only the root receives; every rank's share lands at its place.
+            Collective::Gather if rank == self.root => (0..n)
+                .map(|s| Segment {
+                    out_start: s * per,
+                    len: per,
+                    what: Expect::Input(s),
+                    index_start: 0,
+                })
+                .collect(),
+            Collective::Gather => Vec::new(),
+            Collective::Scatter => vec![Segment {
+                out_start: 0,
+                len: per,
+                what: Expect::Input(self.root),
+                index_start: rank * per,
+            }],
             Collective::Broadcast => whole(Expect::Input(self.root)),
             Collective::Sendrecv => whole(Expect::Input((rank + n - 1) % n)),
             Collective::ReduceScatter => {
@@ -157,7 +169,7 @@ impl Generator {
                     index_start: rank * per,
                 }]
             }
-            Collective::AllGather => (0..n)
+            Collective::AllGather | Collective::Hypercube => (0..n)
                 .map(|s| Segment {
                     out_start: s * per,
                     len: per,

@@ -172,7 +172,7 @@ impl Plan {
             &args.what.collective,
             &Collective::ALL,
             |s| Collective::parse(s).filter(|c| c.is_measured()),
-            "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv",
+            "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv (all), gather, scatter, hypercube",
         )?;
         let dtypes = parse_list_or_all(
             "-d/--datatype",

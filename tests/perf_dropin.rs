@@ -157,7 +157,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 #[test]
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
-        ("gather_perf", "", "does not run gather"),
+        ("alltoallv_perf", "", "does not run alltoallv"),
         ("all_reduce_perf", "-o mulsum", "mulsum"),
         ("all_reduce_perf", "-G 10", "-G"),
     ] {
@@ -408,6 +408,9 @@ fn aliases_link_each_measured_collective_and_leave_taken_names_alone() {
         "all_gather_perf",
         "alltoall_perf",
         "sendrecv_perf",
+        "gather_perf",
+        "scatter_perf",
+        "hypercube_perf",
     ] {
         let target = std::fs::canonicalize(dir.path().join(name)).unwrap();
         assert_eq!(
@@ -415,7 +418,7 @@ fn aliases_link_each_measured_collective_and_leave_taken_names_alone() {
             std::fs::canonicalize(env!("CARGO_BIN_EXE_ncclprobe")).unwrap()
         );
     }
-    assert!(!dir.path().join("gather_perf").exists());
+    assert!(!dir.path().join("alltoallv_perf").exists());
     // Made through the link, a run is the drop-in.
     let out = perf(
         &dir.path().join("sendrecv_perf"),
@@ -884,4 +887,72 @@ fn stream_null_puts_every_call_on_the_legacy_stream_of_each_gpu() {
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(record["settings"].get("stream_null").is_none());
     assert!(record["settings"].get("cta_policy").is_none());
+}
+
+#[test]
+fn gather_scatter_and_hypercube_run_as_their_binaries_with_their_counts_and_roots() {
+    // nccl-tests' rows for 4 ranks of floats: each rank's share is count/4 rounded down to 16
+    // bytes, printed as the count; the size is the whole gathered buffer.
+    for (name, root) in [
+        ("gather_perf", "1"),
+        ("scatter_perf", "1"),
+        ("hypercube_perf", "-1"),
+    ] {
+        let (_dir, link) = linked(name);
+        let out = perf(&link, "-b 1K -e 64K -f 8 -g 4 -r 1 --backend host");
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        let rows: Vec<Vec<&str>> = stdout
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let sizes: Vec<(&str, &str, &str, &str)> =
+            rows.iter().map(|r| (r[0], r[1], r[3], r[4])).collect();
+        assert_eq!(
+            sizes,
+            [
+                ("1024", "64", "none", root),
+                ("8192", "512", "none", root),
+                ("65536", "4096", "none", root)
+            ],
+            "{name}"
+        );
+        assert!(
+            stdout.contains("# Out of bounds values : 0 OK"),
+            "{name}: {stdout}"
+        );
+    }
+    // On the GPU TEST DOUBLE, through NCCL's sends and receives, every root and misaligned.
+    for name in ["gather_perf", "scatter_perf", "hypercube_perf"] {
+        let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+        let (_dir, link) = linked(name);
+        let mut c = Command::new(&link);
+        common::without_host_settings(&mut c);
+        let out = c
+            .args([
+                "-b", "8", "-e", "64K", "-f", "32", "-g", "4", "-r", "-1", "-u", "1",
+            ])
+            .env("LD_LIBRARY_PATH", libs.path())
+            .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("# Out of bounds values : 0 OK"),
+            "{name}: {stdout}"
+        );
+        let rows = stdout
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .count();
+        let roots = if name == "hypercube_perf" { 1 } else { 4 };
+        assert_eq!(rows, 3 * roots, "{name}: -r -1 runs every root: {stdout}");
+    }
+    // Hypercube pairs rank r with r ^ 2^k: three ranks cannot.
+    let (_dir, link) = linked("hypercube_perf");
+    let out = perf(&link, "-b 8 -e 8 -g 3 --backend host");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(text(&out.stderr).contains("power-of-two number of ranks"));
 }

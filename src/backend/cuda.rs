@@ -36,6 +36,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "cuMemcpyDtoH_v2",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyDtoDAsync_v2",
     "cuStreamCreate",
     "cuStreamDestroy_v2",
     "cuStreamQuery",
@@ -284,6 +285,7 @@ pub mod drv {
         cuMemcpyDtoH_v2(dst: *mut c_void, src: cu::CUdeviceptr, bytes: usize);
         cuMemcpyHtoDAsync_v2(dst: cu::CUdeviceptr, src: *const c_void, bytes: usize, stream: cu::CUstream);
         cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: cu::CUdeviceptr, bytes: usize, stream: cu::CUstream);
+        cuMemcpyDtoDAsync_v2(dst: cu::CUdeviceptr, src: cu::CUdeviceptr, bytes: usize, stream: cu::CUstream);
         cuStreamCreate(stream: *mut cu::CUstream, flags: c_uint);
         cuStreamDestroy_v2(stream: cu::CUstream);
         cuStreamQuery(stream: cu::CUstream);

@@ -219,11 +219,46 @@ impl HostComm {
         let per_bytes = layout.param_count * elem;
         match spec.coll {
             // `prepare` refused them (PointSpec::runnable).
-            Collective::Gather
-            | Collective::Scatter
-            | Collective::Hypercube
-            | Collective::Alltoallv
-            | Collective::Unknown => {}
+            Collective::Alltoallv | Collective::Unknown => {}
+            Collective::Gather => {
+                // The root reads every rank's share into its place (its own is there in place).
+                if me == spec.root {
+                    for (s, &send) in sends.iter().enumerate() {
+                        if !(in_place && s == me) {
+                            own(my_recv, s * per_bytes, per_bytes)
+                                .copy_from_slice(peer(send, 0, per_bytes));
+                        }
+                    }
+                }
+            }
+            Collective::Scatter => {
+                // Every rank reads its share of the root's input (the root's own is in place).
+                if !(in_place && me == spec.root) {
+                    own(my_recv, 0, per_bytes).copy_from_slice(peer(
+                        sends[spec.root],
+                        me * per_bytes,
+                        per_bytes,
+                    ));
+                }
+            }
+            Collective::Hypercube => {
+                // nccl-tests' exchange (src/hypercube.cu): the own share into place, then per
+                // step k the partner r ^ 2^k's 2^k shares that this rank lacks. Each step reads
+                // blocks the partner finished before the barrier and writes only its own.
+                if !in_place {
+                    own(my_recv, me * per_bytes, per_bytes)
+                        .copy_from_slice(peer(sends[me], 0, per_bytes));
+                }
+                let recvs: Vec<usize> = slots.iter().map(|s| s.1).collect();
+                let mut mask = 1;
+                while mask < n {
+                    self.barrier();
+                    let block = ((me & !(mask - 1)) ^ mask) * per_bytes;
+                    let len = mask * per_bytes;
+                    own(my_recv, block, len).copy_from_slice(peer(recvs[me ^ mask], block, len));
+                    mask <<= 1;
+                }
+            }
             Collective::AllReduce => {
                 // Each rank reduces its chunk and writes the result straight into every rank's
                 // output: inputs read once, outputs written once, no gather phase. Only this
@@ -299,7 +334,7 @@ impl Communicator for HostComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
-        spec.runnable()?;
+        spec.runnable(self.nranks())?;
         self.pairing = None;
         self.patient = false;
         let layout = spec.layout(self.nranks(), self.rank);
@@ -485,104 +520,5 @@ pub fn memcpy_bandwidth(size_bytes: usize) -> Result<f64, BackendError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::{count_wrong, fill_inputs, Generator};
-    use crate::dtype::Dtype;
-
-    /// Runs one checked call on every rank of a thread world; returns wrong counts per rank.
-    fn check(
-        coll: Collective,
-        dtype: Dtype,
-        op: RedOp,
-        n: usize,
-        count: usize,
-        placement: Placement,
-    ) -> Vec<u64> {
-        let root = n - 1;
-        let spec = PointSpec {
-            coll,
-            dtype,
-            op,
-            root,
-            count,
-            unalign: 0,
-        };
-        let gen = Generator {
-            coll,
-            op,
-            dtype,
-            nranks: n,
-            root,
-        };
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = world(n)
-                .into_iter()
-                .map(|mut comm| {
-                    scope.spawn(move || {
-                        comm.prepare(&spec).unwrap();
-                        let r = comm.rank();
-                        let layout = spec.layout(n, r);
-                        fill_inputs(&gen, r, &layout, placement, comm.buffers());
-                        comm.run(placement, 1).unwrap();
-                        count_wrong(&gen, r, &layout, placement, comm.buffers().recv)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    }
-
-    #[test]
-    fn every_collective_type_op_and_placement_is_exact() {
-        for coll in Collective::ALL {
-            let ops: &[RedOp] = if coll.has_op() {
-                &RedOp::ALL
-            } else {
-                &[RedOp::Sum]
-            };
-            for &op in ops {
-                for dtype in [
-                    Dtype::Int8,
-                    Dtype::Uint8,
-                    Dtype::Int32,
-                    Dtype::Int64,
-                    Dtype::Half,
-                    Dtype::Bfloat16,
-                    Dtype::Float,
-                    Dtype::Double,
-                ] {
-                    for n in [1usize, 2, 3, 4] {
-                        for placement in Placement::BOTH {
-                            let wrong = check(coll, dtype, op, n, 1000, placement);
-                            assert!(
-                                wrong.iter().all(|&w| w == 0),
-                                "{coll} {dtype} {op} n={n} {placement:?}: {wrong:?}"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn uneven_counts_and_empty_calls_work() {
-        for coll in Collective::ALL {
-            for count in [0usize, 1, 7, 1001] {
-                let wrong = check(
-                    coll,
-                    Dtype::Float,
-                    RedOp::Sum,
-                    3,
-                    count,
-                    Placement::OutOfPlace,
-                );
-                assert!(
-                    wrong.iter().all(|&w| w == 0),
-                    "{coll} count={count}: {wrong:?}"
-                );
-            }
-        }
-    }
-}
+#[path = "host_tests.rs"]
+mod tests;

@@ -55,13 +55,24 @@ impl PointSpec {
         Layout::new(self.coll, self.count, self.dtype.size_bytes(), nranks, rank)
     }
 
-    /// Imports can name collectives no backend runs (`unknown`, gather, scatter, …).
-    pub fn runnable(&self) -> Result<(), BackendError> {
+    /// Imports can name collectives no backend runs (`unknown`, alltoallv); hypercube needs
+    /// a power-of-two rank count (nccl-tests' exchange pairs rank with `rank ^ mask`).
+    pub fn runnable(&self, nranks: usize) -> Result<(), BackendError> {
         if !self.coll.is_measured() {
             return Err(BackendError::Unsupported(format!(
                 "cannot run {}: ncclprobe measures {}",
                 self.coll,
-                Collective::ALL.map(|c| c.name()).join(", ")
+                Collective::ALL
+                    .into_iter()
+                    .chain(Collective::EXTRA)
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        if self.coll == Collective::Hypercube && !nranks.is_power_of_two() {
+            return Err(BackendError::Unsupported(format!(
+                "hypercube needs a power-of-two number of ranks (each step pairs rank r with r XOR 2^k), not {nranks}"
             )));
         }
         Ok(())

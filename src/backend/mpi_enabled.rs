@@ -258,6 +258,44 @@ struct Call {
 }
 
 impl Call {
+    /// nccl-tests' hypercube_perf (src/hypercube.cu): the own share into place, then per
+    /// step k one exchange with rank ^ 2^k of the 2^k shares each side holds.
+    ///
+    /// # Safety
+    /// As `issue`.
+    unsafe fn hypercube(&self, send: *mut c_void, recv: *mut c_void) -> c_int {
+        let per = self.count as usize * self.dtype.size_bytes();
+        let at = |share: usize| (recv as *mut u8).add(share * per) as *mut c_void;
+        if !self.in_place {
+            std::ptr::copy_nonoverlapping(send as *const u8, at(self.me) as *mut u8, per);
+        }
+        let mut mask = 1usize;
+        while mask < self.nranks {
+            let mine = self.me & !(mask - 1);
+            let partner = (self.me ^ mask) as c_int;
+            let n = self.count * mask as c_int;
+            let rc = ffi::MPI_Sendrecv(
+                at(mine),
+                n,
+                self.dt,
+                partner,
+                0,
+                at(mine ^ mask),
+                n,
+                self.dt,
+                partner,
+                0,
+                self.comm,
+                ffi::RSMPI_STATUS_IGNORE,
+            );
+            if rc != 0 {
+                return rc;
+            }
+            mask <<= 1;
+        }
+        0
+    }
+
     /// Issues the call once. Returns MPI's error code (non-zero is a failure).
     ///
     /// # Safety
@@ -278,13 +316,32 @@ impl Call {
             let input = std::slice::from_raw_parts_mut(base.add(offset), bytes);
             premul_bytes(self.dtype, input, self.nranks);
         }
+        let share = |rank: usize| {
+            (recv as *mut u8).add(rank * count as usize * self.dtype.size_bytes()) as *mut c_void
+        };
+        let me_root = self.me as c_int == self.root;
         let rc = match self.coll {
             // `prepare` refused them (PointSpec::runnable).
-            Collective::Gather
-            | Collective::Scatter
-            | Collective::Hypercube
-            | Collective::Alltoallv
-            | Collective::Unknown => 0,
+            Collective::Alltoallv | Collective::Unknown => 0,
+            Collective::Gather => {
+                // In place, each rank's share already sits at its place in the receive buffer.
+                let s = match (self.in_place, me_root) {
+                    (true, true) => s,
+                    (true, false) => share(self.me),
+                    (false, _) => send,
+                };
+                ffi::MPI_Gather(s, count, dt, recv, count, dt, self.root, comm)
+            }
+            Collective::Scatter => {
+                // In place, the root's input is the receive buffer and its own share stays.
+                let (from, to) = match (self.in_place, me_root) {
+                    (true, true) => (recv, s),
+                    (true, false) => (recv, share(self.me)),
+                    (false, _) => (send, recv),
+                };
+                ffi::MPI_Scatter(from, count, dt, to, count, dt, self.root, comm)
+            }
+            Collective::Hypercube => self.hypercube(send, recv),
             Collective::AllReduce => ffi::MPI_Allreduce(s, recv, count, dt, op, comm),
             Collective::AllGather => ffi::MPI_Allgather(s, count, dt, recv, count, dt, comm),
             Collective::ReduceScatter => {
@@ -344,7 +401,7 @@ impl Communicator for MpiComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
-        spec.runnable()?;
+        spec.runnable(self.nranks())?;
         let layout = spec.layout(self.nranks, self.rank);
         if layout.buffer_count() > c_int::MAX as usize {
             return Err(BackendError::Unsupported(format!(

@@ -85,7 +85,7 @@ pub fn aliases(dir: &Path, mpi: bool) -> Result<ExitCode, Failure> {
     std::fs::create_dir_all(dir).map_err(|e| Failure::usage(format!("{}: {e}", dir.display())))?;
     let suffix = if mpi { "_perf_mpi" } else { "_perf" };
     let mut refused = Vec::new();
-    for coll in Collective::ALL {
+    for coll in Collective::ALL.into_iter().chain(Collective::EXTRA) {
         let link = dir.join(format!("{}{suffix}", coll.name()));
         let ours = std::fs::canonicalize(&link).is_ok_and(|target| target == exe);
         let made = if ours {

@@ -3,7 +3,7 @@
 
 use super::comm::NcclComm;
 use super::enqueue::enqueue;
-use super::group::{one_group, Work};
+use super::group::{grouped, Work};
 use crate::backend::cuda::drv;
 use crate::backend::BackendError;
 use crate::coll::Placement;
@@ -48,7 +48,7 @@ impl NcclComm {
                 for _ in 0..iters {
                     if agg > 1 {
                         let work = [(target.clone(), Work::Collective(spec, placement, agg))];
-                        one_group(&self.api, &work, 0)?;
+                        grouped(&self.api, &work)?;
                         self.current()?;
                         continue;
                     }
@@ -120,7 +120,7 @@ impl NcclComm {
                     .cuda("cuEventRecord", unsafe { drv::cuEventRecord(*e, stream) })?;
                 if agg > 1 {
                     let work = [(target.clone(), Work::Collective(spec, placement, agg))];
-                    one_group(&self.api, &work, 0)?;
+                    grouped(&self.api, &work)?;
                     self.current()?;
                 } else {
                     // SAFETY: buffers sized by prepare for this spec in both placements.

@@ -282,7 +282,7 @@ impl Communicator for NcclComm {
     }
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
-        spec.runnable()?;
+        spec.runnable(self.nranks())?;
         self.current()?;
         let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
         // -u: the collective's buffers start past the allocation's (aligned) start.

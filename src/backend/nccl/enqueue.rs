@@ -31,12 +31,32 @@ impl Target {
     }
 }
 
-/// Enqueue one call of the prepared collective on the stream.
+/// How many steps one call of `coll` takes on `n` ranks, each its own NCCL group: hypercube's
+/// copy and then one exchange per doubling; one for the others.
+pub(super) fn steps(coll: Collective, n: usize) -> usize {
+    match coll {
+        Collective::Hypercube => 1 + n.max(1).trailing_zeros() as usize,
+        _ => 1,
+    }
+}
+
+/// Enqueue one call of the prepared collective on the stream, step after step.
 pub(super) unsafe fn enqueue(
     a: &Api,
     t: &Target,
     spec: &PointSpec,
     placement: Placement,
+) -> Result<(), BackendError> {
+    (0..steps(spec.coll, t.nranks)).try_for_each(|step| enqueue_step(a, t, spec, placement, step))
+}
+
+/// Enqueue step `step` of one call of the prepared collective (see [`steps`]).
+pub(super) unsafe fn enqueue_step(
+    a: &Api,
+    t: &Target,
+    spec: &PointSpec,
+    placement: Placement,
+    step: usize,
 ) -> Result<(), BackendError> {
     let layout = spec.layout(t.nranks, t.rank);
     let ts = spec.dtype.size_bytes() as u64;
@@ -108,11 +128,10 @@ pub(super) unsafe fn enqueue(
             rc.add((a.nccl_group_end)());
             rc.0
         }
-        Collective::Gather
-        | Collective::Scatter
-        | Collective::Hypercube
-        | Collective::Alltoallv
-        | Collective::Unknown => {
+        Collective::Gather | Collective::Scatter | Collective::Hypercube => {
+            rooted_or_hypercube(a, t, spec, (send, recv), count, comm, step)?
+        }
+        Collective::Alltoallv | Collective::Unknown => {
             return Err(BackendError::Unsupported(format!(
                 "cannot run {}",
                 spec.coll
@@ -121,6 +140,110 @@ pub(super) unsafe fn enqueue(
     };
     let what = || t.doing(spec.coll.name(), spec.count * spec.dtype.size_bytes());
     t.comm.check(&what, rc)
+}
+
+/// gather_perf, scatter_perf and hypercube_perf as nccl-tests 2.19.6 issues them when built
+/// with NCCL before 2.28 (src/gather.cu, scatter.cu, hypercube.cu): sends and receives in a
+/// group; hypercube's step 0 copies the own share into place and step k >= 1 exchanges
+/// 2^(k-1) shares with rank ^ 2^(k-1), one group each. The result of the NCCL calls, the first
+/// failure first.
+unsafe fn rooted_or_hypercube(
+    a: &Api,
+    t: &Target,
+    spec: &PointSpec,
+    (send, recv): (u64, u64),
+    count: usize,
+    comm: *mut c_void,
+    step: usize,
+) -> Result<c_int, BackendError> {
+    let dt = nccl_dtype(spec.dtype);
+    let stream = t.stream as *mut c_void;
+    let share = (count * spec.dtype.size_bytes()) as u64;
+    let (n, me, root) = (t.nranks, t.rank, spec.root);
+    let ptr = |p: u64| p as *mut c_void;
+    if count == 0 || (spec.coll == Collective::Hypercube && step >= steps(spec.coll, n)) {
+        // `if (count == 0) return testSuccess;` (gather and scatter).
+        return Ok(0);
+    }
+    let mut rc = FirstError::default();
+    match spec.coll {
+        Collective::Gather => {
+            (a.nccl_group_start)();
+            rc.add((a.nccl_send)(
+                ptr(send),
+                count,
+                dt,
+                root as c_int,
+                comm,
+                stream,
+            ));
+            if me == root {
+                for r in 0..n {
+                    let to = ptr(recv + r as u64 * share);
+                    rc.add((a.nccl_recv)(to, count, dt, r as c_int, comm, stream));
+                }
+            }
+            rc.add((a.nccl_group_end)());
+        }
+        Collective::Scatter => {
+            (a.nccl_group_start)();
+            if me == root {
+                for r in 0..n {
+                    let from = ptr(send + r as u64 * share);
+                    rc.add((a.nccl_send)(from, count, dt, r as c_int, comm, stream));
+                }
+            }
+            rc.add((a.nccl_recv)(
+                ptr(recv),
+                count,
+                dt,
+                root as c_int,
+                comm,
+                stream,
+            ));
+            rc.add((a.nccl_group_end)());
+        }
+        _ if step == 0 => {
+            let mine = recv + me as u64 * share;
+            if mine != send {
+                a.cuda(
+                    "cuMemcpyDtoDAsync",
+                    crate::backend::cuda::drv::cuMemcpyDtoDAsync_v2(
+                        mine,
+                        send,
+                        share as usize,
+                        stream as _,
+                    ),
+                )?;
+            }
+        }
+        _ => {
+            let mask = 1usize << (step - 1);
+            let s = (me & !(mask - 1)) as u64;
+            let r = s ^ mask as u64;
+            let peer = (me ^ mask) as c_int;
+            let len = count * mask;
+            (a.nccl_group_start)();
+            rc.add((a.nccl_send)(
+                ptr(recv + s * share),
+                len,
+                dt,
+                peer,
+                comm,
+                stream,
+            ));
+            rc.add((a.nccl_recv)(
+                ptr(recv + r * share),
+                len,
+                dt,
+                peer,
+                comm,
+                stream,
+            ));
+            rc.add((a.nccl_group_end)());
+        }
+    }
+    Ok(rc.0)
 }
 
 /// Enqueue one phase of a pair exchange: its send and receive of `bytes` in one group, as

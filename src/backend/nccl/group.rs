@@ -2,7 +2,7 @@
 
 use super::abort::NCCL_IN_PROGRESS;
 use super::api::Api;
-use super::enqueue::{enqueue, enqueue_transfer, Target};
+use super::enqueue::{enqueue_step, enqueue_transfer, steps, Target};
 use crate::backend::cuda::drv;
 use crate::backend::{BackendError, PairRole, PointSpec};
 use crate::coll::Placement;
@@ -67,16 +67,7 @@ impl GroupLauncher {
                 // This thread owns every communicator of the group while it makes the group's
                 // calls: the other rank threads wait at the barrier below meanwhile.
                 for _ in 0..iters {
-                    // A collective is one group; a round trip's two phases are two.
-                    for phase in 0..2 {
-                        let any = targets.iter().any(|(_, w)| match w {
-                            Work::Collective(..) => phase == 0,
-                            Work::Pair(role, _) => role.phases()[phase] != Default::default(),
-                        });
-                        if any {
-                            one_group(api, &targets, phase)?;
-                        }
-                    }
+                    grouped(api, &targets)?;
                 }
                 Ok(())
             })();
@@ -88,6 +79,40 @@ impl GroupLauncher {
             None => Ok(start),
         }
     }
+}
+
+impl Work {
+    /// The groups one iteration takes: a collective's steps (hypercube's copy and exchanges;
+    /// one for the others), a round trip's two phases, a one-way exchange's one.
+    fn phases(&self, nranks: usize) -> usize {
+        match self {
+            Work::Collective(spec, ..) => steps(spec.coll, nranks),
+            Work::Pair(..) => 2,
+        }
+    }
+
+    fn has_phase(&self, phase: usize, nranks: usize) -> bool {
+        match self {
+            Work::Collective(..) => phase < self.phases(nranks),
+            Work::Pair(role, _) => role.phases()[phase] != Default::default(),
+        }
+    }
+}
+
+/// One iteration of every target's work: each phase in a group of its own, in order, so that a
+/// step that sends what the step before received (hypercube) gets it.
+pub(super) fn grouped(api: &Api, targets: &[(Target, Work)]) -> Result<(), BackendError> {
+    let phases = targets
+        .iter()
+        .map(|(t, w)| w.phases(t.nranks))
+        .max()
+        .unwrap_or(0);
+    for phase in 0..phases {
+        if targets.iter().any(|(t, w)| w.has_phase(phase, t.nranks)) {
+            one_group(api, targets, phase)?;
+        }
+    }
+    Ok(())
 }
 
 /// One group: every GPU's part of phase `phase` between ncclGroupStart and ncclGroupEnd.
@@ -108,8 +133,8 @@ pub(super) fn one_group(
                 drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
             )
             .and_then(|_| match *work {
-                Work::Collective(spec, placement, agg) if phase == 0 => {
-                    (0..agg.max(1)).try_for_each(|_| enqueue(api, t, &spec, placement))
+                Work::Collective(spec, placement, agg) if phase < steps(spec.coll, t.nranks) => {
+                    (0..agg.max(1)).try_for_each(|_| enqueue_step(api, t, &spec, placement, phase))
                 }
                 Work::Collective(..) => Ok(()),
                 Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], bytes),

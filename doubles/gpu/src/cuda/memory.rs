@@ -245,3 +245,30 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     super::need_context!();
     copy_on_stream(dst as usize, src as usize, n, stream)
 }
+
+/// Device to device on the stream (both ends must be live device allocations, as the driver
+/// would fault on anything else).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
+    dst: u64,
+    src: u64,
+    n: usize,
+    stream: *mut c_void,
+) -> CUresult {
+    super::need_context!();
+    let inside = |p: u64| {
+        allocations()
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(&base, (layout, device))| {
+                device.is_some()
+                    && base as u64 <= p
+                    && p + n as u64 <= (base + layout.size()) as u64
+            })
+    };
+    if !inside(dst) || !inside(src) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    copy_on_stream(dst as usize, src as usize, n, stream)
+}

@@ -201,6 +201,10 @@ pub struct Settings {
     /// Absent: NCCL's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cta_policy: Option<i64>,
+    /// nccl-tests' -G: each sample's calls were captured into a CUDA graph, launched this many
+    /// times; times are per call. Absent: no graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_launches: Option<usize>,
     /// nccl-tests' -y 1: the calls ran on the GPU's legacy default (NULL) stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream_null: bool,

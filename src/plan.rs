@@ -273,6 +273,7 @@ impl Plan {
             blocking: t.blocking,
             unalign: (t.unalign > 0).then_some(t.unalign),
             cta_policy: args.backend.cta_policy,
+            graph_launches: (t.graph_launches > 0).then_some(t.graph_launches),
             stream_null: args.backend.stream_null,
         };
         let (fault, injected) = match args.inject_fault.as_deref() {

@@ -159,7 +159,7 @@ fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("alltoallv_perf", "", "does not run alltoallv"),
         ("all_reduce_perf", "-o mulsum", "mulsum"),
-        ("all_reduce_perf", "-G 10", "-G"),
+        ("all_reduce_perf", "-G 10 -z 2", "-G with -z 1 or 2"),
     ] {
         let (_dir, link) = linked(name);
         let args = format!("{args} --backend host");
@@ -955,4 +955,39 @@ fn gather_scatter_and_hypercube_run_as_their_binaries_with_their_counts_and_root
     let out = perf(&link, "-b 8 -e 8 -g 3 --backend host");
     assert_ne!(out.status.code(), Some(0));
     assert!(text(&out.stderr).contains("power-of-two number of ranks"));
+}
+
+#[test]
+fn cudagraph_captures_each_sample_and_launches_it_g_times_on_the_nccl_backend_only() {
+    // The GPU TEST DOUBLE records captures and launches as CUDA does: work on a capturing
+    // stream runs only when the graph is launched, and a wait inside the capture fails it.
+    let (out, trace) = on_double(
+        "22703",
+        &[
+            "-b", "8", "-e", "1K", "-f", "128", "-g", "2", "-n", "3", "-m", "2", "-G", "4",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
+    assert!(text(&out.stdout).contains(" graph: 4"));
+    let count = |what: &str| trace.lines().filter(|l| l.starts_with(what)).count();
+    // Two sizes, two placements, two ranks: eight captures in thread-local mode, each of the
+    // three iterations' groups of two calls, each launched four times.
+    assert_eq!(count("call=cuStreamBeginCapture mode=1"), 8, "{trace}");
+    assert_eq!(
+        count("call=cuStreamEndCapture nodes=6 invalidated=false"),
+        8
+    );
+    assert_eq!(count("call=cuGraphLaunch"), 8 * 4);
+    // CUDA forbids waiting inside a capture: nccl-tests' -z 1 and 2 would, so they are refused.
+    let (out, _) = on_double(
+        "22703",
+        &["-b", "8", "-e", "8", "-g", "2", "-G", "2", "-z", "1"],
+    );
+    assert_eq!(out.status.code(), Some(5));
+    // Without GPUs there are no graphs: said, and the calls run as without -G.
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 8 -e 8 -g 2 -G 3 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("-G (CUDA graphs) applies to the NCCL backend only"));
 }

@@ -216,12 +216,73 @@ pub mod drv {
             709 => "CUDA_ERROR_CONTEXT_IS_DESTROYED",
             719 => "CUDA_ERROR_LAUNCH_FAILED",
             800 => "CUDA_ERROR_NOT_PERMITTED",
+            900 => "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+            901 => "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
             801 => "CUDA_ERROR_NOT_SUPPORTED",
             803 => "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
             999 => "CUDA_ERROR_UNKNOWN",
             _ => return "an unknown CUDA error".into(),
         };
         known.into()
+    }
+
+    /// `CU_STREAM_CAPTURE_MODE_THREAD_LOCAL`, nccl-tests' mode (src/common.cu, BenchTime:
+    /// graph capture and instantiation may happen on several threads at once).
+    pub const CAPTURE_MODE_THREAD_LOCAL: c_uint = 1;
+
+    /// Stream capture and CUDA graphs (nccl-tests' -G), looked up only when asked for: a
+    /// driver without them (before CUDA 11.4) runs everything else.
+    pub struct Graphs {
+        pub begin_capture: unsafe extern "C" fn(cu::CUstream, c_uint) -> Status,
+        pub end_capture: unsafe extern "C" fn(cu::CUstream, *mut cu::CUgraph) -> Status,
+        pub instantiate: unsafe extern "C" fn(*mut cu::CUgraphExec, cu::CUgraph, u64) -> Status,
+        pub launch: unsafe extern "C" fn(cu::CUgraphExec, cu::CUstream) -> Status,
+        pub exec_destroy: unsafe extern "C" fn(cu::CUgraphExec) -> Status,
+        pub destroy: unsafe extern "C" fn(cu::CUgraph) -> Status,
+    }
+
+    /// The graph entry points of the verified driver.
+    pub fn graphs() -> Result<&'static Graphs, String> {
+        static GRAPHS: OnceLock<Result<Graphs, String>> = OnceLock::new();
+        GRAPHS
+            .get_or_init(|| {
+                let path = super::open()?;
+                // SAFETY: the verified driver, already loaded; never unloaded.
+                let lib = unsafe { libloading::Library::new(&path) }
+                    .map_err(|e| super::super::dl_error(&e))?;
+                let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+                let missing = |name: &str| {
+                    format!(
+                        "-G: the CUDA driver at {} has no {name} (CUDA graphs need a CUDA 11.4 or newer driver)",
+                        path.display()
+                    )
+                };
+                // SAFETY: each signature is cuda.h's, with the enum result as u32.
+                unsafe {
+                    Ok(Graphs {
+                        begin_capture: *lib
+                            .get(b"cuStreamBeginCapture_v2\0")
+                            .map_err(|_| missing("cuStreamBeginCapture_v2"))?,
+                        end_capture: *lib
+                            .get(b"cuStreamEndCapture\0")
+                            .map_err(|_| missing("cuStreamEndCapture"))?,
+                        instantiate: *lib
+                            .get(b"cuGraphInstantiateWithFlags\0")
+                            .map_err(|_| missing("cuGraphInstantiateWithFlags"))?,
+                        launch: *lib
+                            .get(b"cuGraphLaunch\0")
+                            .map_err(|_| missing("cuGraphLaunch"))?,
+                        exec_destroy: *lib
+                            .get(b"cuGraphExecDestroy\0")
+                            .map_err(|_| missing("cuGraphExecDestroy"))?,
+                        destroy: *lib
+                            .get(b"cuGraphDestroy\0")
+                            .map_err(|_| missing("cuGraphDestroy"))?,
+                    })
+                }
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     macro_rules! driver_calls {

@@ -182,6 +182,21 @@ pub trait Communicator {
         self.run(placement, iters * agg.max(1))
     }
 
+    /// nccl-tests' -G: `iters` iterations of `agg` calls captured into a CUDA graph, which is
+    /// then launched `launches` times; the seconds from the first launch until the last is
+    /// done. Only a backend on GPUs has graphs.
+    fn run_graph(
+        &mut self,
+        _placement: Placement,
+        _iters: usize,
+        _agg: usize,
+        _launches: usize,
+    ) -> Result<f64, BackendError> {
+        Err(BackendError::Unsupported(
+            "-G: CUDA graphs need the NCCL backend".into(),
+        ))
+    }
+
     /// `iters` iterations of `agg` calls each (-m; 1 elsewhere), timed one by one (nccl-tests'
     /// -I): the batch's seconds, each iteration's, and how they were told apart. This default
     /// is for backends whose calls return complete (host, MPI): the host clock around each

@@ -140,6 +140,7 @@ impl MatrixArgs {
                 agg_iters: 1,
                 blocking: None,
                 unalign: 0,
+                graph_launches: 0,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

@@ -393,7 +393,10 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
 pub fn unsupported(f: &PerfFlags) -> Option<String> {
     let env = |k: &str| std::env::var_os(k).is_some();
     let reasons = [
-        (f.cudagraph > 0, "-G (CUDA graph capture and replay)"),
+        (
+            f.cudagraph > 0 && (f.blocking == 1 || f.blocking == 2),
+            "-G with -z 1 or 2 (a wait inside a CUDA graph capture, which CUDA forbids)",
+        ),
         (
             f.device_implementation > 0,
             "-D (NCCL device API implementations)",
@@ -507,6 +510,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             agg_iters: f.agg_iters.max(1) as usize,
             blocking: crate::model::Blocking::from_flag(f.blocking),
             unalign: f.unalign.max(0) as usize,
+            graph_launches: f.cudagraph.max(0) as usize,
             ..Timing::default()
         },
         backend: BackendOptions {

@@ -180,6 +180,7 @@ impl SweepArgs {
                 agg_iters: 1,
                 blocking: None,
                 unalign: 0,
+                graph_launches: 0,
             },
             backend: self.backend.options(),
             output: self.output.outputs(),

@@ -93,6 +93,8 @@ pub struct Timing {
     pub blocking: Option<crate::model::Blocking>,
     /// nccl-tests' -u: buffers misaligned by this many elements.
     pub unalign: usize,
+    /// nccl-tests' -G: each sample captured into a CUDA graph, launched this many times.
+    pub graph_launches: usize,
 }
 
 impl Default for Timing {
@@ -117,6 +119,7 @@ impl Default for Timing {
             agg_iters: 1,
             blocking: None,
             unalign: 0,
+            graph_launches: 0,
         }
     }
 }

@@ -65,6 +65,9 @@ fn without_gpu(plan: &mut Plan, backend: &str) {
     if s.cta_policy.take().is_some() {
         dropped.push("-x (NCCL's CTA policy)");
     }
+    if s.graph_launches.take().is_some() {
+        dropped.push("-G (CUDA graphs)");
+    }
     if !dropped.is_empty() {
         let (verb, pronoun) = match dropped.len() {
             1 => ("applies", "it is"),

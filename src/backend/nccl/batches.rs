@@ -33,29 +33,8 @@ impl NcclComm {
                 drv::cuEventRecord(a as cu::CUevent, stream)
             })?;
         }
-        match &self.group {
-            Some(group) => {
-                start = group.launch(
-                    &self.api,
-                    self.target(),
-                    Work::Collective(spec, placement, agg),
-                    iters,
-                )?;
-                self.current()?;
-            }
-            None => {
-                let target = self.target();
-                for _ in 0..iters {
-                    if agg > 1 {
-                        let work = [(target.clone(), Work::Collective(spec, placement, agg))];
-                        grouped(&self.api, &work)?;
-                        self.current()?;
-                        continue;
-                    }
-                    // SAFETY: buffers sized by prepare for this spec in both placements.
-                    unsafe { enqueue(&self.api, &target, &spec, placement)? };
-                }
-            }
+        if let Some(all_arrived) = self.enqueue_batch(&spec, placement, iters, agg)? {
+            start = all_arrived;
         }
         if let Some((_, b)) = self.events {
             // SAFETY: as above.
@@ -153,5 +132,105 @@ impl NcclComm {
             unsafe { drv::cuEventDestroy_v2(e) };
         }
         result
+    }
+
+    /// -G as nccl-tests runs it (src/common.cu, BenchTime with cudaGraphLaunches): the batch's
+    /// calls captured on the rank's stream (thread-local mode), the graph instantiated, the
+    /// ranks met, then the graph launched `launches` times and the stream waited for; the
+    /// seconds from the first launch. With -g N each rank captures its own stream while the
+    /// group launcher issues every GPU's calls.
+    pub(super) fn run_graph_batch(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+        agg: usize,
+        launches: usize,
+    ) -> Result<f64, BackendError> {
+        let spec = self
+            .spec
+            .ok_or_else(|| BackendError::Failed("run_graph() before prepare()".into()))?;
+        let g = drv::graphs().map_err(BackendError::Unsupported)?;
+        if self.stream == 0 {
+            return Err(BackendError::Unsupported(
+                "-G with -y 1: the legacy (NULL) stream cannot be captured".into(),
+            ));
+        }
+        self.current()?;
+        let stream = self.stream as cu::CUstream;
+        // SAFETY: the rank's own stream, idle (every batch ends waiting for it).
+        self.api.cuda("cuStreamBeginCapture", unsafe {
+            (g.begin_capture)(stream, drv::CAPTURE_MODE_THREAD_LOCAL)
+        })?;
+        let captured = self.enqueue_batch(&spec, placement, iters, agg).map(|_| ());
+        let mut graph: cu::CUgraph = std::ptr::null_mut();
+        // SAFETY: ends the capture begun above, whatever the enqueueing did.
+        let ended = self.api.cuda("cuStreamEndCapture", unsafe {
+            (g.end_capture)(stream, &mut graph)
+        });
+        captured?;
+        ended?;
+        let mut exec: cu::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: a graph just captured; flags 0 as nccl-tests.
+        let made = self.api.cuda("cuGraphInstantiate", unsafe {
+            (g.instantiate)(&mut exec, graph, 0)
+        });
+        let timed = made.and_then(|_| {
+            // "Resync CPU, restart timing, launch cuda graph".
+            self.control.allgather(&[])?;
+            let start = Instant::now();
+            for _ in 0..launches {
+                // SAFETY: the instantiated graph on the rank's stream.
+                self.api
+                    .cuda("cuGraphLaunch", unsafe { (g.launch)(exec, stream) })?;
+            }
+            self.wait(&spec)?;
+            Ok(start.elapsed().as_secs_f64())
+        });
+        // SAFETY: our own graph and its instance, nothing left running on them.
+        unsafe {
+            if !exec.is_null() {
+                (g.exec_destroy)(exec);
+            }
+            if !graph.is_null() {
+                (g.destroy)(graph);
+            }
+        }
+        timed
+    }
+
+    /// Enqueue `iters` iterations of `agg` calls (grouped when more than one), from this
+    /// thread or, with -g N, through the group launcher (then: the moment every rank had
+    /// arrived); nothing waited for.
+    fn enqueue_batch(
+        &mut self,
+        spec: &crate::backend::PointSpec,
+        placement: Placement,
+        iters: usize,
+        agg: usize,
+    ) -> Result<Option<Instant>, BackendError> {
+        let target = self.target();
+        if let Some(group) = &self.group {
+            let arrived = group.launch(
+                &self.api,
+                target,
+                Work::Collective(*spec, placement, agg),
+                iters,
+            )?;
+            self.current()?;
+            return Ok(Some(arrived));
+        }
+        for _ in 0..iters {
+            if agg > 1 {
+                grouped(
+                    &self.api,
+                    &[(target.clone(), Work::Collective(*spec, placement, agg))],
+                )?;
+                self.current()?;
+            } else {
+                // SAFETY: buffers sized by prepare for this spec in both placements.
+                unsafe { enqueue(&self.api, &target, spec, placement)? };
+            }
+        }
+        Ok(None)
     }
 }

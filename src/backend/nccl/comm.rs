@@ -367,6 +367,16 @@ impl Communicator for NcclComm {
         self.run_batch(placement, iters, agg)
     }
 
+    fn run_graph(
+        &mut self,
+        placement: Placement,
+        iters: usize,
+        agg: usize,
+        launches: usize,
+    ) -> Result<f64, BackendError> {
+        self.run_graph_batch(placement, iters, agg, launches)
+    }
+
     fn run_each(
         &mut self,
         placement: Placement,

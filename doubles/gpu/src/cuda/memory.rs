@@ -101,6 +101,9 @@ unsafe fn free(p: usize) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CUresult {
     super::need_context!();
+    if !super::graphs::unsafe_call_allowed() {
+        return super::graphs::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     match alloc(bytes, current()) {
         Some(p) => {
             *dptr = p as u64;
@@ -112,12 +115,18 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut u64, bytes: usize) -> CUresult
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: u64) -> CUresult {
+    if !super::graphs::unsafe_call_allowed() {
+        return super::graphs::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     free(dptr as usize)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) -> CUresult {
     super::need_context!();
+    if !super::graphs::unsafe_call_allowed() {
+        return super::graphs::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     match alloc(bytes, None) {
         Some(ptr) => {
             *p = ptr as *mut c_void;
@@ -217,9 +226,11 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: u64, n: usize) -
 /// An asynchronous copy: `n` bytes from `src` to `dst` when the stream gets to it.
 unsafe fn copy_on_stream(dst: usize, src: usize, n: usize, stream: *mut c_void) -> CUresult {
     let (d, s) = (SendPtr(dst), SendPtr(src));
-    stream_of(stream).enqueue(Box::new(move || {
-        let (d, s) = (d, s);
-        std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
+    stream_of(stream).submit(std::sync::Arc::new(move || {
+        Box::new(move || {
+            let (d, s) = (d, s);
+            std::ptr::copy(s.0 as *const u8, d.0 as *mut u8, n)
+        })
     }));
     CUDA_SUCCESS
 }

@@ -3,6 +3,7 @@
 //! worker threads, stream query/sync and the sticky error, events).
 
 pub(crate) mod device;
+pub(crate) mod graphs;
 pub(crate) mod memory;
 pub(crate) mod streams;
 

@@ -9,7 +9,20 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-type Work = Box<dyn FnOnce() + Send>;
+pub(crate) type Work = Box<dyn FnOnce() + Send>;
+
+/// A node of a captured graph: called on the thread that launches the graph, each launch, it
+/// returns the work the launch puts on the stream (NCCL's calls take their sequence numbers
+/// at that moment, as a launch on the host would). Outside a capture it is called at once.
+pub(crate) type Node = Arc<dyn Fn() -> Work + Send + Sync>;
+
+/// A stream capture in progress (cuStreamBeginCapture): the nodes so far, and whether an
+/// illegal call has invalidated it.
+#[derive(Default)]
+pub(crate) struct Capture {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) invalidated: bool,
+}
 
 /// A stream: a worker thread running its queue in order. A blocking stream (created with
 /// flags 0) synchronises with the legacy default stream: before each of its jobs, what the
@@ -18,6 +31,8 @@ type Work = Box<dyn FnOnce() + Send>;
 /// behavior"), so work on it must be ordered explicitly.
 pub struct Stream {
     blocking: bool,
+    /// Set between cuStreamBeginCapture and cuStreamEndCapture: work is recorded, not run.
+    pub(crate) capture: Mutex<Option<Capture>>,
     queue: Mutex<VecDeque<Work>>,
     ready: Condvar,
     pending: AtomicUsize,
@@ -29,6 +44,7 @@ impl Stream {
     fn new(blocking: bool) -> Arc<Stream> {
         let s = Arc::new(Stream {
             blocking,
+            capture: Mutex::new(None),
             queue: Mutex::new(VecDeque::new()),
             ready: Condvar::new(),
             pending: AtomicUsize::new(0),
@@ -57,10 +73,31 @@ impl Stream {
         s
     }
 
-    pub(crate) fn enqueue(&self, work: Work) {
+    /// Run the node's work now, or record the node while the stream is being captured.
+    pub(crate) fn submit(&self, node: Node) {
+        if let Some(c) = self.capture.lock().unwrap().as_mut() {
+            c.nodes.push(node);
+            return;
+        }
+        self.push(node());
+    }
+
+    fn push(&self, work: Work) {
         self.pending.fetch_add(1, Ordering::AcqRel);
         self.queue.lock().unwrap().push_back(work);
         self.ready.notify_one();
+    }
+
+    /// Whether a capture is in progress; a query or synchronisation then is illegal and
+    /// invalidates it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+    fn capturing(&self) -> bool {
+        match self.capture.lock().unwrap().as_mut() {
+            Some(c) => {
+                c.invalidated = true;
+                true
+            }
+            None => false,
+        }
     }
 
     pub(crate) fn synchronize(&self) {
@@ -141,7 +178,11 @@ pub unsafe extern "C" fn cuStreamQuery(s: *mut c_void) -> CUresult {
     if failed != 0 {
         return failed;
     }
-    if stream_of(s).pending.load(Ordering::Acquire) == 0 {
+    let stream = stream_of(s);
+    if stream.capturing() {
+        return super::graphs::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if stream.pending.load(Ordering::Acquire) == 0 {
         CUDA_SUCCESS
     } else {
         CUDA_ERROR_NOT_READY
@@ -151,6 +192,9 @@ pub unsafe extern "C" fn cuStreamQuery(s: *mut c_void) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamSynchronize(s: *mut c_void) -> CUresult {
     let stream = stream_of(s);
+    if stream.capturing() {
+        return super::graphs::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     stream.synchronize();
     if s.is_null() {
         super::memory::flush_legacy();
@@ -188,8 +232,9 @@ pub unsafe extern "C" fn cuEventRecord(e: *mut c_void, s: *mut c_void) -> CUresu
     trace_line("call=cuEventRecord");
     let ev = event_of(e);
     *ev.at.lock().unwrap() = None;
-    stream_of(s).enqueue(Box::new(move || {
-        *ev.at.lock().unwrap() = Some(Instant::now())
+    stream_of(s).submit(Arc::new(move || {
+        let ev = Arc::clone(&ev);
+        Box::new(move || *ev.at.lock().unwrap() = Some(Instant::now()))
     }));
     CUDA_SUCCESS
 }

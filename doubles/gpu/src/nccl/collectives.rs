@@ -6,7 +6,7 @@ use super::group::{group_depth, ncclGroupEnd, ncclGroupStart, Deferred, GROUP};
 use super::reduce::{reduce, Op, Type};
 use super::registration::is_registered;
 use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS};
-use crate::cuda::streams::stream_on;
+use crate::cuda::streams::{stream_on, Work};
 use crate::trace::{trace_line, tracing};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -180,84 +180,87 @@ unsafe fn collective(
     let stream = s as usize;
     // Launched at the group's end (a call outside a group is a group of one, as in NCCL;
     // never, if the group is only simulated). The sequence number is taken at launch, so a
-    // simulated call uses none.
+    // simulated call uses none: at once, or, for a call captured into a CUDA graph, at each
+    // launch of the graph.
     let launch = move || {
         if comm.stalled(count * ts) {
             return;
         }
         comm.connect_on_first_use();
-        let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
-        stream_on(stream as *mut c_void, comm.device).enqueue(Box::new(move || {
-            if comm.faulted(count * ts) {
-                return;
-            }
-            let n = comm.nranks;
-            let me = comm.rank;
-            let input_bytes = match kind {
-                Coll::ReduceScatter => count * n * ts,
-                _ => count * ts,
-            };
-            // Every rank publishes (non-roots of a broadcast an empty part) and waits for every
-            // rank, reading only the parts it needs: the exchange doubles as a barrier.
-            let contributes = !matches!(kind, Coll::Broadcast(root) if root != me);
-            let input: &[u8] = if contributes {
-                std::slice::from_raw_parts(sp as *const u8, input_bytes)
-            } else {
-                &[]
-            };
-            comm.publish(seq, &format!("r{me}"), input);
-            let needs = |r: usize| match kind {
-                Coll::Broadcast(root) => r == root,
-                Coll::Reduce(root) => me == root,
-                _ => true,
-            };
-            let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
-            for r in 0..n {
-                match comm.wait(seq, &format!("r{r}"), needs(r)) {
-                    Some(p) if needs(r) => parts.push(Some(p)),
-                    Some(_) => parts.push(None),
-                    None => return,
+        let node = move || -> Work {
+            let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+            Box::new(move || {
+                if comm.faulted(count * ts) {
+                    return;
                 }
-            }
-            // A failed communicator (not one still launching its next group) stops here.
-            if comm.failed() {
-                return;
-            }
-            let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
-            // The double's own arithmetic (reduce.rs), as NCCL reduces.
-            let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
-                reduce(
-                    dtype,
-                    op,
-                    n,
-                    parts.iter().flatten().map(|p| &p[range.clone()]),
-                )
-            };
-            match kind {
-                Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
-                Coll::Reduce(root) if me == root => {
-                    out(count * ts).copy_from_slice(&reduce(0..count * ts))
+                let n = comm.nranks;
+                let me = comm.rank;
+                let input_bytes = match kind {
+                    Coll::ReduceScatter => count * n * ts,
+                    _ => count * ts,
+                };
+                // Every rank publishes (non-roots of a broadcast an empty part) and waits for every
+                // rank, reading only the parts it needs: the exchange doubles as a barrier.
+                let contributes = !matches!(kind, Coll::Broadcast(root) if root != me);
+                let input: &[u8] = if contributes {
+                    std::slice::from_raw_parts(sp as *const u8, input_bytes)
+                } else {
+                    &[]
+                };
+                comm.publish(seq, &format!("r{me}"), input);
+                let needs = |r: usize| match kind {
+                    Coll::Broadcast(root) => r == root,
+                    Coll::Reduce(root) => me == root,
+                    _ => true,
+                };
+                let mut parts: Vec<Option<Vec<u8>>> = Vec::with_capacity(n);
+                for r in 0..n {
+                    match comm.wait(seq, &format!("r{r}"), needs(r)) {
+                        Some(p) if needs(r) => parts.push(Some(p)),
+                        Some(_) => parts.push(None),
+                        None => return,
+                    }
                 }
-                Coll::Reduce(_) => {}
-                Coll::ReduceScatter => {
-                    out(count * ts).copy_from_slice(&reduce(me * count * ts..(me + 1) * count * ts))
+                // A failed communicator (not one still launching its next group) stops here.
+                if comm.failed() {
+                    return;
                 }
-                Coll::AllGather => {
-                    let o = out(count * ts * n);
-                    for (r, p) in parts.iter().enumerate() {
-                        if let Some(p) = p {
-                            o[r * count * ts..(r + 1) * count * ts].copy_from_slice(p);
+                let out = |len: usize| std::slice::from_raw_parts_mut(rp as *mut u8, len);
+                // The double's own arithmetic (reduce.rs), as NCCL reduces.
+                let reduce = |range: std::ops::Range<usize>| -> Vec<u8> {
+                    reduce(
+                        dtype,
+                        op,
+                        n,
+                        parts.iter().flatten().map(|p| &p[range.clone()]),
+                    )
+                };
+                match kind {
+                    Coll::AllReduce => out(count * ts).copy_from_slice(&reduce(0..count * ts)),
+                    Coll::Reduce(root) if me == root => {
+                        out(count * ts).copy_from_slice(&reduce(0..count * ts))
+                    }
+                    Coll::Reduce(_) => {}
+                    Coll::ReduceScatter => out(count * ts)
+                        .copy_from_slice(&reduce(me * count * ts..(me + 1) * count * ts)),
+                    Coll::AllGather => {
+                        let o = out(count * ts * n);
+                        for (r, p) in parts.iter().enumerate() {
+                            if let Some(p) = p {
+                                o[r * count * ts..(r + 1) * count * ts].copy_from_slice(p);
+                            }
+                        }
+                    }
+                    Coll::Broadcast(root) => {
+                        if let Some(p) = &parts[root] {
+                            out(count * ts).copy_from_slice(p);
                         }
                     }
                 }
-                Coll::Broadcast(root) => {
-                    if let Some(p) = &parts[root] {
-                        out(count * ts).copy_from_slice(p);
-                    }
-                }
-            }
-            comm.cleanup(seq);
-        }));
+                comm.cleanup(seq);
+            })
+        };
+        stream_on(stream as *mut c_void, comm.device).submit(std::sync::Arc::new(node));
     };
     let deferred = Deferred {
         comm: c as usize,

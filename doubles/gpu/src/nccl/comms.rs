@@ -188,6 +188,7 @@ impl Comm {
 }
 
 /// One queued point-to-point operation of a group.
+#[derive(Clone, Copy)]
 pub(crate) struct P2p {
     pub(crate) send: bool,
     pub(crate) buf: usize,

@@ -3,7 +3,7 @@
 
 use super::comms::{comm_of, Comm, P2p};
 use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_IN_PROGRESS, NCCL_SUCCESS};
-use crate::cuda::streams::stream_on;
+use crate::cuda::streams::{stream_on, Work};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
@@ -210,40 +210,44 @@ unsafe fn launch_p2p(ops: Vec<P2p>) {
     }
     for (comm_ptr, stream_ptr, ops) in batches {
         let comm = comm_of(comm_ptr as *mut c_void);
-        // As NCCL matches them: the k-th send from A to B meets the k-th receive on B from A,
-        // whatever else either rank (or any other rank) does; nobody else takes part. The
-        // numbers are taken now, at the group's end, in the caller's order.
-        let numbered: Vec<(P2p, u64)> = ops
-            .into_iter()
-            .map(|op| {
-                let mut counts = comm.p2p_counts.lock().unwrap();
-                let n = counts.entry((op.send, op.peer)).or_insert(0);
-                *n += 1;
-                (op, *n)
-            })
-            .collect();
-        let bytes: usize = numbered.iter().map(|(o, _)| o.bytes).sum();
+        let bytes: usize = ops.iter().map(|o| o.bytes).sum();
         if comm.stalled(bytes) {
             continue;
         }
         comm.connect_on_first_use();
-        stream_on(stream_ptr as *mut c_void, comm.device).enqueue(Box::new(move || {
-            if comm.faulted(bytes) {
-                return;
-            }
-            for (op, n) in numbered.iter().filter(|(o, _)| o.send) {
-                let data = std::slice::from_raw_parts(op.buf as *const u8, op.bytes);
-                comm.publish(*n, &format!("p{}to{}", comm.rank, op.peer), data);
-            }
-            for (op, n) in numbered.iter().filter(|(o, _)| !o.send) {
-                let tag = format!("p{}to{}", op.peer, comm.rank);
-                let Some(data) = comm.wait(*n, &tag, true) else {
+        // As NCCL matches them: the k-th send from A to B meets the k-th receive on B from A,
+        // whatever else either rank (or any other rank) does; nobody else takes part. The
+        // numbers are taken at launch, in the caller's order: at the group's end, or at each
+        // launch of a CUDA graph that captured the group.
+        let node = move || -> Work {
+            let numbered: Vec<(P2p, u64)> = ops
+                .iter()
+                .map(|&op| {
+                    let mut counts = comm.p2p_counts.lock().unwrap();
+                    let n = counts.entry((op.send, op.peer)).or_insert(0);
+                    *n += 1;
+                    (op, *n)
+                })
+                .collect();
+            Box::new(move || {
+                if comm.faulted(bytes) {
                     return;
-                };
-                let _ = std::fs::remove_file(comm.file(*n, &tag));
-                let len = data.len().min(op.bytes);
-                std::ptr::copy_nonoverlapping(data.as_ptr(), op.buf as *mut u8, len);
-            }
-        }));
+                }
+                for (op, n) in numbered.iter().filter(|(o, _)| o.send) {
+                    let data = std::slice::from_raw_parts(op.buf as *const u8, op.bytes);
+                    comm.publish(*n, &format!("p{}to{}", comm.rank, op.peer), data);
+                }
+                for (op, n) in numbered.iter().filter(|(o, _)| !o.send) {
+                    let tag = format!("p{}to{}", op.peer, comm.rank);
+                    let Some(data) = comm.wait(*n, &tag, true) else {
+                        return;
+                    };
+                    let _ = std::fs::remove_file(comm.file(*n, &tag));
+                    let len = data.len().min(op.bytes);
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), op.buf as *mut u8, len);
+                }
+            })
+        };
+        stream_on(stream_ptr as *mut c_void, comm.device).submit(std::sync::Arc::new(node));
     }
 }

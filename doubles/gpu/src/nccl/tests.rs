@@ -230,3 +230,74 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// A captured all-reduce runs at each launch of its graph, not at capture; the capture forbids
+/// queries and allocations on the capturing thread, as CUDA does.
+#[test]
+fn a_graph_replays_its_captured_collectives_and_a_capture_is_strict() {
+    use crate::cuda::graphs::*;
+    use crate::cuda::streams::cuStreamQuery;
+    let _serial = serial();
+    // SAFETY: handles made by the double itself, buffers of 4 floats.
+    unsafe {
+        let (comms, streams, bufs) = clique();
+        let mut graphs = [std::ptr::null_mut(); 2];
+        for r in 0..2 {
+            assert_eq!(cuStreamBeginCapture_v2(streams[r], 1), CUDA_SUCCESS);
+        }
+        let mut spare = 0u64;
+        assert_eq!(
+            cuMemAlloc_v2(&mut spare, 16),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        );
+        assert_eq!(ncclGroupStart(), NCCL_SUCCESS);
+        for r in 0..2 {
+            let b = bufs[r] as *mut c_void;
+            assert_eq!(
+                ncclAllReduce(b, b, 4, 7, 0, comms[r], streams[r]),
+                NCCL_SUCCESS
+            );
+        }
+        assert_eq!(ncclGroupEnd(), NCCL_SUCCESS);
+        let mut execs = [std::ptr::null_mut(); 2];
+        for r in 0..2 {
+            assert_eq!(cuStreamEndCapture(streams[r], &mut graphs[r]), CUDA_SUCCESS);
+            assert_eq!(
+                cuGraphInstantiateWithFlags(&mut execs[r], graphs[r], 0),
+                CUDA_SUCCESS
+            );
+        }
+        let read = |r: usize| {
+            assert_eq!(cuStreamSynchronize(streams[r]), CUDA_SUCCESS);
+            let mut out = [0f32; 4];
+            assert_eq!(
+                cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, bufs[r], 16),
+                CUDA_SUCCESS
+            );
+            out[0]
+        };
+        // Captured, not run: the inputs 1 and 2 are as they were.
+        assert_eq!((read(0), read(1)), (1.0, 2.0));
+        // Each launch sums in place: 3, then 6.
+        for expected in [3.0, 6.0] {
+            for r in 0..2 {
+                assert_eq!(cuGraphLaunch(execs[r], streams[r]), CUDA_SUCCESS);
+            }
+            assert_eq!((read(0), read(1)), (expected, expected));
+        }
+        // A query during a capture is refused and spoils the capture.
+        assert_eq!(cuStreamBeginCapture_v2(streams[0], 1), CUDA_SUCCESS);
+        assert_eq!(
+            cuStreamQuery(streams[0]),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        );
+        let mut spoiled = std::ptr::null_mut();
+        assert_eq!(cuStreamEndCapture(streams[0], &mut spoiled), 901);
+        assert!(spoiled.is_null());
+        // The legacy stream cannot be captured.
+        assert_ne!(
+            cuStreamBeginCapture_v2(std::ptr::null_mut(), 1),
+            CUDA_SUCCESS
+        );
+    }
+}

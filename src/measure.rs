@@ -231,7 +231,11 @@ impl PointRunner<'_> {
                 .into_iter()
                 .map(|t| t / (iters * agg) as f64)
                 .collect();
-            for (r, v) in all.iter().enumerate().take(n) {
+            // Every rank of the job: more than `n` when NCCL_TESTS_SPLIT runs groups at once.
+            if per_rank.len() < all.len() {
+                per_rank.resize(all.len(), Vec::new());
+            }
+            for (r, v) in all.iter().enumerate() {
                 per_rank[r].push(*v);
             }
             let rate = max_of(&all);
@@ -430,13 +434,14 @@ struct Warm {
     spent_s: f64,
 }
 
-/// "host \t pid \t device" of this rank, for the all-gather that tells rank 0 who is where
-/// (the host name a test gave this rank through `--inject-fault hosts:…`, if any).
+/// "host \t pid \t group \t device" of this rank, for the all-gather that tells rank 0 who
+/// is where (the host name a test gave this rank through `--inject-fault hosts:…`, if any).
 fn whoami(comm: &dyn Communicator, injected: &Injected) -> String {
     let host = host_name(comm.rank(), injected);
     format!(
-        "{host}\t{}\t{}",
+        "{host}\t{}\t{}\t{}",
         std::process::id(),
+        comm.group(),
         comm.device_label().unwrap_or_default()
     )
 }
@@ -469,14 +474,16 @@ pub fn exchange_whoami(
 
 pub(crate) fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
     let text = String::from_utf8_lossy(bytes);
-    let mut fields = text.splitn(3, '\t');
+    let mut fields = text.splitn(4, '\t');
     let host = fields.next().unwrap_or_default().to_string();
     let pid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let group = fields.next().and_then(|g| g.parse().ok()).unwrap_or(0);
     let device = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
     RankInfo {
         rank,
         host,
         pid,
         device,
+        group,
     }
 }

@@ -142,6 +142,13 @@ pub struct RankInfo {
     pub host: String,
     pub pid: u32,
     pub device: Option<String>,
+    /// NCCL_TESTS_SPLIT: the group (color) of the rank's communicator. Absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group: usize,
+}
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

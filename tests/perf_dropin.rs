@@ -991,3 +991,94 @@ fn cudagraph_captures_each_sample_and_launches_it_g_times_on_the_nccl_backend_on
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("-G (CUDA graphs) applies to the NCCL backend only"));
 }
+
+#[test]
+fn nccl_tests_split_runs_a_communicator_per_color_and_prints_every_groups_rows() {
+    // Four processes as torchrun starts them, on the GPU TEST DOUBLE's four GPUs;
+    // "MOD 2" puts ranks 0 and 2 in group 0, 1 and 3 in group 1.
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (dir, link) = linked("all_gather_perf");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let children: Vec<_> = (0..4)
+        .map(|rank| {
+            let mut c = Command::new(&link);
+            common::without_host_settings(&mut c);
+            c.args(["-b", "1K", "-e", "64K", "-f", "8", "--json"])
+                .arg(dir.path().join(format!("rank{rank}.json")))
+                .env("LD_LIBRARY_PATH", libs.path())
+                .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+                .env("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "4")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", "4")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
+                .env("NCCL_TESTS_SPLIT", "MOD 2")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        assert_eq!(o.status.code(), Some(0), "rank {r}: {}", text(&o.stderr));
+    }
+    let stdout = text(&outs[0].stdout);
+    let groups: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("#  Rank"))
+        .map(|l| l.split(" Group ").nth(1).unwrap()[..2].trim())
+        .collect();
+    assert_eq!(groups, ["0", "1", "0", "1"], "{stdout}");
+    // Rows are per group of two ranks: 1 KiB of floats is 128 per rank.
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0][..2], ["1024", "128"], "{stdout}");
+    assert_eq!(rows.len(), 3);
+    assert_eq!(stdout.matches("#  group  0 of  2 ranks").count(), 3);
+    assert_eq!(stdout.matches("#  group  1 of  2 ranks").count(), 3);
+    assert!(stdout.contains("# Group bus bandwidth  : "));
+    assert!(stdout.contains("(group 1: ranks 1,3)"));
+    assert!(stdout.contains("# Out of bounds values : 0 OK"));
+    // Only rank 0 prints, as nccl-tests.
+    assert!(outs[1..].iter().all(|o| o.stdout.is_empty()));
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("rank0.json")).unwrap()).unwrap();
+    assert_eq!(record["backend"]["nranks"], 2);
+    assert_eq!(record["backend"]["ranks"][3]["group"], 1);
+    assert_eq!(
+        record["points"][0]["per_rank_time_s"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+
+    // What nccl-tests would misread is refused; without processes to group, it is said.
+    let out = perf_env(
+        &link,
+        "-b 8 -e 8 --backend host",
+        &[("NCCL_TESTS_SPLIT", "XOR 1")],
+    );
+    assert_eq!(out.status.code(), Some(6));
+    assert!(text(&out.stderr).contains("AND, OR, MOD or DIV"));
+    let out = perf_env(
+        &link,
+        "-b 8 -e 8 -g 2 --backend host",
+        &[("NCCL_TESTS_SPLIT_MASK", "1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("NCCL_TESTS_SPLIT_MASK=1 is not applied"));
+}

@@ -259,6 +259,12 @@ pub trait Communicator {
         None
     }
 
+    /// NCCL_TESTS_SPLIT: the group (color) of this rank's communicator; 0 without a split.
+    /// `rank` and `nranks` are within the group; the control plane spans every group.
+    fn group(&self) -> usize {
+        0
+    }
+
     /// nccl-tests' -M: what this rank's init, buffers and collectives took of its GPU's
     /// memory so far (`None`: no GPU).
     fn gpu_memory(&mut self) -> Option<crate::model::GpuMemory> {

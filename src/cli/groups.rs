@@ -132,6 +132,7 @@ impl BackendArgs {
             first_device: None,
             cta_policy: None,
             stream_null: false,
+            split: None,
         }
     }
 }

@@ -391,7 +391,6 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
 /// What ncclprobe does not do yet of what the flags ask, in nccl-tests' terms; the run is
 /// refused (exit 5, nccl-tests' testNotImplemented) rather than measured otherwise.
 pub fn unsupported(f: &PerfFlags) -> Option<String> {
-    let env = |k: &str| std::env::var_os(k).is_some();
     let reasons = [
         (
             f.cudagraph > 0 && (f.blocking == 1 || f.blocking == 2),
@@ -406,10 +405,6 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
             "-d f8e4m3 / f8e5m2 (fp8 types)",
         ),
         (f.op == "mulsum", "-o mulsum (ncclRedOpCreatePreMulSum)"),
-        (
-            env("NCCL_TESTS_SPLIT") || env("NCCL_TESTS_SPLIT_MASK"),
-            "NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK (parallel groups)",
-        ),
     ];
     let missing: Vec<&str> = reasons
         .iter()

@@ -40,7 +40,18 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
             println!("{line}");
             claimed.map(|p| p.to_string_lossy().into_owned())
         });
-    let options = perf::options(program, coll, &flags, argv);
+    let split = crate::sweep::split::from_env(
+        std::env::var("NCCL_TESTS_SPLIT_MASK").ok().as_deref(),
+        std::env::var("NCCL_TESTS_SPLIT").ok().as_deref(),
+    );
+    let mut options = perf::options(program, coll, &flags, argv);
+    options.backend.split = match split {
+        Ok(split) => split,
+        Err(e) => {
+            eprintln!("ncclprobe: {program}: {e}");
+            return status::INVALID_USAGE;
+        }
+    };
     match crate::sweep::run(&options) {
         Ok(code) => code_of(code),
         Err(failure) => {

@@ -455,6 +455,7 @@ mod tests {
             host: host.into(),
             pid: 1,
             device: None,
+            group: 0,
         }
     }
 

@@ -352,6 +352,90 @@ pub fn row(style: &PerfStyle, out_of_place: &Point, in_place: &Point) -> String 
     row
 }
 
+/// NCCL_TESTS_SPLIT: each group's figures at the row's size, from its ranks' times, as
+/// comment lines under the row (nccl-tests prints only the row of rank 0's group; its open
+/// PR 376 asks for these). Nothing when every rank is in one group.
+pub fn group_rows(
+    out_of_place: &Point,
+    in_place: &Point,
+    groups: &[usize],
+    across: crate::model::AcrossRanks,
+) -> Vec<String> {
+    split_groups(groups)
+        .into_iter()
+        .map(|(g, members)| {
+            let label = format!("#  group {g:>2} of {:>2} ranks", members.len());
+            format!(
+                "{label:<52}{}{}",
+                table::half(&group_point(out_of_place, &members, across)),
+                table::half(&group_point(in_place, &members, across))
+            )
+        })
+        .collect()
+}
+
+/// NCCL_TESTS_SPLIT: each group's average bus bandwidth over the rows, after nccl-tests' own
+/// (rank 0's group's) average.
+pub fn group_footer(
+    points: &[Point],
+    groups: &[usize],
+    across: crate::model::AcrossRanks,
+) -> Vec<String> {
+    split_groups(groups)
+        .into_iter()
+        .map(|(g, members)| {
+            let own: Vec<Point> = points
+                .iter()
+                .map(|p| group_point(p, &members, across))
+                .collect();
+            let ranks: Vec<String> = members.iter().map(|r| r.to_string()).collect();
+            format!(
+                "# {:<20} : {} (group {g}: ranks {})",
+                "Group bus bandwidth",
+                crate::render::table::format_g(average_busbw_gbps(&own)),
+                ranks.join(",")
+            )
+        })
+        .collect()
+}
+
+/// The groups and their ranks, when there are two or more.
+fn split_groups(groups: &[usize]) -> Vec<(usize, Vec<usize>)> {
+    let mut colors: Vec<usize> = groups.to_vec();
+    colors.sort_unstable();
+    colors.dedup();
+    if colors.len() < 2 {
+        return Vec::new();
+    }
+    colors
+        .into_iter()
+        .map(|g| {
+            let members = (0..groups.len()).filter(|&r| groups[r] == g).collect();
+            (g, members)
+        })
+        .collect()
+}
+
+/// `p` as the ranks `members` (of the whole job) saw it: their time, taken across them as the
+/// run takes it (-a), and the bandwidths of a collective of that many ranks.
+fn group_point(p: &Point, members: &[usize], across: crate::model::AcrossRanks) -> Point {
+    let times: Vec<f64> = members
+        .iter()
+        .filter_map(|&r| p.per_rank_time_s.get(r).copied())
+        .collect();
+    let time_s = across.pick(&times);
+    let count = p.size_bytes as usize / p.dtype.size_bytes().max(1);
+    let (algbw, busbw) =
+        crate::coll::bandwidths(p.collective, count, p.dtype, members.len(), time_s);
+    Point {
+        time_s,
+        algbw_bytes_per_s: algbw,
+        busbw_bytes_per_s: busbw,
+        nranks: members.len(),
+        ..p.clone()
+    }
+}
+
 /// The table's header (writeResultHeader), with -I's columns when asked.
 pub fn header(style: &PerfStyle) -> String {
     if style.per_iter_skip.is_none() {

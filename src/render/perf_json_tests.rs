@@ -49,6 +49,7 @@ fn rank_lines_split_into_ordinal_address_and_name() {
         host: "node7".into(),
         pid: 42,
         device: device.map(str::to_string),
+        group: 0,
     };
     let d = Device::of(&rank(Some(" 3 [0000:b8:00] NVIDIA H100 80GB HBM3")));
     assert_eq!(

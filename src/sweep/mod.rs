@@ -11,6 +11,7 @@ pub mod rank;
 pub mod record;
 pub mod report;
 pub mod select;
+pub mod split;
 pub mod worlds;
 
 pub use entry::run;

@@ -139,6 +139,8 @@ pub struct BackendOptions {
     pub cta_policy: Option<i64>,
     /// nccl-tests' -y 1: the NCCL backend's calls on the legacy default (NULL) stream.
     pub stream_null: bool,
+    /// NCCL_TESTS_SPLIT / _MASK: processes grouped by color, a communicator per group.
+    pub split: Option<super::split::Split>,
 }
 
 /// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.

@@ -35,6 +35,10 @@ pub struct Rank0 {
     perf_json: Option<Mutex<perf_json::Writer>>,
     /// -N 0: the sizes come again and again; records keep each size's latest.
     forever: bool,
+    /// NCCL_TESTS_SPLIT: every rank's group (set with the ranks), and how a time is taken
+    /// across ranks (-a).
+    groups: std::sync::OnceLock<Vec<usize>>,
+    across: crate::model::AcrossRanks,
 }
 
 /// The lock, unless another thread keeps it longer than `patience` (or it is poisoned).
@@ -69,6 +73,8 @@ impl Rank0 {
             perf: None,
             perf_json: None,
             forever: false,
+            groups: std::sync::OnceLock::new(),
+            across: Default::default(),
         }
     }
 
@@ -104,14 +110,16 @@ impl Rank0 {
         });
         for r in &ranks {
             self.println(&format!(
-                "#  Rank {:2} Group  0 Pid {:6} on {:>10} device {}",
+                "#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {}",
                 r.rank,
+                r.group,
                 r.pid,
                 r.host,
                 r.device.as_deref().unwrap_or("host memory")
             ));
         }
         self.with_perf_json(|json| json.set_devices(&ranks));
+        let _ = self.groups.set(ranks.iter().map(|r| r.group).collect());
         if let Some((style, max)) = &self.perf {
             if *max < style.max_bytes {
                 self.println(&perf::reduced_max_bytes(*max));
@@ -158,7 +166,12 @@ impl Rank0 {
     ) {
         if let Some((style, _)) = &self.perf {
             self.with_perf_json(|json| json.set_footer(style, points));
-            for line in perf::footer(style, points, memory) {
+            let mut lines = perf::footer(style, points, memory);
+            // Each group's average right after nccl-tests' own (rank 0's group's).
+            let groups = self.groups.get().map_or(&[][..], Vec::as_slice);
+            let own = perf::group_footer(points, groups, self.across);
+            lines.splice(2..2, own);
+            for line in lines {
                 self.println(&line);
             }
             return;
@@ -181,6 +194,10 @@ impl Rank0 {
             None => table::row(oop, inp),
         };
         self.println(&row);
+        let groups = self.groups.get().map_or(&[][..], Vec::as_slice);
+        for line in perf::group_rows(oop, inp, groups, self.across) {
+            self.println(&line);
+        }
         self.progress.inc(1);
         // Two plan sizes can report the same size (counts round down to whole elements), so
         // only a retry replaces points.
@@ -279,6 +296,7 @@ impl Rank0 {
         });
         self.perf = style.map(|s| (s, plan.settings.max_bytes));
         self.forever = plan.forever;
+        self.across = plan.settings.across_ranks;
         if let (true, Some(json)) = (plan.forever, &self.perf_json) {
             if let Ok(mut json) = json.lock() {
                 json.keep_last(plan.sizes_bytes.len());

@@ -32,6 +32,11 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
     }
     let mut plan = Plan::from_options(args, memory_limit(nranks))?;
     without_gpu(&mut plan, "host");
+    split_not_applied(
+        &mut plan,
+        args,
+        "the host backend's ranks are threads of one process, and groups are of processes",
+    );
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if nranks > cores && plan.matrix.is_none() {
         let note = format!(
@@ -76,6 +81,19 @@ fn without_gpu(plan: &mut Plan, backend: &str) {
         let note = format!(
             "{} {verb} to the NCCL backend only: the {backend} backend has no CUDA streams or NCCL communicators, so {pronoun} not applied",
             dropped.join(" and ")
+        );
+        eprintln!("ncclprobe: {note}");
+        plan.notes.push(note);
+    }
+}
+
+/// NCCL_TESTS_SPLIT in a run of one process (or on the MPI backend, which keeps one
+/// communicator): every rank stays in group 0, as nccl-tests without MPI leaves it; said.
+fn split_not_applied(plan: &mut Plan, args: &Options, why: &str) {
+    if let Some(s) = &args.backend.split {
+        let note = format!(
+            "{} is not applied: {why}; every rank is in group 0",
+            s.source
         );
         eprintln!("ncclprobe: {note}");
         plan.notes.push(note);
@@ -184,6 +202,11 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
         .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
         .min();
     let mut plan = Plan::from_options(args, nccl_memory_limit(free, ngpus))?;
+    split_not_applied(
+        &mut plan,
+        args,
+        "one process drives every GPU (-g), and groups are of processes, as in nccl-tests",
+    );
     let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
     plan.notes.extend(cta.note);
     let start = Start {
@@ -281,6 +304,13 @@ fn nccl_per_process(
     plan.notes.extend(notes);
     let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
     plan.notes.extend(cta.note);
+    let split = args.backend.split.clone();
+    if let Some(s) = &split {
+        plan.notes.push(format!(
+            "{}: the processes of each color form their own communicator and run the test at once; rows are rank 0's group, as nccl-tests prints them (each group's follow it as `#  group` lines)",
+            s.source
+        ));
+    }
     let (rank, world) = (at.rank, at.world);
     let start = Start {
         plan,
@@ -295,9 +325,16 @@ fn nccl_per_process(
             let host = crate::measure::host_name(rank, &plan.injected);
             let gpu = api.pci_bus_id(device);
             one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;
-            watchdog.arm(format!("ncclCommInitRank of rank {rank} of {world}"));
-            let mut comm = NcclComm::new(api, rank, world, device, control, cta.value)
-                .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
+            let (group, group_rank, group_size) =
+                split_group(control.as_mut(), split, (rank, world))?;
+            watchdog.arm(format!(
+                "ncclCommInitRank of rank {group_rank} of {group_size} (group {})",
+                group.color
+            ));
+            let mut comm = NcclComm::new(
+                api, group_rank, group_size, device, control, cta.value, group,
+            )
+            .map_err(|e| Failure::internal(format!("--backend nccl: {e}")))?;
             configure(&mut comm, plan)?;
             watchdog.disarm();
             Ok(vec![comm])
@@ -305,6 +342,33 @@ fn nccl_per_process(
         keep_alive,
     };
     launch(args, selection, start)
+}
+
+/// NCCL_TESTS_SPLIT: this process's color, exchanged over the job's control plane; the group
+/// (its color and first member), this process's rank in it and its size (MPI_Comm_split with
+/// the job rank as key, as nccl-tests).
+fn split_group(
+    control: &mut dyn ControlPlane,
+    split: Option<crate::sweep::split::Split>,
+    (rank, world): (usize, usize),
+) -> Result<(nccl::Group, usize, usize), Failure> {
+    let Some(split) = split else {
+        return Ok((nccl::Group::default(), rank, world));
+    };
+    let color = split.color(rank);
+    let colors: Vec<usize> = control
+        .allgather(&(color as u64).to_le_bytes())
+        .map_err(|e| Failure::from_backend("exchanging NCCL_TESTS_SPLIT colors", e))?
+        .iter()
+        .map(|b| b.as_slice().try_into().map_or(0, u64::from_le_bytes) as usize)
+        .collect();
+    let members: Vec<usize> = (0..colors.len()).filter(|&r| colors[r] == color).collect();
+    let group_rank = members.iter().position(|&r| r == rank).unwrap_or(0);
+    let group = nccl::Group {
+        color,
+        leader: members.first().copied().unwrap_or(0),
+    };
+    Ok((group, group_rank, members.len()))
 }
 
 /// Two ranks of one communicator on one GPU, refused before NCCL's init, which would stop at
@@ -420,6 +484,7 @@ pub fn mpi(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
     let mut plan = Plan::from_options(args, memory_limit(local))?;
     if comm.rank() == 0 {
         without_gpu(&mut plan, "mpi");
+        split_not_applied(&mut plan, args, "the MPI backend keeps one communicator");
     }
     let start = Start {
         plan,

@@ -51,6 +51,16 @@ pub struct NcclComm {
     pub(super) notes: Vec<String>,
     /// -M: what init and the buffers took of the GPU's memory.
     pub(super) memory: MemoryWatch,
+    /// NCCL_TESTS_SPLIT: the group this rank's communicator belongs to.
+    pub(super) color: usize,
+}
+
+/// Which communicator a process joins under NCCL_TESTS_SPLIT: its group's color, and the rank
+/// (over the whole job's control plane) whose unique id the group uses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Group {
+    pub color: usize,
+    pub leader: usize,
 }
 
 // SAFETY: the raw handles are only used by the thread that owns this rank; the CUDA context
@@ -66,6 +76,7 @@ impl NcclComm {
         device: c_int,
         mut control: Box<dyn ControlPlane>,
         cta_policy: Option<c_int>,
+        group: Group,
     ) -> Result<NcclComm, BackendError> {
         let ctx = api.use_device(device)?;
         let id = if rank == 0 {
@@ -73,9 +84,10 @@ impl NcclComm {
         } else {
             Vec::new()
         };
+        // The control plane spans every process; the id is the group's first rank's.
         let ids = control.allgather(&id)?;
         let root = ids
-            .first()
+            .get(group.leader)
             .filter(|b| b.len() == 128)
             .ok_or_else(|| BackendError::Failed("rank 0 sent no NCCL unique id".into()))?;
         let what = || format!("ncclCommInitRankConfig (rank {rank} of {nranks}, GPU {device})");
@@ -97,6 +109,7 @@ impl NcclComm {
         let free_after = free(&api);
         let mut c = Self::finish(api, rank, nranks, device, ctx, comm, control)?;
         c.memory.init = free_before.zip(free_after);
+        c.color = group.color;
         Ok(c)
     }
 
@@ -203,6 +216,7 @@ impl NcclComm {
             registered: None,
             notes: Vec::new(),
             memory: MemoryWatch::default(),
+            color: 0,
         })
     }
 
@@ -470,6 +484,10 @@ impl Communicator for NcclComm {
             rc
         };
         (rc == 0 && info.estimatedTime >= 0.0).then_some(info.estimatedTime as f64 * 1e-6)
+    }
+
+    fn group(&self) -> usize {
+        self.color
     }
 
     fn gpu_memory(&mut self) -> Option<crate::model::GpuMemory> {

@@ -17,7 +17,7 @@ mod memory;
 
 pub use abort::{abort_all, Handle};
 pub use api::{cta_policy_for, Api, CtaPolicy, RegistrationMode};
-pub use comm::NcclComm;
+pub use comm::{Group, NcclComm};
 pub use loader::{
     candidates, describe_attempts, find_nccl, python_site_packages, version_string, Attempt, Nccl,
     Route,

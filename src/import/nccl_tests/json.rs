@@ -69,6 +69,7 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
             host: text_of(d.get("hostname")).unwrap_or_default(),
             pid: num(d.get("pid")).unwrap_or(0.0) as u32,
             device: text_of(d.get("device_info")),
+            group: 0,
         })
         .collect();
     let mut parsed = Parsed {

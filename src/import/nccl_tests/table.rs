@@ -13,7 +13,7 @@ pub(super) fn rank_line() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     static_regex(
         &RE,
-        r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$",
+        r"^#\s+Rank\s+(\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)$",
     )
 }
 
@@ -324,12 +324,16 @@ impl Parsed {
             return;
         }
         if let Some(c) = rank_line().captures(t) {
-            let device = format!("{} [{}] {}", &c[4], &c[5], c[6].trim());
+            let device = format!("{} [{}] {}", &c["dev"], &c["bus"], c["name"].trim());
             let info = RankInfo {
                 rank: c[1].parse().unwrap_or(0),
-                host: c[3].to_string(),
-                pid: c[2].parse().unwrap_or(0),
+                host: c["host"].to_string(),
+                pid: c["pid"].parse().unwrap_or(0),
                 device: Some(device.trim().to_string()),
+                group: c
+                    .name("group")
+                    .and_then(|g| g.as_str().parse().ok())
+                    .unwrap_or(0),
             };
             let key = (info.rank, info.host.clone(), info.pid, info.device.clone());
             if self.rank_keys.insert(key) {

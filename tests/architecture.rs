@@ -33,6 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "plan",
             "watchdog",
             "sweep::options",
+            "sweep::split",
             "matrix::options",
         ],
     ),

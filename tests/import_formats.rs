@@ -125,11 +125,11 @@ fn a_device_list_cut_short_does_not_shrink_the_world() {
 #[test]
 fn sweep_refuses_collectives_it_only_imports() {
     bin()
-        .args(["sweep", "--collective", "gather"])
+        .args(["sweep", "--collective", "alltoallv"])
         .assert()
         .code(2)
         .stderr(predicates::str::contains(
-            "--collective: unknown value 'gather'",
+            "--collective: unknown value 'alltoallv'",
         ));
 }
 

@@ -47,6 +47,8 @@ impl Generator {
         } else {
             match self.op {
                 RedOp::Sum => limit / n,
+                // Each input is scaled by at most 2 before the sum.
+                RedOp::MulSum => limit / (2.0 * n),
                 // avg sums n multiples of n, so each sum stays divisible by n.
                 RedOp::Avg => limit / (n * n),
                 RedOp::Min | RedOp::Max | RedOp::Prod => limit,
@@ -103,6 +105,10 @@ impl Generator {
         let values = (0..self.nranks).map(|r| self.value(r, index));
         match self.op {
             RedOp::Sum => values.sum(),
+            RedOp::MulSum => values
+                .enumerate()
+                .map(|(r, v)| v * crate::dtype::mulsum_scalar(r) as f64)
+                .sum(),
             RedOp::Avg => values.sum::<f64>() / self.nranks as f64,
             RedOp::Prod => values.product(),
             RedOp::Min => values.fold(f64::INFINITY, f64::min),

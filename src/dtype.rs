@@ -123,10 +123,20 @@ pub enum RedOp {
     Min,
     Max,
     Avg,
+    /// nccl-tests' `mulsum`: a sum of every rank's input times that rank's scalar
+    /// (ncclRedOpCreatePreMulSum, NCCL 2.11+; the scalar is [`mulsum_scalar`]).
+    MulSum,
 }
 
 impl RedOp {
-    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg];
+    pub const ALL: [RedOp; 6] = [
+        RedOp::Sum,
+        RedOp::Prod,
+        RedOp::Min,
+        RedOp::Max,
+        RedOp::Avg,
+        RedOp::MulSum,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -135,6 +145,7 @@ impl RedOp {
             RedOp::Min => "min",
             RedOp::Max => "max",
             RedOp::Avg => "avg",
+            RedOp::MulSum => "mulsum",
         }
     }
 
@@ -144,12 +155,12 @@ impl RedOp {
             .find(|op| op.name() == text.trim().to_ascii_lowercase())
     }
 
-    /// The element-wise combine step; `Avg` combines like `Sum` and is scaled once at the end.
+    /// The element-wise combine step; `Avg` combines like `Sum` and is scaled once at the end,
+    /// `MulSum` sums inputs scaled first.
     pub fn combine_op(self) -> RedOp {
-        if self == RedOp::Avg {
-            RedOp::Sum
-        } else {
-            self
+        match self {
+            RedOp::Avg | RedOp::MulSum => RedOp::Sum,
+            op => op,
         }
     }
 }
@@ -178,7 +189,7 @@ macro_rules! int_element {
             #[inline(always)]
             fn combine(self, other: Self, op: RedOp) -> Self {
                 match op {
-                    RedOp::Sum | RedOp::Avg => self.wrapping_add(other),
+                    RedOp::Sum | RedOp::Avg | RedOp::MulSum => self.wrapping_add(other),
                     RedOp::Prod => self.wrapping_mul(other),
                     RedOp::Min => self.min(other),
                     RedOp::Max => self.max(other),
@@ -199,7 +210,7 @@ macro_rules! float_element {
             #[inline(always)]
             fn combine(self, other: Self, op: RedOp) -> Self {
                 match op {
-                    RedOp::Sum | RedOp::Avg => self + other,
+                    RedOp::Sum | RedOp::Avg | RedOp::MulSum => self + other,
                     RedOp::Prod => self * other,
                     RedOp::Min => self.min(other),
                     RedOp::Max => self.max(other),
@@ -222,7 +233,7 @@ macro_rules! half_element {
             fn combine(self, other: Self, op: RedOp) -> Self {
                 let (a, b) = (self.to_f32(), other.to_f32());
                 <$t>::from_f32(match op {
-                    RedOp::Sum | RedOp::Avg => a + b,
+                    RedOp::Sum | RedOp::Avg | RedOp::MulSum => a + b,
                     RedOp::Prod => a * b,
                     RedOp::Min => a.min(b),
                     RedOp::Max => a.max(b),
@@ -303,7 +314,7 @@ pub fn accumulate<T: Element>(dst: &mut [T], src: &[T], op: RedOp) {
         RedOp::Prod => kernel!(RedOp::Prod),
         RedOp::Min => kernel!(RedOp::Min),
         RedOp::Max => kernel!(RedOp::Max),
-        RedOp::Avg => unreachable!("combine_op never returns Avg"),
+        RedOp::Avg | RedOp::MulSum => unreachable!("combine_op returns neither"),
     }
 }
 
@@ -321,7 +332,7 @@ pub fn combine_into<T: Element>(dst: &mut [T], a: &[T], b: &[T], op: RedOp) {
         RedOp::Prod => kernel!(RedOp::Prod),
         RedOp::Min => kernel!(RedOp::Min),
         RedOp::Max => kernel!(RedOp::Max),
-        RedOp::Avg => unreachable!("combine_op never returns Avg"),
+        RedOp::Avg | RedOp::MulSum => unreachable!("combine_op returns neither"),
     }
 }
 
@@ -331,6 +342,47 @@ pub fn combine_into<T: Element>(dst: &mut [T], a: &[T], b: &[T], op: RedOp) {
 /// then divided. The two differ in the last bits: 21 x fl32(1/7) is 3.0000002.
 pub fn premultiplies_avg(dtype: Dtype, op: RedOp) -> bool {
     op == RedOp::Avg && dtype.is_floating()
+}
+
+/// The scalar rank `rank` multiplies its input by under `mulsum`: nccl-tests'
+/// `ncclVerifiablePremulScalar` (verifiable/verifiable.h), 1 on even ranks, 2 on odd ones.
+pub fn mulsum_scalar(rank: usize) -> u8 {
+    if rank % 2 == 0 {
+        1
+    } else {
+        2
+    }
+}
+
+/// `x` times the small whole scalar `k` in the element's own arithmetic (the pre-multiply
+/// of `mulsum`: for 1 and 2, exact in every type, wrapping for integers).
+fn times<T: Element>(x: T, k: u8) -> T {
+    (1..k.max(1)).fold(x, |acc, _| acc.combine(x, RedOp::Sum))
+}
+
+/// `mulsum`'s prologue in place: `dst[i] = dst[i] x k`.
+pub fn scale_bytes(dtype: Dtype, dst: &mut [u8], k: u8) {
+    if dst.is_empty() || k == 1 {
+        return;
+    }
+    with_dtype!(dtype, T => {
+        for d in bytemuck::cast_slice_mut::<u8, T>(dst) {
+            *d = times(*d, k);
+        }
+    })
+}
+
+/// `dst[i] += src[i] x k`, `mulsum`'s step for a rank whose scalar is `k`.
+pub fn accumulate_scaled_bytes(dtype: Dtype, dst: &mut [u8], src: &[u8], k: u8) {
+    if dst.is_empty() {
+        return;
+    }
+    with_dtype!(dtype, T => {
+        let src: &[T] = bytemuck::cast_slice(src);
+        for (d, s) in bytemuck::cast_slice_mut::<u8, T>(dst).iter_mut().zip(src) {
+            *d = d.combine(times(*s, k), RedOp::Sum);
+        }
+    })
 }
 
 /// `avg`'s prologue in place: `dst[i] = dst[i] x 1/n`.
@@ -415,7 +467,8 @@ mod tests {
         assert_eq!(Dtype::parse("fp16"), Some(Dtype::Half));
         assert_eq!(Dtype::parse("complex"), None);
         assert_eq!(RedOp::parse("AVG"), Some(RedOp::Avg));
-        assert_eq!(RedOp::parse("mulsum"), None);
+        assert_eq!(RedOp::parse("mulsum"), Some(RedOp::MulSum));
+        assert_eq!(RedOp::parse("premulsum"), None);
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Plan {
             &args.what.op,
             &RedOp::ALL,
             RedOp::parse,
-            "sum, prod, min, max, avg",
+            "sum, prod, min, max, avg, mulsum",
         )?;
         let mut notes = Vec::new();
         let collectives = dedup("--collective", collectives, &mut notes);

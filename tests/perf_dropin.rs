@@ -158,7 +158,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("alltoallv_perf", "", "does not run alltoallv"),
-        ("all_reduce_perf", "-o mulsum", "mulsum"),
+        ("all_reduce_perf", "-d f8e4m3", "fp8"),
         ("all_reduce_perf", "-G 10 -z 2", "-G with -z 1 or 2"),
     ] {
         let (_dir, link) = linked(name);
@@ -1081,4 +1081,44 @@ fn nccl_tests_split_runs_a_communicator_per_color_and_prints_every_groups_rows()
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("NCCL_TESTS_SPLIT_MASK=1 is not applied"));
+}
+
+#[test]
+fn mulsum_sums_every_input_times_its_ranks_scalar_on_every_backend() {
+    // nccl-tests' scalar is 1 on even ranks and 2 on odd ones; the check holds every rank to
+    // that, so a backend that summed plainly would count wrong elements.
+    let (_dir, link) = linked("reduce_scatter_perf");
+    let out = perf(
+        &link,
+        "-b 1K -e 64K -f 64 -g 3 -o mulsum -d all --backend host",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    let ops: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().nth(3).unwrap())
+        .collect();
+    assert_eq!(ops.len(), 20, "ten types, two sizes: {stdout}");
+    assert!(ops.iter().all(|o| *o == "mulsum"));
+    // -o all is nccl-tests' six ops, mulsum last.
+    let (_dir, link) = linked("all_reduce_perf");
+    let out = perf(&link, "-b 64 -e 64 -g 2 -o all --backend host");
+    let ops: Vec<String> = text(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().nth(3).unwrap().to_string())
+        .collect();
+    assert_eq!(ops, ["sum", "prod", "max", "min", "avg", "mulsum"]);
+    // NCCL: an op made per call with ncclRedOpCreatePreMulSum (the GPU TEST DOUBLE applies
+    // each rank's scalar before the sum, as FuncPreMulSum does).
+    let (out, _) = on_double(
+        "22703",
+        &[
+            "-b", "8", "-e", "64K", "-f", "32", "-g", "2", "-o", "mulsum", "-d", "half",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
 }

@@ -7,8 +7,8 @@ use super::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
-    accumulate_bytes, accumulate_premul_bytes, combine_bytes, premul_bytes, premultiplies_avg,
-    scale_avg_bytes, RedOp,
+    accumulate_bytes, accumulate_premul_bytes, accumulate_scaled_bytes, combine_bytes,
+    mulsum_scalar, premul_bytes, premultiplies_avg, scale_avg_bytes, scale_bytes, RedOp,
 };
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -97,7 +97,14 @@ unsafe fn reduce_fanout(spec: &PointSpec, srcs: &[usize], dsts: &[usize], off: u
         let a = &mut acc[..n];
         a.copy_from_slice(peer(srcs[0], off + done, n));
         let ranks = srcs.len();
-        if premultiplies_avg(spec.dtype, spec.op) {
+        if spec.op == RedOp::MulSum {
+            // Every input times its rank's scalar (rank r is srcs[r]), then summed.
+            scale_bytes(spec.dtype, a, mulsum_scalar(0));
+            for (r, &src) in srcs.iter().enumerate().skip(1) {
+                let k = mulsum_scalar(r);
+                accumulate_scaled_bytes(spec.dtype, a, peer(src, off + done, n), k);
+            }
+        } else if premultiplies_avg(spec.dtype, spec.op) {
             premul_bytes(spec.dtype, a, ranks);
             for &src in &srcs[1..] {
                 accumulate_premul_bytes(spec.dtype, a, peer(src, off + done, n), ranks);
@@ -172,6 +179,28 @@ impl HostComm {
         let len = dst.len();
         let mut sources = (0..sends.len()).filter(|&s| Some(s) != skip);
         let ranks = sends.len();
+        if spec.op == RedOp::MulSum {
+            // Every input times its rank's scalar, then summed; in place, `dst` is rank
+            // `skip`'s input.
+            let first = match skip {
+                Some(s) => s,
+                None => {
+                    let first = sources.next().unwrap_or(0);
+                    dst.copy_from_slice(peer(sends[first], off, len));
+                    first
+                }
+            };
+            scale_bytes(spec.dtype, dst, mulsum_scalar(first));
+            for s in sources {
+                accumulate_scaled_bytes(
+                    spec.dtype,
+                    dst,
+                    peer(sends[s], off, len),
+                    mulsum_scalar(s),
+                );
+            }
+            return;
+        }
         if premultiplies_avg(spec.dtype, spec.op) {
             if skip.is_none() {
                 let first = sources.next().unwrap_or(0);

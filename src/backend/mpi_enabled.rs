@@ -4,7 +4,8 @@ use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
-    accumulate_bytes, premul_bytes, premultiplies_avg, scale_avg_bytes, Dtype, RedOp,
+    accumulate_bytes, mulsum_scalar, premul_bytes, premultiplies_avg, scale_avg_bytes, scale_bytes,
+    Dtype, RedOp,
 };
 use mpi::ffi;
 use mpi::raw::AsRaw;
@@ -151,7 +152,7 @@ impl MpiComm {
     /// MPI's op for `op` on `dtype`; `avg` is summed and scaled afterwards (sum-then-scale).
     fn op(&self, dtype: Dtype, op: RedOp) -> ffi::MPI_Op {
         let idx = match op.combine_op() {
-            RedOp::Sum | RedOp::Avg => 0,
+            RedOp::Sum | RedOp::Avg | RedOp::MulSum => 0,
             RedOp::Prod => 1,
             RedOp::Min => 2,
             RedOp::Max => 3,
@@ -183,7 +184,9 @@ impl MpiComm {
         let recv = self.recv.as_mut_ptr() as *mut c_void;
         // SAFETY: MPI_IN_PLACE is a constant of the initialised library.
         let in_place_ptr = unsafe { ncclprobe_mpi_in_place() };
-        let premultiply = premultiplies_avg(spec.dtype, spec.op) && spec.coll.has_op();
+        // Floating avg is pre-multiplied by 1/n and mulsum by the rank's scalar; MPI then sums.
+        let premultiply = (premultiplies_avg(spec.dtype, spec.op) || spec.op == RedOp::MulSum)
+            && spec.coll.has_op();
         let scale_after = spec.op == RedOp::Avg && spec.coll.has_op() && !premultiply;
         Call {
             coll: spec.coll,
@@ -200,6 +203,7 @@ impl MpiComm {
             // The send argument: MPI_IN_PLACE where the input is already in the receive buffer.
             source: if in_place { in_place_ptr } else { send },
             in_place,
+            mulsum: spec.op == RedOp::MulSum,
             // NCCL's floating avg multiplies every input by 1/n before summing: do the same to
             // this rank's input, then let MPI sum (see dtype::premultiplies_avg).
             premultiply: premultiply.then(|| {
@@ -249,6 +253,8 @@ struct Call {
     in_place: bool,
     /// (byte offset, bytes, in the receive buffer?) of the input to scale by 1/n first.
     premultiply: Option<(usize, usize, bool)>,
+    /// The pre-multiply is mulsum's scalar, not avg's 1/n.
+    mulsum: bool,
     /// (byte offset, bytes) of the result to divide by n afterwards.
     scale: Option<(usize, usize)>,
     /// In-place reduce-scatter: (bytes, destination offset) of the result to move.
@@ -314,7 +320,10 @@ impl Call {
         if let Some((offset, bytes, in_recv)) = self.premultiply {
             let base = if in_recv { recv } else { send } as *mut u8;
             let input = std::slice::from_raw_parts_mut(base.add(offset), bytes);
-            premul_bytes(self.dtype, input, self.nranks);
+            match self.mulsum {
+                true => scale_bytes(self.dtype, input, mulsum_scalar(self.me)),
+                false => premul_bytes(self.dtype, input, self.nranks),
+            }
         }
         let share = |rank: usize| {
             (recv as *mut u8).add(rank * count as usize * self.dtype.size_bytes()) as *mut c_void

@@ -404,7 +404,6 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
             f.datatype.starts_with("f8"),
             "-d f8e4m3 / f8e5m2 (fp8 types)",
         ),
-        (f.op == "mulsum", "-o mulsum (ncclRedOpCreatePreMulSum)"),
     ];
     let missing: Vec<&str> = reasons
         .iter()
@@ -423,9 +422,9 @@ const TYPE_NAMES: [&str; 12] = [
 const OP_NAMES: [&str; 6] = ["sum", "prod", "max", "min", "avg", "mulsum"];
 
 /// nccl-tests' type list for `-d all` and op list for `-o all` (src/common.cu, test_typenames
-/// and test_opnames), as far as ncclprobe measures them: no fp8 types, no `mulsum`.
+/// and test_opnames), as far as ncclprobe measures them: no fp8 types.
 const ALL_TYPES: &str = "int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16";
-const ALL_OPS: &str = "sum,prod,max,min,avg";
+const ALL_OPS: &str = "sum,prod,max,min,avg,mulsum";
 
 /// The sweep engine's options for these flags: nccl-tests' sizes and schedule, its output.
 pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>) -> Options {

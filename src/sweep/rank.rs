@@ -296,14 +296,14 @@ mod tests {
 
     #[test]
     fn rank_information_round_trips_and_tolerates_missing_fields() {
-        let info = crate::measure::parse_whoami(3, b"node7\t4242\tGPU 1: NVIDIA H100");
+        let info = crate::measure::parse_whoami(3, b"node7\t4242\t1\tGPU 1: NVIDIA H100");
         assert_eq!(
-            (info.rank, info.host.as_str(), info.pid),
-            (3, "node7", 4242)
+            (info.rank, info.host.as_str(), info.pid, info.group),
+            (3, "node7", 4242, 1)
         );
         assert_eq!(info.device.as_deref(), Some("GPU 1: NVIDIA H100"));
-        let bare = crate::measure::parse_whoami(0, b"node7\tnot-a-pid\t");
-        assert_eq!((bare.pid, bare.device), (0, None));
+        let bare = crate::measure::parse_whoami(0, b"node7\tnot-a-pid\t\t");
+        assert_eq!((bare.pid, bare.device, bare.group), (0, None, 0));
     }
 
     #[test]

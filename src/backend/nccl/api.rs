@@ -121,12 +121,21 @@ pub fn cta_policy_for(requested: Option<i64>, library_version: i32) -> CtaPolicy
 }
 
 type NcclGroup = unsafe extern "C" fn() -> c_int;
+/// `ncclRedOp_t` as the int it is in C: the built-in ops and the ones
+/// `ncclRedOpCreatePreMulSum` makes, which no Rust enum of NCCL's names holds.
+pub(super) type NcclOpValue = c_int;
+/// `ncclRedOpCreatePreMulSum(op*, scalar*, datatype, residence, comm)` (NCCL 2.11+).
+type NcclRedOpCreatePreMulSum =
+    unsafe extern "C" fn(*mut NcclOpValue, *mut c_void, NcclType, c_int, *mut c_void) -> c_int;
+type NcclRedOpDestroy = unsafe extern "C" fn(NcclOpValue, *mut c_void) -> c_int;
+/// `ncclScalarHostImmediate`: the scalar is read from host memory at the call.
+pub(super) const NCCL_SCALAR_HOST_IMMEDIATE: c_int = 1;
 type NcclAllReduce = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
     NcclType,
-    NcclOp,
+    NcclOpValue,
     *mut c_void,
     *mut c_void,
 ) -> c_int;
@@ -152,7 +161,7 @@ type NcclReduce = unsafe extern "C" fn(
     *mut c_void,
     usize,
     NcclType,
-    NcclOp,
+    NcclOpValue,
     c_int,
     *mut c_void,
     *mut c_void,
@@ -242,6 +251,8 @@ pub struct Api {
     pub(super) nccl_reduce: NcclReduce,
     pub(super) nccl_send: NcclSendRecv,
     pub(super) nccl_recv: NcclSendRecv,
+    pub(super) nccl_premulsum: NcclRedOpCreatePreMulSum,
+    pub(super) nccl_redop_destroy: NcclRedOpDestroy,
     pub(super) nccl_async_error: NcclAsyncError,
     pub(super) nccl_abort: NcclCommFn,
     pub(super) nccl_destroy: NcclCommFn,
@@ -335,6 +346,8 @@ impl Api {
                 nccl_reduce: sym(nlib, n, "ncclReduce", &mut missing)?,
                 nccl_send: sym(nlib, n, "ncclSend", &mut missing)?,
                 nccl_recv: sym(nlib, n, "ncclRecv", &mut missing)?,
+                nccl_premulsum: sym(nlib, n, "ncclRedOpCreatePreMulSum", &mut missing)?,
+                nccl_redop_destroy: sym(nlib, n, "ncclRedOpDestroy", &mut missing)?,
                 nccl_async_error: sym(nlib, n, "ncclCommGetAsyncError", &mut missing)?,
                 nccl_abort: sym(nlib, n, "ncclCommAbort", &mut missing)?,
                 nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
@@ -524,12 +537,31 @@ pub(super) fn nccl_dtype(d: Dtype) -> NcclType {
     }
 }
 
-pub(super) fn nccl_op(o: RedOp) -> NcclOp {
-    match o {
-        RedOp::Sum => NcclOp::ncclSum,
+/// The built-in op; `mulsum` has none (its op is made per call, see `enqueue`).
+pub(super) fn nccl_op(o: RedOp) -> NcclOpValue {
+    (match o {
+        RedOp::Sum | RedOp::MulSum => NcclOp::ncclSum,
         RedOp::Prod => NcclOp::ncclProd,
         RedOp::Max => NcclOp::ncclMax,
         RedOp::Min => NcclOp::ncclMin,
         RedOp::Avg => NcclOp::ncclAvg,
-    }
+    }) as NcclOpValue
+}
+
+/// nccl-tests' `mulsum` scalar of `rank` in the element type, as the bytes
+/// `ncclRedOpCreatePreMulSum` reads from host memory (src/common.cu, startColl).
+pub(super) fn mulsum_scalar_bytes(d: Dtype, rank: usize) -> [u8; 8] {
+    let k = crate::dtype::mulsum_scalar(rank);
+    let mut out = [0u8; 8];
+    let bytes: Vec<u8> = match d {
+        Dtype::Int8 | Dtype::Uint8 => vec![k],
+        Dtype::Int32 | Dtype::Uint32 => (k as u32).to_le_bytes().to_vec(),
+        Dtype::Int64 | Dtype::Uint64 => (k as u64).to_le_bytes().to_vec(),
+        Dtype::Half => half::f16::from_f32(k as f32).to_le_bytes().to_vec(),
+        Dtype::Bfloat16 => half::bf16::from_f32(k as f32).to_le_bytes().to_vec(),
+        Dtype::Float => (k as f32).to_le_bytes().to_vec(),
+        Dtype::Double => (k as f64).to_le_bytes().to_vec(),
+    };
+    out[..bytes.len()].copy_from_slice(&bytes);
+    out
 }

@@ -2,10 +2,13 @@
 //! collective, with the buffers and peers nccl-tests gives it.
 
 use super::abort::NCCL_IN_PROGRESS;
-use super::api::{nccl_dtype, nccl_op, Api};
+use super::api::{
+    mulsum_scalar_bytes, nccl_dtype, nccl_op, Api, NcclOpValue, NCCL_SCALAR_HOST_IMMEDIATE,
+};
 use crate::backend::{BackendError, PointSpec, Transfer};
 use crate::coll::{Collective, Placement};
 use crate::dtype::Dtype;
+use crate::dtype::RedOp;
 use std::ffi::{c_int, c_void};
 
 /// What one call on one rank needs: plain handles, so another thread can enqueue it.
@@ -71,6 +74,26 @@ pub(super) unsafe fn enqueue_step(
     let (dt, op, count) = (nccl_dtype(spec.dtype), nccl_op(spec.op), layout.param_count);
     let stream = t.stream as *mut c_void;
     let comm = t.comm.raw()?;
+    let what = || t.doing(spec.coll.name(), spec.count * spec.dtype.size_bytes());
+    // mulsum: an op made for this call with this rank's scalar, destroyed after it, as
+    // nccl-tests' startColl does.
+    let premulsum = match spec.op == RedOp::MulSum && spec.coll.has_op() {
+        true => {
+            let mut made: NcclOpValue = 0;
+            let mut scalar = mulsum_scalar_bytes(spec.dtype, t.rank);
+            let rc = (a.nccl_premulsum)(
+                &mut made,
+                scalar.as_mut_ptr() as *mut c_void,
+                dt,
+                NCCL_SCALAR_HOST_IMMEDIATE,
+                comm,
+            );
+            t.comm.check(&what, rc)?;
+            Some(made)
+        }
+        false => None,
+    };
+    let op = premulsum.unwrap_or(op);
     let rc = match spec.coll {
         Collective::AllReduce => (a.nccl_all_reduce)(s, r, count, dt, op, comm, stream),
         Collective::AllGather => (a.nccl_all_gather)(s, r, count, dt, comm, stream),
@@ -138,7 +161,10 @@ pub(super) unsafe fn enqueue_step(
             )))
         }
     };
-    let what = || t.doing(spec.coll.name(), spec.count * spec.dtype.size_bytes());
+    if let Some(made) = premulsum {
+        t.comm.check(&what, rc)?;
+        return t.comm.check(&what, (a.nccl_redop_destroy)(made, comm));
+    }
     t.comm.check(&what, rc)
 }
 

@@ -3,7 +3,7 @@
 
 use super::comms::{live_comm, InUse, P2p};
 use super::group::{group_depth, ncclGroupEnd, ncclGroupStart, Deferred, GROUP};
-use super::reduce::{reduce, Op, Type};
+use super::reduce::{premultiply, reduce, Op, Type};
 use super::registration::is_registered;
 use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_INVALID_USAGE, NCCL_SUCCESS};
 use crate::cuda::streams::{stream_on, Work};
@@ -166,8 +166,18 @@ unsafe fn collective(
     let Some(dtype) = Type::from_nccl(dt) else {
         return NCCL_INVALID_ARGUMENT;
     };
-    let Some(op) = Op::from_nccl(op) else {
-        return NCCL_INVALID_ARGUMENT;
+    // A built-in op, or one of this communicator's pre-multiplied sums: its scalar is taken
+    // now (the caller may destroy the op right after the call, as nccl-tests does).
+    let (op, scalar) = match Op::from_nccl(op) {
+        Some(o) => (o, None),
+        None => {
+            let ops = live_comm(c, name).premulsums.lock().unwrap();
+            match ops.iter().find(|o| o.0 == op) {
+                Some(&(_, t, s)) if t == dt => (Op::Sum, Some(s)),
+                // Unknown, destroyed, or made for another type.
+                _ => return NCCL_INVALID_ARGUMENT,
+            }
+        }
     };
     // NCCL drops an empty collective at once (src/enqueue.cc, taskAppend: "Empty collectives
     // can be discarded"): nothing is enqueued, nobody waits for the peers.
@@ -207,7 +217,10 @@ unsafe fn collective(
                 } else {
                     &[]
                 };
-                comm.publish(seq, &format!("r{me}"), input);
+                match &scalar {
+                    Some(s) => comm.publish(seq, &format!("r{me}"), &premultiply(dtype, input, s)),
+                    None => comm.publish(seq, &format!("r{me}"), input),
+                }
                 let needs = |r: usize| match kind {
                     Coll::Broadcast(root) => r == root,
                     Coll::Reduce(root) => me == root,
@@ -357,4 +370,54 @@ pub unsafe extern "C" fn ncclReduce(
         c,
         st,
     )
+}
+
+/// `ncclNumOps` of NCCL 2.11 and later: the first value ncclRedOpCreatePreMulSum hands out.
+const NCCL_NUM_OPS: c_int = 5;
+/// `ncclScalarHostImmediate`; `ncclScalarDevice` (0) would read the scalar on the GPU.
+const NCCL_SCALAR_HOST_IMMEDIATE: c_int = 1;
+
+/// NCCL 2.11+: an op that multiplies each rank's input by its scalar, then sums. The scalar
+/// is read now (host immediate); the op belongs to the communicator until destroyed.
+#[no_mangle]
+pub unsafe extern "C" fn ncclRedOpCreatePreMulSum(
+    op: *mut c_int,
+    scalar: *mut c_void,
+    dt: c_int,
+    residence: c_int,
+    c: *mut c_void,
+) -> NcclResult {
+    let comm = live_comm(c, "ncclRedOpCreatePreMulSum");
+    let _in = comm.enter("ncclRedOpCreatePreMulSum");
+    let Some(t) = Type::from_nccl(dt) else {
+        return NCCL_INVALID_ARGUMENT;
+    };
+    if op.is_null() || scalar.is_null() || residence != NCCL_SCALAR_HOST_IMMEDIATE {
+        // The double has no device memory to read a device-resident scalar from.
+        return NCCL_INVALID_ARGUMENT;
+    }
+    let mut bytes = [0u8; 8];
+    std::ptr::copy_nonoverlapping(scalar as *const u8, bytes.as_mut_ptr(), t.size());
+    let mut ops = comm.premulsums.lock().unwrap();
+    let value = (NCCL_NUM_OPS..)
+        .find(|v| ops.iter().all(|o| o.0 != *v))
+        .unwrap_or(NCCL_NUM_OPS);
+    ops.push((value, dt, bytes));
+    *op = value;
+    NCCL_SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclRedOpDestroy(op: c_int, c: *mut c_void) -> NcclResult {
+    let comm = live_comm(c, "ncclRedOpDestroy");
+    let _in = comm.enter("ncclRedOpDestroy");
+    let mut ops = comm.premulsums.lock().unwrap();
+    match ops.iter().position(|o| o.0 == op) {
+        Some(i) => {
+            ops.remove(i);
+            NCCL_SUCCESS
+        }
+        // "ncclRedOpDestroy : operator is a NCCL builtin" or not this communicator's.
+        None => NCCL_INVALID_ARGUMENT,
+    }
 }

@@ -39,6 +39,8 @@ pub struct Comm {
     /// use, NCCL_RUNTIME_CONNECT=1).
     pub(crate) held: AtomicUsize,
     pub(crate) connected: AtomicBool,
+    /// ncclRedOpCreatePreMulSum's ops: the op's value, its type and its scalar's bytes.
+    pub(crate) premulsums: Mutex<Vec<(c_int, c_int, [u8; 8])>>,
 }
 
 /// What the double's NCCL takes of its device at init (NCCL's device-side communicator,

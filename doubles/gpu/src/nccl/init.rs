@@ -79,6 +79,7 @@ fn new_comm(
         user: Mutex::new(None),
         held: AtomicUsize::new(INIT_BYTES),
         connected: AtomicBool::new(false),
+        premulsums: Mutex::new(Vec::new()),
     });
     Ok(Box::into_raw(comm) as *mut c_void)
 }

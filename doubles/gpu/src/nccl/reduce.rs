@@ -293,3 +293,20 @@ mod tests {
         assert_eq!(u16::from_le_bytes([out[0], out[1]]), f64_to_f16(want));
     }
 }
+
+/// FuncPreMulSum's prologue (src/device/reduce_kernel.h): every element of this rank's input
+/// times the op's scalar, rounded to the type (integers wrap), before the sum.
+pub(crate) fn premultiply(t: Type, input: &[u8], scalar: &[u8]) -> Vec<u8> {
+    let size = t.size();
+    let s = decode(t, scalar);
+    let mut out = vec![0u8; input.len()];
+    for (src, dst) in input.chunks_exact(size).zip(out.chunks_exact_mut(size)) {
+        let v = match (decode(t, src), s) {
+            (Value::F(x), Value::F(k)) => Value::F(round(t, x * k)),
+            (Value::I(x), Value::I(k)) => Value::I(wrap(t, x.wrapping_mul(k))),
+            _ => unreachable!("mixed kinds"),
+        };
+        encode(t, v, dst);
+    }
+    out
+}

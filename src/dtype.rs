@@ -347,7 +347,7 @@ pub fn premultiplies_avg(dtype: Dtype, op: RedOp) -> bool {
 /// The scalar rank `rank` multiplies its input by under `mulsum`: nccl-tests'
 /// `ncclVerifiablePremulScalar` (verifiable/verifiable.h), 1 on even ranks, 2 on odd ones.
 pub fn mulsum_scalar(rank: usize) -> u8 {
-    if rank % 2 == 0 {
+    if rank.is_multiple_of(2) {
         1
     } else {
         2

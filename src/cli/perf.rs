@@ -388,8 +388,8 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
     Ok(f)
 }
 
-/// What ncclprobe does not do yet of what the flags ask, in nccl-tests' terms; the run is
-/// refused (exit 5, nccl-tests' testNotImplemented) rather than measured otherwise.
+/// What ncclprobe does not do of what the flags ask, in nccl-tests' terms; the run is refused
+/// (exit 5, nccl-tests' testNotImplemented) rather than measured otherwise.
 pub fn unsupported(f: &PerfFlags) -> Option<String> {
     let reasons = [
         (
@@ -398,7 +398,7 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
         ),
         (
             f.device_implementation > 0,
-            "-D (NCCL device API implementations)",
+            "-D (nccl-tests' own kernels on NCCL's device API, NCCL 2.28+: ncclprobe has no device code of its own to run)",
         ),
         (
             f.datatype.starts_with("f8"),

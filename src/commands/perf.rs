@@ -23,7 +23,7 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
         return status::NOT_IMPLEMENTED;
     }
     if let Some(what) = perf::unsupported(&flags) {
-        eprintln!("ncclprobe: {program}: not supported by ncclprobe yet: {what}");
+        eprintln!("ncclprobe: {program}: not supported by ncclprobe: {what}");
         return status::NOT_IMPLEMENTED;
     }
     let argv: Vec<String> = std::iter::once(program.to_string())

@@ -16,11 +16,13 @@ const MAX_DEVICES: usize = 64;
 /// Bytes in use on each device: its allocations and what the double's NCCL holds there.
 static USED: [AtomicUsize; MAX_DEVICES] = [const { AtomicUsize::new(0) }; MAX_DEVICES];
 
-/// Every live allocation: its layout and the device it counts against (`None`: pinned host
+/// A live allocation: its layout and the device it counts against (`None`: pinned host
 /// memory, which takes no device memory).
-fn allocations() -> &'static Mutex<HashMap<usize, (std::alloc::Layout, Option<usize>)>> {
-    static A: OnceLock<Mutex<HashMap<usize, (std::alloc::Layout, Option<usize>)>>> =
-        OnceLock::new();
+type Allocation = (std::alloc::Layout, Option<usize>);
+
+/// Every live allocation, by address.
+fn allocations() -> &'static Mutex<HashMap<usize, Allocation>> {
+    static A: OnceLock<Mutex<HashMap<usize, Allocation>>> = OnceLock::new();
     A.get_or_init(|| Mutex::new(HashMap::new()))
 }
 

@@ -243,6 +243,23 @@ pub(crate) fn reduce<'a>(
     out
 }
 
+/// FuncPreMulSum's prologue (src/device/reduce_kernel.h): every element of this rank's input
+/// times the op's scalar, rounded to the type (integers wrap), before the sum.
+pub(crate) fn premultiply(t: Type, input: &[u8], scalar: &[u8]) -> Vec<u8> {
+    let size = t.size();
+    let s = decode(t, scalar);
+    let mut out = vec![0u8; input.len()];
+    for (src, dst) in input.chunks_exact(size).zip(out.chunks_exact_mut(size)) {
+        let v = match (decode(t, src), s) {
+            (Value::F(x), Value::F(k)) => Value::F(round(t, x * k)),
+            (Value::I(x), Value::I(k)) => Value::I(wrap(t, x.wrapping_mul(k))),
+            _ => unreachable!("mixed kinds"),
+        };
+        encode(t, v, dst);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,21 +309,4 @@ mod tests {
         let want = round(Type::F16, round(Type::F16, third + third) + third);
         assert_eq!(u16::from_le_bytes([out[0], out[1]]), f64_to_f16(want));
     }
-}
-
-/// FuncPreMulSum's prologue (src/device/reduce_kernel.h): every element of this rank's input
-/// times the op's scalar, rounded to the type (integers wrap), before the sum.
-pub(crate) fn premultiply(t: Type, input: &[u8], scalar: &[u8]) -> Vec<u8> {
-    let size = t.size();
-    let s = decode(t, scalar);
-    let mut out = vec![0u8; input.len()];
-    for (src, dst) in input.chunks_exact(size).zip(out.chunks_exact_mut(size)) {
-        let v = match (decode(t, src), s) {
-            (Value::F(x), Value::F(k)) => Value::F(round(t, x * k)),
-            (Value::I(x), Value::I(k)) => Value::I(wrap(t, x.wrapping_mul(k))),
-            _ => unreachable!("mixed kinds"),
-        };
-        encode(t, v, dst);
-    }
-    out
 }

@@ -242,8 +242,8 @@ fn a_graph_replays_its_captured_collectives_and_a_capture_is_strict() {
     unsafe {
         let (comms, streams, bufs) = clique();
         let mut graphs = [std::ptr::null_mut(); 2];
-        for r in 0..2 {
-            assert_eq!(cuStreamBeginCapture_v2(streams[r], 1), CUDA_SUCCESS);
+        for &s in &streams {
+            assert_eq!(cuStreamBeginCapture_v2(s, 1), CUDA_SUCCESS);
         }
         let mut spare = 0u64;
         assert_eq!(

@@ -715,6 +715,8 @@ fn cta_policy_reaches_nccl_config_from_2_27_and_is_ignored_as_nccl_tests_ignores
         ("22703", "2", "unset", true),
         ("22803", "2", "2", false),
         ("22600", "1", "unset", false),
+        // Set only `if (ctaPolicy >= 0)`.
+        ("22803", "-1", "unset", false),
     ] {
         let (out, trace) = on_double(version, &["-b", "8", "-e", "8", "-g", "2", "-x", x]);
         let what = format!("NCCL {version} -x {x}");

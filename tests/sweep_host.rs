@@ -294,7 +294,11 @@ fn bad_input_gets_one_line_and_the_right_code() {
             2,
             "-d/--datatype: unknown value 'complex64'",
         ),
-        (&["-o", "mulsum"], 2, "-o/--op: unknown value 'mulsum'"),
+        (
+            &["-o", "premulsum"],
+            2,
+            "-o/--op: unknown value 'premulsum'",
+        ),
         (
             &["-b", "1M", "-e", "1K"],
             2,

@@ -79,7 +79,9 @@ pub fn run_rank(
         }
         // Allocate for the largest size up front, as nccl-tests does: every size then runs in
         // the same (already touched) memory instead of growing buffers between sizes.
-        if let (Some(&largest), Some(&dtype)) = (plan.sizes_bytes.last(), plan.dtypes.first()) {
+        // The widest type: its -u shift is the largest, so no later type grows the buffers.
+        let widest = plan.dtypes.iter().copied().max_by_key(|d| d.size_bytes());
+        if let (Some(&largest), Some(dtype)) = (plan.sizes_bytes.last(), widest) {
             sweep
                 .comm
                 .prepare(&spec(plan, coll, dtype, RedOp::Sum, 0, largest))

@@ -31,7 +31,7 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
         )));
     }
     let mut plan = Plan::from_options(args, memory_limit(nranks))?;
-    without_gpu(&mut plan, "host");
+    without_gpu(&mut plan, "host", true);
     split_not_applied(
         &mut plan,
         args,
@@ -61,7 +61,10 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
 
 /// What a backend without GPUs cannot do of what the flags asked (nccl-tests' -x and -y, NCCL
 /// settings): said, and taken out of the plan so the record does not claim it.
-fn without_gpu(plan: &mut Plan, backend: &str) {
+///
+/// Every rank drops them (each process of an MPI job has its own plan, and all must run the
+/// same calls); only the reporting one says so.
+fn without_gpu(plan: &mut Plan, backend: &str, reports: bool) {
     let s = &mut plan.settings;
     let mut dropped = Vec::new();
     if std::mem::take(&mut s.stream_null) {
@@ -73,7 +76,7 @@ fn without_gpu(plan: &mut Plan, backend: &str) {
     if s.graph_launches.take().is_some() {
         dropped.push("-G (CUDA graphs)");
     }
-    if !dropped.is_empty() {
+    if !dropped.is_empty() && reports {
         let (verb, pronoun) = match dropped.len() {
             1 => ("applies", "it is"),
             _ => ("apply", "they are"),
@@ -209,6 +212,8 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
     );
     let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
     plan.notes.extend(cta.note);
+    // The record says what NCCL was given, not what was asked and ignored.
+    plan.settings.cta_policy = cta.value.map(i64::from);
     let start = Start {
         calibration: record::copy_calibration(&api, &devices, &plan),
         plan,
@@ -304,6 +309,7 @@ fn nccl_per_process(
     plan.notes.extend(notes);
     let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
     plan.notes.extend(cta.note);
+    plan.settings.cta_policy = cta.value.map(i64::from);
     let split = args.backend.split.clone();
     if let Some(s) = &split {
         plan.notes.push(format!(
@@ -482,8 +488,8 @@ pub fn mpi(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
         .split();
     let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
     let mut plan = Plan::from_options(args, memory_limit(local))?;
+    without_gpu(&mut plan, "mpi", comm.rank() == 0);
     if comm.rank() == 0 {
-        without_gpu(&mut plan, "mpi");
         split_not_applied(&mut plan, args, "the MPI backend keeps one communicator");
     }
     let start = Start {

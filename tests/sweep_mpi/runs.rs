@@ -529,3 +529,69 @@ fn a_late_mpi_rank_is_named_by_stragglers() {
         record.points.len()
     );
 }
+
+/// ncclprobe as an nccl-tests binary (`name`, a link) under mpirun on `np` ranks.
+fn mpirun_perf(np: usize, name: &str, args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join(name);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ncclprobe"), &link).unwrap();
+    let mut c = Command::new("mpirun");
+    without_host_settings(&mut c);
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        &np.to_string(),
+    ])
+    .env("NCCLPROBE_CUDA_DRIVER", "none")
+    .arg(&link)
+    .args(args)
+    .output()
+    .unwrap_or_else(|e| panic!("cannot run mpirun ({e}); install Open MPI (ci/test does)"))
+}
+
+#[test]
+fn the_drop_in_runs_its_newer_flags_and_binaries_over_mpi() {
+    // Every rank drops what needs GPUs (-G, -x, -y) alike, and rank 0 says so once; the
+    // rest runs on MPI's calls, checked: mulsum's per-rank scalars, misaligned buffers, and
+    // the gather, scatter and hypercube binaries on every root.
+    let out = mpirun_perf(
+        2,
+        "all_reduce_perf_mpi",
+        &[
+            "-b", "8", "-e", "4K", "-f", "8", "-G", "3", "-x", "1", "-y", "1", "-z", "3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr)
+            .matches("apply to the NCCL backend only")
+            .count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+    for (name, extra) in [
+        (
+            "reduce_perf_mpi",
+            vec!["-o", "mulsum", "-d", "all", "-u", "3"],
+        ),
+        (
+            "all_reduce_perf_mpi",
+            vec!["-o", "mulsum", "-d", "half", "-r", "1"],
+        ),
+        ("gather_perf_mpi", vec!["-r", "-1", "-u", "1"]),
+        ("scatter_perf_mpi", vec!["-r", "-1", "-u", "1"]),
+        ("hypercube_perf_mpi", vec!["-u", "2"]),
+    ] {
+        let mut args = vec!["-b", "64", "-e", "64K", "-f", "32"];
+        args.extend(extra);
+        let out = mpirun_perf(4, name, &args);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        assert!(
+            stdout.contains("# Out of bounds values : 0 OK"),
+            "{name}: {stdout}"
+        );
+    }
+}

@@ -102,7 +102,8 @@ pub fn cta_policy_for(requested: Option<i64>, library_version: i32) -> CtaPolicy
         said: None,
         note: None,
     };
-    let Some(p) = requested.map(|p| p as c_int) else {
+    // Set only `if (ctaPolicy >= 0)`: a negative -x leaves NCCL's default.
+    let Some(p) = requested.map(|p| p as c_int).filter(|p| *p >= 0) else {
         return out;
     };
     if p > 1 && library_version < 22800 {

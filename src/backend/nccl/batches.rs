@@ -167,8 +167,13 @@ impl NcclComm {
         let ended = self.api.cuda("cuStreamEndCapture", unsafe {
             (g.end_capture)(stream, &mut graph)
         });
-        captured?;
-        ended?;
+        if let Err(e) = captured.and(ended) {
+            if !graph.is_null() {
+                // SAFETY: the graph just captured, never instantiated.
+                unsafe { (g.destroy)(graph) };
+            }
+            return Err(e);
+        }
         let mut exec: cu::CUgraphExec = std::ptr::null_mut();
         // SAFETY: a graph just captured; flags 0 as nccl-tests.
         let made = self.api.cuda("cuGraphInstantiate", unsafe {

@@ -162,8 +162,10 @@ pub(super) unsafe fn enqueue_step(
         }
     };
     if let Some(made) = premulsum {
+        // Destroyed whatever the call did, then the call's result first.
+        let destroyed = (a.nccl_redop_destroy)(made, comm);
         t.comm.check(&what, rc)?;
-        return t.comm.check(&what, (a.nccl_redop_destroy)(made, comm));
+        return t.comm.check(&what, destroyed);
     }
     t.comm.check(&what, rc)
 }

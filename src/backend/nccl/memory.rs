@@ -18,16 +18,26 @@ pub(super) struct MemoryWatch {
     pub init: Option<(i64, i64)>,
     /// The most the buffers' allocation took.
     pub buffers: i64,
-    /// Free memory once the buffers were allocated: where the collectives' share is taken from.
+    /// Free memory once the buffers were first allocated, less what later, larger buffers
+    /// took beyond the first: where the collectives' share is taken from.
     pub after_buffers: Option<i64>,
+    /// What the buffers allocated last took.
+    pub last: i64,
 }
 
 impl MemoryWatch {
-    /// Around one allocation of the buffers: free memory before and after.
+    /// Around one allocation of the buffers (the previous ones already freed): free memory
+    /// before and after. A reallocation moves the baseline by its growth only, so memory NCCL
+    /// took in between stays counted as the collectives'.
     pub fn allocated(&mut self, before: Option<i64>, after: Option<i64>) {
         if let (Some(b), Some(a)) = (before, after) {
-            self.buffers = self.buffers.max(b - a);
-            self.after_buffers = Some(a);
+            let size = b - a;
+            self.buffers = self.buffers.max(size);
+            self.after_buffers = Some(match self.after_buffers {
+                None => a,
+                Some(base) => base - (size - self.last),
+            });
+            self.last = size;
         }
     }
 
@@ -39,5 +49,30 @@ impl MemoryWatch {
             user_allocated_bytes: self.buffers,
             collective_bytes: self.after_buffers.zip(now).map_or(0, |(a, n)| a - n),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reallocation_keeps_what_nccl_took_in_the_collectives_figure() {
+        let mut m = MemoryWatch {
+            init: Some((1000, 900)),
+            ..Default::default()
+        };
+        // Buffers of 100, NCCL then takes 30 connecting, buffers grow to 150 (the 100 freed).
+        m.allocated(Some(900), Some(800));
+        m.allocated(Some(870), Some(720));
+        let r = m.report(Some(720)).unwrap();
+        assert_eq!(
+            (
+                r.initialization_bytes,
+                r.user_allocated_bytes,
+                r.collective_bytes
+            ),
+            (100, 150, 30)
+        );
     }
 }

@@ -1124,3 +1124,38 @@ fn mulsum_sums_every_input_times_its_ranks_scalar_on_every_backend() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
 }
+
+#[test]
+fn from_nccl_2_28_alltoall_gather_and_scatter_call_nccls_own_entry_points_as_nccl_tests_does() {
+    // The GPU TEST DOUBLE answers ncclAlltoAll, ncclGather and ncclScatter only when it plays
+    // NCCL 2.28 or newer; before, ncclprobe must use sends and receives.
+    for (name, native) in [
+        ("alltoall_perf", "call=ncclAlltoAll"),
+        ("gather_perf", "call=ncclGather"),
+        ("scatter_perf", "call=ncclScatter"),
+    ] {
+        for (version, uses) in [("22803", true), ("22703", false)] {
+            let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+            let (dir, link) = linked(name);
+            let trace = dir.path().join("trace.txt");
+            let mut c = Command::new(&link);
+            common::without_host_settings(&mut c);
+            let out = c
+                .args(["-b", "1K", "-e", "1K", "-g", "2", "-r", "1"])
+                .env("LD_LIBRARY_PATH", libs.path())
+                .env("NCCLPROBE_TEST_DOUBLE_GPUS", "2")
+                .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+                .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+                .output()
+                .unwrap();
+            let what = format!("{name} on NCCL {version}");
+            assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
+            assert!(
+                text(&out.stdout).contains("# Out of bounds values : 0 OK"),
+                "{what}"
+            );
+            let calls = std::fs::read_to_string(&trace).unwrap();
+            assert_eq!(calls.contains(native), uses, "{what}");
+        }
+    }
+}

@@ -167,6 +167,10 @@ type NcclReduce = unsafe extern "C" fn(
     *mut c_void,
     *mut c_void,
 ) -> c_int;
+/// NCCL 2.28's `ncclAlltoAll(send, recv, count, type, comm, stream)`.
+type NcclAlltoAll = NcclAllGather;
+/// NCCL 2.28's `ncclGather` / `ncclScatter(send, recv, count, type, root, comm, stream)`.
+type NcclRooted = NcclBroadcast;
 type NcclSendRecv =
     unsafe extern "C" fn(*mut c_void, usize, NcclType, c_int, *mut c_void, *mut c_void) -> c_int;
 type NcclAsyncError = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
@@ -231,6 +235,13 @@ pub struct Registration {
     pub(super) window: Option<(NcclWindowRegister, NcclCommDeregister)>,
 }
 
+/// NCCL 2.28's collectives made of sends and receives (see `Api::native_p2p`).
+pub(super) struct NativeP2p {
+    pub(super) alltoall: NcclAlltoAll,
+    pub(super) gather: NcclRooted,
+    pub(super) scatter: NcclRooted,
+}
+
 /// How buffers are registered: nccl-tests' -R 1 (local) or -R 2 (symmetric windows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegistrationMode {
@@ -262,6 +273,9 @@ pub struct Api {
     pub devices: c_int,
     /// Present when the library is NCCL 2.19 or newer and has the four entry points.
     pub registration: Option<Registration>,
+    /// NCCL 2.28's alltoall, gather and scatter, which nccl-tests 2.19.6 calls from that
+    /// version on (src/alltoall.cu, gather.cu, scatter.cu) instead of sends and receives.
+    pub(super) native_p2p: Option<NativeP2p>,
     /// NCCL 2.22's cost-model query, when present.
     pub(super) simulate: Option<NcclGroupSimulateEnd>,
     /// NCCL 2.29's `ncclCommQueryProperties`: whether -R 2's windows are really symmetric.
@@ -354,6 +368,16 @@ impl Api {
                 nccl_destroy: sym(nlib, n, "ncclCommDestroy", &mut missing)?,
                 nccl_finalize: sym(nlib, n, "ncclCommFinalize", &mut Vec::new()),
                 registration: optional_registration(nlib, nccl.version_code),
+                native_p2p: (nccl.version_code >= 22800)
+                    .then(|| {
+                        let mut ignored = Vec::new();
+                        Some(NativeP2p {
+                            alltoall: sym(nlib, n, "ncclAlltoAll", &mut ignored)?,
+                            gather: sym(nlib, n, "ncclGather", &mut ignored)?,
+                            scatter: sym(nlib, n, "ncclScatter", &mut ignored)?,
+                        })
+                    })
+                    .flatten(),
                 simulate: (nccl.version_code >= 22200)
                     .then(|| sym(nlib, n, "ncclGroupSimulateEnd", &mut Vec::new()))
                     .flatten(),

@@ -104,8 +104,13 @@ pub(super) unsafe fn enqueue_step(
         Collective::Reduce => {
             (a.nccl_reduce)(s, r, count, dt, op, spec.root as c_int, comm, stream)
         }
+        Collective::Alltoall if a.native_p2p.is_some() => {
+            let native = a.native_p2p.as_ref().map(|p| p.alltoall);
+            native.map_or(0, |f| f(s, r, count, dt, comm, stream))
+        }
         Collective::Alltoall | Collective::Sendrecv => {
-            // NCCL has no alltoall call: grouped sends and receives, as nccl-tests does.
+            // Before NCCL 2.28 NCCL has no alltoall call: grouped sends and receives, as
+            // nccl-tests does.
             (a.nccl_group_start)();
             let n = t.nranks;
             let bytes = count as u64 * ts;
@@ -150,6 +155,14 @@ pub(super) unsafe fn enqueue_step(
             }
             rc.add((a.nccl_group_end)());
             rc.0
+        }
+        Collective::Gather | Collective::Scatter if a.native_p2p.is_some() && count > 0 => {
+            let root = spec.root as c_int;
+            match (&a.native_p2p, spec.coll) {
+                (Some(p), Collective::Gather) => (p.gather)(s, r, count, dt, root, comm, stream),
+                (Some(p), _) => (p.scatter)(s, r, count, dt, root, comm, stream),
+                (None, _) => 0,
+            }
         }
         Collective::Gather | Collective::Scatter | Collective::Hypercube => {
             rooted_or_hypercube(a, t, spec, (send, recv), count, comm, step)?

@@ -10,6 +10,7 @@ pub(crate) mod comms;
 pub(crate) mod faults;
 pub(crate) mod group;
 pub(crate) mod init;
+pub(crate) mod native;
 pub(crate) mod reduce;
 pub(crate) mod registration;
 #[cfg(test)]

@@ -77,11 +77,8 @@ pub unsafe extern "C" fn ncclAlltoAll(
 /// sends each rank its share.
 unsafe fn rooted(
     gather: bool,
-    s: *const c_void,
-    r: *mut c_void,
-    count: usize,
-    dt: c_int,
-    root: c_int,
+    (s, r): (*const c_void, *mut c_void),
+    (count, dt, root): (usize, c_int, c_int),
     c: *mut c_void,
     st: *mut c_void,
 ) -> NcclResult {
@@ -139,7 +136,7 @@ pub unsafe extern "C" fn ncclGather(
     c: *mut c_void,
     st: *mut c_void,
 ) -> NcclResult {
-    rooted(true, s, r, count, dt, root, c, st)
+    rooted(true, (s, r), (count, dt, root), c, st)
 }
 
 #[no_mangle]
@@ -152,5 +149,5 @@ pub unsafe extern "C" fn ncclScatter(
     c: *mut c_void,
     st: *mut c_void,
 ) -> NcclResult {
-    rooted(false, s, r, count, dt, root, c, st)
+    rooted(false, (s, r), (count, dt, root), c, st)
 }

@@ -683,20 +683,36 @@ fn aggregated_iterations_make_m_calls_per_timed_iteration() {
 /// The GPU TEST DOUBLE as NCCL `version` with two GPUs, run as `all_reduce_perf` with `args`:
 /// the output and the call trace.
 fn on_double(version: &str, args: &[&str]) -> (Output, String) {
+    on_double_as("all_reduce_perf", 2, version, args)
+}
+
+/// `on_double` as the binary `name` with `gpus` GPUs.
+fn on_double_as(name: &str, gpus: usize, version: &str, args: &[&str]) -> (Output, String) {
     let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-    let (dir, link) = linked("all_reduce_perf");
+    let (dir, link) = linked(name);
     let trace = dir.path().join("trace.txt");
     let mut c = Command::new(&link);
     common::without_host_settings(&mut c);
     let out = c
         .args(args)
         .env("LD_LIBRARY_PATH", libs.path())
-        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "2")
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", gpus.to_string())
         .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
         .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
         .output()
         .unwrap();
     (out, std::fs::read_to_string(&trace).unwrap_or_default())
+}
+
+/// The values of `field=` on the trace's lines of `call`, each once.
+fn traced(trace: &str, call: &str, field: &str) -> std::collections::BTreeSet<String> {
+    let key = format!(" {field}=");
+    trace
+        .lines()
+        .filter(|l| l.contains(&format!("call={call}")))
+        .filter_map(|l| l.split(key.as_str()).nth(1))
+        .map(|v| v.split(' ').next().unwrap_or_default().to_string())
+        .collect()
 }
 
 #[test]
@@ -767,21 +783,6 @@ fn blocking_modes_wait_for_each_iteration_and_say_so_in_the_record() {
 #[test]
 fn unalign_moves_both_buffers_by_whole_elements_and_the_results_stay_right() {
     // The GPU TEST DOUBLE traces how aligned every buffer NCCL is handed is.
-    let aligns = |trace: &str| -> std::collections::BTreeSet<String> {
-        trace
-            .lines()
-            .filter(|l| l.contains("call=ncclAllReduce"))
-            .map(|l| {
-                l.split(" align=")
-                    .nth(1)
-                    .unwrap()
-                    .split(' ')
-                    .next()
-                    .unwrap()
-                    .into()
-            })
-            .collect()
-    };
     for (u, dtype, align) in [
         ("0", "float", "256"),
         ("1", "float", "4"),
@@ -801,7 +802,7 @@ fn unalign_moves_both_buffers_by_whole_elements_and_the_results_stay_right() {
             text(&out.stdout)
         );
         let expected: std::collections::BTreeSet<String> = [align.to_string()].into();
-        assert_eq!(aligns(&trace), expected, "{what}");
+        assert_eq!(traced(&trace, "ncclAllReduce", "align"), expected, "{what}");
     }
     // The host backend moves its buffers the same way; its results are checked as well.
     let (_dir, link) = linked("all_gather_perf");
@@ -847,21 +848,6 @@ fn memory_report_prints_what_init_buffers_and_collectives_took_as_write_mem_info
 fn stream_null_puts_every_call_on_the_legacy_stream_of_each_gpu() {
     // The GPU TEST DOUBLE keeps one legacy stream per device, as CUDA does: with one stream
     // for all, two GPUs from one thread would wait for each other forever.
-    let streams = |trace: &str| -> std::collections::BTreeSet<String> {
-        trace
-            .lines()
-            .filter(|l| l.contains("call=ncclAllReduce"))
-            .map(|l| {
-                l.split(" stream=")
-                    .nth(1)
-                    .unwrap()
-                    .split(' ')
-                    .next()
-                    .unwrap()
-                    .into()
-            })
-            .collect()
-    };
     for (y, stream) in [("0", "own"), ("1", "null")] {
         let (out, trace) = on_double(
             "22703",
@@ -872,7 +858,11 @@ fn stream_null_puts_every_call_on_the_legacy_stream_of_each_gpu() {
         assert_eq!(out.status.code(), Some(0), "-y {y}: {}", text(&out.stderr));
         assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
         let expected: std::collections::BTreeSet<String> = [stream.to_string()].into();
-        assert_eq!(streams(&trace), expected, "-y {y}");
+        assert_eq!(
+            traced(&trace, "ncclAllReduce", "stream"),
+            expected,
+            "-y {y}"
+        );
     }
     // Without GPUs there are no streams: said, and not claimed in the record.
     let (dir, link) = linked("all_reduce_perf");
@@ -927,18 +917,10 @@ fn gather_scatter_and_hypercube_run_as_their_binaries_with_their_counts_and_root
     }
     // On the GPU TEST DOUBLE, through NCCL's sends and receives, every root and misaligned.
     for name in ["gather_perf", "scatter_perf", "hypercube_perf"] {
-        let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-        let (_dir, link) = linked(name);
-        let mut c = Command::new(&link);
-        common::without_host_settings(&mut c);
-        let out = c
-            .args([
-                "-b", "8", "-e", "64K", "-f", "32", "-g", "4", "-r", "-1", "-u", "1",
-            ])
-            .env("LD_LIBRARY_PATH", libs.path())
-            .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
-            .output()
-            .unwrap();
+        let args = [
+            "-b", "8", "-e", "64K", "-f", "32", "-g", "4", "-r", "-1", "-u", "1",
+        ];
+        let (out, _) = on_double_as(name, 4, "21805", &args);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
         let stdout = text(&out.stdout);
         assert!(
@@ -1135,26 +1117,14 @@ fn from_nccl_2_28_alltoall_gather_and_scatter_call_nccls_own_entry_points_as_ncc
         ("scatter_perf", "call=ncclScatter"),
     ] {
         for (version, uses) in [("22803", true), ("22703", false)] {
-            let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-            let (dir, link) = linked(name);
-            let trace = dir.path().join("trace.txt");
-            let mut c = Command::new(&link);
-            common::without_host_settings(&mut c);
-            let out = c
-                .args(["-b", "1K", "-e", "1K", "-g", "2", "-r", "1"])
-                .env("LD_LIBRARY_PATH", libs.path())
-                .env("NCCLPROBE_TEST_DOUBLE_GPUS", "2")
-                .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
-                .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
-                .output()
-                .unwrap();
+            let args = ["-b", "1K", "-e", "1K", "-g", "2", "-r", "1"];
+            let (out, calls) = on_double_as(name, 2, version, &args);
             let what = format!("{name} on NCCL {version}");
             assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
             assert!(
                 text(&out.stdout).contains("# Out of bounds values : 0 OK"),
                 "{what}"
             );
-            let calls = std::fs::read_to_string(&trace).unwrap();
             assert_eq!(calls.contains(native), uses, "{what}");
         }
     }

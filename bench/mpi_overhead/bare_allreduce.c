@@ -1,6 +1,8 @@
 /* The yardstick for ncclprobe's MPI harness: a bare MPI_Allreduce loop, timed the same way
  * (batches of iterations calibrated to ~2 ms, the slowest rank's time per sample, median over
- * samples), printing "size_bytes time_us" per size. */
+ * samples), printing "size_bytes time_us" per size. A fourth argument "serialized" starts MPI
+ * at MPI_THREAD_SERIALIZED, the level ncclprobe asks for (its rank thread is not the thread
+ * that initialises MPI); without it, MPI_Init (MPI_THREAD_SINGLE). */
 #include <mpi.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,7 +25,12 @@ static double batch(float *send, float *recv, size_t count, int iters) {
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  if (argc > 4 && strcmp(argv[4], "serialized") == 0) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   size_t minb = argc > 1 ? strtoull(argv[1], NULL, 10) : 8;

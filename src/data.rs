@@ -322,7 +322,12 @@ fn poison_value(dtype: Dtype) -> f64 {
     match dtype {
         Dtype::Int8 => -128.0,
         Dtype::Uint8 => 255.0,
-        Dtype::Half | Dtype::Bfloat16 | Dtype::Float | Dtype::Double => f64::NAN,
+        Dtype::Half
+        | Dtype::Bfloat16
+        | Dtype::Float
+        | Dtype::Double
+        | Dtype::F8e4m3
+        | Dtype::F8e5m2 => f64::NAN,
         Dtype::Int32 | Dtype::Int64 => -1.0,
         // Saturating casts turn these into the type's maximum.
         Dtype::Uint32 | Dtype::Uint64 => f64::MAX,

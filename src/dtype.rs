@@ -4,6 +4,9 @@ use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod fp8;
+pub use fp8::{F8e4m3, F8e5m2};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
@@ -17,9 +20,17 @@ pub enum Dtype {
     Bfloat16,
     Float,
     Double,
+    /// NCCL 2.24+ (`ncclFloat8e4m3`, nccl-tests' `f8e4m3`).
+    F8e4m3,
+    /// NCCL 2.24+ (`ncclFloat8e5m2`, nccl-tests' `f8e5m2`).
+    F8e5m2,
 }
 
 impl Dtype {
+    /// nccl-tests' fp8 types: named by `-d`, in `-d all` only on Hopper or newer with NCCL
+    /// 2.24+ (src/common.cu filters them out below compute capability 9.0).
+    pub const FP8: [Dtype; 2] = [Dtype::F8e4m3, Dtype::F8e5m2];
+
     /// Stored mantissa bits of floating types (0 for integers).
     pub fn mantissa_bits(self) -> u32 {
         match self {
@@ -27,6 +38,8 @@ impl Dtype {
             Dtype::Bfloat16 => 7,
             Dtype::Float => 23,
             Dtype::Double => 52,
+            Dtype::F8e4m3 => 3,
+            Dtype::F8e5m2 => 2,
             _ => 0,
         }
     }
@@ -35,7 +48,12 @@ impl Dtype {
     pub fn is_floating(self) -> bool {
         matches!(
             self,
-            Dtype::Half | Dtype::Bfloat16 | Dtype::Float | Dtype::Double
+            Dtype::Half
+                | Dtype::Bfloat16
+                | Dtype::Float
+                | Dtype::Double
+                | Dtype::F8e4m3
+                | Dtype::F8e5m2
         )
     }
 
@@ -65,12 +83,14 @@ impl Dtype {
             Dtype::Bfloat16 => "bfloat16",
             Dtype::Float => "float",
             Dtype::Double => "double",
+            Dtype::F8e4m3 => "f8e4m3",
+            Dtype::F8e5m2 => "f8e5m2",
         }
     }
 
     pub fn size_bytes(self) -> usize {
         match self {
-            Dtype::Int8 | Dtype::Uint8 => 1,
+            Dtype::Int8 | Dtype::Uint8 | Dtype::F8e4m3 | Dtype::F8e5m2 => 1,
             Dtype::Half | Dtype::Bfloat16 => 2,
             Dtype::Int32 | Dtype::Uint32 | Dtype::Float => 4,
             Dtype::Int64 | Dtype::Uint64 | Dtype::Double => 8,
@@ -90,6 +110,8 @@ impl Dtype {
             "bfloat16" | "bf16" => Dtype::Bfloat16,
             "float" | "fp32" | "float32" => Dtype::Float,
             "double" | "fp64" | "float64" => Dtype::Double,
+            "f8e4m3" | "fp8_e4m3" | "float8e4m3" => Dtype::F8e4m3,
+            "f8e5m2" | "fp8_e5m2" | "float8e5m2" => Dtype::F8e5m2,
             _ => return None,
         })
     }
@@ -101,6 +123,8 @@ impl Dtype {
             Dtype::Int8 => 127.0,
             Dtype::Uint8 => 255.0,
             Dtype::Bfloat16 => 256.0,
+            Dtype::F8e4m3 => 16.0,
+            Dtype::F8e5m2 => 8.0,
             Dtype::Half => 2048.0,
             Dtype::Float => 16_777_216.0,
             Dtype::Int32 | Dtype::Uint32 => 2_147_483_647.0,
@@ -293,6 +317,14 @@ macro_rules! with_dtype {
             }
             $crate::dtype::Dtype::Double => {
                 type $T = f64;
+                $body
+            }
+            $crate::dtype::Dtype::F8e4m3 => {
+                type $T = $crate::dtype::F8e4m3;
+                $body
+            }
+            $crate::dtype::Dtype::F8e5m2 => {
+                type $T = $crate::dtype::F8e5m2;
                 $body
             }
         }

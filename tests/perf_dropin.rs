@@ -158,7 +158,7 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
         ("alltoallv_perf", "", "does not run alltoallv"),
-        ("all_reduce_perf", "-d f8e4m3", "fp8"),
+        ("all_reduce_perf", "-D 1 -R 2", "device API"),
         ("all_reduce_perf", "-G 10 -z 2", "-G with -z 1 or 2"),
     ] {
         let (_dir, link) = linked(name);
@@ -1128,4 +1128,70 @@ fn from_nccl_2_28_alltoall_gather_and_scatter_call_nccls_own_entry_points_as_ncc
             assert_eq!(calls.contains(native), uses, "{what}");
         }
     }
+}
+
+#[test]
+fn fp8_types_run_from_nccl_2_24_and_join_dash_d_all_on_hopper_as_in_nccl_tests() {
+    // Host ranks reduce fp8 through f32, rounding to nearest even and saturating.
+    let (_dir, link) = linked("all_reduce_perf");
+    for dtype in ["f8e4m3", "f8e5m2"] {
+        let args = format!("-b 8 -e 4K -f 8 -g 3 -o all -d {dtype} --backend host");
+        let out = perf(&link, &args);
+        assert_eq!(out.status.code(), Some(0), "{dtype}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.contains("# Out of bounds values : 0 OK"),
+            "{dtype}: {stdout}"
+        );
+        assert!(stdout
+            .lines()
+            .any(|l| l.contains(&format!(" {dtype}  mulsum "))));
+    }
+    // NCCL 2.24 has them (the GPU TEST DOUBLE reduces them with its own arithmetic); 2.23
+    // does not, and the run is refused before any call.
+    let args = [
+        "-b", "8", "-e", "4K", "-f", "8", "-g", "2", "-o", "all", "-d", "f8e5m2",
+    ];
+    let (out, _) = on_double("22403", &args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("# Out of bounds values : 0 OK"));
+    let (out, _) = on_double("22303", &args);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("came in 2.24"),
+        "{}",
+        text(&out.stderr)
+    );
+    // -d all adds them after bfloat16 where every GPU is compute capability 9.0 or newer
+    // (the double's default) and NCCL is 2.24 or newer; not on an older GPU.
+    let types = |out: &Output| -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for l in text(&out.stdout).lines().filter(|l| !l.starts_with('#')) {
+            if let Some(t) = l.split_whitespace().nth(2) {
+                if !seen.iter().any(|s| s == t) {
+                    seen.push(t.to_string());
+                }
+            }
+        }
+        seen
+    };
+    let all = ["-b", "64", "-e", "64", "-g", "2", "-d", "all"];
+    let (out, _) = on_double("22803", &all);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let t = types(&out);
+    assert_eq!(t.len(), 12, "{t:?}");
+    assert_eq!(t[9..], ["bfloat16", "f8e4m3", "f8e5m2"]);
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (_dir, link) = linked("all_reduce_perf");
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args(all)
+        .env("LD_LIBRARY_PATH", libs.path())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "2")
+        .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22803")
+        .env("NCCLPROBE_TEST_DOUBLE_COMPUTE_CAPABILITY", "8.0")
+        .output()
+        .unwrap();
+    assert_eq!(types(&out).len(), 10, "an A100 runs no fp8 in -d all");
 }

@@ -24,6 +24,7 @@ pub const ENTRY_POINTS: &[&str] = &[
     "cuDeviceGet",
     "cuDeviceGetName",
     "cuDeviceGetPCIBusId",
+    "cuDeviceGetAttribute",
     "cuDevicePrimaryCtxRetain",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",
@@ -334,6 +335,7 @@ pub mod drv {
         cuDeviceGet(device: *mut cu::CUdevice, ordinal: c_int);
         cuDeviceGetName(name: *mut c_char, len: c_int, device: cu::CUdevice);
         cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, device: cu::CUdevice);
+        cuDeviceGetAttribute(value: *mut c_int, attribute: c_int, device: cu::CUdevice);
         cuDevicePrimaryCtxRetain(ctx: *mut cu::CUcontext, device: cu::CUdevice);
         cuCtxSetCurrent(ctx: cu::CUcontext);
         cuCtxSynchronize();

@@ -63,6 +63,8 @@ fn every_collective_type_op_and_placement_is_exact() {
                 Dtype::Bfloat16,
                 Dtype::Float,
                 Dtype::Double,
+                Dtype::F8e4m3,
+                Dtype::F8e5m2,
             ] {
                 for n in [1usize, 2, 3, 4, 8] {
                     if coll == Collective::Hypercube && !n.is_power_of_two() {

@@ -137,7 +137,8 @@ impl MpiComm {
         unsafe {
             match dtype {
                 Dtype::Int8 => ffi::RSMPI_INT8_T,
-                Dtype::Uint8 => ffi::RSMPI_UINT8_T,
+                // fp8 never gets here (prepare refuses it).
+                Dtype::Uint8 | Dtype::F8e4m3 | Dtype::F8e5m2 => ffi::RSMPI_UINT8_T,
                 Dtype::Int32 => ffi::RSMPI_INT32_T,
                 Dtype::Uint32 => ffi::RSMPI_UINT32_T,
                 Dtype::Int64 => ffi::RSMPI_INT64_T,
@@ -411,6 +412,12 @@ impl Communicator for MpiComm {
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
         spec.runnable(self.nranks())?;
+        if Dtype::FP8.contains(&spec.dtype) {
+            return Err(BackendError::Unsupported(format!(
+                "--backend mpi: MPI has no {} type (fp8 runs on the nccl and host backends)",
+                spec.dtype
+            )));
+        }
         let layout = spec.layout(self.nranks, self.rank);
         if layout.buffer_count() > c_int::MAX as usize {
             return Err(BackendError::Unsupported(format!(

@@ -400,10 +400,6 @@ pub fn unsupported(f: &PerfFlags) -> Option<String> {
             f.device_implementation > 0,
             "-D (nccl-tests' own kernels on NCCL's device API, NCCL 2.28+: ncclprobe has no device code of its own to run)",
         ),
-        (
-            f.datatype.starts_with("f8"),
-            "-d f8e4m3 / f8e5m2 (fp8 types)",
-        ),
     ];
     let missing: Vec<&str> = reasons
         .iter()
@@ -422,7 +418,7 @@ const TYPE_NAMES: [&str; 12] = [
 const OP_NAMES: [&str; 6] = ["sum", "prod", "max", "min", "avg", "mulsum"];
 
 /// nccl-tests' type list for `-d all` and op list for `-o all` (src/common.cu, test_typenames
-/// and test_opnames), as far as ncclprobe measures them: no fp8 types.
+/// and test_opnames); the NCCL backend adds the fp8 types where nccl-tests does.
 const ALL_TYPES: &str = "int8,uint8,int32,uint32,int64,uint64,half,float,double,bfloat16";
 const ALL_OPS: &str = "sum,prod,max,min,avg,mulsum";
 
@@ -454,6 +450,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
         report_cputime: f.report_cputime != 0,
         report_timestamps: f.report_timestamps != 0,
         memory: f.memory != 0,
+        all_types: f.datatype == "all",
         per_iter_skip: (f.per_iter_timing != 0).then_some(f.per_iter_skip.max(0) as usize),
         min_bw,
         json: f.output_file.as_ref().map(PathBuf::from),

@@ -34,6 +34,8 @@ pub struct PerfStyle {
     pub report_timestamps: bool,
     /// -M 1: the GPU memory each stage took, after the summary.
     pub memory: bool,
+    /// -d all: nccl-tests adds the fp8 types on Hopper or newer with NCCL 2.24+.
+    pub all_types: bool,
     /// -I 1: each call timed; the leading calls its summary skips (-K).
     pub per_iter_skip: Option<usize>,
     /// NCCL_TESTS_MIN_BW: the average bus bandwidth must reach 0.9 x this (GB/s).

@@ -90,6 +90,18 @@ fn without_gpu(plan: &mut Plan, backend: &str, reports: bool) {
     }
 }
 
+/// `-d all` as nccl-tests runs it (src/common.cu, after the device report): the fp8 types are
+/// added when NCCL is 2.24 or newer and every GPU is compute capability 9.0 or newer.
+fn fp8_in_all_types(plan: &mut Plan, api: &Api, devices: &[c_int]) {
+    let asked = plan.perf.as_ref().is_some_and(|p| p.all_types);
+    let hopper = devices
+        .iter()
+        .all(|&d| api.compute_major(d).is_some_and(|m| m >= 9));
+    if asked && hopper && api.nccl.version_code >= 22400 {
+        plan.dtypes.extend(crate::dtype::Dtype::FP8);
+    }
+}
+
 /// NCCL_TESTS_SPLIT in a run of one process (or on the MPI backend, which keeps one
 /// communicator): every rank stays in group 0, as nccl-tests without MPI leaves it; said.
 fn split_not_applied(plan: &mut Plan, args: &Options, why: &str) {
@@ -205,6 +217,7 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
         .filter_map(|&d| api.use_device(d).ok().and_then(|_| api.free_memory()))
         .min();
     let mut plan = Plan::from_options(args, nccl_memory_limit(free, ngpus))?;
+    fp8_in_all_types(&mut plan, &api, &devices);
     split_not_applied(
         &mut plan,
         args,
@@ -306,6 +319,8 @@ fn nccl_per_process(
     api.use_device(device)
         .map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?;
     let mut plan = Plan::from_options(args, nccl_memory_limit(api.free_memory(), sharing))?;
+    // Each process judges its own GPU (nccl-tests takes the minimum over all processes).
+    fp8_in_all_types(&mut plan, &api, &[device]);
     plan.notes.extend(notes);
     let cta = nccl::cta_policy_for(plan.settings.cta_policy, api.nccl.version_code);
     plan.notes.extend(cta.note);

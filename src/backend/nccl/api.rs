@@ -6,14 +6,14 @@
 use super::loader::Nccl;
 use crate::backend::cuda::drv;
 use crate::backend::{cuda, BackendError};
-use crate::dtype::{Dtype, RedOp};
 use cudarc::driver::sys as cu;
 use std::ffi::{c_char, c_int, c_void};
 use std::time::Instant;
 
-use cudarc::nccl::sys::{
-    ncclDataType_t as NcclType, ncclRedOp_t as NcclOp, ncclSimInfo_t, ncclUniqueId,
+pub(super) use super::types::{
+    mulsum_scalar_bytes, nccl_dtype, nccl_op, NcclOpValue, NcclTypeValue,
 };
+use cudarc::nccl::sys::{ncclSimInfo_t, ncclUniqueId};
 
 type NcclCommInitRankConfig =
     unsafe extern "C" fn(*mut *mut c_void, c_int, ncclUniqueId, c_int, *mut NcclConfig) -> c_int;
@@ -122,12 +122,9 @@ pub fn cta_policy_for(requested: Option<i64>, library_version: i32) -> CtaPolicy
 }
 
 type NcclGroup = unsafe extern "C" fn() -> c_int;
-/// `ncclRedOp_t` as the int it is in C: the built-in ops and the ones
-/// `ncclRedOpCreatePreMulSum` makes, which no Rust enum of NCCL's names holds.
-pub(super) type NcclOpValue = c_int;
 /// `ncclRedOpCreatePreMulSum(op*, scalar*, datatype, residence, comm)` (NCCL 2.11+).
 type NcclRedOpCreatePreMulSum =
-    unsafe extern "C" fn(*mut NcclOpValue, *mut c_void, NcclType, c_int, *mut c_void) -> c_int;
+    unsafe extern "C" fn(*mut NcclOpValue, *mut c_void, NcclTypeValue, c_int, *mut c_void) -> c_int;
 type NcclRedOpDestroy = unsafe extern "C" fn(NcclOpValue, *mut c_void) -> c_int;
 /// `ncclScalarHostImmediate`: the scalar is read from host memory at the call.
 pub(super) const NCCL_SCALAR_HOST_IMMEDIATE: c_int = 1;
@@ -135,7 +132,7 @@ type NcclAllReduce = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    NcclType,
+    NcclTypeValue,
     NcclOpValue,
     *mut c_void,
     *mut c_void,
@@ -144,7 +141,7 @@ type NcclAllGather = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    NcclType,
+    NcclTypeValue,
     *mut c_void,
     *mut c_void,
 ) -> c_int;
@@ -152,7 +149,7 @@ type NcclBroadcast = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    NcclType,
+    NcclTypeValue,
     c_int,
     *mut c_void,
     *mut c_void,
@@ -161,7 +158,7 @@ type NcclReduce = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
-    NcclType,
+    NcclTypeValue,
     NcclOpValue,
     c_int,
     *mut c_void,
@@ -171,8 +168,14 @@ type NcclReduce = unsafe extern "C" fn(
 type NcclAlltoAll = NcclAllGather;
 /// NCCL 2.28's `ncclGather` / `ncclScatter(send, recv, count, type, root, comm, stream)`.
 type NcclRooted = NcclBroadcast;
-type NcclSendRecv =
-    unsafe extern "C" fn(*mut c_void, usize, NcclType, c_int, *mut c_void, *mut c_void) -> c_int;
+type NcclSendRecv = unsafe extern "C" fn(
+    *mut c_void,
+    usize,
+    NcclTypeValue,
+    c_int,
+    *mut c_void,
+    *mut c_void,
+) -> c_int;
 type NcclAsyncError = unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int;
 type NcclMemAlloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> c_int;
 type NcclMemFree = unsafe extern "C" fn(*mut c_void) -> c_int;
@@ -414,6 +417,14 @@ impl Api {
         }
     }
 
+    /// `dev`'s compute capability major number (`CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`).
+    pub fn compute_major(&self, dev: c_int) -> Option<c_int> {
+        let mut major = 0;
+        // SAFETY: a valid out-pointer; attribute 75 is the compute capability's major number.
+        let rc = unsafe { drv::cuDeviceGetAttribute(&mut major, 75, dev) };
+        (rc == drv::SUCCESS).then_some(major)
+    }
+
     pub fn device_name(&self, dev: c_int) -> String {
         let mut buf = [0 as c_char; 128];
         // SAFETY: buffer and length match.
@@ -544,49 +555,4 @@ impl Api {
             measured
         }
     }
-}
-
-pub(super) fn nccl_dtype(d: Dtype) -> NcclType {
-    match d {
-        Dtype::Int8 => NcclType::ncclInt8,
-        Dtype::Uint8 => NcclType::ncclUint8,
-        Dtype::Int32 => NcclType::ncclInt32,
-        Dtype::Uint32 => NcclType::ncclUint32,
-        Dtype::Int64 => NcclType::ncclInt64,
-        Dtype::Uint64 => NcclType::ncclUint64,
-        Dtype::Half => NcclType::ncclFloat16,
-        Dtype::Float => NcclType::ncclFloat32,
-        Dtype::Double => NcclType::ncclFloat64,
-        // NCCL 2.10 and newer; the oldest NCCL we load is 2.18.
-        Dtype::Bfloat16 => NcclType::ncclBfloat16,
-    }
-}
-
-/// The built-in op; `mulsum` has none (its op is made per call, see `enqueue`).
-pub(super) fn nccl_op(o: RedOp) -> NcclOpValue {
-    (match o {
-        RedOp::Sum | RedOp::MulSum => NcclOp::ncclSum,
-        RedOp::Prod => NcclOp::ncclProd,
-        RedOp::Max => NcclOp::ncclMax,
-        RedOp::Min => NcclOp::ncclMin,
-        RedOp::Avg => NcclOp::ncclAvg,
-    }) as NcclOpValue
-}
-
-/// nccl-tests' `mulsum` scalar of `rank` in the element type, as the bytes
-/// `ncclRedOpCreatePreMulSum` reads from host memory (src/common.cu, startColl).
-pub(super) fn mulsum_scalar_bytes(d: Dtype, rank: usize) -> [u8; 8] {
-    let k = crate::dtype::mulsum_scalar(rank);
-    let mut out = [0u8; 8];
-    let bytes: Vec<u8> = match d {
-        Dtype::Int8 | Dtype::Uint8 => vec![k],
-        Dtype::Int32 | Dtype::Uint32 => (k as u32).to_le_bytes().to_vec(),
-        Dtype::Int64 | Dtype::Uint64 => (k as u64).to_le_bytes().to_vec(),
-        Dtype::Half => half::f16::from_f32(k as f32).to_le_bytes().to_vec(),
-        Dtype::Bfloat16 => half::bf16::from_f32(k as f32).to_le_bytes().to_vec(),
-        Dtype::Float => (k as f32).to_le_bytes().to_vec(),
-        Dtype::Double => (k as f64).to_le_bytes().to_vec(),
-    };
-    out[..bytes.len()].copy_from_slice(&bytes);
-    out
 }

@@ -297,6 +297,13 @@ impl Communicator for NcclComm {
 
     fn prepare(&mut self, spec: &PointSpec) -> Result<(), BackendError> {
         spec.runnable(self.nranks())?;
+        if crate::dtype::Dtype::FP8.contains(&spec.dtype) && self.api.nccl.version_code < 22400 {
+            return Err(BackendError::Unsupported(format!(
+                "{}: NCCL {} has no fp8 types (ncclFloat8e4m3 and ncclFloat8e5m2 came in 2.24)",
+                spec.dtype,
+                super::loader::version_string(self.api.nccl.version_code)
+            )));
+        }
         self.current()?;
         let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
         // -u: the collective's buffers start past the allocation's (aligned) start.

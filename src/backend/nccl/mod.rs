@@ -14,6 +14,7 @@ mod enqueue;
 mod group;
 mod loader;
 mod memory;
+mod types;
 
 pub use abort::{abort_all, Handle};
 pub use api::{cta_policy_for, Api, CtaPolicy, RegistrationMode};

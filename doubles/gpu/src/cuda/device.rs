@@ -209,6 +209,35 @@ pub unsafe extern "C" fn cuGetErrorString(rc: CUresult, out: *mut *const c_char)
     CUDA_SUCCESS
 }
 
+/// cuda.h's `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` and `_MINOR`.
+const COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+const COMPUTE_CAPABILITY_MINOR: c_int = 76;
+
+/// The attributes a caller asks of the double: the compute capability, 9.0 (an H100) unless
+/// `NCCLPROBE_TEST_DOUBLE_COMPUTE_CAPABILITY` says `MAJOR.MINOR`; any other attribute is
+/// refused as one the double does not know (CUDA_ERROR_INVALID_VALUE).
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    pi: *mut c_int,
+    attrib: c_int,
+    dev: c_int,
+) -> CUresult {
+    if dev < 0 || dev >= device_count() {
+        return CUDA_ERROR_INVALID_DEVICE;
+    }
+    let cc = std::env::var("NCCLPROBE_TEST_DOUBLE_COMPUTE_CAPABILITY").unwrap_or_default();
+    let (major, minor) = cc
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .unwrap_or((9, 0));
+    *pi = match attrib {
+        COMPUTE_CAPABILITY_MAJOR => major,
+        COMPUTE_CAPABILITY_MINOR => minor,
+        _ => return super::CUDA_ERROR_INVALID_VALUE,
+    };
+    CUDA_SUCCESS
+}
+
 #[cfg(test)]
 mod tests {
     use super::enumerate;

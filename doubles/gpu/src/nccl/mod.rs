@@ -28,12 +28,17 @@ const NCCL_INVALID_USAGE: NcclResult = 5;
 const NCCL_REMOTE_ERROR: NcclResult = 6;
 const NCCL_IN_PROGRESS: NcclResult = 7;
 
-#[no_mangle]
-pub unsafe extern "C" fn ncclGetVersion(v: *mut c_int) -> NcclResult {
-    *v = std::env::var("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION")
+/// The NCCL version the double plays (`NCCLPROBE_TEST_DOUBLE_NCCL_VERSION`, else 2.18.5).
+pub(crate) fn playing() -> c_int {
+    std::env::var("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(21805);
+        .unwrap_or(21805)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ncclGetVersion(v: *mut c_int) -> NcclResult {
+    *v = playing();
     NCCL_SUCCESS
 }
 

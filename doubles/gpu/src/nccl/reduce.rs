@@ -20,6 +20,9 @@ pub(crate) enum Type {
     F32,
     F64,
     Bf16,
+    /// NCCL 2.24+: `ncclFloat8e4m3` (10) and `ncclFloat8e5m2` (11).
+    F8e4m3,
+    F8e5m2,
 }
 
 /// nccl.h's `ncclRedOp_t` values.
@@ -45,13 +48,17 @@ impl Type {
             7 => Type::F32,
             8 => Type::F64,
             9 => Type::Bf16,
+            // Unknown to NCCL before 2.24 (ncclInvalidArgument, "invalid type").
+            10 | 11 if super::playing() < 22400 => return None,
+            10 => Type::F8e4m3,
+            11 => Type::F8e5m2,
             _ => return None,
         })
     }
 
     pub(crate) fn size(self) -> usize {
         match self {
-            Type::I8 | Type::U8 => 1,
+            Type::I8 | Type::U8 | Type::F8e4m3 | Type::F8e5m2 => 1,
             Type::F16 | Type::Bf16 => 2,
             Type::I32 | Type::U32 | Type::F32 => 4,
             Type::I64 | Type::U64 | Type::F64 => 8,
@@ -59,7 +66,10 @@ impl Type {
     }
 
     fn floating(self) -> bool {
-        matches!(self, Type::F16 | Type::F32 | Type::F64 | Type::Bf16)
+        matches!(
+            self,
+            Type::F16 | Type::F32 | Type::F64 | Type::Bf16 | Type::F8e4m3 | Type::F8e5m2
+        )
     }
 }
 
@@ -101,7 +111,52 @@ fn decode(t: Type, b: &[u8]) -> Value {
         Type::Bf16 => Value::F(f32::from_bits((u16::from_le_bytes(le(b)) as u32) << 16) as f64),
         Type::F32 => Value::F(f32::from_le_bytes(le(b)) as f64),
         Type::F64 => Value::F(f64::from_le_bytes(le(b))),
+        Type::F8e4m3 => Value::F(fp8_to_f64(b[0], 3, 7, false)),
+        Type::F8e5m2 => Value::F(fp8_to_f64(b[0], 2, 15, true)),
     }
+}
+
+/// An fp8 code as a number: `man` mantissa bits, exponent `bias`, and whether the top exponent
+/// holds infinities (e5m2) or finite values and one NaN code per sign (e4m3).
+fn fp8_to_f64(bits: u8, man: u32, bias: i32, has_inf: bool) -> f64 {
+    let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
+    let top = (1u8 << (7 - man)) - 1;
+    let e = (bits >> man) & top;
+    let m = bits & ((1u8 << man) - 1);
+    if has_inf && e == top {
+        return if m == 0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
+    }
+    if !has_inf && e == top && m == (1u8 << man) - 1 {
+        return f64::NAN;
+    }
+    let frac = m as f64 / (1u32 << man) as f64;
+    sign * match e {
+        0 => frac * 2f64.powi(1 - bias),
+        _ => (1.0 + frac) * 2f64.powi(e as i32 - bias),
+    }
+}
+
+/// `x`, already rounded to the fp8 format, as its code.
+fn f64_to_fp8(x: f64, man: u32, bias: i32, has_inf: bool) -> u8 {
+    let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+    if x.is_nan() {
+        return if has_inf { 0x7e } else { 0x7f };
+    }
+    let a = x.abs();
+    if a.is_infinite() {
+        return sign | 0x7c;
+    }
+    let min_normal = 2f64.powi(1 - bias);
+    if a < min_normal {
+        return sign | (a / 2f64.powi(1 - bias - man as i32)) as u8;
+    }
+    let e = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    let m = (a / 2f64.powi(e - man as i32)) as u32 - (1 << man);
+    sign | (((e + bias) as u8) << man) | m as u8
 }
 
 /// Write `v` (already rounded to `t` for floats; integers wrap to the type's width).
@@ -116,6 +171,8 @@ fn encode(t: Type, v: Value, out: &mut [u8]) {
         }
         (Type::F32, Value::F(f)) => out[..4].copy_from_slice(&(f as f32).to_le_bytes()),
         (Type::F64, Value::F(f)) => out[..8].copy_from_slice(&f.to_le_bytes()),
+        (Type::F8e4m3, Value::F(f)) => out[0] = f64_to_fp8(f, 3, 7, false),
+        (Type::F8e5m2, Value::F(f)) => out[0] = f64_to_fp8(f, 2, 15, true),
         _ => unreachable!("a value of the wrong kind for its type"),
     }
 }
@@ -138,6 +195,10 @@ fn round(t: Type, x: f64) -> f64 {
     match t {
         Type::F64 => x,
         Type::F32 => x as f32 as f64,
+        // Saturating to the largest finite value, as the fp8 types' constructors
+        // (__NV_SATFINITE): 448 for e4m3 (no infinity), 57344 for e5m2.
+        Type::F8e4m3 => round_to(x, 3, -6, 8).clamp(-448.0, 448.0),
+        Type::F8e5m2 => round_to(x, 2, -14, 15).clamp(-57344.0, 57344.0),
         // 7 explicit mantissa bits, f32's exponent range.
         Type::Bf16 => round_to(x, 7, -126, 127),
         // 10 explicit mantissa bits, exponents -14..=15 (IEEE binary16).

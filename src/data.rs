@@ -143,6 +143,17 @@ impl Generator {
                 index_start: 0,
             }]
         };
+        // Rank s's input (from `index_start`) at share s of the output, for every rank.
+        let shares = |index_start: usize| -> Vec<Segment> {
+            (0..n)
+                .map(|s| Segment {
+                    out_start: s * per,
+                    len: per,
+                    what: Expect::Input(s),
+                    index_start,
+                })
+                .collect()
+        };
         match self.coll {
             Collective::AllReduce => whole(Expect::Reduced),
             Collective::Reduce if rank == self.root => whole(Expect::Reduced),
@@ -150,14 +161,7 @@ impl Generator {
             // Never generated: no backend runs them.
             Collective::Alltoallv | Collective::Unknown => Vec::new(),
             // Only the root receives; every rank's share lands at its place.
-            Collective::Gather if rank == self.root => (0..n)
-                .map(|s| Segment {
-                    out_start: s * per,
-                    len: per,
-                    what: Expect::Input(s),
-                    index_start: 0,
-                })
-                .collect(),
+            Collective::Gather if rank == self.root => shares(0),
             Collective::Gather => Vec::new(),
             Collective::Scatter => vec![Segment {
                 out_start: 0,
@@ -175,22 +179,8 @@ impl Generator {
                     index_start: rank * per,
                 }]
             }
-            Collective::AllGather | Collective::Hypercube => (0..n)
-                .map(|s| Segment {
-                    out_start: s * per,
-                    len: per,
-                    what: Expect::Input(s),
-                    index_start: 0,
-                })
-                .collect(),
-            Collective::Alltoall => (0..n)
-                .map(|s| Segment {
-                    out_start: s * per,
-                    len: per,
-                    what: Expect::Input(s),
-                    index_start: rank * per,
-                })
-                .collect(),
+            Collective::AllGather | Collective::Hypercube => shares(0),
+            Collective::Alltoall => shares(rank * per),
         }
     }
 }

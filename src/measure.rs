@@ -65,22 +65,19 @@ impl PointRunner<'_> {
         agg: usize,
         what: &str,
     ) -> Result<Vec<f64>, Failure> {
-        if let Some(launches) = self.plan.settings.graph_launches {
+        let s = &self.plan.settings;
+        let t = match (s.graph_launches, s.blocking) {
             // -G: the batch's time over its launches, so each sample is one batch's worth.
-            self.arm(what);
-            let t = self
-                .comm
-                .run_graph(placement, iters, agg, launches)
-                .map_err(|e| backend_failure(what, e))?;
-            return self
-                .comm
-                .allgather_f64(t / launches.max(1) as f64)
-                .map_err(|e| backend_failure(what, e));
-        }
-        let Some(mode) = self.plan.settings.blocking else {
-            return self.timed_per_rank(placement, iters, agg, what);
+            (Some(launches), _) => {
+                self.arm(what);
+                self.comm
+                    .run_graph(placement, iters, agg, launches)
+                    .map_err(|e| backend_failure(what, e))?
+                    / launches.max(1) as f64
+            }
+            (None, Some(mode)) => self.blocking_batch(placement, iters, agg, mode, what)?.0,
+            (None, None) => return self.timed_per_rank(placement, iters, agg, what),
         };
-        let (t, _) = self.blocking_batch(placement, iters, agg, mode, what)?;
         self.comm
             .allgather_f64(t)
             .map_err(|e| backend_failure(what, e))

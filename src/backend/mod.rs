@@ -240,6 +240,20 @@ pub trait Communicator {
             .collect())
     }
 
+    /// Every rank's `values`, in rank order.
+    fn allgather_f64s(&mut self, values: &[f64]) -> Result<Vec<Vec<f64>>, BackendError> {
+        let mine: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Ok(self
+            .allgather_bytes(&mine)?
+            .iter()
+            .map(|b| {
+                b.chunks_exact(8)
+                    .map(|c| c.try_into().map_or(f64::NAN, f64::from_le_bytes))
+                    .collect()
+            })
+            .collect())
+    }
+
     fn allreduce_sum_u64(&mut self, value: u64) -> Result<u64, BackendError> {
         Ok(self
             .allgather_bytes(&value.to_le_bytes())?

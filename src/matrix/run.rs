@@ -408,17 +408,7 @@ fn sample(
         for _ in 0..batch {
             mine.push(timed(comm, role, iters, &cx.plan.injected, what)? / iters as f64);
         }
-        let bytes: Vec<u8> = mine.iter().flat_map(|t| t.to_le_bytes()).collect();
-        let all: Vec<Vec<f64>> = comm
-            .allgather_bytes(&bytes)
-            .map_err(fail)?
-            .iter()
-            .map(|b| {
-                b.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect()
-            })
-            .collect();
+        let all = comm.allgather_f64s(&mine).map_err(fail)?;
         for k in 0..batch {
             let at = |r: usize| all[r].get(k).copied().unwrap_or(f64::NAN);
             measured_s += (0..all.len()).map(at).fold(0.0, f64::max) * iters as f64;

@@ -86,21 +86,11 @@ impl PointRunner<'_> {
         let iters = warm.iters_per_sample;
         let agg = self.plan.settings.agg_iters.unwrap_or(1).max(1);
         let (batch_s, each, timing) = self.each_iteration(placement, iters, agg, what)?;
-        let mine: Vec<u8> = std::iter::once(batch_s)
-            .chain(each)
-            .flat_map(f64::to_le_bytes)
-            .collect();
-        let rows: Vec<Vec<f64>> = self
+        let mine: Vec<f64> = std::iter::once(batch_s).chain(each).collect();
+        let rows = self
             .comm
-            .allgather_bytes(&mine)
-            .map_err(|e| backend_failure(what, e))?
-            .iter()
-            .map(|b| {
-                b.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect()
-            })
-            .collect();
+            .allgather_f64s(&mine)
+            .map_err(|e| backend_failure(what, e))?;
         let calls = (iters * agg) as f64;
         let per_call: Vec<f64> = rows
             .iter()

@@ -47,19 +47,13 @@ pub(crate) fn nccl_op(o: RedOp) -> NcclOpValue {
 /// nccl-tests' `mulsum` scalar of `rank` in the element type, as the bytes
 /// `ncclRedOpCreatePreMulSum` reads from host memory (src/common.cu, startColl).
 pub(crate) fn mulsum_scalar_bytes(d: Dtype, rank: usize) -> [u8; 8] {
-    let k = crate::dtype::mulsum_scalar(rank);
+    use crate::dtype::Element;
+    let k = crate::dtype::mulsum_scalar(rank) as f64;
     let mut out = [0u8; 8];
-    let bytes: Vec<u8> = match d {
-        Dtype::Int8 | Dtype::Uint8 => vec![k],
-        Dtype::Int32 | Dtype::Uint32 => (k as u32).to_le_bytes().to_vec(),
-        Dtype::Int64 | Dtype::Uint64 => (k as u64).to_le_bytes().to_vec(),
-        Dtype::Half => half::f16::from_f32(k as f32).to_le_bytes().to_vec(),
-        Dtype::Bfloat16 => half::bf16::from_f32(k as f32).to_le_bytes().to_vec(),
-        Dtype::Float => (k as f32).to_le_bytes().to_vec(),
-        Dtype::Double => (k as f64).to_le_bytes().to_vec(),
-        Dtype::F8e4m3 => vec![crate::dtype::F8e4m3::from_f32(k as f32).0],
-        Dtype::F8e5m2 => vec![crate::dtype::F8e5m2::from_f32(k as f32).0],
-    };
-    out[..bytes.len()].copy_from_slice(&bytes);
+    crate::with_dtype!(d, T => {
+        let scalar = T::from_f64(k);
+        let bytes = bytemuck::bytes_of(&scalar);
+        out[..bytes.len()].copy_from_slice(bytes);
+    });
     out
 }

@@ -5,6 +5,9 @@ use crate::dtype::Dtype;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod traffic;
+pub use traffic::Traffic;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Collective {
@@ -15,9 +18,9 @@ pub enum Collective {
     Reduce,
     Alltoall,
     Sendrecv,
-    /// nccl-tests' other binaries: gather_perf, scatter_perf and hypercube_perf (measured as
-    /// those binaries run them, from sends and receives: `Collective::EXTRA`); alltoallv_perf
-    /// only read from its logs. Each has its own bandwidth formula.
+    /// nccl-tests' other binaries: gather_perf, scatter_perf, hypercube_perf and alltoallv_perf
+    /// (measured as those binaries run them, from sends and receives: `Collective::EXTRA`).
+    /// Each has its own bandwidth formula.
     Gather,
     Scatter,
     Hypercube,
@@ -37,19 +40,17 @@ impl Collective {
         Collective::Sendrecv,
     ];
 
-    /// What nccl-tests' gather_perf, scatter_perf and hypercube_perf measure, measured as they
-    /// do it (sends and receives in groups): run by their `*_perf` names or by
-    /// `--collective`, never part of `all`.
-    pub const EXTRA: [Collective; 3] = [
+    /// What nccl-tests' gather_perf, scatter_perf, hypercube_perf and alltoallv_perf measure,
+    /// measured as they do it (sends and receives in groups): run by their `*_perf` names or
+    /// by `--collective`, never part of `all`.
+    pub const EXTRA: [Collective; 4] = [
         Collective::Gather,
         Collective::Scatter,
         Collective::Hypercube,
+        Collective::Alltoallv,
     ];
 
-    /// Collectives that exist only in imported nccl-tests logs.
-    pub const IMPORTED_ONLY: [Collective; 1] = [Collective::Alltoallv];
-
-    /// Whether ncclprobe's backends run it.
+    /// Whether ncclprobe's backends run it (all but `unknown`, which only imports name).
     pub fn is_measured(self) -> bool {
         Collective::ALL.contains(&self) || Collective::EXTRA.contains(&self)
     }
@@ -83,7 +84,6 @@ impl Collective {
         Collective::ALL
             .into_iter()
             .chain(Collective::EXTRA)
-            .chain(Collective::IMPORTED_ONLY)
             .find(|c| c.name().replace('_', "") == norm)
     }
 
@@ -165,12 +165,14 @@ impl Layout {
     /// (`elem_bytes`). Per-rank counts are rounded down to 16-byte multiples as nccl-tests does
     /// (src/all_gather.cu, reduce_scatter.cu, alltoall.cu: `(count/nranks) & -(16/eltSize)`),
     /// so rows compare with its rows size for size, and in-place chunks stay aligned.
+    /// alltoallv's buffers hold the busiest rank's traffic (`traffic`; the others ignore it).
     pub fn new(
         coll: Collective,
         count: usize,
         elem_bytes: usize,
         nranks: usize,
         rank: usize,
+        traffic: &Traffic,
     ) -> Layout {
         let n = nranks.max(1);
         let per_rank = || {
@@ -191,9 +193,16 @@ impl Layout {
                 let per = per_rank();
                 (per * n, per, per, 0, rank * per)
             }
-            Collective::Alltoall | Collective::Alltoallv => {
+            Collective::Alltoall => {
                 let per = per_rank();
                 (per * n, per * n, per, 0, 0)
+            }
+            Collective::Alltoallv => {
+                // AlltoAllvGetCollByteCount: both placements start at the buffer's start.
+                let param = traffic.param_count(count, elem_bytes, n);
+                let total = (param * n * elem_bytes) as u64;
+                let (send, recv) = traffic.max_counts(elem_bytes, n, total);
+                (send, recv, param, 0, 0)
             }
         };
         Layout {
@@ -212,30 +221,49 @@ impl Layout {
 }
 
 /// The message size a point is reported under: nccl-tests prints `max(sendBytes, recvBytes)`.
-pub fn reported_size_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> u64 {
-    (Layout::new(coll, count, dtype.size_bytes(), nranks, 0).buffer_count() * dtype.size_bytes())
-        as u64
+pub fn reported_size_bytes(
+    coll: Collective,
+    count: usize,
+    dtype: Dtype,
+    nranks: usize,
+    traffic: &Traffic,
+) -> u64 {
+    (Layout::new(coll, count, dtype.size_bytes(), nranks, 0, traffic).buffer_count()
+        * dtype.size_bytes()) as u64
 }
 
 /// The count column nccl-tests prints: each rank's count argument (`paramCount` of the
 /// collective's `GetCollByteCount`), so each rank's share for all_gather, reduce_scatter and
 /// alltoall.
-pub fn reported_count(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> u64 {
-    Layout::new(coll, count, dtype.size_bytes(), nranks, 0).param_count as u64
+pub fn reported_count(
+    coll: Collective,
+    count: usize,
+    dtype: Dtype,
+    nranks: usize,
+    traffic: &Traffic,
+) -> u64 {
+    Layout::new(coll, count, dtype.size_bytes(), nranks, 0, traffic).param_count as u64
 }
 
-/// Bytes nccl-tests divides by the time to get algbw (`baseBw` in each `*GetBw`).
-pub fn algbw_bytes(coll: Collective, count: usize, dtype: Dtype, nranks: usize) -> f64 {
-    let layout = Layout::new(coll, count, dtype.size_bytes(), nranks, 0);
+/// Bytes nccl-tests divides by the time to get algbw (`baseBw` in each `*GetBw`); for
+/// alltoallv the busiest rank's, sent or received (AlltoAllvGetBw).
+pub fn algbw_bytes(
+    coll: Collective,
+    count: usize,
+    dtype: Dtype,
+    nranks: usize,
+    traffic: &Traffic,
+) -> f64 {
+    let layout = Layout::new(coll, count, dtype.size_bytes(), nranks, 0, traffic);
     let ts = dtype.size_bytes() as f64;
     let param = layout.param_count as f64;
     match coll {
         Collective::AllGather
         | Collective::ReduceScatter
         | Collective::Alltoall
-        | Collective::Alltoallv
         | Collective::Gather
         | Collective::Scatter => param * ts * nranks as f64,
+        Collective::Alltoallv => (layout.buffer_count() * dtype.size_bytes()) as f64,
         Collective::Hypercube => param * ts * (nranks as f64 - 1.0),
         _ => param * ts,
     }
@@ -247,12 +275,13 @@ pub fn bandwidths(
     count: usize,
     dtype: Dtype,
     nranks: usize,
+    traffic: &Traffic,
     time_s: f64,
 ) -> (f64, f64) {
     if time_s <= 0.0 || !time_s.is_finite() {
         return (0.0, 0.0);
     }
-    let algbw = algbw_bytes(coll, count, dtype, nranks) / time_s;
+    let algbw = algbw_bytes(coll, count, dtype, nranks, traffic) / time_s;
     (algbw, algbw * coll.busbw_factor(nranks))
 }
 
@@ -278,7 +307,7 @@ mod tests {
     #[test]
     fn busbw_matches_nccl_tests_rows() {
         // 07-2080ti-x2-pcie-no-p2p-allreduce.txt: 1073741824 B in 268588 us, algbw 4.00, busbw 4.00 (n=2).
-        let (alg, bus) = bandwidths(Collective::AllReduce, 268435456, Dtype::Float, 2, 268588e-6);
+        let (alg, bus) = bandwidths(Collective::AllReduce, 268435456, Dtype::Float, 2, &Traffic::default(), 268588e-6);
         assert!((alg / 1e9 - 3.9977).abs() < 1e-3);
         assert!((bus - alg).abs() < 1e-6);
         // 8 ranks: factor 2*7/8 = 1.75.
@@ -290,10 +319,10 @@ mod tests {
     #[test]
     fn layouts_follow_nccl_tests() {
         // 40 floats on 4 ranks: 10 per rank, rounded down to 16 bytes (4 floats) = 8.
-        let ag = Layout::new(Collective::AllGather, 40, 4, 4, 3);
+        let ag = Layout::new(Collective::AllGather, 40, 4, 4, 3, &Traffic::default());
         assert_eq!((ag.send_count, ag.recv_count, ag.param_count), (8, 32, 8));
         assert_eq!(ag.send_inplace_offset, 24);
-        let rs = Layout::new(Collective::ReduceScatter, 40, 4, 4, 1);
+        let rs = Layout::new(Collective::ReduceScatter, 40, 4, 4, 1, &Traffic::default());
         assert_eq!(
             (rs.send_count, rs.recv_count, rs.recv_inplace_offset),
             (32, 8, 8)
@@ -301,29 +330,29 @@ mod tests {
         // nccl-tests' rows: all_gather of 4000 B floats on 3 ranks is printed as 3984 B
         // (333 per rank rounded to 332), alltoall of 100 B int8 on 3 ranks as 96 B.
         assert_eq!(
-            reported_size_bytes(Collective::AllGather, 1000, Dtype::Float, 3),
+            reported_size_bytes(Collective::AllGather, 1000, Dtype::Float, 3, &Traffic::default()),
             3984
         );
         assert_eq!(
-            reported_size_bytes(Collective::Alltoall, 100, Dtype::Int8, 3),
+            reported_size_bytes(Collective::Alltoall, 100, Dtype::Int8, 3, &Traffic::default()),
             96
         );
         assert_eq!(
-            reported_size_bytes(Collective::ReduceScatter, 1000, Dtype::Double, 3),
+            reported_size_bytes(Collective::ReduceScatter, 1000, Dtype::Double, 3, &Traffic::default()),
             7968
         );
         // all_reduce is not split per rank: no rounding.
         assert_eq!(
-            reported_size_bytes(Collective::AllReduce, 1001, Dtype::Float, 3),
+            reported_size_bytes(Collective::AllReduce, 1001, Dtype::Float, 3, &Traffic::default()),
             4004
         );
         // Too few elements for the ranks: zero-size rows, as in nccl-tests' output.
         assert_eq!(
-            reported_size_bytes(Collective::AllGather, 2, Dtype::Float, 4),
+            reported_size_bytes(Collective::AllGather, 2, Dtype::Float, 4, &Traffic::default()),
             0
         );
         assert_eq!(
-            algbw_bytes(Collective::Alltoall, 1024, Dtype::Float, 4),
+            algbw_bytes(Collective::Alltoall, 1024, Dtype::Float, 4, &Traffic::default()),
             4096.0
         );
     }

@@ -3,18 +3,20 @@
 //! Values are small integers, so sums, products, minima and maxima are exact in every type
 //! (bfloat16 included) and the check is bit-exact, like nccl-tests' `verifiable` generator.
 
-use crate::coll::{Collective, Layout, Placement};
+use crate::coll::{Collective, Layout, Placement, Traffic};
 use crate::dtype::{Dtype, Element, RedOp};
 use crate::with_dtype;
 
 /// Generates the value rank `rank` contributes at logical index `index`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Generator {
     pub coll: Collective,
     pub op: RedOp,
     pub dtype: Dtype,
     pub nranks: usize,
     pub root: usize,
+    /// alltoallv: who sends how much to whom.
+    pub traffic: Traffic,
 }
 
 impl Generator {
@@ -158,8 +160,24 @@ impl Generator {
             Collective::AllReduce => whole(Expect::Reduced),
             Collective::Reduce if rank == self.root => whole(Expect::Reduced),
             Collective::Reduce => Vec::new(),
-            // Never generated: no backend runs them.
-            Collective::Alltoallv | Collective::Unknown => Vec::new(),
+            // Never generated: no backend runs it.
+            Collective::Unknown => Vec::new(),
+            // Each peer's part, packed in peer order, is the stretch of the peer's input that
+            // follows what the peer sent lower ranks (AlltoAllvInitData).
+            Collective::Alltoallv => {
+                let x = self
+                    .traffic
+                    .exchange(rank, n, per, self.dtype.size_bytes());
+                (0..n)
+                    .filter(|&s| x.recv[s].count > 0)
+                    .map(|s| Segment {
+                        out_start: x.recv[s].offset,
+                        len: x.recv[s].count,
+                        what: Expect::Input(s),
+                        index_start: x.at_peer[s],
+                    })
+                    .collect()
+            }
             // Only the root receives; every rank's share lands at its place.
             Collective::Gather if rank == self.root => shares(0),
             Collective::Gather => Vec::new(),
@@ -389,6 +407,7 @@ mod tests {
                     dtype,
                     nranks: n,
                     root: 0,
+                    traffic: Default::default(),
                 };
                 for i in 0..500 {
                     // Exactly two ranks (one when n = 1) contribute, the rest send 0.
@@ -426,6 +445,7 @@ mod tests {
                         dtype,
                         nranks: n,
                         root: 0,
+                        traffic: Default::default(),
                     };
                     if gen.float_avg() {
                         continue; // NCCL's pre-multiplied average: see the next test
@@ -463,6 +483,7 @@ mod tests {
                 dtype: Dtype::Float,
                 nranks: 3,
                 root: 0,
+                traffic: Default::default(),
             };
             let p = gen.period();
             for i in 0..50 {
@@ -479,6 +500,7 @@ mod tests {
             dtype: Dtype::Float,
             nranks: 4,
             root: 0,
+            traffic: Default::default(),
         };
         assert_ne!(gen.value(0, 5), gen.value(1, 5));
     }

@@ -249,7 +249,14 @@ mod tests {
     #[test]
     fn corrupt_flips_the_first_output_element_of_the_asked_rank_and_size_only() {
         let fault = Fault::parse("corrupt:1:16").unwrap();
-        let layout = Layout::new(crate::coll::Collective::AllReduce, 4, 4, 2, 1);
+        let layout = Layout::new(
+            crate::coll::Collective::AllReduce,
+            4,
+            4,
+            2,
+            1,
+            &Default::default(),
+        );
         let mut recv = vec![0u8; 16];
         fn site<'a>(recv: &'a mut [u8], layout: &'a Layout) -> Site<'a> {
             Site::CheckOutput {

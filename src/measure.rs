@@ -3,7 +3,7 @@
 //! so every rank reaches them without another message.
 
 use crate::backend::{BackendError, Communicator, PointSpec};
-use crate::coll::{bandwidths, reported_count, reported_size_bytes, Layout, Placement};
+use crate::coll::{Collective, Layout, Placement};
 use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::exit::Failure;
 use crate::fault_injection::{self, Injected, Site};
@@ -102,7 +102,7 @@ impl PointRunner<'_> {
         let n = self.comm.nranks();
         let rank = self.comm.rank();
         let s = &self.plan.settings;
-        let size_bytes = reported_size_bytes(spec.coll, spec.count, spec.dtype, n);
+        let size_bytes = spec.reported_size_bytes(n);
         let what = format!(
             "{} {} {} ({} bytes) {}",
             spec.coll,
@@ -117,6 +117,7 @@ impl PointRunner<'_> {
             dtype: spec.dtype,
             nranks: n,
             root: spec.root,
+            traffic: spec.traffic.clone(),
         };
         let layout = spec.layout(n, rank);
         fill_inputs(&gen, rank, &layout, placement, self.comm.buffers());
@@ -159,7 +160,7 @@ impl PointRunner<'_> {
 
         let stats = summarize(&samples);
         let time_s = stats.median_s;
-        let (algbw, busbw) = bandwidths(spec.coll, spec.count, spec.dtype, n, time_s);
+        let (algbw, busbw) = spec.bandwidths(n, time_s);
         Ok(Point {
             collective: spec.coll,
             nranks: n,
@@ -176,7 +177,7 @@ impl PointRunner<'_> {
             // wordSize(type)` (src/common.cu, setupArgs and the row's preamble): the count each
             // rank passes to NCCL, which for all_gather, reduce_scatter and alltoall is the
             // per-rank share (rounded down to 16 bytes), not the whole message.
-            count: reported_count(spec.coll, spec.count, spec.dtype, n),
+            count: spec.reported_count(n),
             time_s,
             algbw_bytes_per_s: algbw,
             busbw_bytes_per_s: busbw,
@@ -338,16 +339,18 @@ impl PointRunner<'_> {
         what: &str,
     ) -> Result<Checked, Failure> {
         let rank = self.comm.rank();
-        let size_bytes = reported_size_bytes(spec.coll, spec.count, spec.dtype, self.comm.nranks());
+        let size_bytes = spec.reported_size_bytes(self.comm.nranks());
         let s = &self.plan.settings;
         let mut checked = Checked {
             wrong: None,
             call_s: None,
             spent_s: 0.0,
         };
-        // As nccl-tests, in-place results that the backend cannot produce are not checked.
+        // As nccl-tests, in-place results that the backend cannot produce are not checked, and
+        // alltoallv's never are (AlltoAllvInitData: `reportErrors = in_place ? 0 : 1`).
+        let unchecked = spec.coll == Collective::Alltoallv || !self.comm.checks_in_place(spec.coll);
         let check_iters =
-            if placement == Placement::InPlace && !self.comm.checks_in_place(spec.coll) {
+            if placement == Placement::InPlace && unchecked {
                 0
             } else {
                 s.check_iters

@@ -215,6 +215,9 @@ pub struct Settings {
     /// nccl-tests' -y 1: the calls ran on the GPU's legacy default (NULL) stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream_null: bool,
+    /// alltoallv: who sent how much to whom (absent when no alltoallv ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alltoallv: Option<crate::coll::Traffic>,
 }
 
 /// Per collective and dtype, the largest out-of-place point that carries NCCL's cost-model

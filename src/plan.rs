@@ -121,6 +121,17 @@ fn dedup<T: PartialEq + std::fmt::Display>(
 }
 
 /// The size flags checked: (min, max, factor, step), nccl-tests' walk with our factor-2 default.
+/// alltoallv's traffic: the matrix file when one was given (read now, its errors nccl-tests'
+/// sentences), else the generated split.
+fn traffic(what: &crate::sweep::options::What) -> Result<crate::coll::Traffic, Failure> {
+    match &what.traffic_matrix {
+        Some((path, scale)) => {
+            crate::coll::traffic::read_matrix(path, *scale).map_err(Failure::usage)
+        }
+        None => Ok(what.traffic.clone()),
+    }
+}
+
 fn size_flags(sizes: &Sizes) -> Result<(u64, u64, Option<u64>, Option<u64>), Failure> {
     let min = size_flag("-b/--minbytes", &sizes.minbytes)?;
     let max = size_flag("-e/--maxbytes", &sizes.maxbytes)?;
@@ -275,6 +286,10 @@ impl Plan {
             cta_policy: args.backend.cta_policy,
             graph_launches: (t.graph_launches > 0).then_some(t.graph_launches),
             stream_null: args.backend.stream_null,
+            alltoallv: match collectives.contains(&Collective::Alltoallv) {
+                true => Some(traffic(&args.what)?),
+                false => None,
+            },
         };
         let (fault, injected) = match args.inject_fault.as_deref() {
             Some(text) => crate::fault_injection::parse(text)?,

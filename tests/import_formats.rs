@@ -122,17 +122,6 @@ fn a_device_list_cut_short_does_not_shrink_the_world() {
     );
 }
 
-#[test]
-fn sweep_refuses_collectives_it_only_imports() {
-    bin()
-        .args(["sweep", "--collective", "alltoallv"])
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "--collective: unknown value 'alltoallv'",
-        ));
-}
-
 /// The same log with every line behind a stack of launcher and logger prefixes imports to
 /// the same points: rows are found by their shape, not by a list of known prefixes.
 #[test]

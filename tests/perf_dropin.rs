@@ -157,7 +157,6 @@ fn help_and_bad_options_print_the_usage_and_exit_0_as_nccl_tests_does() {
 #[test]
 fn what_ncclprobe_cannot_run_exits_5_saying_what() {
     for (name, args, said) in [
-        ("alltoallv_perf", "", "does not run alltoallv"),
         ("all_reduce_perf", "-D 1 -R 2", "device API"),
         ("all_reduce_perf", "-G 10 -z 2", "-G with -z 1 or 2"),
     ] {
@@ -411,6 +410,7 @@ fn aliases_link_each_measured_collective_and_leave_taken_names_alone() {
         "gather_perf",
         "scatter_perf",
         "hypercube_perf",
+        "alltoallv_perf",
     ] {
         let target = std::fs::canonicalize(dir.path().join(name)).unwrap();
         assert_eq!(
@@ -418,7 +418,6 @@ fn aliases_link_each_measured_collective_and_leave_taken_names_alone() {
             std::fs::canonicalize(env!("CARGO_BIN_EXE_ncclprobe")).unwrap()
         );
     }
-    assert!(!dir.path().join("alltoallv_perf").exists());
     // Made through the link, a run is the drop-in.
     let out = perf(
         &dir.path().join("sendrecv_perf"),
@@ -1194,4 +1193,185 @@ fn fp8_types_run_from_nccl_2_24_and_join_dash_d_all_on_hopper_as_in_nccl_tests()
         .output()
         .unwrap();
     assert_eq!(types(&out).len(), 10, "an A100 runs no fp8 in -d all");
+}
+
+/// (peer, count) of each `call` (ncclSend or ncclRecv) rank `rank` made, as traced.
+fn p2p_calls(trace: &str, rank: usize, call: &str) -> std::collections::BTreeSet<(usize, usize)> {
+    let field = |l: &str, k: &str| -> usize {
+        l.split(&format!(" {k}="))
+            .nth(1)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(usize::MAX)
+    };
+    trace
+        .lines()
+        .filter(|l| l.contains(&format!(" rank={rank} ")) && l.ends_with_call(call))
+        .map(|l| (field(l, "peer"), field(l, "count")))
+        .collect()
+}
+
+trait EndsWithCall {
+    fn ends_with_call(&self, call: &str) -> bool;
+}
+
+impl EndsWithCall for &str {
+    fn ends_with_call(&self, call: &str) -> bool {
+        self.contains(&format!(" call={call} "))
+    }
+}
+
+/// The rows of a table: (size, count, in-place #wrong).
+fn size_count_rows(stdout: &str) -> Vec<(String, String, String)> {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .map(|r| (r[0].clone(), r[1].clone(), r[r.len() - 1].clone()))
+        .collect()
+}
+
+#[test]
+fn alltoallv_sends_each_peer_its_distance_weighted_part_as_nccl_tests_does() {
+    // 3 ranks of floats, spread 1: count/3 rounded to 16 bytes is the count column; each rank
+    // sends 1/3 and 2/3 of the total to its next two peers (rounded to 16 bytes), and the size
+    // column is what the busiest rank sends. In place is not checked (N/A), as nccl-tests.
+    let (_dir, link) = linked("alltoallv_perf");
+    let out = perf(&link, "-b 1K -e 1M -f 32 -g 3 --backend host");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let want = [("1008", "84"), ("32736", "2728"), ("1048560", "87380")];
+    let rows = size_count_rows(&stdout);
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for (row, (size, count)) in rows.iter().zip(want) {
+        assert_eq!((row.0.as_str(), row.1.as_str(), row.2.as_str()), (size, count, "N/A"));
+    }
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    assert!(stdout.contains("float    none      -1"), "{stdout}");
+
+    // Through NCCL on the GPU TEST DOUBLE, spread 0.5, 4 GPUs, 4 KiB of floats: rank 0 sends
+    // 0.5 * 1024 B + 0.5 * d * 4096/6 B to the peer at distance d, rounded to 16 bytes:
+    // 512, 848, 1184, 1536 B = 128, 212, 296, 384 floats; it receives from peer p what p sends
+    // at distance 4 - p.
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (dir, link) = linked("alltoallv_perf");
+    let trace = dir.path().join("trace.txt");
+    let mut c = Command::new(&link);
+    common::without_host_settings(&mut c);
+    let out = c
+        .args(["-b", "4K", "-e", "4K", "-g", "4"])
+        .env("LD_LIBRARY_PATH", libs.path())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+        .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22803")
+        .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+        .env("NCCL_TESTS_ALLTOALLV_SPREAD", "0.5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        size_count_rows(&stdout),
+        [("4080".into(), "256".into(), "N/A".into())],
+        "{stdout}"
+    );
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let sends: Vec<(usize, usize)> = p2p_calls(&trace, 0, "ncclSend").into_iter().collect();
+    assert_eq!(sends, [(0, 128), (1, 212), (2, 296), (3, 384)]);
+    let recvs: Vec<(usize, usize)> = p2p_calls(&trace, 0, "ncclRecv").into_iter().collect();
+    assert_eq!(recvs, [(0, 128), (1, 384), (2, 296), (3, 212)]);
+}
+
+#[test]
+fn alltoallv_reads_a_traffic_matrix_and_refuses_what_nccl_tests_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let matrix = dir.path().join("traffic.txt");
+    // Rank 0 sends most (0 + 4096 + 992 + 16 = 5104 bytes); rank 1 sends only to rank 0.
+    std::fs::write(&matrix, "0 4096 1000 16\n48 0 0 0\n32 32 32 0\n800 0 16 16\n").unwrap();
+    let m = matrix.to_str().unwrap();
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (tdir, link) = linked("alltoallv_perf");
+    let run = |args: &str, file: &str| {
+        let trace = tdir.path().join("trace.txt");
+        let _ = std::fs::remove_file(&trace);
+        let mut c = Command::new(&link);
+        common::without_host_settings(&mut c);
+        let out = c
+            .args(args.split_whitespace())
+            .env("LD_LIBRARY_PATH", libs.path())
+            .env("NCCLPROBE_TEST_DOUBLE_GPUS", "8")
+            .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22803")
+            .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+            .env("NCCL_TESTS_ALLTOALLV_MATRIX_FILE", file)
+            .output()
+            .unwrap();
+        (out, std::fs::read_to_string(&trace).unwrap_or_default())
+    };
+    let (out, trace) = run("-b 8K -e 8K -g 4 -c 2", m);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        size_count_rows(&stdout),
+        [("5104".into(), "0".into(), "N/A".into())],
+        "{stdout}"
+    );
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    // Parts are in elements (floats) and an empty part is not sent at all.
+    let sends: Vec<_> = p2p_calls(&trace, 1, "ncclSend").into_iter().collect();
+    assert_eq!(sends, [(0, 12)]);
+    let recvs: Vec<_> = p2p_calls(&trace, 1, "ncclRecv").into_iter().collect();
+    assert_eq!(recvs, [(0, 1024), (2, 8)]);
+
+    // What nccl-tests refuses, in its words, as testInternalError (1).
+    for (args, file, said) in [
+        ("-b 4K -e 4K -g 4", m, "maxBytes (-e) must be at least 5104 bytes"),
+        ("-b 1K -e 8K -g 4", m, "-b and -e options must be set to the same value"),
+        ("-b 8K -e 8K -g 5", m, "requested nranks (5) is larger than matrix size (4)"),
+        ("-b 8K -e 8K -g 2", "/nonexistent/traffic.txt", "Unable to open alltoallv traffic matrix file /nonexistent/traffic.txt."),
+    ] {
+        let (out, _) = run(args, file);
+        assert_eq!(out.status.code(), Some(1), "{args} {file}");
+        let said_all = text(&out.stdout) + &text(&out.stderr);
+        assert!(said_all.contains(said), "{args} {file}: {said_all}");
+    }
+}
+
+#[test]
+fn alltoallv_summary_lines_sit_inside_each_row_and_import_joins_the_row_again() {
+    let (dir, link) = linked("alltoallv_perf");
+    let out = perf_env(
+        &link,
+        "-b 1K -e 64K -f 64 -g 2 --backend host",
+        &[("NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY", "1")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // Row start, summary, out-of-place figures, summary, in-place figures (AlltoAllvGetBw).
+    let starts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("-1# NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY: mode=generated nranks=2"))
+        .collect();
+    assert_eq!(starts.len(), 2, "{stdout}");
+    // Two ranks: each sends all of its share to the other.
+    assert!(starts[0].starts_with("        1024           128     float    none      -1# "), "{stdout}");
+    assert_eq!(stdout.matches("#   rank=1 send_bytes=").count(), 4, "{stdout}");
+    assert_eq!(stdout.matches("    N/A\n").count(), 2, "{stdout}");
+    // The same rows as without the summary, once the pieces are joined.
+    let log = dir.path().join("summary.txt");
+    std::fs::write(&log, &stdout).unwrap();
+    let json = dir.path().join("summary.json");
+    common::bin()
+        .args(["import", log.to_str().unwrap(), "--json", json.to_str().unwrap()])
+        .assert()
+        .success();
+    let record = common::read_record(&json);
+    let got: Vec<(u64, u64, bool)> = record
+        .points
+        .iter()
+        .map(|p| (p.size_bytes, p.count, p.wrong.is_some()))
+        .collect();
+    assert_eq!(
+        got,
+        [(1024, 128, true), (1024, 128, false), (65536, 8192, true), (65536, 8192, false)]
+    );
 }

@@ -4,6 +4,7 @@
 pub use super::barrier::ArrivalBarrier;
 use super::barrier::Backoff;
 use super::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
+use crate::coll::traffic::Exchange;
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
@@ -49,6 +50,7 @@ pub fn world(nranks: usize) -> Vec<HostComm> {
             recv: AlignedBuf::default(),
             scratch: AlignedBuf::default(),
             spec: None,
+            exchange: Exchange::default(),
         })
         .collect()
 }
@@ -73,6 +75,8 @@ pub struct HostComm {
     recv: AlignedBuf,
     scratch: AlignedBuf,
     spec: Option<PointSpec>,
+    /// alltoallv: this rank's side of the prepared call.
+    exchange: Exchange,
 }
 
 /// Byte range of chunk `k` when `count` elements are split over `n` ranks.
@@ -247,8 +251,8 @@ impl HostComm {
         let (_, my_recv, my_scratch) = slots[me];
         let per_bytes = layout.param_count * elem;
         match spec.coll {
-            // `prepare` refused them (PointSpec::runnable).
-            Collective::Alltoallv | Collective::Unknown => {}
+            // `prepare` refused it (PointSpec::runnable).
+            Collective::Unknown => {}
             Collective::Gather => {
                 // The root reads every rank's share into its place (its own is there in place).
                 if me == spec.root {
@@ -324,7 +328,7 @@ impl HostComm {
                 let dst = own(root_recv, off, len);
                 self.reduce_chunk(spec, &sends, dst, off, in_place.then_some(spec.root));
             }
-            Collective::Alltoall | Collective::Sendrecv => {
+            Collective::Alltoall | Collective::Sendrecv | Collective::Alltoallv => {
                 // In place, inputs and outputs share one buffer: stage the input first.
                 let sources: Vec<usize> = if in_place {
                     let bytes = layout.send_count * elem;
@@ -334,7 +338,20 @@ impl HostComm {
                 } else {
                     sends
                 };
-                if spec.coll == Collective::Alltoall {
+                if spec.coll == Collective::Alltoallv {
+                    // Each peer's part for this rank follows what it sent lower ranks.
+                    let x = &self.exchange;
+                    for (s, &source) in sources.iter().enumerate() {
+                        let len = x.recv[s].count * elem;
+                        if len > 0 {
+                            own(my_recv, x.recv[s].offset * elem, len).copy_from_slice(peer(
+                                source,
+                                x.at_peer[s] * elem,
+                                len,
+                            ));
+                        }
+                    }
+                } else if spec.coll == Collective::Alltoall {
                     for (s, &source) in sources.iter().enumerate() {
                         own(my_recv, s * per_bytes, per_bytes).copy_from_slice(peer(
                             source,
@@ -370,10 +387,22 @@ impl Communicator for HostComm {
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
         self.send.ensure_at(bytes, spec.shift_bytes())?;
         self.recv.ensure_at(bytes, spec.shift_bytes())?;
-        if matches!(spec.coll, Collective::Alltoall | Collective::Sendrecv) {
+        if matches!(
+            spec.coll,
+            Collective::Alltoall | Collective::Sendrecv | Collective::Alltoallv
+        ) {
             self.scratch.ensure(bytes)?;
         }
-        self.spec = Some(*spec);
+        self.exchange = match spec.coll {
+            Collective::Alltoallv => spec.traffic.exchange(
+                self.rank,
+                self.nranks(),
+                layout.param_count,
+                spec.dtype.size_bytes(),
+            ),
+            _ => Exchange::default(),
+        };
+        self.spec = Some(spec.clone());
         Ok(())
     }
 
@@ -387,6 +416,7 @@ impl Communicator for HostComm {
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("run() before prepare()".to_string()))?;
         let elem = spec.dtype.size_bytes();
         let layout = spec.layout(self.nranks(), self.rank);
@@ -451,6 +481,7 @@ impl Communicator for HostComm {
     fn exchange(&mut self, role: PairRole, iters: usize) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("exchange() before prepare()".to_string()))?;
         if role == PairRole::Idle {
             return Ok(0.0);

@@ -10,7 +10,7 @@ pub mod mpi;
 pub mod nccl;
 pub mod rendezvous;
 
-use crate::coll::{Collective, Layout, Placement};
+use crate::coll::{Collective, Layout, Placement, Traffic};
 use crate::data::RankBuffers;
 use crate::dtype::{Dtype, RedOp};
 use crate::model::IterationTiming;
@@ -32,7 +32,7 @@ pub enum BackendError {
 }
 
 /// What to run at one size.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PointSpec {
     pub coll: Collective,
     pub dtype: Dtype,
@@ -42,6 +42,8 @@ pub struct PointSpec {
     pub count: usize,
     /// nccl-tests' -u: both buffers begin this many elements past their (aligned) start.
     pub unalign: usize,
+    /// alltoallv: who sends how much to whom (the other collectives ignore it).
+    pub traffic: Traffic,
 }
 
 impl PointSpec {
@@ -52,10 +54,39 @@ impl PointSpec {
     }
 
     pub fn layout(&self, nranks: usize, rank: usize) -> Layout {
-        Layout::new(self.coll, self.count, self.dtype.size_bytes(), nranks, rank)
+        Layout::new(
+            self.coll,
+            self.count,
+            self.dtype.size_bytes(),
+            nranks,
+            rank,
+            &self.traffic,
+        )
     }
 
-    /// Imports can name collectives no backend runs (`unknown`, alltoallv); hypercube needs
+    /// The size a row is printed under (see `coll::reported_size_bytes`).
+    pub fn reported_size_bytes(&self, nranks: usize) -> u64 {
+        crate::coll::reported_size_bytes(self.coll, self.count, self.dtype, nranks, &self.traffic)
+    }
+
+    /// The count a row prints (see `coll::reported_count`).
+    pub fn reported_count(&self, nranks: usize) -> u64 {
+        crate::coll::reported_count(self.coll, self.count, self.dtype, nranks, &self.traffic)
+    }
+
+    /// (algbw, busbw) of one call taking `time_s` (see `coll::bandwidths`).
+    pub fn bandwidths(&self, nranks: usize, time_s: f64) -> (f64, f64) {
+        crate::coll::bandwidths(
+            self.coll,
+            self.count,
+            self.dtype,
+            nranks,
+            &self.traffic,
+            time_s,
+        )
+    }
+
+    /// Imports can name collectives no backend runs (`unknown`); hypercube needs
     /// a power-of-two rank count (nccl-tests' exchange pairs rank with `rank ^ mask`).
     pub fn runnable(&self, nranks: usize) -> Result<(), BackendError> {
         if !self.coll.is_measured() {
@@ -155,6 +186,7 @@ impl PointSpec {
             root: 0,
             count: bytes,
             unalign: 0,
+            traffic: Traffic::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! MPI backend implementation over rsmpi (control plane) and MPI's C API (data collectives).
 
 use crate::backend::{AlignedBuf, BackendError, Communicator, PairRole, PointSpec};
+use crate::coll::traffic::Span;
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
@@ -233,6 +234,19 @@ impl MpiComm {
                 .then(|| (layout.param_count * elem, layout.recv_inplace_offset * elem)),
             copy_root_input: (spec.coll == Collective::Broadcast && !in_place && me == spec.root)
                 .then_some(layout.param_count * elem),
+            // prepare checked that every count and offset fits an int.
+            v: (spec.coll == Collective::Alltoallv).then(|| {
+                let (send, recv) = spec.traffic.spans(me, n, layout.param_count, elem);
+                let ints = |spans: &[Span], f: fn(&Span) -> usize| -> Vec<c_int> {
+                    spans.iter().map(|s| f(s) as c_int).collect()
+                };
+                let sent: usize = send.iter().map(|s| s.count).sum();
+                VCounts {
+                    send: (ints(&send, |s| s.count), ints(&send, |s| s.offset)),
+                    recv: (ints(&recv, |s| s.count), ints(&recv, |s| s.offset)),
+                    sent_bytes: sent * elem,
+                }
+            }),
         }
     }
 }
@@ -262,9 +276,42 @@ struct Call {
     move_result: Option<(usize, usize)>,
     /// Out-of-place broadcast on the root: bytes of input to copy to the receive buffer.
     copy_root_input: Option<usize>,
+    /// alltoallv: this rank's counts and displacements.
+    v: Option<VCounts>,
+}
+
+/// MPI_Alltoallv's arguments for one rank: (counts, displacements) per peer, in elements.
+struct VCounts {
+    send: (Vec<c_int>, Vec<c_int>),
+    recv: (Vec<c_int>, Vec<c_int>),
+    /// Bytes this rank sends in all (what in place stages).
+    sent_bytes: usize,
 }
 
 impl Call {
+    /// alltoallv_perf's exchange. In place, NCCL sends from the buffer it receives into
+    /// (nccl-tests leaves that result unchecked); MPI forbids the aliasing, so the input is
+    /// first copied to the idle send buffer, a copy the time includes.
+    ///
+    /// # Safety
+    /// As `issue`.
+    unsafe fn alltoallv(&self, send: *mut c_void, recv: *mut c_void, v: &VCounts) -> c_int {
+        if self.in_place {
+            std::ptr::copy_nonoverlapping(recv as *const u8, send as *mut u8, v.sent_bytes);
+        }
+        ffi::MPI_Alltoallv(
+            send,
+            v.send.0.as_ptr(),
+            v.send.1.as_ptr(),
+            self.dt,
+            recv,
+            v.recv.0.as_ptr(),
+            v.recv.1.as_ptr(),
+            self.dt,
+            self.comm,
+        )
+    }
+
     /// nccl-tests' hypercube_perf (src/hypercube.cu): the own share into place, then per
     /// step k one exchange with rank ^ 2^k of the 2^k shares each side holds.
     ///
@@ -331,8 +378,12 @@ impl Call {
         };
         let me_root = self.me as c_int == self.root;
         let rc = match self.coll {
-            // `prepare` refused them (PointSpec::runnable).
-            Collective::Alltoallv | Collective::Unknown => 0,
+            // `prepare` refused it (PointSpec::runnable).
+            Collective::Unknown => 0,
+            Collective::Alltoallv => match &self.v {
+                Some(v) => self.alltoallv(send, recv, v),
+                None => 0,
+            },
             Collective::Gather => {
                 // In place, each rank's share already sits at its place in the receive buffer.
                 let s = match (self.in_place, me_root) {
@@ -428,7 +479,7 @@ impl Communicator for MpiComm {
         let bytes = layout.buffer_count() * spec.dtype.size_bytes();
         self.send.ensure_at(bytes, spec.shift_bytes())?;
         self.recv.ensure_at(bytes, spec.shift_bytes())?;
-        self.spec = Some(*spec);
+        self.spec = Some(spec.clone());
         Ok(())
     }
 
@@ -442,6 +493,7 @@ impl Communicator for MpiComm {
     fn run(&mut self, placement: Placement, iters: usize) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
         let call = self.call(&spec, placement);
         let start = Instant::now();
@@ -463,6 +515,7 @@ impl Communicator for MpiComm {
     fn exchange(&mut self, role: PairRole, iters: usize) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("exchange() before prepare()".into()))?;
         let count = spec.count as c_int;
         let comm = self.world.as_raw();

@@ -119,6 +119,7 @@ impl MatrixArgs {
                 op: "sum".into(),
                 root: "0".into(),
                 check: 1,
+                ..What::default()
             },
             timing: Timing {
                 iters: self.iters,

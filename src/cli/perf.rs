@@ -455,6 +455,8 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
         min_bw,
         json: f.output_file.as_ref().map(PathBuf::from),
         argv,
+        // The command sets it once it knows the traffic.
+        alltoallv_summary: None,
     };
     let ranks = (f.nthreads.max(1) * f.ngpus.max(1)) as usize;
     Options {
@@ -480,6 +482,11 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
                 f.root.to_string()
             },
             check: f.check.max(0) as usize,
+            traffic: crate::coll::Traffic::generated(
+                std::env::var("NCCL_TESTS_ALLTOALLV_SPREAD").ok().as_deref(),
+            ),
+            // The matrix is read by the command, which answers its errors as nccl-tests does.
+            traffic_matrix: None,
         },
         timing: Timing {
             iters: Some(f.iters.max(1) as usize),

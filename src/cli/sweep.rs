@@ -71,7 +71,7 @@ pub struct SizeArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "What to run")]
 pub struct WhatArgs {
-    /// Collectives, comma-separated, or `all`: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
+    /// Collectives, comma-separated, or `all`: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv; nccl-tests' other binaries by name: gather, scatter, hypercube, alltoallv.
     #[arg(long, default_value = "all_reduce")]
     pub collective: String,
     /// Data types, comma-separated, or `all`: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double.
@@ -86,6 +86,36 @@ pub struct WhatArgs {
     /// Correctness-check passes after timing each point (0 = off).
     #[arg(short = 'c', long = "check", default_value_t = 1)]
     pub check: usize,
+    /// alltoallv: how each rank's message is split between its peers, from 0 (evenly) to 1
+    /// (in proportion to the distance in rank numbers, nothing to itself); nccl-tests'
+    /// NCCL_TESTS_ALLTOALLV_SPREAD.
+    #[arg(long, default_value_t = 1.0, value_parser = spread)]
+    pub alltoallv_spread: f64,
+    /// alltoallv: a square matrix of bytes, row = sender, column = receiver, instead of the
+    /// generated split (needs -b = -e, at least the busiest rank's bytes); nccl-tests'
+    /// NCCL_TESTS_ALLTOALLV_MATRIX_FILE.
+    #[arg(long, value_name = "FILE")]
+    pub alltoallv_matrix: Option<PathBuf>,
+    /// alltoallv: multiply the matrix's bytes by this; nccl-tests'
+    /// NCCL_TESTS_ALLTOALLV_MATRIX_SCALE.
+    #[arg(long, default_value_t = 1.0, requires = "alltoallv_matrix", value_parser = scale)]
+    pub alltoallv_scale: f64,
+}
+
+/// `--alltoallv-spread`: a number from 0 to 1.
+fn spread(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|v| (0.0..=1.0).contains(v))
+        .ok_or_else(|| format!("`{text}` is not a number from 0 to 1"))
+}
+
+/// `--alltoallv-scale`: a number of at least 0.
+fn scale(text: &str) -> Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|v| *v >= 0.0)
+        .ok_or_else(|| format!("`{text}` is not a number of at least 0"))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -159,6 +189,13 @@ impl SweepArgs {
                 op: w.op.clone(),
                 root: w.root.clone(),
                 check: w.check,
+                traffic: crate::coll::Traffic::Generated {
+                    spread: w.alltoallv_spread,
+                },
+                traffic_matrix: w
+                    .alltoallv_matrix
+                    .clone()
+                    .map(|path| (path, w.alltoallv_scale)),
             },
             timing: Timing {
                 iters: t.iters,

@@ -52,6 +52,31 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
             return status::INVALID_USAGE;
         }
     };
+    // alltoallv_perf reads its matrix before anything runs (AlltoAllvInit) and fails the test
+    // with testInternalError when it cannot.
+    if let (Collective::Alltoallv, Some(path)) = (
+        coll,
+        std::env::var_os("NCCL_TESTS_ALLTOALLV_MATRIX_FILE"),
+    ) {
+        let scale = crate::coll::Traffic::matrix_scale(
+            std::env::var("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE")
+                .ok()
+                .as_deref(),
+        );
+        match crate::coll::traffic::read_matrix(Path::new(&path), scale) {
+            Ok(traffic) => options.what.traffic = traffic,
+            Err(e) => {
+                println!("{e}");
+                return status::INTERNAL;
+            }
+        }
+    }
+    // atoi(...) != 0, as AlltoAllvParseEnv reads it.
+    let summary = std::env::var("NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY")
+        .is_ok_and(|v| perf::strtol(&v) != 0);
+    if let (Collective::Alltoallv, true, Some(style)) = (coll, summary, options.perf.as_mut()) {
+        std::sync::Arc::make_mut(style).alltoallv_summary = Some(options.what.traffic.clone());
+    }
     match crate::sweep::run(&options) {
         Ok(code) => code_of(code),
         Err(failure) => {
@@ -112,14 +137,6 @@ pub fn aliases(dir: &Path, mpi: bool) -> Result<ExitCode, Failure> {
             }
         }
     }
-    let others: Vec<String> = Collective::IMPORTED_ONLY
-        .iter()
-        .map(|c| format!("{}{suffix}", c.name()))
-        .collect();
-    println!(
-        "# not made: {} (ncclprobe reads their output with `ncclprobe import` but does not run them)",
-        others.join(", ")
-    );
     if refused.is_empty() {
         Ok(ExitCode::Ok)
     } else {

@@ -31,7 +31,7 @@ pub fn load_run(path: &Path, args: &ExpectationArgs) -> Result<Loaded, Failure> 
 /// `--collective NAME`: the collective of the points an old log left unnamed.
 pub fn name_collective(run: &mut RunRecord, text: &str) -> Result<(), Failure> {
     let coll = Collective::parse(text)
-        .filter(|c| c.is_measured() || Collective::IMPORTED_ONLY.contains(c))
+        .filter(|c| c.is_measured())
         .ok_or_else(|| Failure::usage(format!("--collective: `{text}` is not a collective")))?;
     let mut renamed = 0;
     for p in run

@@ -3,6 +3,7 @@
 //! finalizeFooter, writeErrors), line for line, with ncclprobe's version line in place of
 //! nccl-tests'. The rows and the header are `table`'s.
 
+use crate::coll::Collective;
 use crate::model::Point;
 use crate::render::table::{self, float_str};
 use std::path::PathBuf;
@@ -44,6 +45,9 @@ pub struct PerfStyle {
     pub json: Option<PathBuf>,
     /// The command line and environment as the process had them (for -J).
     pub argv: Vec<String>,
+    /// NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY: alltoallv_perf's traffic, whose per-rank figures
+    /// it prints inside every row, before each placement's figures.
+    pub alltoallv_summary: Option<crate::coll::Traffic>,
 }
 
 /// NCCL's version code from its version text (`2.27.3` → 22703): `NCCL_VERSION(X,Y,Z)` is
@@ -340,11 +344,24 @@ fn per_iter_columns(p: &Point) -> String {
 /// One row as the binary prints it: both placements, each followed by its -I columns, then
 /// -S's time.
 pub fn row(style: &PerfStyle, out_of_place: &Point, in_place: &Point) -> String {
+    // alltoallv's summary is printed when each placement's bandwidth is worked out, after
+    // the row's start and before that placement's figures (AlltoAllvGetBw).
+    let summary = |p: &Point| match &style.alltoallv_summary {
+        Some(traffic) if p.collective == Collective::Alltoallv => traffic.summary(
+            p.nranks,
+            p.count as usize,
+            p.dtype.size_bytes(),
+            p.time_s,
+        ),
+        _ => String::new(),
+    };
     let mut row = format!(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}{}{}",
         table::preamble(out_of_place),
+        summary(out_of_place),
         table::half(out_of_place),
         per_iter_columns(out_of_place),
+        summary(in_place),
         table::half(in_place),
         per_iter_columns(in_place)
     );
@@ -427,8 +444,21 @@ fn group_point(p: &Point, members: &[usize], across: crate::model::AcrossRanks) 
         .collect();
     let time_s = across.pick(&times);
     let count = p.size_bytes as usize / p.dtype.size_bytes().max(1);
-    let (algbw, busbw) =
-        crate::coll::bandwidths(p.collective, count, p.dtype, members.len(), time_s);
+    let (algbw, busbw) = match p.collective {
+        // Its bandwidth counts the busiest rank's bytes, which is the size it is printed under.
+        Collective::Alltoallv if time_s > 0.0 => {
+            let algbw = p.size_bytes as f64 / time_s;
+            (algbw, algbw * p.collective.busbw_factor(members.len()))
+        }
+        _ => crate::coll::bandwidths(
+            p.collective,
+            count,
+            p.dtype,
+            members.len(),
+            &crate::coll::Traffic::default(),
+            time_s,
+        ),
+    };
     Point {
         time_s,
         algbw_bytes_per_s: algbw,

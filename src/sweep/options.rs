@@ -50,6 +50,11 @@ pub struct What {
     pub root: String,
     /// Correctness-check passes per point (0 = off).
     pub check: usize,
+    /// alltoallv: who sends how much to whom (nccl-tests' NCCL_TESTS_ALLTOALLV_* settings).
+    pub traffic: crate::coll::Traffic,
+    /// alltoallv: a traffic matrix to read, and the factor its bytes are scaled by; it
+    /// replaces `traffic` when the plan is made.
+    pub traffic_matrix: Option<(PathBuf, f64)>,
 }
 
 impl Default for What {
@@ -60,6 +65,8 @@ impl Default for What {
             op: "sum".into(),
             root: "0".into(),
             check: 1,
+            traffic: crate::coll::Traffic::default(),
+            traffic_matrix: None,
         }
     }
 }

@@ -44,6 +44,7 @@ fn spec(
         root: root.max(0) as usize,
         count: (size / dtype.size_bytes() as u64) as usize,
         unalign: plan.settings.unalign.unwrap_or(0),
+        traffic: plan.settings.alltoallv.clone().unwrap_or_default(),
     }
 }
 
@@ -157,6 +158,17 @@ fn gpu_memory(
 /// Every size the sweep will measure, in order, once per series (collective, type, op, root)
 /// it appears in: what `--time-budget` shares its seconds among.
 fn size_queue(plan: &Plan, nranks: usize) -> Result<Vec<u64>, Failure> {
+    if let Some(traffic) = &plan.settings.alltoallv {
+        // A matrix must cover the ranks and fit the buffers; nccl-tests fails such a run as
+        // an internal error (testInternalError), ncclprobe under its own name as usage.
+        let s = &plan.settings;
+        traffic
+            .check(nranks, s.min_bytes, s.max_bytes)
+            .map_err(|e| match plan.perf.is_some() {
+                true => Failure::internal(e),
+                false => Failure::usage(e),
+            })?;
+    }
     let mut queue = Vec::new();
     for &coll in &plan.collectives {
         let series = plan.dtypes.len() * plan.ops_for(coll).len() * plan.roots(coll, nranks)?.len();

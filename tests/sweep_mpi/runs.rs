@@ -554,7 +554,7 @@ fn mpirun_perf(np: usize, name: &str, args: &[&str]) -> Output {
 fn the_drop_in_runs_its_newer_flags_and_binaries_over_mpi() {
     // Every rank drops what needs GPUs (-G, -x, -y) alike, and rank 0 says so once; the
     // rest runs on MPI's calls, checked: mulsum's per-rank scalars, misaligned buffers, and
-    // the gather, scatter and hypercube binaries on every root.
+    // the gather, scatter, hypercube and alltoallv binaries (on every root).
     let out = mpirun_perf(
         2,
         "all_reduce_perf_mpi",
@@ -583,6 +583,7 @@ fn the_drop_in_runs_its_newer_flags_and_binaries_over_mpi() {
         ("gather_perf_mpi", vec!["-r", "-1", "-u", "1"]),
         ("scatter_perf_mpi", vec!["-r", "-1", "-u", "1"]),
         ("hypercube_perf_mpi", vec!["-u", "2"]),
+        ("alltoallv_perf_mpi", vec!["-u", "1", "-d", "double"]),
     ] {
         let mut args = vec!["-b", "64", "-e", "64K", "-f", "32"];
         args.extend(extra);

@@ -23,6 +23,7 @@ impl NcclComm {
     ) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("run() before prepare()".into()))?;
         self.current()?;
         let stream = self.stream as cu::CUstream;
@@ -79,6 +80,7 @@ impl NcclComm {
         }
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("run_each() before prepare()".into()))?;
         self.current()?;
         let stream = self.stream as cu::CUstream;
@@ -98,7 +100,7 @@ impl NcclComm {
                 self.api
                     .cuda("cuEventRecord", unsafe { drv::cuEventRecord(*e, stream) })?;
                 if agg > 1 {
-                    let work = [(target.clone(), Work::Collective(spec, placement, agg))];
+                    let work = [(target.clone(), Work::Collective(spec.clone(), placement, agg))];
                     grouped(&self.api, &work)?;
                     self.current()?;
                 } else {
@@ -148,6 +150,7 @@ impl NcclComm {
     ) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("run_graph() before prepare()".into()))?;
         let g = drv::graphs().map_err(BackendError::Unsupported)?;
         if self.stream == 0 {
@@ -218,7 +221,7 @@ impl NcclComm {
             let arrived = group.launch(
                 &self.api,
                 target,
-                Work::Collective(*spec, placement, agg),
+                Work::Collective(spec.clone(), placement, agg),
                 iters,
             )?;
             self.current()?;
@@ -228,7 +231,7 @@ impl NcclComm {
             if agg > 1 {
                 grouped(
                     &self.api,
-                    &[(target.clone(), Work::Collective(*spec, placement, agg))],
+                    &[(target.clone(), Work::Collective(spec.clone(), placement, agg))],
                 )?;
                 self.current()?;
             } else {

@@ -317,7 +317,7 @@ impl Communicator for NcclComm {
         self.shift = spec.shift_bytes() as u64;
         self.host_send.ensure(bytes)?;
         self.host_recv.ensure(bytes)?;
-        self.spec = Some(*spec);
+        self.spec = Some(spec.clone());
         Ok(())
     }
 
@@ -412,6 +412,7 @@ impl Communicator for NcclComm {
     fn exchange(&mut self, role: PairRole, iters: usize) -> Result<f64, BackendError> {
         let spec = self
             .spec
+            .clone()
             .ok_or_else(|| BackendError::Failed("exchange() before prepare()".into()))?;
         self.current()?;
         let mut start = Instant::now();
@@ -466,12 +467,21 @@ impl Communicator for NcclComm {
     /// (nothing runs). NCCL reports microseconds, or a negative value when it has none.
     fn model_time_s(&mut self, placement: Placement) -> Option<f64> {
         let simulate = self.api.simulate?;
-        let spec = self.spec?;
+        let spec = self.spec.clone()?;
         // Only groups holding a collective are simulated. NCCL estimates collectives only
         // (estimatedTime stays -1 for sends and receives), and a simulated group's send/recv
         // tasks are never launched but stay queued in the communicator's planner (2.23+,
         // src/group.cc; in 2.22 they point at freed memory): the next group would run them.
-        if matches!(spec.coll, Collective::Alltoall | Collective::Sendrecv) {
+        // alltoall, gather, scatter, hypercube and alltoallv are sends and receives (before
+        // 2.28; from it the first three are calls whose estimate is not known to be kept).
+        if !matches!(
+            spec.coll,
+            Collective::AllReduce
+                | Collective::AllGather
+                | Collective::ReduceScatter
+                | Collective::Broadcast
+                | Collective::Reduce
+        ) {
             return None;
         }
         self.current().ok()?;

@@ -167,7 +167,8 @@ pub(super) unsafe fn enqueue_step(
         Collective::Gather | Collective::Scatter | Collective::Hypercube => {
             rooted_or_hypercube(a, t, spec, (send, recv), count, comm, step)?
         }
-        Collective::Alltoallv | Collective::Unknown => {
+        Collective::Alltoallv => alltoallv(a, t, spec, (send, recv), count, comm),
+        Collective::Unknown => {
             return Err(BackendError::Unsupported(format!(
                 "cannot run {}",
                 spec.coll
@@ -181,6 +182,38 @@ pub(super) unsafe fn enqueue_step(
         return t.comm.check(&what, destroyed);
     }
     t.comm.check(&what, rc)
+}
+
+/// alltoallv_perf's call as nccl-tests 2.19.6 issues it (AlltoAllvRunColl, every NCCL
+/// version): one group; per peer in rank order a send of this rank's part for it and a
+/// receive of the peer's part, each only when not empty, both buffers packed in peer order.
+/// The result of the NCCL calls, the first failure first.
+unsafe fn alltoallv(
+    a: &Api,
+    t: &Target,
+    spec: &PointSpec,
+    (send, recv): (u64, u64),
+    param_count: usize,
+    comm: *mut c_void,
+) -> c_int {
+    let elem = spec.dtype.size_bytes();
+    let (sends, recvs) = spec.traffic.spans(t.rank, t.nranks, param_count, elem);
+    let (dt, stream) = (nccl_dtype(spec.dtype), t.stream as *mut c_void);
+    let at = |base: u64, offset: usize| (base + (offset * elem) as u64) as *mut c_void;
+    let mut rc = FirstError::default();
+    (a.nccl_group_start)();
+    for (peer, (out, into)) in sends.iter().zip(&recvs).enumerate() {
+        if out.count > 0 {
+            let buf = at(send, out.offset);
+            rc.add((a.nccl_send)(buf, out.count, dt, peer as c_int, comm, stream));
+        }
+        if into.count > 0 {
+            let buf = at(recv, into.offset);
+            rc.add((a.nccl_recv)(buf, into.count, dt, peer as c_int, comm, stream));
+        }
+    }
+    rc.add((a.nccl_group_end)());
+    rc.0
 }
 
 /// gather_perf, scatter_perf and hypercube_perf as nccl-tests 2.19.6 issues them when built

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// What every rank of a batch enqueues: a collective, or its part of a pair exchange.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) enum Work {
     /// The collective, and how many calls of it each group holds (-m).
     Collective(PointSpec, Placement, usize),
@@ -132,12 +132,13 @@ pub(super) fn one_group(
                 "cuCtxSetCurrent",
                 drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
             )
-            .and_then(|_| match *work {
+            .and_then(|_| match work {
                 Work::Collective(spec, placement, agg) if phase < steps(spec.coll, t.nranks) => {
-                    (0..agg.max(1)).try_for_each(|_| enqueue_step(api, t, &spec, placement, phase))
+                    (0..(*agg).max(1))
+                        .try_for_each(|_| enqueue_step(api, t, spec, *placement, phase))
                 }
                 Work::Collective(..) => Ok(()),
-                Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], bytes),
+                Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], *bytes),
             })
         };
         if first_error.is_ok() {

@@ -142,7 +142,14 @@ pub(super) struct Parsed {
     /// Rank lines already kept (the same line printed again adds nothing).
     pub(super) rank_keys: std::collections::HashSet<(usize, String, u32, Option<String>)>,
     pub(super) notes_suppressed: usize,
+    /// The pieces so far of a row cut by alltoallv_perf's per-rank summary.
+    pub(super) cut_row: String,
 }
+
+/// What alltoallv_perf prints inside a row under NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1
+/// (AlltoAllvGetBw runs after the row's start and before each placement's figures), followed
+/// by `#   rank=` lines: the row's pieces are the text before it on each line.
+const CUT_BY: &str = "# NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY:";
 
 pub(super) type RowKey = (Option<Collective>, u64, String, Option<String>, i64);
 
@@ -265,6 +272,19 @@ impl Parsed {
             self.feed_comment(rest.trim(), t, line);
             return;
         }
+        let whole;
+        let t = match t.find(CUT_BY) {
+            Some(at) => {
+                self.cut_row.push_str(&t[..at]);
+                self.cut_row.push(' ');
+                return;
+            }
+            None if self.cut_row.is_empty() => t,
+            None => {
+                whole = std::mem::take(&mut self.cut_row) + t;
+                whole.as_str()
+            }
+        };
         // A command line naming the binary (and, without a banner, the rank count).
         if !t.starts_with(|c: char| c.is_ascii_digit()) {
             if let Some(c) = perf_name().captures(t) {

@@ -30,6 +30,7 @@ unsafe fn called(
     call: &str,
     bufs: &[usize],
     stream: *mut c_void,
+    detail: &str,
 ) -> Result<InUse<'static>, NcclResult> {
     let depth = group_depth();
     let comm = live_comm(c, call);
@@ -42,7 +43,7 @@ unsafe fn called(
             .min()
             .unwrap_or(256);
         trace_line(&format!(
-            "thread={:?} rank={} grouped={} registered={registered} align={align} stream={} call={call}",
+            "thread={:?} rank={} grouped={} registered={registered} align={align} stream={} call={call}{detail}",
             std::thread::current().id(),
             comm.rank,
             depth > 0,
@@ -75,6 +76,7 @@ unsafe fn p2p(
         if send { "ncclSend" } else { "ncclRecv" },
         &[buf as usize],
         s,
+        &format!(" peer={peer} count={count}"),
     ) {
         Ok(inside) => inside,
         Err(rc) => return rc,
@@ -159,7 +161,7 @@ unsafe fn collective(
         Coll::Broadcast(_) => "ncclBroadcast",
         Coll::Reduce(_) => "ncclReduce",
     };
-    let _inside = match called(c, name, &[send as usize, recv as usize], s) {
+    let _inside = match called(c, name, &[send as usize, recv as usize], s, "") {
         Ok(inside) => inside,
         Err(rc) => return rc,
     };

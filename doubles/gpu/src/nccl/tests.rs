@@ -6,7 +6,7 @@ use super::init::{ncclCommInitAll, ncclCommInitRank, ncclGetUniqueId, UniqueId};
 use super::{NCCL_INVALID_USAGE, NCCL_IN_PROGRESS, NCCL_SUCCESS};
 use crate::cuda::device::cuInit;
 use crate::cuda::memory::{cuMemAlloc_v2, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2};
-use crate::cuda::streams::{cuStreamCreate, cuStreamSynchronize};
+use crate::cuda::streams::{cuStreamCreate, cuStreamQuery, cuStreamSynchronize};
 use crate::cuda::CUDA_SUCCESS;
 use std::ffi::c_void;
 
@@ -299,5 +299,42 @@ fn a_graph_replays_its_captured_collectives_and_a_capture_is_strict() {
             cuStreamBeginCapture_v2(std::ptr::null_mut(), 1),
             CUDA_SUCCESS
         );
+    }
+}
+
+#[test]
+fn a_receive_smaller_than_its_send_takes_the_first_bytes_and_a_larger_one_never_ends() {
+    use super::collectives::{ncclRecv, ncclSend};
+    let _serial = serial();
+    // SAFETY: handles made by the double itself, buffers of 4 floats.
+    unsafe {
+        let (comms, streams, bufs) = clique();
+        let b = |r: usize| bufs[r] as *mut c_void;
+        // Rank 0 sends [1, 1]; rank 1 asks for one float: it gets the first (NVIDIA/nccl#1938).
+        let exchange = |sent: usize, received: usize| {
+            assert_eq!(ncclGroupStart(), NCCL_SUCCESS);
+            assert_eq!(ncclSend(b(0), sent, 7, 1, comms[0], streams[0]), NCCL_SUCCESS);
+            assert_eq!(ncclRecv(b(1), received, 7, 0, comms[1], streams[1]), NCCL_SUCCESS);
+            assert_eq!(ncclGroupEnd(), NCCL_SUCCESS);
+        };
+        exchange(2, 1);
+        for r in 0..2 {
+            assert_eq!(cuStreamSynchronize(streams[r]), CUDA_SUCCESS);
+        }
+        let mut out = [0f32; 4];
+        assert_eq!(
+            cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, bufs[1], 16),
+            CUDA_SUCCESS
+        );
+        assert_eq!(out, [1.0, 2.0, 2.0, 2.0]);
+        // Rank 1 asks for more than rank 0 sends: its stream never completes, until aborted.
+        exchange(1, 3);
+        assert_eq!(cuStreamSynchronize(streams[0]), CUDA_SUCCESS);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(cuStreamQuery(streams[1]), 600, "CUDA_ERROR_NOT_READY");
+        for c in comms {
+            assert_eq!(super::comms::ncclCommAbort(c), NCCL_SUCCESS);
+        }
+        assert_eq!(cuStreamSynchronize(streams[1]), CUDA_SUCCESS);
     }
 }

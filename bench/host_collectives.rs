@@ -9,13 +9,13 @@ use ncclprobe::dtype::{Dtype, RedOp};
 use std::time::Duration;
 
 /// Wall time of `iters` calls, slowest rank.
-fn run_world(spec: PointSpec, nranks: usize, iters: u64) -> Duration {
+fn run_world(spec: &PointSpec, nranks: usize, iters: u64) -> Duration {
     std::thread::scope(|s| {
         let handles: Vec<_> = world(nranks)
             .into_iter()
             .map(|mut comm| {
                 s.spawn(move || {
-                    comm.prepare(&spec).expect("buffers");
+                    comm.prepare(spec).expect("buffers");
                     comm.run(Placement::OutOfPlace, 1).expect("warm-up");
                     comm.run(Placement::OutOfPlace, iters as usize)
                         .expect("run")
@@ -47,9 +47,10 @@ fn bench(c: &mut Criterion) {
                 root: 0,
                 count: size / 4,
                 unalign: 0,
+                traffic: Default::default(),
             };
             group.bench_with_input(BenchmarkId::new(coll.name(), size), &spec, |b, spec| {
-                b.iter_custom(|iters| run_world(*spec, 2, iters))
+                b.iter_custom(|iters| run_world(spec, 2, iters))
             });
         }
         let src = vec![1u8; size];

@@ -307,7 +307,14 @@ mod tests {
     #[test]
     fn busbw_matches_nccl_tests_rows() {
         // 07-2080ti-x2-pcie-no-p2p-allreduce.txt: 1073741824 B in 268588 us, algbw 4.00, busbw 4.00 (n=2).
-        let (alg, bus) = bandwidths(Collective::AllReduce, 268435456, Dtype::Float, 2, &Traffic::default(), 268588e-6);
+        let (alg, bus) = bandwidths(
+            Collective::AllReduce,
+            268435456,
+            Dtype::Float,
+            2,
+            &Traffic::default(),
+            268588e-6,
+        );
         assert!((alg / 1e9 - 3.9977).abs() < 1e-3);
         assert!((bus - alg).abs() < 1e-6);
         // 8 ranks: factor 2*7/8 = 1.75.
@@ -330,29 +337,65 @@ mod tests {
         // nccl-tests' rows: all_gather of 4000 B floats on 3 ranks is printed as 3984 B
         // (333 per rank rounded to 332), alltoall of 100 B int8 on 3 ranks as 96 B.
         assert_eq!(
-            reported_size_bytes(Collective::AllGather, 1000, Dtype::Float, 3, &Traffic::default()),
+            reported_size_bytes(
+                Collective::AllGather,
+                1000,
+                Dtype::Float,
+                3,
+                &Traffic::default()
+            ),
             3984
         );
         assert_eq!(
-            reported_size_bytes(Collective::Alltoall, 100, Dtype::Int8, 3, &Traffic::default()),
+            reported_size_bytes(
+                Collective::Alltoall,
+                100,
+                Dtype::Int8,
+                3,
+                &Traffic::default()
+            ),
             96
         );
         assert_eq!(
-            reported_size_bytes(Collective::ReduceScatter, 1000, Dtype::Double, 3, &Traffic::default()),
+            reported_size_bytes(
+                Collective::ReduceScatter,
+                1000,
+                Dtype::Double,
+                3,
+                &Traffic::default()
+            ),
             7968
         );
         // all_reduce is not split per rank: no rounding.
         assert_eq!(
-            reported_size_bytes(Collective::AllReduce, 1001, Dtype::Float, 3, &Traffic::default()),
+            reported_size_bytes(
+                Collective::AllReduce,
+                1001,
+                Dtype::Float,
+                3,
+                &Traffic::default()
+            ),
             4004
         );
         // Too few elements for the ranks: zero-size rows, as in nccl-tests' output.
         assert_eq!(
-            reported_size_bytes(Collective::AllGather, 2, Dtype::Float, 4, &Traffic::default()),
+            reported_size_bytes(
+                Collective::AllGather,
+                2,
+                Dtype::Float,
+                4,
+                &Traffic::default()
+            ),
             0
         );
         assert_eq!(
-            algbw_bytes(Collective::Alltoall, 1024, Dtype::Float, 4, &Traffic::default()),
+            algbw_bytes(
+                Collective::Alltoall,
+                1024,
+                Dtype::Float,
+                4,
+                &Traffic::default()
+            ),
             4096.0
         );
     }

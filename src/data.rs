@@ -165,9 +165,7 @@ impl Generator {
             // Each peer's part, packed in peer order, is the stretch of the peer's input that
             // follows what the peer sent lower ranks (AlltoAllvInitData).
             Collective::Alltoallv => {
-                let x = self
-                    .traffic
-                    .exchange(rank, n, per, self.dtype.size_bytes());
+                let x = self.traffic.exchange(rank, n, per, self.dtype.size_bytes());
                 (0..n)
                     .filter(|&s| x.recv[s].count > 0)
                     .map(|s| Segment {

@@ -349,12 +349,11 @@ impl PointRunner<'_> {
         // As nccl-tests, in-place results that the backend cannot produce are not checked, and
         // alltoallv's never are (AlltoAllvInitData: `reportErrors = in_place ? 0 : 1`).
         let unchecked = spec.coll == Collective::Alltoallv || !self.comm.checks_in_place(spec.coll);
-        let check_iters =
-            if placement == Placement::InPlace && unchecked {
-                0
-            } else {
-                s.check_iters
-            };
+        let check_iters = if placement == Placement::InPlace && unchecked {
+            0
+        } else {
+            s.check_iters
+        };
         for i in 0..check_iters {
             if i > 0 {
                 fill_inputs(gen, rank, layout, placement, self.comm.buffers());

@@ -1244,7 +1244,10 @@ fn alltoallv_sends_each_peer_its_distance_weighted_part_as_nccl_tests_does() {
     let rows = size_count_rows(&stdout);
     assert_eq!(rows.len(), 3, "{stdout}");
     for (row, (size, count)) in rows.iter().zip(want) {
-        assert_eq!((row.0.as_str(), row.1.as_str(), row.2.as_str()), (size, count, "N/A"));
+        assert_eq!(
+            (row.0.as_str(), row.1.as_str(), row.2.as_str()),
+            (size, count, "N/A")
+        );
     }
     assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
     assert!(stdout.contains("float    none      -1"), "{stdout}");
@@ -1287,7 +1290,11 @@ fn alltoallv_reads_a_traffic_matrix_and_refuses_what_nccl_tests_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let matrix = dir.path().join("traffic.txt");
     // Rank 0 sends most (0 + 4096 + 992 + 16 = 5104 bytes); rank 1 sends only to rank 0.
-    std::fs::write(&matrix, "0 4096 1000 16\n48 0 0 0\n32 32 32 0\n800 0 16 16\n").unwrap();
+    std::fs::write(
+        &matrix,
+        "0 4096 1000 16\n48 0 0 0\n32 32 32 0\n800 0 16 16\n",
+    )
+    .unwrap();
     let m = matrix.to_str().unwrap();
     let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
     let (tdir, link) = linked("alltoallv_perf");
@@ -1324,10 +1331,26 @@ fn alltoallv_reads_a_traffic_matrix_and_refuses_what_nccl_tests_refuses() {
 
     // What nccl-tests refuses, in its words, as testInternalError (1).
     for (args, file, said) in [
-        ("-b 4K -e 4K -g 4", m, "maxBytes (-e) must be at least 5104 bytes"),
-        ("-b 1K -e 8K -g 4", m, "-b and -e options must be set to the same value"),
-        ("-b 8K -e 8K -g 5", m, "requested nranks (5) is larger than matrix size (4)"),
-        ("-b 8K -e 8K -g 2", "/nonexistent/traffic.txt", "Unable to open alltoallv traffic matrix file /nonexistent/traffic.txt."),
+        (
+            "-b 4K -e 4K -g 4",
+            m,
+            "maxBytes (-e) must be at least 5104 bytes",
+        ),
+        (
+            "-b 1K -e 8K -g 4",
+            m,
+            "-b and -e options must be set to the same value",
+        ),
+        (
+            "-b 8K -e 8K -g 5",
+            m,
+            "requested nranks (5) is larger than matrix size (4)",
+        ),
+        (
+            "-b 8K -e 8K -g 2",
+            "/nonexistent/traffic.txt",
+            "Unable to open alltoallv traffic matrix file /nonexistent/traffic.txt.",
+        ),
     ] {
         let (out, _) = run(args, file);
         assert_eq!(out.status.code(), Some(1), "{args} {file}");
@@ -1353,15 +1376,27 @@ fn alltoallv_summary_lines_sit_inside_each_row_and_import_joins_the_row_again() 
         .collect();
     assert_eq!(starts.len(), 2, "{stdout}");
     // Two ranks: each sends all of its share to the other.
-    assert!(starts[0].starts_with("        1024           128     float    none      -1# "), "{stdout}");
-    assert_eq!(stdout.matches("#   rank=1 send_bytes=").count(), 4, "{stdout}");
+    assert!(
+        starts[0].starts_with("        1024           128     float    none      -1# "),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("#   rank=1 send_bytes=").count(),
+        4,
+        "{stdout}"
+    );
     assert_eq!(stdout.matches("    N/A\n").count(), 2, "{stdout}");
     // The same rows as without the summary, once the pieces are joined.
     let log = dir.path().join("summary.txt");
     std::fs::write(&log, &stdout).unwrap();
     let json = dir.path().join("summary.json");
     common::bin()
-        .args(["import", log.to_str().unwrap(), "--json", json.to_str().unwrap()])
+        .args([
+            "import",
+            log.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
         .assert()
         .success();
     let record = common::read_record(&json);
@@ -1372,6 +1407,11 @@ fn alltoallv_summary_lines_sit_inside_each_row_and_import_joins_the_row_again() 
         .collect();
     assert_eq!(
         got,
-        [(1024, 128, true), (1024, 128, false), (65536, 8192, true), (65536, 8192, false)]
+        [
+            (1024, 128, true),
+            (1024, 128, false),
+            (65536, 8192, true),
+            (65536, 8192, false)
+        ]
     );
 }

@@ -21,6 +21,7 @@ fn point(size: u64, placement: Placement, time_s: f64, wrong: Option<u64>) -> Po
         count as usize,
         Dtype::Float,
         2,
+        &Default::default(),
         time_s,
     );
     Point {

@@ -1,8 +1,8 @@
 /* The yardstick for ncclprobe's MPI harness: a bare MPI_Allreduce loop, timed the same way
  * (batches of iterations calibrated to ~2 ms, the slowest rank's time per sample, median over
  * samples), printing "size_bytes time_us" per size. A fourth argument "serialized" starts MPI
- * at MPI_THREAD_SERIALIZED, the level ncclprobe asks for (its rank thread is not the thread
- * that initialises MPI); without it, MPI_Init (MPI_THREAD_SINGLE). */
+ * at MPI_THREAD_SERIALIZED, to show what a thread level above SINGLE costs; without it,
+ * MPI_Init (MPI_THREAD_SINGLE), the level ncclprobe's mpi backend starts MPI at. */
 #include <mpi.h>
 #include <math.h>
 #include <stdio.h>

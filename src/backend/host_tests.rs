@@ -1,6 +1,6 @@
 use super::*;
-use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::coll::Traffic;
+use crate::data::{count_wrong, fill_inputs, Generator};
 use crate::dtype::Dtype;
 
 /// Runs one checked call on every rank of a thread world; returns wrong counts per rank.

@@ -31,6 +31,10 @@ pub enum BackendError {
     PeerLost(String),
 }
 
+/// Runs a rank's whole run on a thread the backend owns (MPI's, which alone may call MPI);
+/// `Err` says why it could not.
+pub type Runner = Box<dyn Fn(Box<dyn FnOnce() + Send>) -> Result<(), String> + Send + Sync>;
+
 /// What to run at one size.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointSpec {

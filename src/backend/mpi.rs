@@ -5,6 +5,12 @@
 #[path = "mpi_enabled.rs"]
 mod imp;
 
+#[cfg(feature = "mpi")]
+#[path = "mpi_thread.rs"]
+mod thread;
+#[cfg(feature = "mpi")]
+pub use thread::{start_single, MpiThread};
+
 #[cfg(not(feature = "mpi"))]
 mod imp {
     use crate::backend::BackendError;

@@ -5,8 +5,7 @@ use crate::coll::traffic::Span;
 use crate::coll::{Collective, Placement};
 use crate::data::RankBuffers;
 use crate::dtype::{
-    accumulate_bytes, mulsum_scalar, premul_bytes, premultiplies_avg, scale_avg_bytes, scale_bytes,
-    Dtype, RedOp,
+    mulsum_scalar, premul_bytes, premultiplies_avg, scale_avg_bytes, scale_bytes, Dtype, RedOp,
 };
 use mpi::ffi;
 use mpi::raw::AsRaw;
@@ -34,12 +33,18 @@ impl MpiSession {
 }
 
 /// Initialise MPI for one rank thread that is not the main thread: `MPI_THREAD_SERIALIZED`
-/// (one thread calls MPI at a time; the main thread only initialises and finalises).
+/// (one thread calls MPI at a time; the main thread only initialises and finalises). The NCCL
+/// backend's control plane starts MPI so; the `mpi` backend starts it on its own thread at
+/// `MPI_THREAD_SINGLE` (`mpi_thread`).
 pub fn start() -> Result<MpiSession, BackendError> {
-    let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Serialized)
-        .ok_or_else(|| {
-            BackendError::Unavailable("--backend mpi: MPI was already initialised".into())
-        })?;
+    start_at(mpi::Threading::Serialized)
+}
+
+/// [`start`] at the thread level `level`.
+pub(super) fn start_at(level: mpi::Threading) -> Result<MpiSession, BackendError> {
+    let (universe, _provided) = mpi::initialize_with_threading(level).ok_or_else(|| {
+        BackendError::Unavailable("--backend mpi: MPI was already initialised".into())
+    })?;
     let world = universe.world();
     let version = mpi::environment::library_version().unwrap_or_else(|_| "unknown MPI".into());
     let (major, minor) = mpi::environment::version();
@@ -62,59 +67,9 @@ pub fn start() -> Result<MpiSession, BackendError> {
     })
 }
 
-/// MPI has no 16-bit floating types: a 2-byte contiguous type and user-defined ops for them.
-struct HalfTypes {
-    two_bytes: ffi::MPI_Datatype,
-    ops: [[ffi::MPI_Op; 4]; 2],
-}
-
-macro_rules! half_op {
-    ($name:ident, $dtype:expr, $op:expr) => {
-        unsafe extern "C" fn $name(
-            invec: *mut c_void,
-            inoutvec: *mut c_void,
-            len: *mut c_int,
-            _dt: *mut ffi::MPI_Datatype,
-        ) {
-            let n = (*len).max(0) as usize * 2;
-            let src = std::slice::from_raw_parts(invec as *const u8, n);
-            let dst = std::slice::from_raw_parts_mut(inoutvec as *mut u8, n);
-            accumulate_bytes($dtype, dst, src, $op);
-        }
-    };
-}
-half_op!(f16_sum, Dtype::Half, RedOp::Sum);
-half_op!(f16_prod, Dtype::Half, RedOp::Prod);
-half_op!(f16_min, Dtype::Half, RedOp::Min);
-half_op!(f16_max, Dtype::Half, RedOp::Max);
-half_op!(bf16_sum, Dtype::Bfloat16, RedOp::Sum);
-half_op!(bf16_prod, Dtype::Bfloat16, RedOp::Prod);
-half_op!(bf16_min, Dtype::Bfloat16, RedOp::Min);
-half_op!(bf16_max, Dtype::Bfloat16, RedOp::Max);
-
-type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut ffi::MPI_Datatype);
-
-impl HalfTypes {
-    fn create() -> HalfTypes {
-        let fns: [[UserFn; 4]; 2] = [
-            [f16_sum, f16_prod, f16_min, f16_max],
-            [bf16_sum, bf16_prod, bf16_min, bf16_max],
-        ];
-        // SAFETY: plain MPI calls on freshly initialised MPI with valid out-pointers.
-        unsafe {
-            let mut two_bytes: ffi::MPI_Datatype = std::mem::zeroed();
-            ffi::MPI_Type_contiguous(2, ffi::RSMPI_UINT8_T, &mut two_bytes);
-            ffi::MPI_Type_commit(&mut two_bytes);
-            let mut ops: [[ffi::MPI_Op; 4]; 2] = std::mem::zeroed();
-            for (t, row) in fns.iter().enumerate() {
-                for (o, f) in row.iter().enumerate() {
-                    ffi::MPI_Op_create(Some(*f), 1, &mut ops[t][o]);
-                }
-            }
-            HalfTypes { two_bytes, ops }
-        }
-    }
-}
+#[path = "mpi_half.rs"]
+mod half;
+use half::HalfTypes;
 
 pub struct MpiComm {
     rank: usize,
@@ -127,9 +82,10 @@ pub struct MpiComm {
     pub library: String,
 }
 
-// SAFETY: MPI was initialised with MPI_THREAD_SERIALIZED and a communicator is used by one
-// thread at a time (the rank thread, then the main thread that drops it after that thread
-// has finished), which is what that level allows.
+// SAFETY: a communicator is used by one thread at a time: the thread that initialised MPI
+// (`mpi_thread`, MPI_THREAD_SINGLE), or under MPI_THREAD_SERIALIZED the rank thread. Moving or
+// dropping it calls no MPI function (the world's handle is predefined, the half types are
+// left to MPI_Finalize).
 unsafe impl Send for MpiComm {}
 
 impl MpiComm {

@@ -277,7 +277,8 @@ pub fn parse_matrix(text: &str, scale: f64, source: &str) -> Result<Traffic, Str
             }
             let scaled = v * scale;
             if scaled > u64::MAX as f64 {
-                return Err(bad(&format!(" Value overflow (value={v:e} scale={scale})."
+                return Err(bad(&format!(
+                    " Value overflow (value={v:e} scale={scale})."
                 )));
             }
             bytes.push(round16(scaled as u64));

@@ -65,7 +65,10 @@ fn a_matrix_is_scaled_rounded_and_its_busiest_rank_sizes_the_buffers() {
         m.check(3, 600, 600).unwrap_err(),
         "maxBytes (-e) must be at least 624 bytes as required by traffic matrix file traffic.txt (got 600). Increase -e."
     );
-    assert!(m.check(3, 8, 1024).unwrap_err().starts_with("-b and -e options must be set to the same value"));
+    assert!(m
+        .check(3, 8, 1024)
+        .unwrap_err()
+        .starts_with("-b and -e options must be set to the same value"));
     assert!(generated(1.0).check(1000, 8, 1 << 30).is_ok());
 }
 
@@ -95,7 +98,10 @@ fn bad_matrices_are_refused_in_nccl_tests_words() {
         err("1 2 3\n4 5 6\n"),
         "Invalid alltoallv traffic matrix, file f must be square (got 2x3)."
     );
-    assert_eq!(err(" \n\n"), "Invalid alltoallv traffic matrix, file f is empty.");
+    assert_eq!(
+        err(" \n\n"),
+        "Invalid alltoallv traffic matrix, file f is empty."
+    );
     assert_eq!(
         err("1 2\n3 -4\n"),
         "Invalid alltoallv traffic matrix value at row 1 col 1 in file f. Value must be non-negative."

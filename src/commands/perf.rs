@@ -54,10 +54,9 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
     };
     // alltoallv_perf reads its matrix before anything runs (AlltoAllvInit) and fails the test
     // with testInternalError when it cannot.
-    if let (Collective::Alltoallv, Some(path)) = (
-        coll,
-        std::env::var_os("NCCL_TESTS_ALLTOALLV_MATRIX_FILE"),
-    ) {
+    if let (Collective::Alltoallv, Some(path)) =
+        (coll, std::env::var_os("NCCL_TESTS_ALLTOALLV_MATRIX_FILE"))
+    {
         let scale = crate::coll::Traffic::matrix_scale(
             std::env::var("NCCL_TESTS_ALLTOALLV_MATRIX_SCALE")
                 .ok()
@@ -72,8 +71,8 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
         }
     }
     // atoi(...) != 0, as AlltoAllvParseEnv reads it.
-    let summary = std::env::var("NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY")
-        .is_ok_and(|v| perf::strtol(&v) != 0);
+    let summary =
+        std::env::var("NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY").is_ok_and(|v| perf::strtol(&v) != 0);
     if let (Collective::Alltoallv, true, Some(style)) = (coll, summary, options.perf.as_mut()) {
         std::sync::Arc::make_mut(style).alltoallv_summary = Some(options.what.traffic.clone());
     }

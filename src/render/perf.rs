@@ -347,12 +347,9 @@ pub fn row(style: &PerfStyle, out_of_place: &Point, in_place: &Point) -> String 
     // alltoallv's summary is printed when each placement's bandwidth is worked out, after
     // the row's start and before that placement's figures (AlltoAllvGetBw).
     let summary = |p: &Point| match &style.alltoallv_summary {
-        Some(traffic) if p.collective == Collective::Alltoallv => traffic.summary(
-            p.nranks,
-            p.count as usize,
-            p.dtype.size_bytes(),
-            p.time_s,
-        ),
+        Some(traffic) if p.collective == Collective::Alltoallv => {
+            traffic.summary(p.nranks, p.count as usize, p.dtype.size_bytes(), p.time_s)
+        }
         _ => String::new(),
     };
     let mut row = format!(

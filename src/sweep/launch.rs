@@ -13,7 +13,7 @@ use super::rank::run_rank;
 use super::record;
 use super::report::Rank0;
 use super::select::Selection;
-use crate::backend::Communicator;
+use crate::backend::{Communicator, Runner};
 use crate::exit::{ExitCode, Failure};
 use crate::matrix::{MatrixDocument, MatrixOut};
 use crate::model::Calibration;
@@ -39,6 +39,9 @@ pub struct Start<C> {
     /// Kept until the ranks are done, then dropped on this thread (MPI must be finalised by
     /// the thread that initialised it); never dropped while a rank may still be inside it.
     pub keep_alive: Option<Box<dyn std::any::Any>>,
+    /// Runs a rank's whole run on a thread of the backend's own (the `mpi` backend's, which
+    /// alone calls MPI); `None`: a new thread per rank.
+    pub runner: Option<Runner>,
 }
 
 /// Who reports, on the process that holds rank 0: a sweep's record and table, or the pair
@@ -128,6 +131,7 @@ pub fn launch<C: Communicator + Send + 'static>(
         calibration,
         connect,
         keep_alive,
+        runner,
     } = start;
     let plan = Arc::new(plan);
     let watchdog = Watchdog::start(plan.settings.timeout_s);
@@ -148,7 +152,7 @@ pub fn launch<C: Communicator + Send + 'static>(
     }
     let ranks_side = {
         let (plan, watchdog, rank0) = (Arc::clone(&plan), watchdog.clone(), rank0.clone());
-        move || start_ranks(connect, plan, watchdog, rank0, tx)
+        move || start_ranks(connect, runner, plan, watchdog, rank0, tx)
     };
     let outcome = match std::thread::Builder::new()
         .name("ranks".into())
@@ -219,6 +223,7 @@ fn watch_for_signals<C: Send + 'static>(tx: mpsc::Sender<Event<C>>) {
 /// The rank side: connect, then one thread per communicator; every outcome goes to `tx`.
 fn start_ranks<C: Communicator + Send + 'static>(
     connect: Connect<C>,
+    runner: Option<Runner>,
     plan: Arc<Plan>,
     watchdog: Watchdog,
     rank0: Option<Reporter>,
@@ -254,10 +259,15 @@ fn start_ranks<C: Communicator + Send + 'static>(
             });
             let _ = rank_tx.send(Event::Done(result, Some(comm)));
         };
-        if let Err(e) = std::thread::Builder::new()
-            .name(format!("rank{rank}"))
-            .spawn(body)
-        {
+        let started = match &runner {
+            Some(run) => run(Box::new(body)),
+            None => std::thread::Builder::new()
+                .name(format!("rank{rank}"))
+                .spawn(body)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = started {
             let message = format!("cannot start the thread of rank {rank}: {e}");
             let _ = tx.send(Event::Done(Err(Failure::internal(message)), None));
             return;

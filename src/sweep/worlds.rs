@@ -55,6 +55,7 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
         calibration,
         connect: Box::new(move |_, _| Ok(host::world(nranks))),
         keep_alive: None,
+        runner: None,
     };
     launch(args, selection, start)
 }
@@ -244,6 +245,7 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
             Ok(comms)
         }),
         keep_alive: None,
+        runner: None,
     };
     launch(args, selection, start)
 }
@@ -361,6 +363,7 @@ fn nccl_per_process(
             Ok(vec![comm])
         }),
         keep_alive,
+        runner: None,
     };
     launch(args, selection, start)
 }
@@ -498,9 +501,10 @@ fn nccl_under_mpi(
 #[cfg(feature = "mpi")]
 pub fn mpi(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
     use crate::backend::Communicator;
-    let (universe, comm) = mpi_backend::start()
-        .map_err(|e| Failure::unavailable(e.to_string()))?
-        .split();
+    // MPI lives on a thread of its own that alone calls it (at MPI_THREAD_SINGLE, as
+    // nccl-tests), and the rank runs there.
+    let (comm, mpi_thread) =
+        mpi_backend::start_single().map_err(|e| Failure::unavailable(e.to_string()))?;
     let local = mpi_backend::launcher_local_size().unwrap_or(comm.nranks());
     let mut plan = Plan::from_options(args, memory_limit(local))?;
     without_gpu(&mut plan, "mpi", comm.rank() == 0);
@@ -514,7 +518,8 @@ pub fn mpi(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
         libraries: [("mpi".to_string(), comm.library.clone())].into(),
         calibration: Calibration::default(),
         connect: Box::new(move |_, _| Ok(vec![comm])),
-        keep_alive: Some(Box::new(universe)),
+        runner: Some(mpi_thread.runner()),
+        keep_alive: Some(Box::new(mpi_thread)),
     };
     launch(args, selection, start)
 }

@@ -100,7 +100,10 @@ impl NcclComm {
                 self.api
                     .cuda("cuEventRecord", unsafe { drv::cuEventRecord(*e, stream) })?;
                 if agg > 1 {
-                    let work = [(target.clone(), Work::Collective(spec.clone(), placement, agg))];
+                    let work = [(
+                        target.clone(),
+                        Work::Collective(spec.clone(), placement, agg),
+                    )];
                     grouped(&self.api, &work)?;
                     self.current()?;
                 } else {
@@ -231,7 +234,10 @@ impl NcclComm {
             if agg > 1 {
                 grouped(
                     &self.api,
-                    &[(target.clone(), Work::Collective(spec.clone(), placement, agg))],
+                    &[(
+                        target.clone(),
+                        Work::Collective(spec.clone(), placement, agg),
+                    )],
                 )?;
                 self.current()?;
             } else {

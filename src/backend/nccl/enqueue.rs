@@ -205,11 +205,25 @@ unsafe fn alltoallv(
     for (peer, (out, into)) in sends.iter().zip(&recvs).enumerate() {
         if out.count > 0 {
             let buf = at(send, out.offset);
-            rc.add((a.nccl_send)(buf, out.count, dt, peer as c_int, comm, stream));
+            rc.add((a.nccl_send)(
+                buf,
+                out.count,
+                dt,
+                peer as c_int,
+                comm,
+                stream,
+            ));
         }
         if into.count > 0 {
             let buf = at(recv, into.offset);
-            rc.add((a.nccl_recv)(buf, into.count, dt, peer as c_int, comm, stream));
+            rc.add((a.nccl_recv)(
+                buf,
+                into.count,
+                dt,
+                peer as c_int,
+                comm,
+                stream,
+            ));
         }
     }
     rc.add((a.nccl_group_end)());

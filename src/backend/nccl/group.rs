@@ -133,10 +133,9 @@ pub(super) fn one_group(
                 drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
             )
             .and_then(|_| match work {
-                Work::Collective(spec, placement, agg) if phase < steps(spec.coll, t.nranks) => {
-                    (0..(*agg).max(1))
-                        .try_for_each(|_| enqueue_step(api, t, spec, *placement, phase))
-                }
+                Work::Collective(spec, placement, agg) if phase < steps(spec.coll, t.nranks) => (0
+                    ..(*agg).max(1))
+                    .try_for_each(|_| enqueue_step(api, t, spec, *placement, phase)),
                 Work::Collective(..) => Ok(()),
                 Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], *bytes),
             })

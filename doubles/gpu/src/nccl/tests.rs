@@ -313,13 +313,19 @@ fn a_receive_smaller_than_its_send_takes_the_first_bytes_and_a_larger_one_never_
         // Rank 0 sends [1, 1]; rank 1 asks for one float: it gets the first (NVIDIA/nccl#1938).
         let exchange = |sent: usize, received: usize| {
             assert_eq!(ncclGroupStart(), NCCL_SUCCESS);
-            assert_eq!(ncclSend(b(0), sent, 7, 1, comms[0], streams[0]), NCCL_SUCCESS);
-            assert_eq!(ncclRecv(b(1), received, 7, 0, comms[1], streams[1]), NCCL_SUCCESS);
+            assert_eq!(
+                ncclSend(b(0), sent, 7, 1, comms[0], streams[0]),
+                NCCL_SUCCESS
+            );
+            assert_eq!(
+                ncclRecv(b(1), received, 7, 0, comms[1], streams[1]),
+                NCCL_SUCCESS
+            );
             assert_eq!(ncclGroupEnd(), NCCL_SUCCESS);
         };
         exchange(2, 1);
-        for r in 0..2 {
-            assert_eq!(cuStreamSynchronize(streams[r]), CUDA_SUCCESS);
+        for stream in streams {
+            assert_eq!(cuStreamSynchronize(stream), CUDA_SUCCESS);
         }
         let mut out = [0f32; 4];
         assert_eq!(

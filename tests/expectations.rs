@@ -126,8 +126,19 @@ fn three_topologies_choose_three_expectations_with_citations() {
             vec!["--collective", "all_gather"],
             "a100-sxm4-nvswitch-8",
         ),
-        (corpus("nccl-tests", "04-"), vec![], "ib-ndr-400"),
-        (corpus("nccl-tests", "28-"), vec![], "ib-hdr-200"),
+        // Across nodes the NICs must be known (else the answer is conditional, see
+        // tests/is_it_normal.rs): Dell XE9680 with 8 CX-7 400G IB; OCI BM.GPU4.8 with 16 x 100G
+        // RoCE on its cluster network.
+        (
+            corpus("nccl-tests", "04-"),
+            vec!["--hardware", "8x400G IB per node"],
+            "ib-ndr-400",
+        ),
+        (
+            corpus("nccl-tests", "28-"),
+            vec!["--hardware", "16x100G RoCE per node"],
+            "roce-100",
+        ),
     ] {
         let mut args = vec![file.to_str().unwrap()];
         args.extend(extra);

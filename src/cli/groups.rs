@@ -34,6 +34,11 @@ pub struct ExpectationArgs {
     /// The collective of points whose log did not name it (old nccl-tests output).
     #[arg(long)]
     pub collective: Option<String>,
+    /// What the run's output does not say about the machine, e.g. "2 nodes x 8 H100 SXM,
+    /// 8x400G IB per node" (nodes, GPUs per node, NICs per node with speed and kind: IB,
+    /// EDR/HDR/NDR/XDR, RoCE, EFA, Slingshot, TCP; NVSwitch, NVLink or PCIe). Shown as stated.
+    #[arg(long, value_name = "FACTS")]
+    pub hardware: Option<String>,
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -174,6 +179,7 @@ impl ExpectationArgs {
             log: self.log.clone(),
             profile: self.profile.clone(),
             collective: self.collective.clone(),
+            hardware: self.hardware.clone(),
         }
     }
 }

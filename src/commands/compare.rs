@@ -2,8 +2,8 @@
 
 use crate::cli::{CompareArgs, DocFormat};
 use crate::exit::{ExitCode, Failure};
-use crate::expect::setup::{choice, load_run};
-use crate::expect::{compare, versus};
+use crate::expect::setup::{judge, load_run};
+use crate::expect::versus;
 use crate::render;
 
 pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
@@ -12,13 +12,15 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
     let doc = match args.runs.as_slice() {
         [one] => {
             let one = load_run(one, &expectation)?;
-            let choice = choice(&one.run, one.log.as_ref(), &expectation)?;
-            compare::against_expectation(&one.name, &one.run, &choice)
+            judge(&one.name, &one.run, one.log.as_ref(), &expectation)?
         }
         [before, after] => {
-            if expectation.profile.is_some() || expectation.topo.is_some() {
+            if expectation.profile.is_some()
+                || expectation.topo.is_some()
+                || expectation.hardware.is_some()
+            {
                 return Err(Failure::usage(
-                    "compare BEFORE AFTER holds two runs against each other; --profile and --topo are for one run against its expectation",
+                    "compare BEFORE AFTER holds two runs against each other; --profile, --topo and --hardware are for one run against its expectation",
                 ));
             }
             let (b, a) = (

@@ -210,6 +210,25 @@ pub struct Comparison {
     pub method: String,
     pub warnings: Vec<String>,
     pub summary: String,
+    /// Hardware the user stated (`--hardware`), each fact marked as stated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stated: Vec<String>,
+    /// A run across nodes with its NICs unknown: the per-NIC figure for each plausible NIC
+    /// count and the line rate it matches (the verdict is conditional on them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic_readings: Vec<NicReading>,
+}
+
+/// The run's plateau as one NIC's share, for one NIC count per node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicReading {
+    pub collective: crate::coll::Collective,
+    pub nics_per_node: usize,
+    /// GB/s (1e9 B/s) busbw per NIC.
+    pub per_nic_gbps: f64,
+    /// The line rate it matches, in words.
+    pub matches: String,
 }
 
 /// `ncclprobe baselines --format json`.

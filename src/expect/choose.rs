@@ -24,6 +24,8 @@ pub struct Choice {
     pub overrides: Vec<String>,
     /// What the machine would give without those overrides, when that differs.
     pub without_overrides: Option<Box<Choice>>,
+    /// Hardware the user stated, each fact marked as stated.
+    pub stated: Vec<String>,
 }
 
 impl Choice {
@@ -153,6 +155,7 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
         nnodes: s.nnodes,
         overrides: Vec::new(),
         without_overrides: None,
+        stated: s.stated.facts(),
     })
 }
 
@@ -234,6 +237,7 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
         nnodes: s.nnodes,
         overrides: Vec::new(),
         without_overrides: None,
+        stated: s.stated.facts(),
     })
 }
 

@@ -205,6 +205,8 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         ),
         warnings: record_warnings(r),
         summary,
+        stated: choice.stated.clone(),
+        nic_readings: Vec::new(),
     }
 }
 

@@ -5,8 +5,10 @@
 
 pub mod choose;
 pub mod compare;
+pub mod conditional;
 pub mod cost;
 pub mod gate;
+pub mod hardware;
 pub mod options;
 mod path;
 pub mod qualify;

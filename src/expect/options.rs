@@ -14,6 +14,8 @@ pub struct Expectation {
     pub profile: Option<String>,
     /// The collective of points whose log did not name it.
     pub collective: Option<String>,
+    /// Hardware the user states (`--hardware`), as written.
+    pub hardware: Option<String>,
 }
 
 /// The gate's rules (completion and #wrong == 0 always apply).

@@ -235,9 +235,17 @@ fn network_path(c: &Clues) -> PathFacts {
         .filter(|&n| n > 0);
     let log_nics = (!s.log_nics.is_empty()).then_some(s.log_nics.len());
     let roce = s.log_nics.iter().any(|d| d.ends_with("/RoCE"));
-    let nics = topo_nics.or(log_nics);
+    let nics = s.stated.nics_per_node.or(topo_nics).or(log_nics);
     let ppn = (s.nranks / s.nnodes).max(1);
-    let (link, gbps) = if s.flag_on("NCCL_IB_DISABLE") || c.log_socket {
+    let stated = s.stated.nic_kind.zip(s.stated.nic_gbps);
+    let (link, gbps) = if let Some((kind, gbps)) = stated {
+        reasons.push(format!(
+            "{} nodes over {gbps:.0} Gb/s {} (stated)",
+            s.nnodes,
+            kind.name()
+        ));
+        (kind.link(), gbps)
+    } else if s.flag_on("NCCL_IB_DISABLE") || c.log_socket {
         reasons.push(if c.log_socket {
             "the log shows NCCL's socket transport".to_string()
         } else {
@@ -265,7 +273,9 @@ fn network_path(c: &Clues) -> PathFacts {
     };
     let nics_per_node = match (nics, link) {
         (Some(n), _) => {
-            let from = if topo_nics.is_some() {
+            let from = if s.stated.nics_per_node.is_some() {
+                "the statement"
+            } else if topo_nics.is_some() {
                 "the topology"
             } else {
                 "the log"
@@ -326,6 +336,16 @@ fn slowest_link(
         } else {
             code.to_ascii_lowercase()
         }
+    }
+    None if s.stated.intra.is_some() => {
+        use super::hardware::Intra;
+        let (link, words) = match s.stated.intra {
+            Some(Intra::Nvswitch) => ("nvswitch", "NVSwitch"),
+            Some(Intra::Nvlink) => ("nvlink", "NVLink"),
+            _ => ("phb", "PCIe, taken as under one host bridge"),
+        };
+        reasons.push(format!("no topology; {words} inside the node (stated)"));
+        link.to_string()
     }
     None if sxm => {
         reasons.push(format!(

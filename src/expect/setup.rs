@@ -78,11 +78,34 @@ pub fn situation(
         }
         None => None,
     };
-    Ok(Situation::of_record(
-        run,
-        topology,
-        log.as_ref().or(embedded),
-    ))
+    let mut s = Situation::of_record(run, topology, log.as_ref().or(embedded));
+    if let Some(text) = &args.hardware {
+        let hw = crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
+        s.stated_conflicts = s.state(hw);
+    }
+    Ok(s)
+}
+
+/// A run held against what fits it: its expectation, or the conditional answer when it spans
+/// nodes whose NICs are not known (and no --profile names an expectation).
+pub fn judge(
+    name: &str,
+    run: &RunRecord,
+    embedded: Option<&LogFacts>,
+    args: &ExpectationArgs,
+) -> Result<crate::documents::Comparison, Failure> {
+    let s = situation(run, embedded, args)?;
+    let mut doc = if args.profile.is_none()
+        && !matches!(run.backend.name.as_str(), "host" | "mpi")
+        && crate::expect::conditional::needed(&s)
+    {
+        crate::expect::conditional::comparison(name, run, &s)
+    } else {
+        let choice = choice_in(run, s.clone(), args)?;
+        crate::expect::compare::against_expectation(name, run, &choice)
+    };
+    doc.warnings.extend(s.stated_conflicts.iter().cloned());
+    Ok(doc)
 }
 
 /// `--profile`, or the expectation the facts point to. Either failing is bad input (exit 2)
@@ -92,7 +115,11 @@ pub fn choice(
     embedded: Option<&LogFacts>,
     args: &ExpectationArgs,
 ) -> Result<Choice, Failure> {
-    let s = situation(run, embedded, args)?;
+    choice_in(run, situation(run, embedded, args)?, args)
+}
+
+/// [`choice`] in a situation already made.
+fn choice_in(run: &RunRecord, s: Situation, args: &ExpectationArgs) -> Result<Choice, Failure> {
     let table = expect::shipped();
     match &args.profile {
         Some(id) => {

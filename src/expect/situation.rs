@@ -28,6 +28,10 @@ pub struct Situation {
     pub log_network: Option<String>,
     /// NICs the log's IB plugin lists (`mlx5_0:1/IB`, `mlx5_1:1/RoCE`).
     pub log_nics: Vec<String>,
+    /// What the user stated about the machine (`--hardware`).
+    pub stated: super::hardware::Hardware,
+    /// Where the statement disagreed with the run (the statement was used).
+    pub stated_conflicts: Vec<String>,
 }
 
 /// The environment variables that force NCCL off its default path.
@@ -90,7 +94,59 @@ impl Situation {
             log_transports,
             log_network,
             log_nics,
+            stated: Default::default(),
+            stated_conflicts: Vec::new(),
         }
+    }
+
+    /// The facts the user stated, over what the run carries: nodes (the ranks spread evenly)
+    /// and the GPU model where the run names none. Returns what disagreed with the run.
+    pub fn state(&mut self, hw: super::hardware::Hardware) -> Vec<String> {
+        let mut conflicts = Vec::new();
+        if let Some(n) = hw.nodes {
+            if self.nnodes > 1 && self.nnodes != n {
+                conflicts.push(format!(
+                    "the run shows {} hosts; {n} node(s) stated, used as stated",
+                    self.nnodes
+                ));
+            }
+            self.nnodes = n;
+        }
+        if self.gpu_name.is_none() {
+            self.gpu_name = hw.gpu.clone();
+        }
+        self.stated = hw;
+        conflicts
+    }
+
+    /// NICs per node as stated, counted in the topology, or listed by the log.
+    pub fn known_nic_count(&self) -> Option<usize> {
+        self.stated
+            .nics_per_node
+            .or_else(|| {
+                self.topology
+                    .as_ref()
+                    .map(|(_, t)| t.devices.iter().filter(|d| d.starts_with("NIC")).count())
+                    .filter(|&n| n > 0)
+            })
+            .or_else(|| (!self.log_nics.is_empty()).then_some(self.log_nics.len()))
+            .or_else(|| self.hca_list_len())
+    }
+
+    /// NCCL_IB_HCA naming the NICs one by one (`mlx5_0:1,mlx5_1:1`): how many it uses. A list
+    /// that excludes (`^`) or a bare prefix (`mlx5`, which matches every such NIC) says nothing.
+    fn hca_list_len(&self) -> Option<usize> {
+        let v = self.set("NCCL_IB_HCA")?.trim();
+        let v = v.strip_prefix('=').unwrap_or(v);
+        if v.starts_with('^') || v.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        (names.len() > 1 || names.iter().any(|n| n.contains(':'))).then_some(names.len())
     }
 
     pub(super) fn set(&self, key: &str) -> Option<&str> {

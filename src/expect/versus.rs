@@ -7,6 +7,7 @@ use crate::coll::Collective;
 use crate::documents::{BaselineRef, ComparedPoint, Comparison, Kind, SCHEMA_VERSION};
 use crate::dtype::Dtype;
 use crate::model::{Point, RunRecord};
+use crate::units::format_size;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub const REGRESSION: &str = "regression";
@@ -218,6 +219,62 @@ fn summary(points: &[ComparedPoint], noise: f64) -> String {
     summary
 }
 
+/// Where the change sits, per collective: consecutive sizes with the same verdict as one
+/// range, each changed range with its median ratio ("256 KiB-2 MiB: 0.50x regression; 4 MiB
+/// and up within 5%"). Out-of-place points, in-place where a collective has none.
+fn localised(points: &[ComparedPoint], noise: f64) -> Vec<String> {
+    let mut colls: Vec<Collective> = points.iter().map(|p| p.collective).collect();
+    colls.sort();
+    colls.dedup();
+    let mut out = Vec::new();
+    for coll in colls {
+        let of = |placement| -> Vec<&ComparedPoint> {
+            let mut v: Vec<&ComparedPoint> = points
+                .iter()
+                .filter(|p| p.collective == coll && p.placement == placement)
+                .collect();
+            v.sort_by_key(|p| p.size_bytes);
+            v
+        };
+        let mut rows = of(crate::coll::Placement::OutOfPlace);
+        if rows.is_empty() {
+            rows = of(crate::coll::Placement::InPlace);
+        }
+        if !rows.iter().any(|p| p.verdict != WITHIN_NOISE) {
+            continue;
+        }
+        let mut ranges: Vec<Vec<&ComparedPoint>> = Vec::new();
+        for p in rows {
+            match ranges.last_mut() {
+                Some(r) if r[0].verdict == p.verdict => r.push(p),
+                _ => ranges.push(vec![p]),
+            }
+        }
+        let last = ranges.len() - 1;
+        let parts: Vec<String> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (lo, hi) = (r[0].size_bytes, r[r.len() - 1].size_bytes);
+                let span = match (lo == hi, i == last && i > 0) {
+                    (true, _) => format_size(lo),
+                    (false, true) => format!("{} and up", format_size(lo)),
+                    (false, false) => format!("{}-{}", format_size(lo), format_size(hi)),
+                };
+                let mut ratios: Vec<f64> = r.iter().map(|p| p.ratio).collect();
+                ratios.sort_by(f64::total_cmp);
+                let median = ratios[ratios.len() / 2];
+                match r[0].verdict.as_str() {
+                    WITHIN_NOISE => format!("{span} within {:.0}%", noise * 100.0),
+                    v => format!("{span}: {median:.2}x {v}"),
+                }
+            })
+            .collect();
+        out.push(format!("{coll}: {}.", parts.join("; ")));
+    }
+    out
+}
+
 /// Compare `after` with `before`. Err when they have nothing in common.
 pub fn against_run(
     before_name: &str,
@@ -258,7 +315,11 @@ pub fn against_run(
             noise * 100.0
         ));
     }
-    let summary = summary(&points, noise);
+    let mut summary = summary(&points, noise);
+    for line in localised(&points, noise) {
+        summary.push(' ');
+        summary.push_str(&line);
+    }
     Ok(Comparison {
         schema_version: SCHEMA_VERSION,
         kind: Kind::Comparison,
@@ -281,6 +342,8 @@ pub fn against_run(
         ),
         warnings,
         summary,
+        stated: Vec::new(),
+        nic_readings: Vec::new(),
     })
 }
 

@@ -152,10 +152,27 @@ fn head(doc: &Comparison) -> Vec<String> {
         format!("baseline: {} — {}", doc.baseline.id, doc.baseline.title),
         format!("chosen: {}", doc.baseline.why),
     ];
-    if doc.baseline.kind == "expectation" {
+    if matches!(doc.baseline.kind.as_str(), "expectation" | "conditional") {
         lines.push(format!("source: {}", doc.baseline.citation));
     }
+    lines.extend(doc.stated.iter().map(|f| format!("stated: {f}")));
     lines
+}
+
+/// The conditional answer's rows: per collective and NIC count, the per-NIC figure and the
+/// line rate it matches.
+fn reading_rows(doc: &Comparison) -> Vec<[String; 4]> {
+    doc.nic_readings
+        .iter()
+        .map(|r| {
+            [
+                r.collective.to_string(),
+                r.nics_per_node.to_string(),
+                format!("{:.1}", r.per_nic_gbps),
+                r.matches.clone(),
+            ]
+        })
+        .collect()
 }
 
 fn expected_cell(p: &ComparedPoint) -> String {
@@ -197,6 +214,19 @@ pub fn comparison_table(doc: &Comparison) -> String {
     let mut out = String::new();
     for l in head(doc) {
         let _ = writeln!(out, "# {l}");
+    }
+    if !doc.nic_readings.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<15} {:>9} {:>12}  {}",
+            "collective", "NICs/node", "GB/s per NIC", "matches"
+        );
+        for [c, n, g, m] in reading_rows(doc) {
+            let _ = writeln!(out, "{c:<15} {n:>9} {g:>12}  {m}");
+        }
+        let _ = writeln!(out, "# method: {}", doc.method);
+        let _ = writeln!(out, "{}", doc.summary);
+        return out;
     }
     let vs_run = doc.baseline.kind == "run";
     let _ = writeln!(
@@ -289,6 +319,16 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
     }
     for w in &doc.warnings {
         let _ = writeln!(out, "- warning: {}", md(w));
+    }
+    if !doc.nic_readings.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| collective | NICs per node | GB/s per NIC | matches |\n|---|---:|---:|---|"
+        );
+        for row in reading_rows(doc) {
+            let _ = writeln!(out, "| {} |", row.map(|c| md(&c)).join(" | "));
+        }
+        return out;
     }
     let vs_run = doc.baseline.kind == "run";
     let _ = writeln!(

@@ -176,16 +176,25 @@ pub fn headline(h: &Headline) -> String {
         (Some(a), _) => format_size(*a),
         _ => "-".into(),
     };
-    format!(
-        "# ncclprobe {}{} {}: plateau busbw {:.2} GB/s (median over {sizes}), small-message latency {:.2} us at {}",
-        h.collective,
-        op,
-        h.dtype,
-        h.plateau_busbw_bytes_per_s / 1e9,
-        h.small_latency_s * 1e6,
-        format_size(h.small_size_bytes)
-    )
+    let what = format!("# ncclprobe {}{} {}", h.collective, op, h.dtype);
+    let busbw = h.plateau_busbw_bytes_per_s / 1e9;
+    let (us, small) = (h.small_latency_s * 1e6, format_size(h.small_size_bytes));
+    if h.plateau_sizes_bytes == [h.small_size_bytes] {
+        // One size measured: neither a plateau nor a latency can be told from it.
+        return format!(
+            "{what}: one size only, {small}: busbw {busbw:.2} GB/s, {us:.2} us per call"
+        );
+    }
+    let latency = if h.small_size_bytes <= SMALL_MESSAGE_BYTES {
+        format!("small-message latency {us:.2} us at {small}")
+    } else {
+        format!("smallest size {small} takes {us:.2} us (no small message measured)")
+    };
+    format!("{what}: plateau busbw {busbw:.2} GB/s (median over {sizes}), {latency}")
 }
+
+/// The largest message whose time is its latency (NCCL's LL protocol range).
+const SMALL_MESSAGE_BYTES: u64 = 64 << 10;
 
 /// An imported run as text: what was read and guessed, then its table(s) and headlines.
 pub fn imported(file: &str, record: &RunRecord) -> String {

@@ -113,6 +113,7 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     }
     drop_reprinted_rows(&mut p);
     let mut record = empty_record(&name, "nccl-tests-text");
+    record.env = std::mem::take(&mut p.env);
     let mut info = record.import.take().unwrap_or_default();
     // Ranks: "# Rank" lines when they are a consistent 0..n-1 set.
     let mut rank_ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();

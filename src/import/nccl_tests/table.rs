@@ -144,6 +144,18 @@ pub(super) struct Parsed {
     pub(super) notes_suppressed: usize,
     /// The pieces so far of a row cut by alltoallv_perf's per-rank summary.
     pub(super) cut_row: String,
+    /// NCCL_* settings the command lines above the table give (`-x NCCL_IB_HCA=...`,
+    /// `NCCL_ALGO=Ring ./all_reduce_perf`, `export NCCL_...`): the last value of each.
+    pub(super) env: std::collections::BTreeMap<String, String>,
+}
+
+/// `NCCL_NAME=value` on a command line (quotes taken off the value).
+fn nccl_setting() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    static_regex(
+        &RE,
+        r#"(?:^|[\s'"])(NCCL_[A-Z0-9_]+)=("[^"]*"|'[^']*'|[^\s'"]+)"#,
+    )
 }
 
 /// What alltoallv_perf prints inside a row under NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1
@@ -285,8 +297,13 @@ impl Parsed {
                 whole.as_str()
             }
         };
-        // A command line naming the binary (and, without a banner, the rank count).
+        // A command line naming the binary (and, without a banner, the rank count), or
+        // setting NCCL's variables for it.
         if !t.starts_with(|c: char| c.is_ascii_digit()) {
+            for c in nccl_setting().captures_iter(t) {
+                let value = c[2].trim_matches(['"', '\'']).to_string();
+                self.env.insert(c[1].to_string(), value);
+            }
             if let Some(c) = perf_name().captures(t) {
                 if let Some(coll) = Collective::parse(&c[1]) {
                     self.named = Some(coll);

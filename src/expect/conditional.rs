@@ -1,0 +1,223 @@
+//! A run across nodes whose NICs nobody knows: the answer a maintainer gives instead of a
+//! refusal. The ring all_reduce busbw of a node cannot beat its NICs' aggregate, so the run's
+//! plateau divided by each plausible NIC count is a per-NIC figure, and each per-NIC figure
+//! matches a line rate or none (the per-NIC rule: about 96% of line rate over 8 bits, 12, 24,
+//! 48 GB/s for 100, 200 and 400 Gb/s NICs). The verdict is conditional and names the one fact
+//! that settles it.
+
+use super::compare::measured_busbw;
+use super::situation::Situation;
+use crate::coll::{Collective, Placement};
+use crate::documents::{BaselineRef, Comparison, Kind, NicReading, SCHEMA_VERSION};
+use crate::model::RunRecord;
+use crate::units::format_size;
+
+/// A NIC line rate and the busbw one such NIC carries at the plateau, with where it is from.
+pub struct NicClass {
+    pub gbps: f64,
+    pub name: &'static str,
+    pub busbw_gbps: f64,
+    pub citation: &'static str,
+}
+
+/// The per-NIC rule by line rate.
+pub const CLASSES: [NicClass; 4] = [
+    NicClass {
+        gbps: 100.0,
+        name: "100G (EDR, HDR100, 100GbE)",
+        busbw_gbps: 12.0,
+        citation: "sjeaugey: '24GB/s is the peak performance per 200G NIC (12 GB/s for 100G NICs)', https://github.com/NVIDIA/nccl-tests/issues/119",
+    },
+    NicClass {
+        gbps: 200.0,
+        name: "HDR 200G",
+        busbw_gbps: 24.0,
+        citation: "https://github.com/NVIDIA/nccl-tests/issues/119",
+    },
+    NicClass {
+        gbps: 400.0,
+        name: "NDR 400G",
+        busbw_gbps: 48.0,
+        citation: "CX-7 NDR 48-49 GB/s, https://github.com/NVIDIA/nccl-tests/issues/267",
+    },
+    NicClass {
+        gbps: 800.0,
+        name: "XDR 800G",
+        busbw_gbps: 96.0,
+        citation: "derived: the 400G figure doubled",
+    },
+];
+
+/// A per-NIC figure within this fraction of a class's is "near line rate" (the band of the
+/// shipped per-NIC entries).
+const NEAR: [f64; 2] = [0.9, 1.06];
+
+/// The NIC counts a node plausibly has.
+const COUNTS: [usize; 4] = [1, 2, 4, 8];
+
+/// Which line rate `per_nic` GB/s matches, in words.
+pub fn describe(per_nic: f64, two_nodes: bool) -> String {
+    if let Some(c) = CLASSES.iter().find(|c| {
+        let r = per_nic / c.busbw_gbps;
+        (NEAR[0]..=NEAR[1]).contains(&r)
+    }) {
+        return format!("{} near line rate", c.name);
+    }
+    let above = CLASSES
+        .iter()
+        .rev()
+        .find(|c| per_nic > c.busbw_gbps * NEAR[1]);
+    let below = CLASSES.iter().find(|c| per_nic < c.busbw_gbps * NEAR[0]);
+    match (above, below) {
+        (Some(a), Some(b)) if two_nodes => format!(
+            "{:.0}% of {}, or {:.2}x {} (possible only on 2 nodes, where NCCL's tree runs up to twice the NIC rate, or with SHARP)",
+            100.0 * per_nic / b.busbw_gbps,
+            b.name,
+            per_nic / a.busbw_gbps,
+            a.name
+        ),
+        (_, Some(b)) => format!("{:.0}% of {}", 100.0 * per_nic / b.busbw_gbps, b.name),
+        (Some(a), None) => format!(
+            "{:.2}x {}: above any single NIC's line rate (only SHARP/CollNet, NVLS across nodes, or 2 nodes' tree reach that)",
+            per_nic / a.busbw_gbps,
+            a.name
+        ),
+        (None, None) => "no line rate".into(),
+    }
+}
+
+/// The largest sizes' median busbw per collective (out of place, from a quarter of the
+/// largest size up): (collective, busbw GB/s, smallest size counted).
+fn plateaus(r: &RunRecord) -> Vec<(Collective, f64, u64)> {
+    let mut out = Vec::new();
+    let mut colls: Vec<Collective> = r.points.iter().map(|p| p.collective).collect();
+    colls.sort();
+    colls.dedup();
+    for coll in colls {
+        let pts: Vec<_> = r
+            .points
+            .iter()
+            .filter(|p| p.collective == coll && p.placement == Placement::OutOfPlace)
+            .filter(|p| p.size_bytes > 0)
+            .collect();
+        let Some(largest) = pts.iter().map(|p| p.size_bytes).max() else {
+            continue;
+        };
+        let from = largest / 4;
+        let mut v: Vec<f64> = pts
+            .iter()
+            .filter(|p| p.size_bytes >= from)
+            .map(|p| measured_busbw(p) / 1e9)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        if let Some(&m) = v.get(v.len() / 2) {
+            out.push((
+                coll,
+                m,
+                from.max(pts.iter().map(|p| p.size_bytes).min().unwrap_or(0)),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether the run needs the conditional answer: it spans nodes and neither a statement, a
+/// topology nor a log gives its NICs and their speed.
+pub fn needed(s: &Situation) -> bool {
+    s.nnodes > 1 && (s.known_nic_count().is_none() || s.stated.nic_gbps.is_none())
+}
+
+/// The conditional answer as a comparison document: no point verdicts (there is nothing
+/// certain to hold them against), a reading per plausible NIC count, and what settles it.
+pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
+    let (nic_readings, summary, notes) = readings(r, s);
+    let mut warnings = super::compare::record_warnings(r);
+    warnings.extend(notes);
+    Comparison {
+        schema_version: SCHEMA_VERSION,
+        kind: Kind::Comparison,
+        tool: crate::buildinfo::tool_info(),
+        run: run_name.into(),
+        baseline: BaselineRef {
+            kind: "conditional".into(),
+            id: "per-nic-rule".into(),
+            title: "the node's NIC aggregate bounds its ring busbw; per-NIC busbw by line rate".into(),
+            provenance: "vendor-statement".into(),
+            citation: CLASSES
+                .iter()
+                .map(|c| format!("{} {} GB/s: {}", c.name, c.busbw_gbps, c.citation))
+                .collect::<Vec<_>>()
+                .join("; "),
+            why: format!(
+                "ranks on {} nodes and no NIC count and speed known (no --hardware, topology or log that gives them)",
+                s.nnodes
+            ),
+        },
+        without_overrides: None,
+        points: Vec::new(),
+        not_compared: Vec::new(),
+        method: format!(
+            "the plateau (median busbw from a quarter of the largest size up, out of place) divided by 1, 2, 4 and 8 NICs per node, each per-NIC figure matched to a line rate within {:.2}-{:.2}x of the per-NIC rule; alltoall and sendrecv against one NIC (they cannot spread a peer's bytes over several)",
+            NEAR[0], NEAR[1]
+        ),
+        warnings,
+        summary,
+        stated: s.stated.facts(),
+        nic_readings,
+    }
+}
+
+/// The readings for each plausible NIC count (the one known count, when only the speed is
+/// missing), and the sentence that says them.
+pub fn readings(r: &RunRecord, s: &Situation) -> (Vec<NicReading>, String, Vec<String>) {
+    let counts: Vec<usize> = match s.known_nic_count() {
+        Some(n) => vec![n],
+        None => COUNTS.to_vec(),
+    };
+    let two = s.nnodes == 2;
+    let mut rows = Vec::new();
+    let mut sentences = Vec::new();
+    let mut notes = Vec::new();
+    for (coll, plateau, from) in plateaus(r) {
+        // alltoall cannot spread one peer's bytes over several NICs: the single-NIC rate.
+        let counts: &[usize] = match coll {
+            Collective::Alltoall | Collective::Alltoallv | Collective::Sendrecv => &[1],
+            _ => &counts,
+        };
+        let mut parts = Vec::new();
+        for &nics in counts {
+            let per = plateau / nics as f64;
+            let matches = describe(per, two);
+            parts.push(format!("{per:.1} GB/s per NIC with {nics}: {matches}"));
+            rows.push(NicReading {
+                collective: coll,
+                nics_per_node: nics,
+                per_nic_gbps: per,
+                matches,
+            });
+        }
+        sentences.push(format!(
+            "{coll} {plateau:.1} GB/s busbw ({} and up) over {} nodes = {}.",
+            format_size(from),
+            s.nnodes,
+            parts.join("; ")
+        ));
+    }
+    if two {
+        notes.push("2 nodes are not a fabric test: NCCL's model keeps the inter-node bandwidth unhalved at 2 nodes (tuning.cc), so tree all_reduce can exceed one NIC's rate; measure 3 or more nodes, or NCCL_ALGO=RING, to characterise the network".into());
+    }
+    let settle = match s.known_nic_count() {
+        Some(n) => format!("the NICs' speed settles it: --hardware \"{n}x400G IB per node\" (your count, speed and kind)"),
+        None => "one fact settles it: the NICs per node and their speed, e.g. --hardware \"8x400G IB per node\"".to_string(),
+    };
+    let sentence = if sentences.is_empty() {
+        "nothing to judge: the run has no measured points".to_string()
+    } else {
+        format!("{} Conditional: {settle}.", sentences.join(" "))
+    };
+    (rows, sentence, notes)
+}
+
+#[cfg(test)]
+#[path = "conditional_tests.rs"]
+mod tests;

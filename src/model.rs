@@ -120,6 +120,43 @@ pub struct ImportInfo {
     /// Error lines of the log, with line numbers.
     pub errors: Vec<String>,
     pub truncated: bool,
+    /// The sizes the run walked, from its banner or command line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<SizeRange>,
+    /// The collective the log names, also when it has no table rows (a paste of its summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<Collective>,
+}
+
+/// The sizes nccl-tests walks: from `min_bytes` to `max_bytes`, times `step_factor` when it is
+/// above 1, else plus `step_bytes` (src/common.cu, TimeTest).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SizeRange {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step_factor: u64,
+    pub step_bytes: u64,
+}
+
+impl SizeRange {
+    /// Every size of the walk (at most 10,000).
+    pub fn sizes(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut size = self.min_bytes;
+        while size <= self.max_bytes && out.len() < 10_000 {
+            out.push(size);
+            let next = match self.step_factor > 1 {
+                true => size.saturating_mul(self.step_factor),
+                false => size.saturating_add(self.step_bytes.max(1)),
+            };
+            if next <= size {
+                break;
+            }
+            size = next;
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

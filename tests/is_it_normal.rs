@@ -249,3 +249,76 @@ fn small_message_latency_is_said_only_of_small_messages_and_one_size_says_so() {
         "# ncclprobe all_reduce float: one size only, 5 KiB: busbw 100.00 GB/s, 20.00 us per call"
     );
 }
+
+#[test]
+fn a_paste_of_only_the_summary_imports_and_its_average_is_judged_over_its_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let paste = dir.path().join("summary.txt");
+    std::fs::write(
+        &paste,
+        "$ mpirun -np 16 -H n1:8,n2:8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 139.56\n",
+    )
+    .unwrap();
+    // Import keeps it: no points, the average, the sizes and the ranks of the command line.
+    let json = dir.path().join("r.json");
+    bin()
+        .args([
+            "import",
+            paste.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    let r = common::read_record(&json);
+    assert!(r.points.is_empty());
+    assert_eq!(r.backend.nranks, 16);
+    let info = r.import.unwrap();
+    assert_eq!(info.reported_avg_busbw_gbps, Some(139.56));
+    assert_eq!(info.sizes.map(|s| s.sizes().len()), Some(31));
+    assert_eq!(
+        info.collective,
+        Some(ncclprobe::coll::Collective::AllReduce)
+    );
+    // Judged against the expectation's mean over the same 31 sizes.
+    let doc = compare_json(&[
+        paste.to_str().unwrap(),
+        "--hardware",
+        "2 nodes x 8 H100 SXM, 8x400G IB per node",
+    ]);
+    assert_eq!(doc["baseline"]["id"], "ib-ndr-400");
+    let summary = doc["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("nccl-tests' average bus bandwidth 139.56 GB/s over 31 sizes from 8 B to 8 GiB (all_reduce, 16 ranks) against "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("expected as the mean over the same sizes"),
+        "{summary}"
+    );
+    // Without the sizes it says what it needs; with nothing at all, exit 2 naming it.
+    std::fs::write(
+        &paste,
+        "# nThread 1 nGpus 8\n# Avg bus bandwidth    : 95.3\n",
+    )
+    .unwrap();
+    let doc = compare_json(&[
+        paste.to_str().unwrap(),
+        "--collective",
+        "all_reduce",
+        "--hardware",
+        "8x H100 SXM",
+    ]);
+    assert!(doc["summary"]
+        .as_str()
+        .unwrap()
+        .contains("judging it needs the sizes it averaged"));
+    std::fs::write(&paste, "# Avg bus bandwidth    : 95.3\n").unwrap();
+    bin()
+        .args(["compare", paste.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "holds only nccl-tests' summary lines",
+        ));
+}

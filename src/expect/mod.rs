@@ -3,6 +3,7 @@
 //! expectation (`compare`) or an earlier run (`versus`), and the CI gate (`qualify`).
 //! `diagnose`'s result.below-expected asks the same engine.
 
+pub mod average;
 pub mod choose;
 pub mod compare;
 pub mod conditional;

@@ -42,6 +42,10 @@ pub fn name_collective(run: &mut RunRecord, text: &str) -> Result<(), Failure> {
         p.collective = coll;
         renamed += 1;
     }
+    // A summary without rows carries its collective in the import's facts.
+    if let Some(info) = run.import.as_mut().filter(|i| i.collective.is_none()) {
+        info.collective = Some(coll);
+    }
     if renamed > 0 {
         run.headlines = crate::model::headlines(&run.points);
         run.notes
@@ -95,6 +99,11 @@ pub fn judge(
     args: &ExpectationArgs,
 ) -> Result<crate::documents::Comparison, Failure> {
     let s = situation(run, embedded, args)?;
+    if crate::expect::average::is_summary_only(run) && s.nranks < 2 {
+        return Err(Failure::usage(format!(
+            "{name} holds only nccl-tests' summary lines: judging its average needs the ranks, the collective and the sizes it ran; paste the banner (`# nThread ...`), the `# Rank` lines or the command line (`mpirun -np N ... all_reduce_perf -b ... -e ... -f ...`) with it"
+        )));
+    }
     let mut doc = if args.profile.is_none()
         && !matches!(run.backend.name.as_str(), "host" | "mpi")
         && crate::expect::conditional::needed(&s)
@@ -102,7 +111,10 @@ pub fn judge(
         crate::expect::conditional::comparison(name, run, &s)
     } else {
         let choice = choice_in(run, s.clone(), args)?;
-        crate::expect::compare::against_expectation(name, run, &choice)
+        match crate::expect::average::is_summary_only(run) {
+            true => crate::expect::average::comparison(name, run, &choice),
+            false => crate::expect::compare::against_expectation(name, run, &choice),
+        }
     };
     doc.warnings.extend(s.stated_conflicts.iter().cloned());
     Ok(doc)

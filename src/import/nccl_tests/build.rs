@@ -193,6 +193,30 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
         .unwrap_or_else(|| "no rows".into());
     info.reported_avg_busbw_gbps = p.avg_busbw;
     info.reported_out_of_bounds = p.out_of_bounds;
+    info.sizes = p.sizes;
+    info.collective = p.named;
+    if record.points.is_empty() && p.avg_busbw.is_some() {
+        // A paste of the summary lines alone: the run is its average.
+        record.backend.nranks = record
+            .backend
+            .nranks
+            .max(p.threads_gpus.unwrap_or(0))
+            .max(p.command_ranks.unwrap_or(0))
+            .max(p.info_nranks.unwrap_or(0));
+        p.notes.push(format!(
+            "no table rows, only the summary: nccl-tests' average bus bandwidth {} GB/s{}",
+            p.avg_busbw.unwrap_or(0.0),
+            match p.sizes {
+                Some(r) => format!(
+                    " over {} sizes from {} to {}",
+                    r.sizes().len(),
+                    crate::units::format_size(r.min_bytes),
+                    crate::units::format_size(r.max_bytes)
+                ),
+                None => " (the sizes it averaged are not in the paste)".into(),
+            }
+        ));
+    }
     info.errors = p.errors.clone();
     record.status = if record.points.is_empty() && !info.errors.is_empty() {
         RunStatus::Failed
@@ -214,7 +238,12 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
 
 /// Refuses input that holds nothing of a run, or far more rows than any run prints.
 fn refuse_unusable(name: &str, p: &Parsed) -> Result<(), InputError> {
-    if p.rows.is_empty() && p.headers_seen == 0 && p.ranks.is_empty() && p.errors.is_empty() {
+    if p.rows.is_empty()
+        && p.headers_seen == 0
+        && p.ranks.is_empty()
+        && p.errors.is_empty()
+        && p.avg_busbw.is_none()
+    {
         return Err(InputError::WrongKind {
             path: name.to_string(),
             reason: "no nccl-tests table, header or device lines found".into(),

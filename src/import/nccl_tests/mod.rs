@@ -5,6 +5,7 @@
 mod build;
 mod infer;
 mod json;
+mod sizes;
 mod table;
 
 use build::build;

@@ -147,6 +147,8 @@ pub(super) struct Parsed {
     /// NCCL_* settings the command lines above the table give (`-x NCCL_IB_HCA=...`,
     /// `NCCL_ALGO=Ring ./all_reduce_perf`, `export NCCL_...`): the last value of each.
     pub(super) env: std::collections::BTreeMap<String, String>,
+    /// The sizes walked, from the banner (first) or the command line.
+    pub(super) sizes: Option<crate::model::SizeRange>,
 }
 
 /// `NCCL_NAME=value` on a command line (quotes taken off the value).
@@ -309,6 +311,7 @@ impl Parsed {
                     self.named = Some(coll);
                 }
                 self.command_ranks = command_line_ranks(t);
+                self.sizes = self.sizes.or_else(|| super::sizes::from_command(t));
             }
             return;
         }
@@ -348,6 +351,9 @@ impl Parsed {
             return;
         }
         if rest.starts_with("nThread") {
+            if let Some(r) = super::sizes::from_banner(rest) {
+                self.sizes = Some(r);
+            }
             let tok: Vec<&str> = rest.split_whitespace().collect();
             let get = |k: &str| {
                 tok.iter()

@@ -687,6 +687,17 @@ fn on_double(version: &str, args: &[&str]) -> (Output, String) {
 
 /// `on_double` as the binary `name` with `gpus` GPUs.
 fn on_double_as(name: &str, gpus: usize, version: &str, args: &[&str]) -> (Output, String) {
+    on_double_env(name, gpus, version, args, &[])
+}
+
+/// `on_double_as` with these environment variables set.
+fn on_double_env(
+    name: &str,
+    gpus: usize,
+    version: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, String) {
     let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
     let (dir, link) = linked(name);
     let trace = dir.path().join("trace.txt");
@@ -698,6 +709,7 @@ fn on_double_as(name: &str, gpus: usize, version: &str, args: &[&str]) -> (Outpu
         .env("NCCLPROBE_TEST_DOUBLE_GPUS", gpus.to_string())
         .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
         .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     (out, std::fs::read_to_string(&trace).unwrap_or_default())
@@ -1206,19 +1218,9 @@ fn p2p_calls(trace: &str, rank: usize, call: &str) -> std::collections::BTreeSet
     };
     trace
         .lines()
-        .filter(|l| l.contains(&format!(" rank={rank} ")) && l.ends_with_call(call))
+        .filter(|l| l.contains(&format!(" rank={rank} ")) && l.contains(&format!(" call={call} ")))
         .map(|l| (field(l, "peer"), field(l, "count")))
         .collect()
-}
-
-trait EndsWithCall {
-    fn ends_with_call(&self, call: &str) -> bool;
-}
-
-impl EndsWithCall for &str {
-    fn ends_with_call(&self, call: &str) -> bool {
-        self.contains(&format!(" call={call} "))
-    }
 }
 
 /// The rows of a table: (size, count, in-place #wrong).
@@ -1256,20 +1258,13 @@ fn alltoallv_sends_each_peer_its_distance_weighted_part_as_nccl_tests_does() {
     // 0.5 * 1024 B + 0.5 * d * 4096/6 B to the peer at distance d, rounded to 16 bytes:
     // 512, 848, 1184, 1536 B = 128, 212, 296, 384 floats; it receives from peer p what p sends
     // at distance 4 - p.
-    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-    let (dir, link) = linked("alltoallv_perf");
-    let trace = dir.path().join("trace.txt");
-    let mut c = Command::new(&link);
-    common::without_host_settings(&mut c);
-    let out = c
-        .args(["-b", "4K", "-e", "4K", "-g", "4"])
-        .env("LD_LIBRARY_PATH", libs.path())
-        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
-        .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22803")
-        .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
-        .env("NCCL_TESTS_ALLTOALLV_SPREAD", "0.5")
-        .output()
-        .unwrap();
+    let (out, trace) = on_double_env(
+        "alltoallv_perf",
+        4,
+        "22803",
+        &["-b", "4K", "-e", "4K", "-g", "4"],
+        &[("NCCL_TESTS_ALLTOALLV_SPREAD", "0.5")],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert_eq!(
@@ -1278,7 +1273,6 @@ fn alltoallv_sends_each_peer_its_distance_weighted_part_as_nccl_tests_does() {
         "{stdout}"
     );
     assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
-    let trace = std::fs::read_to_string(&trace).unwrap();
     let sends: Vec<(usize, usize)> = p2p_calls(&trace, 0, "ncclSend").into_iter().collect();
     assert_eq!(sends, [(0, 128), (1, 212), (2, 296), (3, 384)]);
     let recvs: Vec<(usize, usize)> = p2p_calls(&trace, 0, "ncclRecv").into_iter().collect();
@@ -1296,23 +1290,10 @@ fn alltoallv_reads_a_traffic_matrix_and_refuses_what_nccl_tests_refuses() {
     )
     .unwrap();
     let m = matrix.to_str().unwrap();
-    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-    let (tdir, link) = linked("alltoallv_perf");
     let run = |args: &str, file: &str| {
-        let trace = tdir.path().join("trace.txt");
-        let _ = std::fs::remove_file(&trace);
-        let mut c = Command::new(&link);
-        common::without_host_settings(&mut c);
-        let out = c
-            .args(args.split_whitespace())
-            .env("LD_LIBRARY_PATH", libs.path())
-            .env("NCCLPROBE_TEST_DOUBLE_GPUS", "8")
-            .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22803")
-            .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
-            .env("NCCL_TESTS_ALLTOALLV_MATRIX_FILE", file)
-            .output()
-            .unwrap();
-        (out, std::fs::read_to_string(&trace).unwrap_or_default())
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let env = [("NCCL_TESTS_ALLTOALLV_MATRIX_FILE", file)];
+        on_double_env("alltoallv_perf", 8, "22803", &args, &env)
     };
     let (out, trace) = run("-b 8K -e 8K -g 4 -c 2", m);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

@@ -322,3 +322,29 @@ fn a_paste_of_only_the_summary_imports_and_its_average_is_judged_over_its_sizes(
             "holds only nccl-tests' summary lines",
         ));
 }
+
+#[test]
+fn a_fleet_floor_is_used_by_name_and_never_chosen_over_a_typical_figure() {
+    let run = corpus("05-a100-dgx-allgather-old-format-no-redop-column.txt");
+    let run = run.to_str().unwrap();
+    let chosen = compare_json(&[
+        run,
+        "--collective",
+        "all_gather",
+        "--hardware",
+        "8x A100 SXM4, NVSwitch",
+    ]);
+    assert_eq!(chosen["baseline"]["id"], "a100-sxm4-nvswitch-8");
+    let floor = compare_json(&[
+        run,
+        "--collective",
+        "all_gather",
+        "--profile",
+        "azure-nd-a100-v4",
+    ]);
+    assert_eq!(floor["baseline"]["provenance"], "production-threshold");
+    assert!(floor["baseline"]["citation"]
+        .as_str()
+        .unwrap()
+        .contains("azurehpc-health-checks"));
+}

@@ -102,7 +102,10 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
     let path = path_of(s, gpu)?;
     let mut best: Option<(u32, &Entry)> = None;
     for e in &table.entries {
-        if let Some(score) = fit(e, s, &path) {
+        // A fleet's floor is chosen only where nothing else fits (or by name): it says what a
+        // node must reach, not what a healthy one does.
+        let floor = e.provenance == crate::documents::expectations::Provenance::ProductionThreshold;
+        if let Some(score) = fit(e, s, &path).map(|f| f * 2 + u32::from(!floor)) {
             if best.is_none_or(|(b, _)| score > b) {
                 best = Some((score, e));
             }

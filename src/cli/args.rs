@@ -26,6 +26,10 @@ pub struct ReportArgs {
     /// The collective of runs whose old nccl-tests log does not name it.
     #[arg(long)]
     pub collective: Option<String>,
+    /// What the runs' output does not say about the machine, as `compare --hardware` takes it
+    /// (e.g. "2 nodes x 8 H100 SXM, 8x400G IB per node").
+    #[arg(long, value_name = "FACTS")]
+    pub hardware: Option<String>,
 }
 
 #[derive(Debug, Args)]

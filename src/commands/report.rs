@@ -18,6 +18,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
         }
     }
     if !args.no_expect {
+        docs.hardware = args.hardware.clone();
         docs.compare_runs_without_comparison();
     }
     let outputs = args.outputs.outputs(args.output.clone());

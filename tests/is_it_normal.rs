@@ -172,7 +172,7 @@ fn log(busbw: impl Fn(u64) -> f64) -> String {
 fn a_regression_confined_to_a_size_range_is_named_with_its_ratio() {
     // The same curve, except 256 KiB to 2 MiB at half the bandwidth (an LL/LL128 range after
     // an upgrade, say).
-    let curve = |size: u64| (size as f64 / 1e6).min(360.0).max(0.01) * 2.0;
+    let curve = |size: u64| (size as f64 / 1e6).clamp(0.01, 360.0) * 2.0;
     let before = log(curve);
     let after = log(|size| {
         let b = curve(size);

@@ -73,8 +73,53 @@ impl Inputs {
         self.logs.iter().filter_map(|l| l.nnodes).max()
     }
 
+    /// More than one node: NCCL's node count, several host names, or lines that place two
+    /// ranks on different nodes whatever the host names say (`cross_node`).
     pub fn multi_node(&self) -> bool {
-        self.nnodes().is_some_and(|n| n > 1) || self.hosts().len() > 1
+        self.nnodes().is_some_and(|n| n > 1)
+            || self.hosts().len() > 1
+            || !self.cross_node().is_empty()
+    }
+
+    /// Lines that place two ranks on different nodes: from logs (a channel between two ranks
+    /// on the same device, two ranks on one bus id, CollNet), and two ranks of an imported run
+    /// in different processes on the same PCI address (nccl-tests' `# Rank` lines).
+    pub fn cross_node(&self) -> Vec<Evidence> {
+        let mut out: Vec<Evidence> = self
+            .logs
+            .iter()
+            .flat_map(|l| l.cross_node.iter().take(4).cloned())
+            .collect();
+        for r in &self.runs {
+            let file = r.import.as_ref().map_or("(run)", |i| i.file.as_str());
+            let bus = |d: &str| {
+                let open = d.find('[')?;
+                let close = d[open..].find(']')? + open;
+                Some(d[open + 1..close].trim().to_ascii_lowercase())
+            };
+            let ranks = &r.backend.ranks;
+            let twin = ranks.iter().enumerate().find_map(|(i, a)| {
+                let a_bus = bus(a.device.as_deref()?)?;
+                ranks[i + 1..].iter().find_map(|b| {
+                    let same_process = a.pid == b.pid && a.host == b.host;
+                    (b.rank != a.rank
+                        && b.group == a.group
+                        && !same_process
+                        && bus(b.device.as_deref()?)? == a_bus)
+                        .then(|| (a.rank, b.rank, a_bus.clone()))
+                })
+            });
+            if let Some((a, b, addr)) = twin {
+                out.push(super::finding::ev(
+                    file,
+                    0,
+                    format!(
+                        "ranks {a} and {b} both use the GPU at {addr}: they are on different nodes"
+                    ),
+                ));
+            }
+        }
+        out
     }
 
     /// Transports from channel lines, plus the chosen network when traffic crosses nodes.

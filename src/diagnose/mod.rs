@@ -217,6 +217,91 @@ mod tests {
     }
 
     #[test]
+    fn switches_are_read_as_nccl_reads_them() {
+        let with = |vars: &[(&str, &str)]| {
+            let mut facts = live(Vec::new(), Some(8 << 30));
+            for (k, v) in vars {
+                facts.env.insert(k.to_string(), v.to_string());
+            }
+            ids(&Inputs {
+                live: Some(facts),
+                ..Default::default()
+            })
+        };
+        let p2p = "env.p2p-disabled".to_string();
+        // paths.cc ncclGetLevel: P2P_DISABLE=1, or P2P_LEVEL LOC or the old integer 0.
+        for vars in [
+            [("NCCL_P2P_DISABLE", "1")],
+            [("NCCL_P2P_LEVEL", "LOC")],
+            [("NCCL_P2P_LEVEL", "0")],
+        ] {
+            assert!(with(&vars).contains(&p2p), "{vars:?}");
+        }
+        // strtol reads "true" as 0; the level names are compared with strcmp; 1 is PIX.
+        for vars in [
+            [("NCCL_P2P_DISABLE", "true")],
+            [("NCCL_P2P_LEVEL", "loc")],
+            [("NCCL_P2P_LEVEL", "1")],
+            [("NCCL_P2P_LEVEL", "NVL")],
+        ] {
+            assert!(!with(&vars).contains(&p2p), "{vars:?}");
+        }
+        assert!(with(&[("NCCL_SHM_DISABLE", "0x1")]).contains(&"env.shm-disabled".to_string()));
+        assert!(with(&[("NCCL_IB_DISABLE", "2")]).contains(&"env.ib-disabled".to_string()));
+        assert!(!with(&[("NCCL_IB_DISABLE", "yes")]).contains(&"env.ib-disabled".to_string()));
+    }
+
+    fn log(text: &str) -> crate::import::nccl_log::LogFacts {
+        let mut f = crate::import::nccl_log::LogFacts::default();
+        for (i, raw) in text.lines().enumerate() {
+            let (t, tag) = crate::import::text::clean(raw);
+            let line = crate::import::text::Line {
+                number: i + 1,
+                raw: raw.into(),
+                text: t,
+                tag_rank: tag,
+            };
+            f.feed("log", &line);
+        }
+        f.flush("log");
+        f
+    }
+
+    #[test]
+    fn watchdog_queues_tell_a_hung_nccl_from_a_rank_that_never_came() {
+        let title = |text: &str| {
+            rules(&Inputs {
+                logs: vec![log(text)],
+                ..Default::default()
+            })
+            .into_iter()
+            .find(|f| f.id == "watchdog.timeout")
+            .map(|f| f.title)
+            .unwrap_or_default()
+        };
+        // Every rank enqueued work 5 and none completed it: NCCL itself hangs.
+        let all = title(
+            "[rank0]:[E ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 5 PG status: last enqueued work: 5, last completed work: 4\n\
+             [rank1]:[E ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected by watchdog at work sequence id: 5 PG status: last enqueued work: 5, last completed work: 4\n",
+        );
+        assert!(
+            all.contains("every rank enqueued work 5 and none completed it"),
+            "{all}"
+        );
+        assert!(!all.contains("behind"), "{all}");
+        // A rank that never enqueued anything.
+        let idle = title(
+            "[rank1]:[E ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0(default_pg) Rank 1] Timeout at NCCL work: 1, last enqueued NCCL work: 1, last completed NCCL work: -1.\n\
+             [rank0]:[E ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 0] Received a dump signal due to a collective timeout from rank 1 and we will try our best to dump the debug info. Last enqueued NCCL work: -1, last completed NCCL work: -1.\n",
+        );
+        assert!(idle.contains("ranks [0] are behind"), "{idle}");
+        assert!(
+            idle.contains("ranks [0] had enqueued no NCCL work at all (-1)"),
+            "{idle}"
+        );
+    }
+
+    #[test]
     fn docker_default_devshm_is_small() {
         let inputs = Inputs {
             live: Some(live(Vec::new(), Some(64 << 20))),

@@ -399,18 +399,19 @@ fn p2p_blocker(c: &Clues, link: &str, reasons: &mut Vec<String>) -> Option<Strin
 }
 
 /// Why `link` is beyond NCCL's P2P reach, if it is. The reach is PXB unless NCCL_P2P_LEVEL
-/// moves it (LOC, NVL, PIX, PXB, PHB, SYS; the old integers 0-5 mean the same; paths.cc,
-/// env.rst).
+/// moves it: a name (LOC, NVL, NVB, PIX, PXB, PXN, PHB, SYS) or one of the old integers, which
+/// paths.cc maps through `levelsOldToNew` (0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and up SYS).
 fn beyond_p2p_reach(s: &Situation, link: &str) -> Option<String> {
     let level = s
         .set("NCCL_P2P_LEVEL")
         .map(|v| v.trim().to_ascii_uppercase());
     let reach = match level.as_deref() {
         Some("LOC" | "0") => 0,
-        Some("NVL" | "1") => 1,
-        Some("PIX" | "2") => 2,
-        Some("PHB" | "4") => 4,
-        Some("SYS" | "5") => 5,
+        Some("NVL" | "NVB") => 1,
+        Some("PIX" | "1") => 2,
+        Some("PHB" | "3") => 4,
+        Some("SYS") => 5,
+        Some(n) if n.parse::<u32>().is_ok_and(|n| n >= 4) => 5,
         _ => 3,
     };
     let link_level = match link {

@@ -63,7 +63,10 @@ impl Situation {
         let mut wsl2 = record.wsl2_evidence.clone();
         let (mut log_transports, mut log_network, mut log_nics) = (Vec::new(), None, Vec::new());
         if let Some(l) = log {
-            nnodes = nnodes.max(l.nnodes.unwrap_or(1)).max(l.hosts.len());
+            nnodes = nnodes
+                .max(l.nnodes.unwrap_or(1))
+                .max(l.hosts.len())
+                .max(l.nodes_at_least());
             for (k, (v, _)) in &l.env {
                 env.entry(k.clone()).or_insert_with(|| v.clone());
             }

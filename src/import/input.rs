@@ -1,6 +1,9 @@
 //! Input files as every command reads them: what kind a file is (from its first lines), and
 //! how reading problems become exit code 2 naming the file.
 
+#[path = "html.rs"]
+pub mod html;
+
 use crate::exit::Failure;
 use crate::import::nccl_log::LogFacts;
 use crate::import::{nccl_tests, text::Input, text::InputError, topo};
@@ -54,9 +57,63 @@ fn is_topo_row(line: &str) -> bool {
             .any(|t| topo::normalise_link(t).is_some_and(|c| c != "X") || *t == "X")
 }
 
+/// The first lines of an input, cleaned, and unwrapped when they were pasted from a web page.
+fn head_of(input: &Input) -> Vec<String> {
+    let head = input.head_lines(400);
+    if !html::looks_like_html(&head) {
+        return head;
+    }
+    head.iter()
+        .flat_map(|l| html::unwrap(l))
+        .map(|l| crate::import::text::clean(&l).0)
+        .collect()
+}
+
+/// A table of another benchmark that borrows nccl-tests' column names but not their order,
+/// named: mscclpp-test (MSCCL++'s test/mscclpp-test/common.cc prints `size count` and then
+/// in-place `time algbw busbw #wrong` before out-of-place, with no type, redop or root, and
+/// fills one of the halves). Read as nccl-tests, its in-place numbers would land in the
+/// out-of-place columns; it is refused instead.
+fn foreign_table(body: &[&str]) -> Option<String> {
+    let comments: Vec<&str> = body
+        .iter()
+        .map(|l| crate::import::nccl_tests::peel(l).trim_start())
+        .filter(|l| l.starts_with('#'))
+        .collect();
+    let tokens = |l: &str| -> Vec<String> {
+        l.trim_start_matches('#')
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let size_header = comments
+        .iter()
+        .map(|l| tokens(l))
+        .find(|t| t.first().map(String::as_str) == Some("size") && t.iter().any(|x| x == "time"))?;
+    let typed = size_header.iter().any(|x| x == "type" || x == "redop");
+    let in_place_first = comments.iter().any(
+        |l| matches!((l.find("in-place"), l.find("out-of-place")), (Some(a), Some(b)) if a < b),
+    );
+    let mscclpp = body
+        .iter()
+        .any(|l| l.contains("MSCCL++") || l.contains("mscclpp"));
+    if typed || !(in_place_first || mscclpp) {
+        return None;
+    }
+    let tool = if mscclpp {
+        "mscclpp-test"
+    } else {
+        "a benchmark other than nccl-tests"
+    };
+    Some(format!(
+        "looks like {tool} output: its table has in-place columns first and no type/redop/root columns ({}), which ncclprobe does not read as nccl-tests' (out-of-place first); measure with nccl-tests or `ncclprobe sweep` for a record",
+        size_header.join(" ")
+    ))
+}
+
 /// What an input is, from its first lines.
 pub fn detect(input: &Input) -> Kind {
-    let head = input.head_lines(400);
+    let head = head_of(input);
     let body: Vec<&str> = head
         .iter()
         .map(|s| s.as_str())
@@ -97,6 +154,13 @@ pub fn detect(input: &Input) -> Kind {
 pub fn open(path: &Path) -> Result<(Input, Kind), Failure> {
     let input = Input::open(path).map_err(input_failure)?;
     let kind = detect(&input);
+    if kind == Kind::NcclTests {
+        let head = head_of(&input);
+        let body: Vec<&str> = head.iter().map(String::as_str).collect();
+        if let Some(why) = foreign_table(&body) {
+            return Err(Failure::usage(format!("{}: {why}", input.name)));
+        }
+    }
     Ok((input, kind))
 }
 
@@ -221,5 +285,34 @@ mod tests {
             kind_of("node1:123:123 [0] NCCL INFO Bootstrap : Using eth0\n"),
             Kind::Log
         );
+        // A topology inside a web page is a topology.
+        assert_eq!(
+            kind_of("<pre>&nbsp;GPU0&nbsp;&nbsp;GPU1<br>GPU0&nbsp;&nbsp;X&nbsp;&nbsp;NV12<br>GPU1&nbsp;&nbsp;NV12&nbsp;&nbsp;X</pre>\n"),
+            Kind::Topo
+        );
+    }
+
+    #[test]
+    fn tables_of_other_benchmarks_are_named_not_read() {
+        let header = "#                                        in-place                       out-of-place\n\
+#       size         count     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+        let body = |t: &str| t.lines().map(str::to_string).collect::<Vec<_>>();
+        let lines = body(&format!("# Initializing MSCCL++\n{header}"));
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let why = foreign_table(&refs).expect("refused");
+        assert!(why.starts_with("looks like mscclpp-test output"), "{why}");
+        // The same layout without the name is still refused, naming what it is not.
+        let lines = body(header);
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert!(foreign_table(&refs)
+            .unwrap()
+            .contains("other than nccl-tests"));
+        // nccl-tests itself (out-of-place first, typed), also when run on MSCCL++'s NCCL API.
+        let nccl_tests = "# Using MSCCL++ NCCL shim\n\
+#                                                              out-of-place                       in-place\n\
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+        let lines = body(nccl_tests);
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        assert_eq!(foreign_table(&refs), None);
     }
 }

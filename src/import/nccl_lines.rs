@@ -1,6 +1,6 @@
 //! What one line of an `NCCL_DEBUG=INFO` log or the error output around it says, told by
-//! regexes and plain string tests: channel, communicator, node and environment lines, PyTorch's
-//! watchdog, the `host:pid:tid` prefix, transport names, /dev/shm failures and NCCL errors.
+//! regexes and plain string tests: channel, communicator, node and environment lines, the
+//! `host:pid:tid` prefix, transport names, /dev/shm failures and NCCL errors.
 
 use super::text::static_regex;
 use regex::Regex;
@@ -12,7 +12,7 @@ pub(super) fn channel_re() -> &'static Regex {
         &R,
         // transport/p2p.cc, shm.cc, net.cc: "Channel 00/0 : 0[1000] -> 1[2000] [send] via NET/IB/0";
         // coll_net.cc: "CollNet 00/0 : 0 [send] via COLLNET/SHARP/0" (older: "Coll 00 : 0 ...").
-        r"(?:Channel|Ring|CollNet|Coll) \d+(?:/\d+)? : (?P<from>\d+)(?:\[[0-9a-fA-Fx]+\])?(?: -> (?P<to>\d+)(?:\[[0-9a-fA-Fx]+\])?)?(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$",
+        r"(?P<kind>Channel|Ring|CollNet|Coll) \d+(?:/\d+)? : (?P<from>\d+)(?:\[(?P<fdev>[0-9a-fA-Fx]+)\])?(?: -> (?P<to>\d+)(?:\[(?P<tdev>[0-9a-fA-Fx]+)\])?)?(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$",
     )
 }
 
@@ -38,14 +38,6 @@ pub(super) fn env_re() -> &'static Regex {
         &R,
         // The sentence ends with a period ("set by environment to 1."): not part of the value.
         r"\b(?P<k>NCCL_[A-Z0-9_]+) set by environment to (?P<v>\S*?)\.?(?:\s|$)",
-    )
-}
-
-pub(super) fn watchdog_re() -> &'static Regex {
-    static R: OnceLock<Regex> = OnceLock::new();
-    static_regex(
-        &R,
-        r"\[(?:PG (?:ID )?(?P<pg>\S+)(?: PG GUID [^\]]*?)? )?Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\((?P<body>.*)",
     )
 }
 

@@ -1,18 +1,23 @@
 //! `NCCL_DEBUG=INFO` logs and the error output around them: NCCL version, ranks, hosts, devices,
 //! per-channel transports (new `Channel NN :` and old `Ring NN :` forms), variables set by the
-//! environment, P2P and /dev/shm trouble, NCCL warnings and errors, and PyTorch's watchdog
-//! timeouts (old and new formats).
+//! environment, P2P and /dev/shm trouble, NCCL warnings and errors, lines that place two ranks
+//! on different nodes, and PyTorch's watchdog (`torch_watchdog`).
+
+#[path = "torch_watchdog.rs"]
+pub mod torch_watchdog;
 
 pub use super::nccl_lines::normalise_transport;
 use super::nccl_lines::{
     channel_re, comm_re, env_re, host_of, is_error, is_shm_failure, nnodes_re, nvls_channels,
-    prefix_of, watchdog_re,
+    prefix_of,
 };
 use super::text::{self, InputError, Line};
 pub use crate::documents::diagnosis::Evidence;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use torch_watchdog::{Joiner, Report};
+pub use torch_watchdog::{WatchdogEvent, WorkProgress};
 
 pub const EXPECTED: &str = "an NCCL_DEBUG=INFO log, NCCL/PyTorch error output";
 
@@ -23,17 +28,6 @@ pub struct RankSeen {
     pub pid: Option<u32>,
     pub cuda_dev: Option<u32>,
     pub bus_id: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WatchdogEvent {
-    pub rank: usize,
-    pub process_group: Option<String>,
-    pub op: String,
-    pub seq: Option<u64>,
-    pub timeout_ms: Option<u64>,
-    pub numel_in: Option<u64>,
-    pub evidence: Evidence,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -59,6 +53,12 @@ pub struct LogFacts {
     pub errors: Vec<Evidence>,
     pub shm_failures: Vec<Evidence>,
     pub watchdog: Vec<WatchdogEvent>,
+    /// Ranks' queues of NCCL work as PyTorch's watchdog reports them.
+    pub progress: Vec<WorkProgress>,
+    /// Lines that put two ranks on different nodes whatever the host names say: a channel
+    /// whose two ends have the same device (bus id, or NVML index from NCCL 2.19), two ranks on
+    /// the same bus id, a CollNet (SHARP) connection.
+    pub cross_node: Vec<Evidence>,
     pub wsl_hints: Vec<Evidence>,
     /// Lines that name a known cause (`nccl_causes::cause_of`), by cause.
     pub causes: BTreeMap<&'static str, Vec<Evidence>>,
@@ -66,6 +66,9 @@ pub struct LogFacts {
     pub lines: usize,
     /// Lines that were NCCL's own (INFO/WARN/TRACE), to tell a log from something else.
     pub nccl_lines: usize,
+    /// A watchdog message being joined from wrapped lines.
+    #[serde(skip)]
+    joiner: Joiner,
 }
 
 /// The most lines of one kind a log's facts keep as evidence: a 200 MB log repeating a
@@ -81,6 +84,9 @@ fn keep(list: &mut Vec<Evidence>, ev: &dyn Fn() -> Evidence) {
 impl LogFacts {
     pub fn feed(&mut self, file: &str, line: &Line) {
         self.lines += 1;
+        let mut reports = Vec::new();
+        self.joiner.push(file, line, &mut |r| reports.push(r));
+        self.take_reports(reports);
         let t = line.text.trim();
         if t.is_empty() || line.raw.starts_with("# source:") {
             return;
@@ -114,9 +120,105 @@ impl LogFacts {
         }
         self.topology_line(t, &ev);
         self.trouble_line(t, &ev);
-        if t.contains("Watchdog caught") {
-            self.watchdog_line(t, &ev);
+    }
+
+    /// The watchdog's messages, each kept once per rank and kind of report.
+    fn take_reports(&mut self, reports: Vec<Report>) {
+        for r in reports {
+            match r {
+                Report::Event(e) if self.watchdog.len() < MAX_EVIDENCE => self.watchdog.push(e),
+                Report::Progress(p) if self.progress.len() < MAX_EVIDENCE => {
+                    // A rank's periodic or on-signal state: the latest one counts.
+                    let same = self.progress.iter().position(|q| {
+                        q.rank == p.rank
+                            && q.process_group == p.process_group
+                            && q.failed_seq.is_none()
+                            && p.failed_seq.is_none()
+                    });
+                    match same {
+                        Some(i) => self.progress[i] = p,
+                        None => self.progress.push(p),
+                    }
+                }
+                _ => {}
+            }
         }
+    }
+
+    /// Read the watchdog message still being joined (the input ended).
+    pub fn flush(&mut self, file: &str) {
+        let mut reports = Vec::new();
+        self.joiner.flush(file, &mut |r| reports.push(r));
+        self.take_reports(reports);
+    }
+
+    /// A channel line: its transport, and whether its two ends are on different nodes. NCCL
+    /// prints each end as `rank[device]` (the bus id, or from 2.19 the NVML index): two ranks of
+    /// one communicator never share a device on one node, so equal devices on a network
+    /// channel cross nodes. (NCCL 2.4's `Ring` lines print the CUDA index, which every process
+    /// may see as 0.) A CollNet connection goes to the switch (SHARP) between nodes.
+    fn channel_line(&mut self, c: &regex::Captures, ev: &dyn Fn() -> Evidence) {
+        let via = &c["via"];
+        let transport = normalise_transport(via);
+        if via.contains("GDRDMA") {
+            self.gdrdma = true;
+        }
+        let same_device = match (c.name("fdev"), c.name("tdev")) {
+            (Some(a), Some(b)) => a.as_str().eq_ignore_ascii_case(b.as_str()),
+            _ => false,
+        };
+        // P2P (but multi-node NVLink) and SHM never leave a node, whatever their ends print
+        // (old `P2P/common device` lines print one CUDA index twice).
+        let node_local =
+            (transport.starts_with("P2P") && !via.contains("MNNVL")) || transport == "SHM";
+        let crosses = (same_device && &c["kind"] != "Ring" && !node_local)
+            || transport.starts_with("COLLNET");
+        if crosses && c.name("from").map(|m| m.as_str()) != c.name("to").map(|m| m.as_str()) {
+            keep(&mut self.cross_node, ev);
+        }
+        let list = self.transports.entry(transport).or_default();
+        if list.len() < 20 {
+            list.push(ev());
+        }
+    }
+
+    /// A rank's device; a second rank on the same bus id, in another process, is on another node.
+    fn rank_line(&mut self, seen: RankSeen, ev: &dyn Fn() -> Evidence) {
+        let same_process =
+            |a: &RankSeen, b: &RankSeen| a.pid.is_some() && a.pid == b.pid && a.host == b.host;
+        let twin = self
+            .ranks
+            .values()
+            .find(|r| r.rank != seen.rank && r.bus_id == seen.bus_id && !same_process(r, &seen));
+        if let Some(twin) = twin {
+            let line = ev();
+            let text = format!(
+                "rank {} and rank {} both use busId {}: {}",
+                twin.rank,
+                seen.rank,
+                seen.bus_id.as_deref().unwrap_or("?"),
+                line.text
+            );
+            let text: String = text.chars().take(300).collect();
+            keep(&mut self.cross_node, &|| Evidence {
+                text: text.clone(),
+                ..line.clone()
+            });
+        }
+        self.ranks.insert(seen.rank, seen);
+    }
+
+    /// The fewest nodes the log shows: two ranks on one bus id need as many nodes as ranks
+    /// share it; any line of `cross_node` needs two.
+    pub fn nodes_at_least(&self) -> usize {
+        if self.cross_node.is_empty() {
+            return 1;
+        }
+        let mut per_bus: BTreeMap<&str, usize> = BTreeMap::new();
+        for b in self.ranks.values().filter_map(|r| r.bus_id.as_deref()) {
+            *per_bus.entry(b).or_default() += 1;
+        }
+        per_bus.values().copied().max().unwrap_or(0).max(2)
     }
 
     /// Who talks to whom and how: channels and their transports, ranks, nodes, the network,
@@ -127,15 +229,7 @@ impl LogFacts {
             .then(|| channel_re().captures(t))
             .flatten()
         {
-            let via = &c["via"];
-            let transport = normalise_transport(via);
-            if via.contains("GDRDMA") {
-                self.gdrdma = true;
-            }
-            let list = self.transports.entry(transport).or_default();
-            if list.len() < 20 {
-                list.push(ev());
-            }
+            self.channel_line(&c, ev);
         }
         if t.contains("NVLS comm ") || nvls_channels(t).is_some_and(|n| n > 0) {
             let list = self.transports.entry("NVLS".into()).or_default();
@@ -148,21 +242,16 @@ impl LogFacts {
             .then(|| comm_re().captures(t))
             .flatten()
         {
-            let rank: usize = c["rank"].parse().unwrap_or(0);
             let prefix = prefix_of(t);
-            let host = prefix.map(|(h, _)| h.to_string());
-            let pid = prefix.map(|(_, p)| p);
+            let seen = RankSeen {
+                rank: c["rank"].parse().unwrap_or(0),
+                host: prefix.map(|(h, _)| h.to_string()),
+                pid: prefix.map(|(_, p)| p),
+                cuda_dev: c["dev"].parse().ok(),
+                bus_id: Some(c["bus"].to_ascii_lowercase()),
+            };
             self.nranks = c["n"].parse().ok().or(self.nranks);
-            self.ranks.insert(
-                rank,
-                RankSeen {
-                    rank,
-                    host,
-                    pid,
-                    cuda_dev: c["dev"].parse().ok(),
-                    bus_id: Some(c["bus"].to_ascii_lowercase()),
-                },
-            );
+            self.rank_line(seen, ev);
         }
         if let Some(c) = t
             .contains("nNodes")
@@ -259,34 +348,6 @@ impl LogFacts {
         }
     }
 
-    /// PyTorch's ProcessGroupNCCL watchdog giving up on a collective.
-    fn watchdog_line(&mut self, t: &str, ev: &dyn Fn() -> Evidence) {
-        if let Some(c) = watchdog_re().captures(t) {
-            let body = &c["body"];
-            // Fields up to the first ')' that is not part of "Timeout(ms)".
-            let field = |k: &str| {
-                body.find(k).map(|i| {
-                    body[i + k.len()..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect::<String>()
-                })
-            };
-            if self.watchdog.len() >= MAX_EVIDENCE {
-                return;
-            }
-            self.watchdog.push(WatchdogEvent {
-                rank: c["rank"].parse().unwrap_or(0),
-                process_group: c.name("pg").map(|m| m.as_str().to_string()),
-                op: field("OpType=").unwrap_or_else(|| "unknown".into()),
-                seq: field("SeqNum=").and_then(|v| v.parse().ok()),
-                timeout_ms: field("Timeout(ms)=").and_then(|v| v.parse().ok()),
-                numel_in: field("NumelIn=").and_then(|v| v.parse().ok()),
-                evidence: ev(),
-            });
-        }
-    }
-
     /// Transport names seen, sorted.
     pub fn transport_names(&self) -> Vec<String> {
         self.transports.keys().cloned().collect()
@@ -294,7 +355,10 @@ impl LogFacts {
 
     /// Something NCCL or PyTorch wrote is in here.
     pub fn is_log(&self) -> bool {
-        self.nccl_lines > 0 || !self.watchdog.is_empty() || !self.errors.is_empty()
+        self.nccl_lines > 0
+            || !self.watchdog.is_empty()
+            || !self.progress.is_empty()
+            || !self.errors.is_empty()
     }
 }
 
@@ -306,14 +370,24 @@ pub fn parse_file(path: &Path) -> Result<LogFacts, InputError> {
 pub fn from_input(input: text::Input) -> Result<LogFacts, InputError> {
     let name = input.name.clone();
     let mut facts = LogFacts::default();
-    input.lines(EXPECTED, |line| facts.feed(&name, &line))?;
+    let html = super::input::html::looks_like_html(&input.head_lines(400));
+    input.lines(EXPECTED, |line| {
+        if html {
+            for l in super::input::html::lines_of(&line) {
+                facts.feed(&name, &l);
+            }
+        } else {
+            facts.feed(&name, &line);
+        }
+    })?;
     facts.finish(name)
 }
 
 impl LogFacts {
     /// What `feed` saw, or an error when nothing in it was a log.
     pub fn finish(self, name: String) -> Result<LogFacts, InputError> {
-        let facts = self;
+        let mut facts = self;
+        facts.flush(&name);
         if !facts.is_log() {
             return Err(InputError::WrongKind {
                 path: name,
@@ -343,6 +417,7 @@ mod tests {
                 },
             );
         }
+        f.flush("t");
         f
     }
 
@@ -417,6 +492,52 @@ mod tests {
         )
         .shm_failures
         .is_empty());
+    }
+
+    #[test]
+    fn lines_that_put_two_ranks_on_different_nodes() {
+        // Equal devices on both ends of a channel (NVML index from 2.19, bus id before),
+        // CollNet, and two processes' ranks on one bus id.
+        let f = facts(
+            "a:1:1 [0] NCCL INFO Channel 00/0 : 3[0] -> 4[0] [send] via NET/IB/0\n\
+             a:1:1 [0] NCCL INFO Channel 01 : 1[1b000] -> 9[1b000] via NET/Socket/0\n\
+             a:1:1 [0] NCCL INFO CollNet 00/0 : 0 [send] via COLLNET/SHARP/1/GDRDMA\n\
+             a:1:1 [0] NCCL INFO comm 0x1 rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 18000 commId 0x9 - Init START\n\
+             a:2:2 [0] NCCL INFO comm 0x2 rank 11 nranks 16 cudaDev 3 nvmlDev 3 busId 18000 commId 0x9 - Init START\n",
+        );
+        assert_eq!(f.cross_node.len(), 4, "{:?}", f.cross_node);
+        assert!(f.cross_node[3]
+            .text
+            .starts_with("rank 3 and rank 11 both use busId 18000"));
+        assert_eq!(f.nodes_at_least(), 2);
+        // One node: different devices, NCCL 2.4's CUDA indices, one process in two
+        // communicators (the same GPU as rank 0 of one and rank 1 of the other).
+        let one = facts(
+            "a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n\
+             a:1:1 [0] NCCL INFO Ring 00 : 0[0] -> 1[0] via NET/Socket/0\n\
+             a:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[0] via P2P/common device\n\
+             a:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 8 cudaDev 0 busId 18000 - Init START\n\
+             a:1:1 [0] NCCL INFO comm 0x2 rank 1 nranks 2 cudaDev 0 busId 18000 - Init START\n",
+        );
+        assert!(one.cross_node.is_empty(), "{:?}", one.cross_node);
+        assert_eq!(one.nodes_at_least(), 1);
+    }
+
+    #[test]
+    fn watchdog_queues_and_wrapped_lines_reach_the_facts() {
+        let f = facts(
+            "[default3]:[rank3]:[E ProcessGroupNCCL.cpp:1537] [PG 0 (default_pg) Rank 3] Timeout at NCCL work: 12345, last enqueued NCCL work: 12345, last co\n\
+mpleted NCCL work: 12344.\n\
+             h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n",
+        );
+        assert_eq!(f.progress.len(), 1);
+        let p = &f.progress[0];
+        assert_eq!(
+            (p.rank, p.failed_seq, p.last_enqueued, p.last_completed),
+            (3, Some(12345), Some(12345), Some(12344))
+        );
+        assert_eq!(f.transport_names(), vec!["P2P/IPC"]);
+        assert!(f.is_log());
     }
 
     #[test]

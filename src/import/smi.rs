@@ -47,8 +47,18 @@ fn gpu_re() -> &'static Regex {
 pub fn parse_str(input: &str) -> Smi {
     let mut smi = Smi::default();
     let mut in_processes = false;
-    for (i, raw) in input.lines().enumerate() {
-        let t = text::clean(raw).0;
+    let head: Vec<&str> = input.lines().take(400).collect();
+    let html = super::input::html::looks_like_html(&head);
+    let lines = input.lines().enumerate().flat_map(|(i, raw)| {
+        let pieces = if html {
+            super::input::html::unwrap(raw)
+        } else {
+            vec![raw.to_string()]
+        };
+        pieces.into_iter().map(move |p| (i, p))
+    });
+    for (i, raw) in lines {
+        let t = text::clean(&raw).0;
         let t = t.trim_end();
         if t.contains("Driver Version:") {
             let after = |k: &str| {
@@ -163,5 +173,17 @@ mod tests {
         );
         assert_eq!(smi.processes[0].pid, 4242);
         assert_eq!(smi.processes[0].memory_mib, Some(1200));
+    }
+
+    #[test]
+    fn a_table_pasted_from_a_web_page_reads_the_same() {
+        let page: String = SAMPLE
+            .lines()
+            .map(|l| l.replace(' ', "&nbsp;") + "<br>")
+            .collect::<Vec<_>>()
+            .join("");
+        let smi = parse_str(&format!("<pre>{page}</pre>"));
+        assert_eq!(smi.gpus.len(), 2);
+        assert_eq!(smi.multi_gpu_processes(), vec![(21002, vec![0, 1])]);
     }
 }

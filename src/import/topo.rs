@@ -2,6 +2,7 @@
 //! NIC legend, CPU/NUMA affinity and GPU NUMA ID columns, tabs or spaces, and whatever paste
 //! corruption leaves sound. Also the `topo -p2p` matrix (OK / NS) when it follows.
 
+use super::input::html;
 use super::text::{self, InputError, Line};
 use std::path::Path;
 
@@ -65,6 +66,13 @@ fn cells(line: &str) -> Vec<String> {
     } else {
         line.split_whitespace().map(str::to_string).collect()
     }
+}
+
+/// Device labels in a header whose labels ran together: GPUn, NICn, and old NIC names
+/// (`mlx5_0`).
+fn header_label_re() -> &'static regex::Regex {
+    static R: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    text::static_regex(&R, r"GPU\d+|NIC\d+|[A-Za-z][A-Za-z0-9]*?_\d+")
 }
 
 impl Parser {
@@ -179,29 +187,40 @@ impl Parser {
             .iter()
             .filter_map(|(c, _)| c.iter().find(|x| !x.is_empty()).cloned())
             .collect();
+        // A header that names the rows but fewer columns than they have link cells lost
+        // labels (run into their neighbours or into the affinity titles).
+        let widest = self
+            .pending
+            .iter()
+            .map(|(c, _)| {
+                c.iter()
+                    .filter(|x| !x.is_empty())
+                    .skip(1)
+                    .take_while(|x| normalise_link(x).is_some())
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
         let header_ok = !self.matrix_columns.is_empty()
-            && labels.iter().all(|l| self.matrix_columns.contains(l));
+            && labels.iter().all(|l| self.matrix_columns.contains(l))
+            && widest <= self.matrix_columns.len();
         let strict = !header_ok;
         if strict {
-            let squash = |s: &str| s.split_whitespace().collect::<String>();
-            let joined_labels: String = labels.concat();
             let header = self
                 .header_candidate
+                .as_deref()
+                .map(|h| h.split_whitespace().collect::<String>())
+                .unwrap_or_else(|| self.matrix_columns.concat());
+            self.matrix_columns = self.columns_from_diagonal(&header)?;
+            self.matrix_extra = ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
                 .iter()
-                .map(|h| squash(h))
-                .chain(std::iter::once(self.matrix_columns.concat()))
-                .find(|h| h.starts_with(&joined_labels));
-            if header.is_none() {
-                return Err(format!(
-                    "the matrix header does not name the rows' devices ({}); not a matrix ncclprobe can line up",
-                    labels.join(", ")
-                ));
-            }
+                .filter(|t| header.contains(&t.replace(' ', "")))
+                .map(|t| t.to_string())
+                .collect();
             self.topo.notes.push(format!(
-                "the header's labels run together ({}…); the columns were taken from the rows' labels and checked against the diagonal",
-                joined_labels.chars().take(24).collect::<String>()
+                "the header's labels run together ({}…); the columns were placed by the X (self) diagonal of the rows",
+                header.chars().take(24).collect::<String>()
             ));
-            self.matrix_columns = labels.clone();
         }
         self.topo.devices = self.matrix_columns.clone();
         let p2p_columns = std::mem::replace(&mut self.columns, self.matrix_columns.clone());
@@ -215,7 +234,7 @@ impl Parser {
         self.extra = p2p_extra;
         self.in_p2p = was_p2p;
         if strict {
-            let n = labels.len();
+            let n = self.matrix_columns.len();
             // Every row states a link to every other column and X (no link) to itself.
             let misaligned = labels.iter().find(|l| {
                 let stated = self.topo.links.iter().filter(|(f, _, _)| f == *l).count();
@@ -234,6 +253,66 @@ impl Parser {
             }
         }
         Ok(())
+    }
+
+    /// The matrix's columns when the header cannot be split (labels that ran together, as
+    /// `NIC0NIC1NIC2` or `NIC11NIC12`): each row's `X` (self) cell is its own column, so the
+    /// rows place themselves; columns without a row (NICs cut from the paste) take the
+    /// header's labels, read in order from the run-together text. Rows must place themselves
+    /// in order and agree with the header where it names their column, or the matrix is
+    /// refused rather than laid out wrong.
+    fn columns_from_diagonal(&self, header: &str) -> Result<Vec<String>, String> {
+        let mut placed: Vec<(String, usize)> = Vec::new();
+        let mut width = 0;
+        for (c, _) in &self.pending {
+            let start = c.iter().position(|x| !x.is_empty()).unwrap_or(0);
+            let links: Vec<&String> = c[start + 1..]
+                .iter()
+                .filter(|x| !x.is_empty())
+                .take_while(|x| normalise_link(x).is_some())
+                .collect();
+            let own = links.iter().position(|x| x.trim() == "X");
+            let Some(own) = own else {
+                return Err(format!(
+                    "row {} has no X (self) cell; not a matrix ncclprobe can line up",
+                    c[start]
+                ));
+            };
+            if placed.last().is_some_and(|(_, p)| *p >= own) {
+                return Err(format!(
+                    "row {} does not line up with the rows above it (its X is not right of theirs); refusing to guess",
+                    c[start]
+                ));
+            }
+            width = width.max(links.len());
+            placed.push((c[start].clone(), own));
+        }
+        let named: Vec<&str> = header_label_re()
+            .find_iter(header)
+            .map(|m| m.as_str())
+            .collect();
+        let mut columns: Vec<Option<String>> = vec![None; width];
+        for (label, at) in &placed {
+            if named.len() > *at && named[*at] != label {
+                return Err(format!(
+                    "row {label} does not line up with the header, which names {} in its column; refusing to guess",
+                    named[*at]
+                ));
+            }
+            columns[*at] = Some(label.clone());
+        }
+        columns
+            .into_iter()
+            .enumerate()
+            .map(|(j, c)| {
+                c.or_else(|| named.get(j).map(|s| s.to_string())).ok_or_else(|| {
+                    format!(
+                        "column {} has no row and the header does not name it; not a matrix ncclprobe can line up",
+                        j + 1
+                    )
+                })
+            })
+            .collect()
     }
 
     fn row(&mut self, c: &[String], number: usize) {
@@ -330,7 +409,14 @@ pub fn parse_file(path: &Path) -> Result<Topology, InputError> {
 pub fn from_input(input: text::Input) -> Result<Topology, InputError> {
     let name = input.name.clone();
     let mut p = Parser::default();
-    input.lines(EXPECTED, |line| p.feed(&line))?;
+    let html = html::looks_like_html(&input.head_lines(400));
+    input.lines(EXPECTED, |line| {
+        if html {
+            html::lines_of(&line).iter().for_each(|l| p.feed(l));
+        } else {
+            p.feed(&line)
+        }
+    })?;
     finish(p).map_err(|reason| InputError::WrongKind {
         path: name,
         reason,
@@ -340,14 +426,21 @@ pub fn from_input(input: text::Input) -> Result<Topology, InputError> {
 
 pub fn parse_str(input: &str) -> Result<Topology, String> {
     let mut p = Parser::default();
+    let head: Vec<&str> = input.lines().take(400).collect();
+    let html = html::looks_like_html(&head);
     for (i, raw) in input.lines().enumerate() {
         let (text, tag_rank) = text::clean(raw);
-        p.feed(&Line {
+        let line = Line {
             number: i + 1,
             raw: raw.to_string(),
             text,
             tag_rank,
-        });
+        };
+        if html {
+            html::lines_of(&line).iter().for_each(|l| p.feed(l));
+        } else {
+            p.feed(&line);
+        }
     }
     finish(p)
 }
@@ -429,6 +522,34 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(t.devices.len(), 4);
+        // Rows only for the GPUs, NIC labels run together: the GPUs place themselves by
+        // their X, the NIC columns take the header's labels, the affinities stay theirs.
+        let gpus_only = "\tGPU0\tGPU1\tNIC0NIC1NIC2\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n\
+            GPU0\t X \tNV18\tPIX\tSYS\tSYS\t0-47\t0\t\tN/A\n\
+            GPU1\tNV18\t X \tSYS\tSYS\tPXB\t48-95\t1\t\tN/A\n";
+        let t = parse_str(gpus_only).unwrap();
+        assert_eq!(t.devices, vec!["GPU0", "GPU1", "NIC0", "NIC1", "NIC2"]);
+        assert_eq!(t.link("GPU1", "NIC2"), Some("PXB"));
+        assert_eq!(t.info["GPU1"].cpu_affinity.as_deref(), Some("48-95"));
+        assert_eq!(t.info["GPU1"].numa_affinity.as_deref(), Some("1"));
+        // A header that parses but names fewer columns than the rows hold: the diagonal
+        // places them, and the labels that ran into the titles name the rest.
+        let lost = "GPU0 GPU1 NIC0 NIC1NIC2CPU Affinity\n\
+            GPU0  X  NV4 PIX SYS SYS 0-7\n\
+            GPU1 NV4  X  SYS SYS PIX 8-15\n";
+        let t = parse_str(lost).unwrap();
+        assert_eq!(t.devices, vec!["GPU0", "GPU1", "NIC0", "NIC1", "NIC2"]);
+        assert_eq!(t.link("GPU1", "NIC2"), Some("PIX"));
+        assert_eq!(t.info["GPU1"].cpu_affinity.as_deref(), Some("8-15"));
+        // A header that parses, but has lost two labels: the link cells are never read as
+        // affinities; the columns it cannot name are refused.
+        let short = "GPU0 GPU1 NIC0 CPU Affinity\n\
+            GPU0  X  NV4 PIX SYS SYS 0-7\n\
+            GPU1 NV4  X  SYS SYS PIX 8-15\n";
+        assert!(parse_str(short).unwrap_err().contains("does not name it"));
+        // A column with no row that the header does not name either is refused.
+        let unnamed = "\tGPU0GPU1\nGPU0\t X \tNV4\tPIX\nGPU1\tNV4\t X \tSYS\n";
+        assert!(parse_str(unnamed).unwrap_err().contains("does not name it"));
         // A matrix whose diagonal does not line up is refused, never printed wrong.
         let skewed = "\tGPU0GPU1\nGPU0\tNV4\t X \nGPU1\t X \tNV4\n";
         assert!(parse_str(skewed).unwrap_err().contains("line up"));

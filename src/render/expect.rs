@@ -218,8 +218,8 @@ pub fn comparison_table(doc: &Comparison) -> String {
     if !doc.nic_readings.is_empty() {
         let _ = writeln!(
             out,
-            "{:<15} {:>9} {:>12}  {}",
-            "collective", "NICs/node", "GB/s per NIC", "matches"
+            "{:<15} {:>9} {:>12}  matches",
+            "collective", "NICs/node", "GB/s per NIC"
         );
         for [c, n, g, m] in reading_rows(doc) {
             let _ = writeln!(out, "{c:<15} {n:>9} {g:>12}  {m}");

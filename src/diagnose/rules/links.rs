@@ -76,6 +76,7 @@ pub fn socket_internode(inp: &Inputs) -> Vec<Hit> {
     if !inp.multi_node() {
         return Vec::new();
     }
+    evidence.extend(inp.cross_node().into_iter().take(2));
     evidence.extend(inp.logs.iter().flat_map(|l| {
         l.warnings
             .iter()

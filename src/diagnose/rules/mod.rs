@@ -62,8 +62,8 @@ pub static RULES: &[Rule] = &[
     Rule {
         id: "env.p2p-disabled",
         severity: Severity::Warning,
-        explanation: "With P2P off, NCCL bounces GPU-to-GPU traffic through host memory (SHM), costing bandwidth and latency on PCIe and far more on NVLink systems.",
-        fix: "Unset NCCL_P2P_DISABLE unless P2P is known broken on this platform (then fix ACS/IOMMU settings).",
+        explanation: "With P2P off (NCCL_P2P_DISABLE=1, or NCCL_P2P_LEVEL=LOC or 0, which NCCL reads as the same level), NCCL bounces GPU-to-GPU traffic through host memory (SHM), costing bandwidth and latency on PCIe and far more on NVLink systems.",
+        fix: "Unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL unless P2P is known broken on this platform (then fix ACS/IOMMU settings).",
         source: SRC_TROUBLESHOOTING,
         check: placement::p2p_disabled,
     },

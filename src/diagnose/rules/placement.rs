@@ -70,14 +70,37 @@ pub fn cuda_visible_devices_unset(inp: &Inputs) -> Vec<Hit> {
     )]
 }
 
-fn truthy(v: &str) -> bool {
-    matches!(v.trim(), "1" | "true" | "TRUE" | "yes")
+/// A value as NCCL reads an integer variable (`strtol(str, NULL, 0)`: leading sign, decimal,
+/// `0x` hex or leading-0 octal digits, the rest ignored); None where no digits come first.
+fn nccl_int(v: &str) -> Option<i64> {
+    let v = v.trim();
+    let (negative, v) = match v.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, v.strip_prefix('+').unwrap_or(v)),
+    };
+    let (radix, digits) = if let Some(hex) = v.strip_prefix("0x").or(v.strip_prefix("0X")) {
+        (16, hex)
+    } else if v.len() > 1 && v.starts_with('0') {
+        (8, &v[1..])
+    } else {
+        (10, v)
+    };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
+    let n = if end == 0 && radix == 8 {
+        0
+    } else {
+        i64::from_str_radix(&digits[..end], radix).ok()?
+    };
+    Some(if negative { -n } else { n })
 }
 
-/// `var` set to a true value, in this environment or a log's.
-fn switched_off(inp: &Inputs, var: &str, what: &str) -> Vec<Hit> {
+/// `var` set (in this environment or a log's) to a value with which NCCL turns the transport
+/// off: `off(value)`.
+fn switched_off(inp: &Inputs, var: &str, what: &str, off: fn(&str) -> bool) -> Vec<Hit> {
     let env = inp.env();
-    let Some((v, e)) = env.get(var).filter(|(v, _)| truthy(v)) else {
+    let Some((v, e)) = env.get(var).filter(|(v, _)| off(v)) else {
         return Vec::new();
     };
     vec![Hit::new(
@@ -87,15 +110,33 @@ fn switched_off(inp: &Inputs, var: &str, what: &str) -> Vec<Hit> {
 }
 
 pub fn shm_disabled(inp: &Inputs) -> Vec<Hit> {
-    switched_off(inp, "NCCL_SHM_DISABLE", "shared-memory transport")
+    // shm.cc: `if (ncclParamShmDisable() == 1)`.
+    switched_off(inp, "NCCL_SHM_DISABLE", "shared-memory transport", |v| {
+        nccl_int(v) == Some(1)
+    })
 }
 
+/// NCCL_P2P_DISABLE=1, or NCCL_P2P_LEVEL=LOC (or the old integer 0): paths.cc's ncclGetLevel
+/// takes either as the P2P level PATH_LOC, below every GPU-to-GPU path, NVLink included. The
+/// level is compared with `strcmp` (upper case only); a value that starts with a digit is an
+/// old level, 0 = LOC.
 pub fn p2p_disabled(inp: &Inputs) -> Vec<Hit> {
-    switched_off(inp, "NCCL_P2P_DISABLE", "GPU peer-to-peer transport")
+    let what = "GPU peer-to-peer transport";
+    let disabled = switched_off(inp, "NCCL_P2P_DISABLE", what, |v| nccl_int(v) == Some(1));
+    if !disabled.is_empty() {
+        return disabled;
+    }
+    switched_off(inp, "NCCL_P2P_LEVEL", what, |v| {
+        let v = v.trim();
+        v == "LOC" || (v.starts_with(|c: char| c.is_ascii_digit()) && nccl_int(v) == Some(0))
+    })
 }
 
 pub fn ib_disabled(inp: &Inputs) -> Vec<Hit> {
-    switched_off(inp, "NCCL_IB_DISABLE", "InfiniBand/RoCE transport")
+    // net_ib.cc: `if (ncclParamIbDisable()) return ncclInternalError;`.
+    switched_off(inp, "NCCL_IB_DISABLE", "InfiniBand/RoCE transport", |v| {
+        nccl_int(v).is_some_and(|n| n != 0)
+    })
 }
 
 pub fn wsl2(inp: &Inputs) -> Vec<Hit> {

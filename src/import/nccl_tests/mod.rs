@@ -29,9 +29,16 @@ pub fn import_text(path: &Path) -> Result<RunRecord, InputError> {
 pub fn text_from(input: Input, tee: &mut dyn FnMut(&Line)) -> Result<RunRecord, InputError> {
     let name = input.name.clone();
     let mut p = Parsed::default();
+    // A table pasted from a web page (a mail archive's `<pre>`, `&nbsp;`): its text lines.
+    let html = crate::import::input::html::looks_like_html(&input.head_lines(400));
     input.lines(EXPECTED, |line| {
         tee(&line);
-        p.feed(&line)
+        match html {
+            true => crate::import::input::html::lines_of(&line)
+                .iter()
+                .for_each(|l| p.feed(l)),
+            false => p.feed(&line),
+        }
     })?;
     build(&name, p)
 }

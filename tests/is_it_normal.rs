@@ -348,3 +348,47 @@ fn a_fleet_floor_is_used_by_name_and_never_chosen_over_a_typical_figure() {
         .unwrap()
         .contains("azurehpc-health-checks"));
 }
+
+#[test]
+fn report_and_doctor_refuse_hardware_that_does_not_parse_before_anything_else() {
+    let run = corpus("28-oci-2node-a100x16-rocev2-cluster-network-10g.txt");
+    bin()
+        .args([
+            "report",
+            run.to_str().unwrap(),
+            "--hardware",
+            "two fast nodes",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--hardware: `two fast nodes`"));
+    // doctor would measure first; a bad statement ends it at once.
+    let dir = tempfile::tempdir().unwrap();
+    bin()
+        .args([
+            "doctor",
+            "--backend",
+            "host",
+            "--hardware",
+            "8x fast NICs",
+            "-o",
+        ])
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--hardware: `8x fast NICs`"));
+    assert!(!dir.path().join("out").exists());
+    // A report of the same run with its NICs stated holds it against them.
+    let out = bin()
+        .args([
+            "report",
+            run.to_str().unwrap(),
+            "--hardware",
+            "16x100G RoCE per node",
+        ])
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{md}");
+    assert!(md.contains("roce-100") || md.contains("RoCE"), "{md}");
+}

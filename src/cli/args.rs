@@ -70,6 +70,10 @@ pub struct DoctorArgs {
     /// Do not measure again without the overrides that force a slower path.
     #[arg(long)]
     pub no_alternative: bool,
+    /// What the measurement cannot see about the machine, as `compare --hardware` takes it
+    /// (e.g. "2 nodes x 8 H100 SXM, 8x400G IB per node"): the comparison uses it, as stated.
+    #[arg(long, value_name = "FACTS")]
+    pub hardware: Option<String>,
     /// Simulate DDP on the measured curve for this model (a preset, .safetensors or tensor list).
     #[arg(long, requires = "compute_ms")]
     pub model: Option<String>,

@@ -449,6 +449,10 @@ impl Doctor<'_> {
 }
 
 pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
+    // Refused before anything is measured, not after.
+    if let Some(text) = &args.hardware {
+        crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
+    }
     if args.model.is_some() && args.compute_ms.is_none() {
         return Err(Failure::usage(
             "--model needs --compute-ms (one GPU's step time)",
@@ -482,7 +486,10 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         backend,
         launched,
         dir,
-        docs: Documents::default(),
+        docs: Documents {
+            hardware: args.hardware.clone(),
+            ..Documents::default()
+        },
         steps: Steps {
             total: 5 + usize::from(measures_alternative) + usize::from(args.model.is_some()),
             done: 0,

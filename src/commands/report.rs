@@ -8,6 +8,9 @@ use crate::report::output::{produce, render};
 use crate::report::Documents;
 
 pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
+    if let Some(text) = &args.hardware {
+        crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
+    }
     let mut docs = Documents::default();
     for path in &args.inputs {
         docs.add_file(path)?;

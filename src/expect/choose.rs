@@ -169,9 +169,12 @@ pub fn choose(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
     }
     let mut choice = choose_once(table, s)?;
     // WSL2 is not an override a user can drop; it stays in both situations.
+    // A `*_DISABLE=0` is NCCL's default, not an override.
     let overrides: Vec<String> = OVERRIDES
         .iter()
-        .filter_map(|k| s.env.get(*k).map(|v| format!("{k}={v}")))
+        .filter_map(|k| s.env.get(*k).map(|v| (k, v)))
+        .filter(|(k, v)| !(k.ends_with("_DISABLE") && v.trim() == "0"))
+        .map(|(k, v)| format!("{k}={v}"))
         .collect();
     if !overrides.is_empty() || !s.log_transports.is_empty() {
         let free = s.without_overrides();

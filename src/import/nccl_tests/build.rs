@@ -163,6 +163,13 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     let mut hosts: Vec<String> = p.ranks.iter().map(|r| r.host.clone()).collect();
     hosts.sort();
     hosts.dedup();
+    if hosts.is_empty() && !p.command_hosts.is_empty() {
+        p.notes.push(format!(
+            "hosts from the launcher's -H list on the command line: {}",
+            p.command_hosts.join(", ")
+        ));
+        hosts = p.command_hosts.clone();
+    }
     record.backend.hosts = hosts;
     if let Some(v) = &p.nccl_version {
         record

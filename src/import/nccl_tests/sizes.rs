@@ -1,7 +1,8 @@
-//! The sizes a pasted run walked, from its banner (`# nThread 1 nGpus 8 minBytes 8 maxBytes
-//! 17179869184 step: 2(factor) ...`) or from the command line above it (`-b 8 -e 16G -f 2`),
-//! read as nccl-tests 2.19.6 reads them (src/common.cu: defaults -b 32M -e 32M, step 1M,
-//! factor 1). A paste of only the summary lines is judged over these sizes.
+//! What a pasted run's banner and command line say beyond its rows: the sizes it walked, from
+//! the banner (`# nThread 1 nGpus 8 minBytes 8 maxBytes 17179869184 step: 2(factor) ...`) or
+//! the command line (`-b 8 -e 16G -f 2`, read as nccl-tests 2.19.6 reads them, src/common.cu:
+//! defaults -b 32M -e 32M, step 1M, factor 1), and the hosts a launcher was given (`-H
+//! n1:8,n2:8`). A paste of only the summary lines is judged over these sizes.
 
 use crate::model::SizeRange;
 
@@ -65,6 +66,31 @@ pub(super) fn from_command(line: &str) -> Option<SizeRange> {
     Some(r)
 }
 
+/// The hosts a launcher's `-H`/`--host` list names before the `*_perf` binary (`n1:8,n2:8`:
+/// slots after the colon), in order, each once.
+pub(super) fn hosts_from_command(line: &str) -> Vec<String> {
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let Some(perf) = tokens.iter().position(|t| t.contains("_perf")) else {
+        return Vec::new();
+    };
+    let mut hosts: Vec<String> = Vec::new();
+    let mut it = tokens[..perf].iter();
+    while let Some(t) = it.next() {
+        let list = match t.split_once('=') {
+            Some(("-H" | "--host" | "-host", v)) => Some(v),
+            None if matches!(*t, "-H" | "--host" | "-host") => it.next().copied(),
+            _ => None,
+        };
+        for host in list.into_iter().flat_map(|l| l.split(',')) {
+            let name = host.split(':').next().unwrap_or("").trim();
+            if !name.is_empty() && !hosts.iter().any(|h| h == name) {
+                hosts.push(name.to_string());
+            }
+        }
+    }
+    hosts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +117,15 @@ mod tests {
             [1024, 4096]
         );
         assert!(from_command("python train.py").is_none());
+        assert_eq!(
+            hosts_from_command("mpirun --np 16 -H bm-h100-01:8,bm-h100-02:8 -x NCCL_DEBUG=INFO ./all_reduce_perf_mpi -b 8"),
+            ["bm-h100-01", "bm-h100-02"]
+        );
+        assert_eq!(
+            hosts_from_command("mpirun --host=a,b,a ./all_gather_perf"),
+            ["a", "b"]
+        );
+        assert!(hosts_from_command("mpirun -np 2 ./all_reduce_perf -H x").is_empty());
         assert!(from_banner("nThread 1 nGpus 1").is_none());
     }
 }

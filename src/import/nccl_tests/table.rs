@@ -149,6 +149,8 @@ pub(super) struct Parsed {
     pub(super) env: std::collections::BTreeMap<String, String>,
     /// The sizes walked, from the banner (first) or the command line.
     pub(super) sizes: Option<crate::model::SizeRange>,
+    /// Hosts a launcher's `-H` list names on the command line.
+    pub(super) command_hosts: Vec<String>,
 }
 
 /// `NCCL_NAME=value` on a command line (quotes taken off the value).
@@ -312,6 +314,9 @@ impl Parsed {
                 }
                 self.command_ranks = command_line_ranks(t);
                 self.sizes = self.sizes.or_else(|| super::sizes::from_command(t));
+                if self.command_hosts.is_empty() {
+                    self.command_hosts = super::sizes::hosts_from_command(t);
+                }
             }
             return;
         }

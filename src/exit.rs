@@ -14,6 +14,7 @@ pub enum ExitCode {
     BackendUnavailable = 5,
     PeerLost = 6,
     Interrupted = 130,
+    ClosedPipe = 141,
     Terminated = 143,
 }
 
@@ -44,6 +45,10 @@ pub const TABLE: &[(ExitCode, &str)] = &[
     (
         ExitCode::Interrupted,
         "interrupted by SIGINT (Ctrl-C): the record is written with status `interrupted`",
+    ),
+    (
+        ExitCode::ClosedPipe,
+        "stdout closed (its reader went away, as `head` does): the command stopped quietly, as a tool killed by SIGPIPE; a sweep keeps measuring and writes its record",
     ),
     (
         ExitCode::Terminated,
@@ -78,6 +83,7 @@ pub fn help_text() -> String {
                 ExitCode::PeerLost => "peer rank lost",
                 ExitCode::Interrupted => "interrupted (SIGINT)",
                 ExitCode::Terminated => "terminated (SIGTERM)",
+                ExitCode::ClosedPipe => "stdout closed",
                 _ => short,
             };
             format!("{} {short}", c.code())
@@ -131,6 +137,39 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// Writes `text` to stdout, flushed. A reader that went away (a closed pipe) is
+/// `ExitCode::ClosedPipe` with no message; any other failure (a full disk) is an internal
+/// error that says so. Every command's stdout goes through here (`out!`, `outln!`).
+pub fn print(text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => Failure::new(ExitCode::ClosedPipe, ""),
+            _ => Failure::internal(format!("cannot write to stdout: {e}")),
+        })
+}
+
+/// `print!` through [`print`]: `?` the failure.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::exit::print(&format!($($arg)*))?
+    };
+}
+
+/// `println!` through [`print`]: `?` the failure.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::exit::print("\n")?
+    };
+    ($($arg:tt)*) => {
+        $crate::exit::print(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +178,7 @@ mod tests {
     fn every_code_is_in_the_table_once_and_in_order() {
         let codes: Vec<i32> = TABLE.iter().map(|(c, _)| c.code()).collect();
         let mut expected: Vec<i32> = (0..=6).collect();
-        expected.extend([130, 143]);
+        expected.extend([130, 141, 143]);
         assert_eq!(codes, expected);
         assert_eq!(ExitCode::Timeout.meaning(), TABLE[4].1);
     }

@@ -76,7 +76,9 @@ pub fn run_cli() -> i32 {
     match result {
         Ok(code) => code.code(),
         Err(failure) => {
-            eprintln!("ncclprobe: {}", failure.message);
+            if !failure.message.is_empty() {
+                eprintln!("ncclprobe: {}", failure.message);
+            }
             failure.code.code()
         }
     }

@@ -213,3 +213,48 @@ fn sigterm_closes_the_record_as_interrupted_and_exits_143() {
     );
     assert_eq!(read_record(&json).status, RunStatus::Interrupted);
 }
+
+/// A reader that went away: every command stops quietly with 141 (as a tool killed by SIGPIPE),
+/// never a panic; a full disk is exit 1 with a message.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly_and_a_full_one_says_so() {
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/nccl-tests/04-hgx-h100-2node-ib-cx7-nvls-mpi-warnings.txt");
+    let run = corpus.to_str().unwrap();
+    let commands: [&[&str]; 4] = [
+        &["baselines"],
+        &["baselines", "--format", "json"],
+        &["compare", run],
+        &["import", run],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        if std::path::Path::new("/dev/full").exists() {
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+                .args(args)
+                .stdout(full)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert!(
+                stderr.contains("cannot write to stdout"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@ use crate::render;
 pub fn run(args: &BaselinesArgs) -> Result<ExitCode, Failure> {
     let table = crate::expect::shipped();
     match args.format {
-        DocFormat::Json => println!(
+        DocFormat::Json => crate::outln!(
             "{}",
             render::to_json(&BaselinesDocument {
                 schema_version: SCHEMA_VERSION,
@@ -17,9 +17,9 @@ pub fn run(args: &BaselinesArgs) -> Result<ExitCode, Failure> {
                 entries: table.entries.clone(),
             })?
         ),
-        DocFormat::Csv => print!("{}", render::expect::baselines_csv(table)?),
-        DocFormat::Markdown => print!("{}", render::expect::baselines_markdown(table)),
-        DocFormat::Table => print!("{}", render::expect::baselines_table(table)),
+        DocFormat::Csv => crate::out!("{}", render::expect::baselines_csv(table)?),
+        DocFormat::Markdown => crate::out!("{}", render::expect::baselines_markdown(table)),
+        DocFormat::Table => crate::out!("{}", render::expect::baselines_table(table)),
     }
     Ok(ExitCode::Ok)
 }

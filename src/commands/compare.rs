@@ -40,10 +40,10 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
         eprintln!("ncclprobe: warning: {w}");
     }
     match args.format {
-        DocFormat::Json => println!("{}", render::to_json(&doc)?),
-        DocFormat::Csv => print!("{}", render::expect::comparison_csv(&doc)?),
-        DocFormat::Markdown => print!("{}", render::expect::comparison_markdown(&doc)),
-        DocFormat::Table => print!("{}", render::expect::comparison_table(&doc)),
+        DocFormat::Json => crate::outln!("{}", render::to_json(&doc)?),
+        DocFormat::Csv => crate::out!("{}", render::expect::comparison_csv(&doc)?),
+        DocFormat::Markdown => crate::out!("{}", render::expect::comparison_markdown(&doc)),
+        DocFormat::Table => crate::out!("{}", render::expect::comparison_table(&doc)),
     }
     Ok(ExitCode::Ok)
 }

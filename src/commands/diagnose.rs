@@ -67,13 +67,13 @@ pub fn run(args: &DiagnoseArgs) -> Result<ExitCode, Failure> {
     match args.format {
         OutputFormat::Json => {
             let doc = DiagnosisDocument::new(facts, findings.clone());
-            println!("{}", render::to_json(&doc)?);
+            crate::outln!("{}", render::to_json(&doc)?);
         }
-        OutputFormat::Csv => print!(
+        OutputFormat::Csv => crate::out!(
             "{}",
             render::findings::csv(&findings).map_err(|e| Failure::internal(e.to_string()))?
         ),
-        OutputFormat::Table => print!("{}", render::findings::table(&facts, &findings)),
+        OutputFormat::Table => crate::out!("{}", render::findings::table(&facts, &findings)),
     }
     if let Some(threshold) = args.fail_on.map(crate::diagnose::Severity::from) {
         if findings.iter().any(|f| f.severity >= threshold) {

@@ -506,18 +506,18 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     let rendered = doctor.report()?;
     let verdict = &rendered.verdict;
 
-    println!(
+    crate::outln!(
         "{}: {}",
         format!("{:?}", verdict.state).to_uppercase(),
         verdict.sentence
     );
     for (i, r) in rendered.recommendations.iter().take(3).enumerate() {
         match &r.gain {
-            Some(g) => println!("{}. {} — {g}", i + 1, r.action),
-            None => println!("{}. {}", i + 1, r.action),
+            Some(g) => crate::outln!("{}. {} — {g}", i + 1, r.action),
+            None => crate::outln!("{}. {}", i + 1, r.action),
         }
     }
-    println!(
+    crate::outln!(
         "report: {} ({:.1} s)",
         dir.join("index.html").display(),
         total.elapsed().as_secs_f64()

@@ -19,8 +19,8 @@ pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
             .as_ref()
             .map(|i| i.file.clone())
             .unwrap_or_else(|| args.file.display().to_string());
-        print!("{}", table::imported(&name, &record));
+        crate::out!("{}", table::imported(&name, &record));
     }
-    print!("{}", stdout_documents(out, &record)?);
+    crate::out!("{}", stdout_documents(out, &record)?);
     Ok(ExitCode::Ok)
 }

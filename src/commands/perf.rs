@@ -106,7 +106,7 @@ fn code_of(code: ExitCode) -> i32 {
         ExitCode::BackendUnavailable => status::NOT_IMPLEMENTED,
         // A peer that died shows in NCCL as a remote error: NCCLCHECK's testNcclError.
         ExitCode::PeerLost => status::NCCL,
-        ExitCode::Interrupted | ExitCode::Terminated => code.code(),
+        ExitCode::Interrupted | ExitCode::Terminated | ExitCode::ClosedPipe => code.code(),
     }
 }
 

@@ -16,10 +16,10 @@ pub fn report(q: &Qualification, args: &Rules, format: DocFormat) -> Result<Exit
             .map_err(|e| Failure::internal(format!("--junit {}: {e}", path.display())))?;
     }
     match format {
-        DocFormat::Json => println!("{}", render::to_json(q)?),
-        DocFormat::Csv => print!("{}", render::expect::qualification_csv(q)?),
-        DocFormat::Markdown => print!("{}", render::expect::qualification_markdown(q)),
-        DocFormat::Table => print!("{}", render::expect::qualification_table(q)),
+        DocFormat::Json => crate::outln!("{}", render::to_json(q)?),
+        DocFormat::Csv => crate::out!("{}", render::expect::qualification_csv(q)?),
+        DocFormat::Markdown => crate::out!("{}", render::expect::qualification_markdown(q)),
+        DocFormat::Table => crate::out!("{}", render::expect::qualification_table(q)),
     }
     Ok(if q.passed {
         ExitCode::Ok

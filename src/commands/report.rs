@@ -28,7 +28,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     let title = outputs.title();
     match outputs.destinations()? {
         Some(dest) => produce(&docs, title, &dest)?,
-        None => print!(
+        None => crate::out!(
             "{}",
             render(&docs, title, &Destinations::default())?.markdown
         ),

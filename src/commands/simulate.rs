@@ -28,7 +28,7 @@ fn print_document<T: serde::Serialize>(
         }
         OutputFormat::Table => table(doc),
     };
-    print!("{text}");
+    crate::out!("{text}");
     Ok(())
 }
 

@@ -22,11 +22,11 @@ pub fn run(args: &TopoArgs) -> Result<ExitCode, Failure> {
         ),
     };
     match args.format {
-        OutputFormat::Csv => print!("{}", render::topo::csv(&topo)),
+        OutputFormat::Csv => crate::out!("{}", render::topo::csv(&topo)),
         OutputFormat::Json => {
-            println!("{}", render::to_json(&TopologyDocument::new(source, topo))?)
+            crate::outln!("{}", render::to_json(&TopologyDocument::new(source, topo))?)
         }
-        OutputFormat::Table => print!("{}", render::topo::table(&topo)),
+        OutputFormat::Table => crate::out!("{}", render::topo::table(&topo)),
     }
     Ok(ExitCode::Ok)
 }

@@ -134,16 +134,16 @@ impl MatrixOut {
         outcome?;
         let out = &self.output;
         if out.format == Format::Json || out.json_to_stdout() {
-            println!("{}", crate::render::to_json(&doc)?);
+            crate::outln!("{}", crate::render::to_json(&doc)?);
         }
         if out.format == Format::Csv || out.csv_to_stdout() {
-            print!(
+            crate::out!(
                 "{}",
                 crate::render::matrix::csv(&doc).map_err(|e| Failure::internal(e.to_string()))?
             );
         }
         if out.table_on_stdout() {
-            print!("{}", crate::render::matrix::table(&doc));
+            crate::out!("{}", crate::render::matrix::table(&doc));
         } else {
             for line in crate::render::matrix::verdict_lines(&doc) {
                 eprintln!("{line}");

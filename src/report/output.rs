@@ -113,7 +113,7 @@ pub fn write_all(rendered: &Rendered, dest: &Destinations) -> Result<Vec<PathBuf
         }
     }
     match &dest.markdown {
-        Some(md) if md.as_os_str() == "-" => print!("{}", rendered.markdown),
+        Some(md) if md.as_os_str() == "-" => crate::out!("{}", rendered.markdown),
         Some(md) => {
             write(md, rendered.markdown.as_bytes())?;
             written.push(md.clone());

@@ -200,6 +200,33 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
         ]
     );
 
+    // A rule only a run can be judged by is refused on a matrix, never passed unchecked; the
+    // pair thresholds are validated as --min-busbw is.
+    for (args, said) in [
+        (&["--min-busbw", "1"][..], "--min-busbw judge a run"),
+        (
+            &["--max-skew", "1.2", "--profile", "ib-ndr-400"][..],
+            "--max-skew, --profile judge a run",
+        ),
+        (
+            &["--min-pair-bw=-1"][..],
+            "--min-pair-bw: must be a positive number of GB/s",
+        ),
+        (
+            &["--max-pair-latency-us", "inf"][..],
+            "--max-pair-latency-us: must be a positive number",
+        ),
+        (
+            &["--min-pair-bw", "NaN"][..],
+            "--min-pair-bw: must be a positive number",
+        ),
+    ] {
+        let q = bin().arg("qualify").args(args).arg(&json).output().unwrap();
+        let stderr = String::from_utf8_lossy(&q.stderr);
+        assert_eq!(q.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+
     // report draws the heat map and calls the machine degraded, naming the pair.
     let html = dir.path().join("r.html");
     let pngs = dir.path().join("png");

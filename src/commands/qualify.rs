@@ -34,11 +34,20 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         args.expectation.expectation(),
         args.pairs.rules(),
     );
+    pairs.check()?;
     if let (input, crate::import::input::Kind::RunRecord) = crate::import::input::open(&args.run)? {
         let name = input.name.clone();
         if let crate::import::input::Document::Matrix(doc) =
             crate::import::input::read_document(input)?
         {
+            // A gate never passes a rule it did not check.
+            let run_only = run_rules_given(&rules, &expectation);
+            if !run_only.is_empty() {
+                return Err(Failure::usage(format!(
+                    "{} judge a run, and {name} is a pair matrix (a `matrix` document): a matrix is gated by --min-pair-bw and --max-pair-latency-us",
+                    run_only.join(", ")
+                )));
+            }
             let q = crate::matrix::qualify::judge(&name, &doc, &pairs);
             return report(&q, &rules, args.format);
         }
@@ -59,4 +68,26 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         true,
     )?;
     report(&q, &rules, args.format)
+}
+
+/// The flags given that only a run (not a pair matrix) can be judged by.
+fn run_rules_given(
+    rules: &crate::expect::options::Rules,
+    expectation: &crate::expect::options::Expectation,
+) -> Vec<&'static str> {
+    [
+        (rules.min_busbw.is_some(), "--min-busbw"),
+        (rules.max_latency_us.is_some(), "--max-latency-us"),
+        (rules.max_skew.is_some(), "--max-skew"),
+        (rules.min_ratio.is_some(), "--min-ratio"),
+        (rules.rules.is_some(), "--rules"),
+        (expectation.profile.is_some(), "--profile"),
+        (expectation.topo.is_some(), "--topo"),
+        (expectation.log.is_some(), "--log"),
+        (expectation.hardware.is_some(), "--hardware"),
+        (expectation.collective.is_some(), "--collective"),
+    ]
+    .into_iter()
+    .filter_map(|(given, flag)| given.then_some(flag))
+    .collect()
 }

@@ -22,3 +22,16 @@ pub struct PairRules {
     /// Maximum latency (half a round trip) of every pair at the smallest size, microseconds.
     pub max_pair_latency_us: Option<f64>,
 }
+
+impl PairRules {
+    /// The thresholds as the `--min-busbw` family takes them: finite and above zero.
+    pub fn check(&self) -> Result<(), crate::exit::Failure> {
+        if let Some(gbps) = self.min_pair_bw {
+            crate::flags::positive("--min-pair-bw", gbps, "GB/s")?;
+        }
+        if let Some(us) = self.max_pair_latency_us {
+            crate::flags::positive("--max-pair-latency-us", us, "microseconds")?;
+        }
+        Ok(())
+    }
+}

@@ -54,7 +54,7 @@ pub fn run_cli() -> i32 {
             };
         }
     };
-    let result = match &cli.command {
+    let result = commands::files::check(&cli.command).and_then(|()| match &cli.command {
         cli::Command::Sweep(args) => commands::sweep::run(args),
         cli::Command::Matrix(args) => commands::matrix::run(args),
         cli::Command::Import(args) => commands::import::run(args),
@@ -72,7 +72,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Report(args) => commands::report::run(args),
         cli::Command::Doctor(args) => commands::doctor::run(args),
         cli::Command::Aliases(args) => commands::perf::aliases(&args.dir, args.mpi),
-    };
+    });
     match result {
         Ok(code) => code.code(),
         Err(failure) => {

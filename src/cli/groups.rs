@@ -114,8 +114,9 @@ pub struct BackendArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
-    /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` = stdout
-    /// at the end).
+    /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` or
+    /// /dev/stdout = stdout at the end). A FIFO, device or /dev/fd/N gets it once, at the end,
+    /// written in place within --timeout.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write the CSV here (like --json; `-` = stdout at the end).

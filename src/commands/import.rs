@@ -8,8 +8,11 @@ use crate::render::{record::stdout_documents, table};
 pub fn run(args: &ImportArgs) -> Result<ExitCode, Failure> {
     let out = &args.output.outputs();
     out.check()?;
-    let sink = out.sink(import_nccl_tests(&args.file)?);
-    sink.flush()
+    let mut sink = out.sink(
+        import_nccl_tests(&args.file)?,
+        crate::render::record::SPECIAL_PATIENCE,
+    );
+    sink.complete()
         .map_err(|e| Failure::internal(format!("{e:#}")))?;
     let record = sink.record;
     if out.table_on_stdout() {

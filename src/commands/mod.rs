@@ -5,6 +5,7 @@ pub mod baselines;
 pub mod compare;
 pub mod diagnose;
 pub mod doctor;
+pub mod files;
 pub mod import;
 pub mod matrix;
 pub mod perf;

@@ -12,8 +12,13 @@ use crate::render;
 pub fn report(q: &Qualification, args: &Rules, format: DocFormat) -> Result<ExitCode, Failure> {
     if let Some(path) = &args.junit {
         let xml = render::expect::junit(q)?;
-        render::record::write_atomic(path, xml.as_bytes())
-            .map_err(|e| Failure::internal(format!("--junit {}: {e}", path.display())))?;
+        render::record::write_document("--junit", path, xml.as_bytes())?;
+        if render::record::paths::is_stdout(path) {
+            // The JUnit is stdout's document (the guard refused another); the verdict is said
+            // on stderr.
+            eprint!("{}", render::expect::qualification_table(q));
+            return Ok(exit_code(q));
+        }
     }
     match format {
         DocFormat::Json => crate::outln!("{}", render::to_json(q)?),
@@ -21,11 +26,15 @@ pub fn report(q: &Qualification, args: &Rules, format: DocFormat) -> Result<Exit
         DocFormat::Markdown => crate::out!("{}", render::expect::qualification_markdown(q)),
         DocFormat::Table => crate::out!("{}", render::expect::qualification_table(q)),
     }
-    Ok(if q.passed {
+    Ok(exit_code(q))
+}
+
+fn exit_code(q: &Qualification) -> ExitCode {
+    if q.passed {
         ExitCode::Ok
     } else {
         ExitCode::CheckFailed
-    })
+    }
 }
 
 pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {

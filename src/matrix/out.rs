@@ -5,7 +5,8 @@ use crate::documents::matrix::{Endpoint, MatrixDocument, PairMeasurement};
 use crate::documents::topology::Topology;
 use crate::exit::{ExitCode, Failure};
 use crate::model::{RankInfo, RunStatus};
-use crate::render::record::{clean_stale_temps, write_atomic};
+use crate::render::record::paths::{is_stdout, target, Target};
+use crate::render::record::{clean_stale_temps, write_atomic, write_within};
 use crate::render::record::{Format, Outputs};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -17,11 +18,15 @@ pub struct MatrixOut {
     csv_path: Option<PathBuf>,
     output: Outputs,
     progress: ProgressBar,
+    /// Special files (a FIFO, `/dev/fd/N`) have had their one write, at the end.
+    completed: std::sync::atomic::AtomicBool,
+    /// How long a special file may keep that write waiting (`--timeout`).
+    patience: std::time::Duration,
 }
 
 impl MatrixOut {
-    pub fn new(output: &Outputs, doc: MatrixDocument) -> MatrixOut {
-        let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+    pub fn new(output: &Outputs, doc: MatrixDocument, patience: std::time::Duration) -> MatrixOut {
+        let file = |p: &Option<PathBuf>| p.clone().filter(|p| !is_stdout(p));
         let (json_path, csv_path) = (file(&output.json), file(&output.csv));
         for p in json_path.iter().chain(csv_path.iter()) {
             clean_stale_temps(p);
@@ -38,6 +43,8 @@ impl MatrixOut {
             csv_path,
             output: output.clone(),
             progress,
+            completed: Default::default(),
+            patience,
         }
     }
 
@@ -49,20 +56,39 @@ impl MatrixOut {
         Ok(r)
     }
 
-    fn flush(&self, doc: &MatrixDocument) -> Result<(), Failure> {
+    /// Regular files get the document after every step; special files once, at the end
+    /// (`last`), within `--timeout`.
+    fn write(&self, doc: &MatrixDocument, last: bool) -> Result<(), Failure> {
         let failed = |p: &PathBuf, e: std::io::Error| {
             Failure::internal(format!("writing {}: {e}", p.display()))
         };
+        let special_too = last
+            && !self
+                .completed
+                .swap(true, std::sync::atomic::Ordering::SeqCst);
+        let mut docs = Vec::new();
         if let Some(p) = &self.json_path {
-            let json = crate::render::to_json(doc)?;
-            write_atomic(p, json.as_bytes()).map_err(|e| failed(p, e))?;
+            docs.push((p, crate::render::to_json(doc)?));
         }
         if let Some(p) = &self.csv_path {
             let csv =
                 crate::render::matrix::csv(doc).map_err(|e| Failure::internal(e.to_string()))?;
-            write_atomic(p, csv.as_bytes()).map_err(|e| failed(p, e))?;
+            docs.push((p, csv));
+        }
+        for (p, text) in docs {
+            match target(p) {
+                Target::Regular => write_atomic(p, text.as_bytes()).map_err(|e| failed(p, e))?,
+                Target::Special if special_too => {
+                    write_within(p, text.as_bytes(), self.patience).map_err(|e| failed(p, e))?
+                }
+                Target::Special => {}
+            }
         }
         Ok(())
+    }
+
+    fn flush(&self, doc: &MatrixDocument) -> Result<(), Failure> {
+        self.write(doc, false)
     }
 
     pub fn start(
@@ -107,7 +133,12 @@ impl MatrixOut {
 
     /// From the watchdog's thread: the run ended by a timeout (the hung pair is in `message`).
     pub fn mark_timed_out(&self, message: &str) {
-        let _ = self.with_doc(|doc| close(doc, RunStatus::TimedOut, Some(message)));
+        if let Ok(doc) = self.with_doc(|doc| {
+            close(doc, RunStatus::TimedOut, Some(message));
+            doc.clone()
+        }) {
+            let _ = self.write(&doc, true);
+        }
     }
 
     /// Close the document with the outcome, print what stdout carries, decide the exit code.
@@ -131,7 +162,12 @@ impl MatrixOut {
             }
             doc.clone()
         })?;
+        let completed = self.write(&doc, true);
+        if let (Err(f), Err(_)) = (&completed, &outcome) {
+            eprintln!("ncclprobe: {}", f.message);
+        }
         outcome?;
+        completed?;
         let out = &self.output;
         if out.format == Format::Json || out.json_to_stdout() {
             crate::outln!("{}", crate::render::to_json(&doc)?);

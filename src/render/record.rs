@@ -1,8 +1,12 @@
 //! Writing results to disk as they are measured, so that a crash, a signal or a bad path loses
 //! nothing and clobbers nothing that is not ours: a regular file (or a new one) is replaced
 //! atomically (a temporary file beside it, then a rename), a symlink's target is replaced
-//! rather than the link, and anything else (a device such as /dev/null, a FIFO) is written
-//! through, never renamed over.
+//! rather than the link, and anything else (a device such as /dev/null, a FIFO, a pipe or file
+//! named by `/dev/stdout` or `/dev/fd/N`) is written through in place, never renamed over, once
+//! at the end of a run, and within a time limit (a FIFO nobody reads fails instead of hanging).
+
+#[path = "paths.rs"]
+pub mod paths;
 
 use crate::model::RunRecord;
 use std::io::Write;
@@ -65,23 +69,30 @@ pub fn clean_stale_temps(path: &Path) {
     }
 }
 
+/// How long a write to a special file may wait for its reader when the caller sets no limit.
+pub const SPECIAL_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Replace what `path` names with `contents`, without ever replacing something that is not a
-/// regular file (see the module comment).
+/// regular file (see the module comment); a special file gets [`SPECIAL_PATIENCE`].
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    write_within(path, contents, SPECIAL_PATIENCE)
+}
+
+/// [`write_atomic`], with a special file's write bounded by `patience`.
+pub fn write_within(
+    path: &Path,
+    contents: &[u8],
+    patience: std::time::Duration,
+) -> std::io::Result<()> {
+    if paths::target(path) == paths::Target::Special {
+        return write_through(path, contents, patience);
+    }
     let target = resolve(path)?;
-    match std::fs::metadata(&target) {
-        Ok(m) if !m.is_file() && !m.is_dir() => {
-            // A device or FIFO: write through, never rename over it.
-            let mut f = std::fs::OpenOptions::new().write(true).open(&target)?;
-            return f.write_all(contents);
-        }
-        Ok(m) if m.is_dir() => {
-            return Err(std::io::Error::other(format!(
-                "{} is a directory",
-                target.display()
-            )))
-        }
-        _ => {}
+    if std::fs::metadata(&target).is_ok_and(|m| m.is_dir()) {
+        return Err(std::io::Error::other(format!(
+            "{} is a directory",
+            target.display()
+        )));
     }
     let dir = target
         .parent()
@@ -104,25 +115,103 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// A finished document written where a flag sent it: stdout (`-`, `/dev/stdout`) through the
+/// one stdout writer, a file by [`write_atomic`]. A write that fails is exit 1 (an I/O
+/// failure writing results), naming the flag and the file.
+pub fn write_document(flag: &str, path: &Path, bytes: &[u8]) -> Result<(), crate::exit::Failure> {
+    if paths::is_stdout(path) {
+        return crate::exit::print(&String::from_utf8_lossy(bytes));
+    }
+    write_atomic(path, bytes).map_err(|e| {
+        crate::exit::Failure::internal(format!("{flag} {}: cannot write: {e}", path.display()))
+    })
+}
+
+/// Write into a special file in place: the path as given is opened (a descriptor link reopens
+/// what the descriptor names; a regular file behind one is appended to, as `>>` would), on a
+/// thread of its own, so that a FIFO with no reader, or one whose reader stopped reading,
+/// ends in an error after `patience` instead of a hang.
+fn write_through(
+    path: &Path,
+    contents: &[u8],
+    patience: std::time::Duration,
+) -> std::io::Result<()> {
+    let (path, contents) = (path.to_path_buf(), contents.to_vec());
+    let shown = path.display().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("special-file-writer".into())
+        .spawn(move || {
+            let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
+            let result = std::fs::OpenOptions::new()
+                .write(true)
+                .append(regular)
+                .open(&path)
+                .and_then(|mut f| f.write_all(&contents).and_then(|_| f.flush()));
+            let _ = tx.send(result);
+        })?;
+    match rx.recv_timeout(patience) {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "{shown}: nothing took the output within {:.0} s (a FIFO with no reader, or one that stopped reading)",
+                patience.as_secs_f64()
+            ),
+        )),
+    }
+}
+
 /// Where the record and CSV go; `None` for a file means stdout at the end (or not at all).
+/// Regular files are rewritten as each point completes; special files (see the module
+/// comment) get the record once, by [`RecordSink::complete`].
 pub struct RecordSink {
     pub record: RunRecord,
     pub json_path: Option<PathBuf>,
     pub csv_path: Option<PathBuf>,
+    /// How long a special file's reader may keep the final write waiting.
+    pub patience: std::time::Duration,
+    /// The special files have had their one write.
+    completed: bool,
 }
 
 impl RecordSink {
-    /// Flush the current record (and CSV) to their files.
-    pub fn flush(&self) -> anyhow::Result<()> {
-        use anyhow::Context;
+    fn documents(&self) -> anyhow::Result<Vec<(&PathBuf, Vec<u8>)>> {
+        let mut docs = Vec::new();
         if let Some(path) = &self.json_path {
-            let json = serde_json::to_vec_pretty(&self.record)?;
-            write_atomic(path, &json).with_context(|| format!("writing {}", path.display()))?;
+            docs.push((path, serde_json::to_vec_pretty(&self.record)?));
         }
         if let Some(path) = &self.csv_path {
-            let csv = super::csv::to_string(&self.record.points)?;
-            write_atomic(path, csv.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
+            docs.push((path, super::csv::to_string(&self.record.points)?.into_bytes()));
+        }
+        Ok(docs)
+    }
+
+    /// Flush the current record (and CSV) to their regular files.
+    pub fn flush(&self) -> anyhow::Result<()> {
+        use anyhow::Context;
+        for (path, bytes) in self.documents()? {
+            if paths::target(path) == paths::Target::Regular {
+                write_atomic(path, &bytes)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The run is over: flush, and give special files their one write (a second call
+    /// leaves them alone).
+    pub fn complete(&mut self) -> anyhow::Result<()> {
+        use anyhow::Context;
+        self.flush()?;
+        if std::mem::replace(&mut self.completed, true) {
+            return Ok(());
+        }
+        for (path, bytes) in self.documents()? {
+            if paths::target(path) == paths::Target::Special {
+                write_within(path, &bytes, self.patience)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
         }
         Ok(())
     }
@@ -148,8 +237,10 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// `-`, or a path that is this process's stdout (`/dev/stdout`, `/dev/fd/1`): the
+    /// document goes through the one stdout writer at the end.
     fn is_stdout(p: &Option<PathBuf>) -> bool {
-        p.as_ref().is_some_and(|p| p.as_os_str() == "-")
+        p.as_deref().is_some_and(paths::is_stdout)
     }
 
     pub fn json_to_stdout(&self) -> bool {
@@ -165,38 +256,25 @@ impl Outputs {
         self.format == Format::Table && !self.json_to_stdout() && !self.csv_to_stdout()
     }
 
+    /// The outputs as the path guard sees them (the caller adds its inputs and other files).
+    pub fn files(&self, files: paths::Files) -> paths::Files {
+        files
+            .output("--json", self.json.as_deref())
+            .output("--csv", self.csv.as_deref())
+            .stdout("--format json", self.format == Format::Json)
+            .stdout("--format csv", self.format == Format::Csv)
+    }
+
     /// Refuse outputs that would overwrite each other: both files on one path, or two
     /// documents on stdout.
     pub fn check(&self) -> Result<(), crate::exit::Failure> {
-        let json_out = self.format == Format::Json || self.json_to_stdout();
-        let csv_out = self.format == Format::Csv || self.csv_to_stdout();
-        if json_out && csv_out {
-            return Err(crate::exit::Failure::usage(
-                "--json/--csv/--format: stdout can carry one document (the JSON or the CSV); send the other to a file",
-            ));
-        }
-        if let (Some(j), Some(c)) = (&self.json, &self.csv) {
-            let same = |a: &PathBuf, b: &PathBuf| {
-                a == b
-                    || match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-                        (Ok(x), Ok(y)) => x == y,
-                        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
-                    }
-            };
-            if j.as_os_str() != "-" && same(j, c) {
-                return Err(crate::exit::Failure::usage(format!(
-                    "--json and --csv both name {}: one would overwrite the other",
-                    j.display()
-                )));
-            }
-        }
-        Ok(())
+        self.files(paths::Files::new()).check()
     }
 
     /// Where the record and CSV files go (`-` is stdout, not a file). Temporary files that a
     /// killed run left beside them are removed.
-    pub fn sink(&self, record: RunRecord) -> RecordSink {
-        let file = |p: &Option<PathBuf>| p.clone().filter(|p| p.as_os_str() != "-");
+    pub fn sink(&self, record: RunRecord, patience: std::time::Duration) -> RecordSink {
+        let file = |p: &Option<PathBuf>| p.clone().filter(|p| !paths::is_stdout(p));
         let (json_path, csv_path) = (file(&self.json), file(&self.csv));
         for p in json_path.iter().chain(csv_path.iter()) {
             clean_stale_temps(p);
@@ -205,6 +283,8 @@ impl Outputs {
             record,
             json_path,
             csv_path,
+            patience,
+            completed: false,
         }
     }
 }

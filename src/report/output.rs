@@ -11,7 +11,8 @@ use super::Documents;
 use crate::exit::Failure;
 use crate::render::plots::Drawn;
 use crate::render::report::{pages, plot_views, Destinations};
-use std::path::{Path, PathBuf};
+use crate::render::record::paths::{is_stdout, Files};
+use std::path::PathBuf;
 
 /// The title of a report nobody named.
 pub const DEFAULT_TITLE: &str = "ncclprobe report";
@@ -31,20 +32,22 @@ impl Outputs {
         self.title.as_deref().unwrap_or(DEFAULT_TITLE)
     }
 
+    /// The report's outputs as the path guard sees them; `html_flag` names the HTML's flag
+    /// (`--report`, `-o`).
+    pub fn files(&self, files: Files, html_flag: &str) -> Files {
+        files
+            .output(html_flag, self.html.as_deref())
+            .output("--markdown", self.markdown.as_deref())
+            .directory("--png-dir", self.png_dir.as_deref())
+    }
+
     /// Where the HTML, the Markdown and the plots go; `None` when nothing asks for a report.
     /// Refuses two outputs on one path (one would silently replace the other).
     pub fn destinations(&self) -> Result<Option<Destinations>, Failure> {
         if self.html.is_none() && self.markdown.is_none() && self.png_dir.is_none() {
             return Ok(None);
         }
-        if let (Some(h), Some(m)) = (&self.html, &self.markdown) {
-            if h == m {
-                return Err(Failure::usage(format!(
-                    "the HTML report and the Markdown summary would both be written to {}",
-                    h.display()
-                )));
-            }
-        }
+        self.files(Files::new(), "the HTML report").check()?;
         Ok(Some(Destinations {
             html: self.html.clone(),
             markdown: self.markdown.clone(),
@@ -90,39 +93,43 @@ pub fn produce(docs: &Documents, title: &str, dest: &Destinations) -> Result<(),
     Ok(())
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
-    crate::render::record::write_atomic(path, bytes)
-        .map_err(|e| Failure::usage(format!("cannot write {}: {e}", path.display())))
-}
-
-/// Write what was asked for; the paths written, in order.
+/// Write what was asked for; the paths written, in order (stdout is not listed). Every path
+/// is checked first: a plot whose name is another output's (`--png-dir D -o D/busbw-….png`)
+/// is refused before anything is written.
 pub fn write_all(rendered: &Rendered, dest: &Destinations) -> Result<Vec<PathBuf>, Failure> {
-    let mut written = Vec::new();
+    let mut files: Vec<(&str, PathBuf, &[u8])> = Vec::new();
     if let Some(dir) = &dest.png_dir {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Failure::usage(format!("cannot create {}: {e}", dir.display())))?;
         for p in &rendered.plots {
-            let png = dir.join(format!("{}.png", p.name));
-            write(&png, &p.png)?;
-            written.push(png);
+            files.push(("--png-dir", dir.join(format!("{}.png", p.name)), &p.png));
             if dest.svg {
                 let svg = dir.join(format!("{}.svg", p.name));
-                write(&svg, p.svg.as_bytes())?;
-                written.push(svg);
+                files.push(("--png-dir", svg, p.svg.as_bytes()));
             }
         }
     }
-    match &dest.markdown {
-        Some(md) if md.as_os_str() == "-" => crate::out!("{}", rendered.markdown),
-        Some(md) => {
-            write(md, rendered.markdown.as_bytes())?;
-            written.push(md.clone());
-        }
-        None => {}
+    if let Some(md) = &dest.markdown {
+        files.push(("--markdown", md.clone(), rendered.markdown.as_bytes()));
     }
     if let Some(html) = &dest.html {
-        write(html, rendered.html.as_bytes())?;
-        written.push(html.clone());
+        files.push(("the HTML report", html.clone(), rendered.html.as_bytes()));
+    }
+    if let Some(dir) = &dest.png_dir {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Failure::internal(format!("--png-dir {}: cannot create: {e}", dir.display()))
+        })?;
+    }
+    files
+        .iter()
+        .fold(Files::new(), |guard, (flag, path, _)| {
+            guard.output(flag, Some(path))
+        })
+        .check()?;
+    let mut written = Vec::new();
+    for (flag, path, bytes) in files {
+        crate::render::record::write_document(flag, &path, bytes)?;
+        if !is_stdout(&path) {
+            written.push(path);
+        }
     }
     Ok(written)
 }

@@ -6,6 +6,7 @@ use super::select::{select_backend, Backend, Environment, Selection};
 use super::worlds;
 use crate::exit::{ExitCode, Failure};
 use crate::matrix::options::Options as MatrixOptions;
+use crate::render::record::paths::Files;
 
 /// Run what `options` asks: collectives, or pairs when `options.matrix` is set.
 pub fn run(options: &Options) -> Result<ExitCode, Failure> {
@@ -23,8 +24,24 @@ fn start(options: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
     }
 }
 
+/// Every file a sweep (or a pair matrix) reads and writes, for the output-path guard: checked
+/// before anything is measured.
+pub fn files(args: &Options) -> Files {
+    let perf_json = args.perf.as_ref().and_then(|p| p.json.as_deref());
+    let files = Files::new()
+        .input("--rules", args.gate.rules.rules.as_deref())
+        .input(
+            "--alltoallv-matrix",
+            args.what.traffic_matrix.as_ref().map(|(p, _)| p.as_path()),
+        )
+        .output("--junit", args.gate.rules.junit.as_deref())
+        .output("-J", perf_json);
+    let files = args.report.files(files, "--report");
+    args.output.files(files)
+}
+
 fn collectives(args: &Options) -> Result<ExitCode, Failure> {
-    args.output.check()?;
+    files(args).check()?;
     args.report.destinations()?;
     if args.gate.requested() {
         // A bad rules file or profile is refused before anything is measured.
@@ -65,7 +82,7 @@ fn pairs(options: &Options, matrix: &MatrixOptions) -> Result<ExitCode, Failure>
             matrix.outlier
         )));
     }
-    options.output.check()?;
+    files(options).check()?;
     let env = Environment::detect();
     let backend = &options.backend;
     let selection = select_backend(backend.backend, &env, backend.nccl_lib.as_deref())?;

@@ -54,13 +54,22 @@ enum Reporter {
 
 impl Reporter {
     fn new(args: &Options, plan: &Plan, record: crate::model::RunRecord) -> Reporter {
+        let patience = std::time::Duration::try_from_secs_f64(args.timing.timeout)
+            .unwrap_or(crate::render::record::SPECIAL_PATIENCE);
         match &plan.matrix {
             Some(options) => {
                 let doc = MatrixDocument::from_record(record, plan.settings.clone(), options);
-                Reporter::Matrix(Arc::new(MatrixOut::new(&args.output, doc)))
+                Reporter::Matrix(Arc::new(MatrixOut::new(&args.output, doc, patience)))
             }
             None => {
-                let mut r0 = Rank0::new(&args.output, record);
+                let mut r0 = Rank0::new(&args.output, record, patience);
+                let elsewhere = [&args.report.markdown, &args.gate.rules.junit];
+                if elsewhere
+                    .iter()
+                    .any(|p| p.as_deref().is_some_and(crate::render::record::paths::is_stdout))
+                {
+                    r0.leave_stdout();
+                }
                 r0.set_gate(plan.gate.clone());
                 r0.set_perf(plan.perf.clone(), plan);
                 Reporter::Sweep(Arc::new(r0))

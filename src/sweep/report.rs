@@ -57,7 +57,13 @@ fn lock_within<T>(m: &Mutex<T>, patience: Duration) -> Option<MutexGuard<'_, T>>
 }
 
 impl Rank0 {
-    pub fn new(output: &crate::render::record::Outputs, record: RunRecord) -> Rank0 {
+    /// `patience`: how long a special file (a FIFO, `/dev/fd/N`) may keep the record's one
+    /// write waiting at the end (the sweep's `--timeout`).
+    pub fn new(
+        output: &crate::render::record::Outputs,
+        record: RunRecord,
+        patience: Duration,
+    ) -> Rank0 {
         let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
         if let Ok(style) =
             ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}")
@@ -65,7 +71,7 @@ impl Rank0 {
             progress.set_style(style);
         }
         Rank0 {
-            sink: Arc::new(Mutex::new(output.sink(record))),
+            sink: Arc::new(Mutex::new(output.sink(record, patience))),
             print_table: output.table_on_stdout(),
             progress,
             gate: None,
@@ -88,7 +94,7 @@ impl Rank0 {
     pub fn mark_timed_out(&self, message: &str) {
         let _ = self.with_sink(|sink| {
             record::close(&mut sink.record, model::RunStatus::TimedOut, Some(message));
-            sink.flush()
+            sink.complete()
         });
     }
 
@@ -227,6 +233,11 @@ impl Rank0 {
         .map_err(|e| Failure::internal(format!("{e:#}")))
     }
 
+    /// Another document (`--markdown -`, `--junit -`) is stdout's: the table stays off it.
+    pub fn leave_stdout(&mut self) {
+        self.print_table = false;
+    }
+
     /// The gate (`--qualify`, rules), if the sweep has one.
     pub fn set_gate(&mut self, gate: Option<Arc<crate::expect::options::GateRules>>) {
         self.gate = gate;
@@ -362,6 +373,13 @@ impl Rank0 {
             Some(gate) => Some(self.gate_verdict(gate, &record)?),
             None => None,
         };
+        // Special files (a FIFO, `/dev/fd/N`) get the record once, now that it is final.
+        let completed = self
+            .with_sink(|sink| sink.complete())?
+            .map_err(|e| Failure::internal(format!("{e:#}")));
+        if let (Err(f), Err(_)) = (&completed, &result) {
+            eprintln!("ncclprobe: {}", f.message);
+        }
         let verdict_text = verdict
             .as_ref()
             .map(crate::render::expect::qualification_table);
@@ -374,6 +392,7 @@ impl Rank0 {
             eprintln!("ncclprobe: {}", f.message);
         }
         result?;
+        completed?;
         report?;
         if let Some((style, _)) = &self.perf {
             return perf_status(style, &record);
@@ -383,7 +402,7 @@ impl Rank0 {
         }
         to_stdout(&crate::render::record::stdout_documents(output, &record)?);
         if let Some(text) = verdict_text {
-            if output.table_on_stdout() {
+            if self.print_table {
                 to_stdout(&text);
             } else {
                 eprint!("{text}");
@@ -420,8 +439,7 @@ impl Rank0 {
         .map_err(|e| Failure::internal(format!("{e:#}")))?;
         if let Some(path) = &gate.rules.junit {
             let xml = crate::render::expect::junit(&q)?;
-            crate::render::record::write_atomic(path, xml.as_bytes())
-                .map_err(|e| Failure::internal(format!("--junit {}: {e}", path.display())))?;
+            crate::render::record::write_document("--junit", path, xml.as_bytes())?;
         }
         Ok(q)
     }

@@ -1,0 +1,51 @@
+//! Every command's files, named for the output-path guard (`render::record::paths`) and
+//! checked before the command does any work: an output aimed at an input, two outputs on one
+//! file, two documents on stdout, stdin read twice, an output whose path cannot be written.
+//! A sweep and a pair matrix are checked by their engine (`sweep::entry::files`), which
+//! library users and the `*_perf` names reach too.
+
+use crate::cli::{Command, DocFormat, SimulateCommand};
+use crate::exit::Failure;
+use crate::render::record::paths::Files;
+
+/// Refuse (exit 2) what would lose data; see the module comment.
+pub fn check(command: &Command) -> Result<(), Failure> {
+    files(command).check()
+}
+
+fn files(command: &Command) -> Files {
+    let files = Files::new();
+    match command {
+        Command::Import(a) => a
+            .output
+            .outputs()
+            .files(files.input("FILE", Some(&a.file))),
+        Command::Report(a) => {
+            let outputs = a.outputs.outputs(a.output.clone());
+            outputs.files(files.inputs("INPUT", &a.inputs), "-o")
+        }
+        Command::Qualify(a) => files
+            .input("RUN", Some(&a.run))
+            .input("--topo", a.expectation.topo.as_deref())
+            .input("--log", a.expectation.log.as_deref())
+            .input("--rules", a.rules.rules.as_deref())
+            .output("--junit", a.rules.junit.as_deref())
+            .stdout("--format", a.format != DocFormat::Table),
+        Command::Compare(a) => files
+            .inputs("RUN", &a.runs)
+            .input("--topo", a.expectation.topo.as_deref())
+            .input("--log", a.expectation.log.as_deref()),
+        Command::Diagnose(a) => files.inputs("--from", &a.from),
+        Command::Topo(a) => files.input("--from", a.from.as_deref()),
+        Command::Simulate(SimulateCommand::Ddp(a)) => {
+            files.input("--curve", a.link.curve.as_deref())
+        }
+        Command::Simulate(SimulateCommand::Fsdp(a)) => {
+            files.input("--curve", a.link.curve.as_deref())
+        }
+        Command::Doctor(a) => files.directory("-o", Some(&a.output)),
+        Command::Sweep(_) | Command::Matrix(_) | Command::Baselines(_) | Command::Aliases(_) => {
+            files
+        }
+    }
+}

@@ -81,8 +81,18 @@ fn an_output_aimed_at_an_input_is_refused_and_the_input_kept() {
             "--junit",
             rules.to_str().unwrap(),
         ],
-        vec!["import", copy.to_str().unwrap(), "--json", copy.to_str().unwrap()],
-        vec!["import", copy.to_str().unwrap(), "--csv", copy.to_str().unwrap()],
+        vec![
+            "import",
+            copy.to_str().unwrap(),
+            "--json",
+            copy.to_str().unwrap(),
+        ],
+        vec![
+            "import",
+            copy.to_str().unwrap(),
+            "--csv",
+            copy.to_str().unwrap(),
+        ],
     ];
     for args in cases {
         let (code, stderr) = refused(bin().args(&args));
@@ -186,7 +196,14 @@ fn stdout_carries_one_document_and_dash_is_stdout_everywhere() {
     // `-` is stdout, never a file named `-`.
     let out = bin()
         .current_dir(dir.path())
-        .args(["qualify", "run.json", "--min-busbw", "0.001", "--junit", "-"])
+        .args([
+            "qualify",
+            "run.json",
+            "--min-busbw",
+            "0.001",
+            "--junit",
+            "-",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -274,7 +291,10 @@ fn a_fifo_nobody_reads_ends_the_run_within_its_timeout() {
             .arg(&fifo),
     );
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("nothing took the output within 2 s"), "{stderr}");
+    assert!(
+        stderr.contains("nothing took the output within 2 s"),
+        "{stderr}"
+    );
     // Generous: the sweep itself, then 2 s of waiting, on a busy machine.
     assert!(started.elapsed() < Duration::from_secs(60));
 }

@@ -16,10 +16,7 @@ pub fn check(command: &Command) -> Result<(), Failure> {
 fn files(command: &Command) -> Files {
     let files = Files::new();
     match command {
-        Command::Import(a) => a
-            .output
-            .outputs()
-            .files(files.input("FILE", Some(&a.file))),
+        Command::Import(a) => a.output.outputs().files(files.input("FILE", Some(&a.file))),
         Command::Report(a) => {
             let outputs = a.outputs.outputs(a.output.clone());
             outputs.files(files.inputs("INPUT", &a.inputs), "-o")

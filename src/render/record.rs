@@ -182,7 +182,10 @@ impl RecordSink {
             docs.push((path, serde_json::to_vec_pretty(&self.record)?));
         }
         if let Some(path) = &self.csv_path {
-            docs.push((path, super::csv::to_string(&self.record.points)?.into_bytes()));
+            docs.push((
+                path,
+                super::csv::to_string(&self.record.points)?.into_bytes(),
+            ));
         }
         Ok(docs)
     }

@@ -10,8 +10,8 @@ use super::view::{build, Report};
 use super::Documents;
 use crate::exit::Failure;
 use crate::render::plots::Drawn;
-use crate::render::report::{pages, plot_views, Destinations};
 use crate::render::record::paths::{is_stdout, Files};
+use crate::render::report::{pages, plot_views, Destinations};
 use std::path::PathBuf;
 
 /// The title of a report nobody named.

@@ -6,14 +6,22 @@ use crate::model::{self, RunRecord};
 use crate::render::table;
 use crate::units::format_size;
 
+/// What a one-rank run says instead of its headlines.
+pub const ONE_RANK: &str = "# one rank: no interconnect measured (busbw is 0 by definition; the times are this rank's own work). Run with 2 or more ranks to measure a link";
+
 /// Headlines, then what the run measured beside the table.
 pub fn lines(record: &RunRecord) -> Vec<String> {
-    let mut lines: Vec<String> = record.headlines.iter().map(table::headline).collect();
+    let one_rank = record.backend.nranks == 1;
+    let mut lines: Vec<String> = match one_rank {
+        // A plateau busbw of 0 and a latency of a local copy would read as a broken link.
+        true => vec![ONE_RANK.to_string()],
+        false => record.headlines.iter().map(table::headline).collect(),
+    };
     lines.extend(memcpy_ratio_line(record));
     lines.extend(copy_bandwidth_lines(record));
     lines.extend(cost_model_lines(record));
     lines.extend(interval_line(record));
-    if record.settings.as_ref().is_some_and(|s| s.stragglers) {
+    if record.settings.as_ref().is_some_and(|s| s.stragglers) && !one_rank {
         lines.push(match crate::arrivals::straggler(&record.points) {
             Some(s) => format!(
                 "# STRAGGLER: {}",

@@ -87,6 +87,17 @@ impl TimeBudget {
         2.0 * (call * s.check_iters.max(1) as f64 + warm + self.min_sampling_s(s, size) + HARNESS_S)
     }
 
+    /// Seconds of the budget not yet spent (rank 0's clock as of the last point).
+    pub fn left_s(&self) -> f64 {
+        (self.total_s - self.elapsed_s).max(0.0)
+    }
+
+    /// The least wall time measuring `sizes` again takes (`--retries` spends from the same
+    /// budget as the first pass, and does not start what it cannot finish).
+    pub fn least_s(&self, s: &Settings, sizes: &[u64]) -> f64 {
+        sizes.iter().map(|&size| self.min_cost_s(s, size)).sum()
+    }
+
     /// The measured seconds one placement of `remaining[0]` may sample for, given the sizes
     /// still to measure (this one first, each once per series it appears in).
     pub fn point_budget_s(&self, s: &Settings, remaining: &[u64]) -> f64 {
@@ -138,6 +149,19 @@ mod tests {
             b.point_budget_s(&s, &sizes[1..]),
             b.min_sampling_s(&s, 1 << 24)
         );
+    }
+
+    #[test]
+    fn retries_see_what_is_left_of_the_budget() {
+        let s = settings();
+        let mut b = TimeBudget::new(0.5);
+        b.record(0.2, 1 << 20, 1e-3);
+        assert!((b.left_s() - 0.3).abs() < 1e-12);
+        let one = b.least_s(&s, &[1 << 20]);
+        assert!(one > 2.0 * s.min_samples as f64 * 1e-3, "{one}");
+        assert!((b.least_s(&s, &[1 << 20, 1 << 20]) - 2.0 * one).abs() < 1e-12);
+        b.record(3.9, 1 << 20, 1e-3);
+        assert_eq!(b.left_s(), 0.0, "spent, never negative");
     }
 
     #[test]

@@ -60,6 +60,10 @@ fn collectives(args: &Options) -> Result<ExitCode, Failure> {
             "--retries re-measures the points a gate failed: give --qualify PROFILE or rules",
         ));
     }
+    if args.backend.backend == super::options::BackendChoice::Host && args.backend.ranks == Some(1)
+    {
+        super::gate_checks::one_rank_gate(&args.gate)?;
+    }
     // Flags are refused before any library is loaded, so a bad one reads the same on every
     // machine (the backend's own plan adds only its memory limit).
     crate::plan::Plan::from_options(args, None)?;
@@ -71,6 +75,12 @@ fn collectives(args: &Options) -> Result<ExitCode, Failure> {
             selection.backend.name(),
             selection.reason
         )));
+    }
+    if let (Some(id), false) = (&args.gate.qualify, selection.backend == Backend::Nccl) {
+        return Err(super::gate_checks::profile_needs_nccl(
+            id,
+            selection.backend,
+        ));
     }
     start(args, &selection)
 }

@@ -64,10 +64,10 @@ impl Reporter {
             None => {
                 let mut r0 = Rank0::new(&args.output, record, patience);
                 let elsewhere = [&args.report.markdown, &args.gate.rules.junit];
-                if elsewhere
-                    .iter()
-                    .any(|p| p.as_deref().is_some_and(crate::render::record::paths::is_stdout))
-                {
+                if elsewhere.iter().any(|p| {
+                    p.as_deref()
+                        .is_some_and(crate::render::record::paths::is_stdout)
+                }) {
                     r0.leave_stdout();
                 }
                 r0.set_gate(plan.gate.clone());
@@ -175,7 +175,12 @@ pub fn launch<C: Communicator + Send + 'static>(
     let ok = outcome.is_ok();
     let code = match &rank0 {
         Some(r0) => r0.finish(args, outcome.map(|_| ())),
-        None => outcome.map(|_| ExitCode::Ok),
+        None => {
+            if let (Err(f), None) = (&outcome, &plan.matrix) {
+                super::orphan::close_if_rank0_gone(args.output.json.as_deref(), f);
+            }
+            outcome.map(|_| ExitCode::Ok)
+        }
     };
     if ok {
         drop(keep_alive);

@@ -5,8 +5,10 @@
 mod after_table;
 pub mod budget;
 mod entry;
+mod gate_checks;
 pub mod launch;
 pub mod options;
+mod orphan;
 pub mod rank;
 pub mod record;
 pub mod report;

@@ -57,6 +57,9 @@ pub fn run_rank(
 ) -> Result<(), Failure> {
     let nranks = comm.nranks();
     let ranks = exchange_whoami(comm, &plan.injected)?;
+    if let (1, Some(gate)) = (nranks, &plan.gate) {
+        super::gate_checks::one_rank_gate(gate)?;
+    }
     let queue = size_queue(plan, nranks)?;
     let mut sweep = Sweep {
         comm,
@@ -286,17 +289,38 @@ impl Sweep<'_> {
             if todo.is_empty() {
                 return Ok(());
             }
-            if let Some(out) = out {
-                out.begin_retry(&todo);
-            }
-            for (coll, size) in todo {
+            // Every measurement the retry makes, in order: its size, for the time budget.
+            let mut queue: Vec<(Collective, crate::dtype::Dtype, Option<RedOp>, i64, u64)> =
+                Vec::new();
+            for &(coll, size) in &todo {
                 for root in plan.roots(coll, nranks)? {
                     for &dtype in &plan.dtypes {
                         for op in plan.ops_for(coll) {
-                            self.measure_size(coll, dtype, op, root, size, &[])?;
+                            queue.push((coll, dtype, op, root, size));
                         }
                     }
                 }
+            }
+            let sizes: Vec<u64> = queue.iter().map(|q| q.4).collect();
+            if let Some(b) = &self.budget {
+                // Every rank decides alike: the budget goes by rank 0's clock.
+                let least = b.least_s(&plan.settings, &sizes);
+                if least > b.left_s() {
+                    if let Some(out) = out {
+                        out.add_notes(&[format!(
+                            "--retries: not measuring again: {:.2} s of --time-budget left, and measuring the {} failed points again takes at least {least:.2} s",
+                            b.left_s(),
+                            sizes.len()
+                        )])?;
+                    }
+                    return Ok(());
+                }
+            }
+            if let Some(out) = out {
+                out.begin_retry(&todo);
+            }
+            for (i, (coll, dtype, op, root, size)) in queue.into_iter().enumerate() {
+                self.measure_size(coll, dtype, op, root, size, &sizes[i..])?;
             }
         }
         Ok(())

@@ -177,6 +177,28 @@ fn a_rank_that_dies_ends_the_run_within_the_timeout() {
 }
 
 #[test]
+fn a_killed_rank_0_does_not_leave_its_record_running() {
+    // Rank 0 alone writes the record; SIGKILLed, it cannot close it. The other rank (same
+    // host) closes it for it when the launcher ends the run.
+    let (out, took, json, _dir) = faulted_run("5", "die:0:16K");
+    assert!(!out.status.success(), "a dead rank must fail the run");
+    assert!(took < Duration::from_secs(30), "survivors hung: {took:?}");
+    let record = read_record(&json);
+    assert_eq!(record.status, RunStatus::Failed, "{:?}", record.error);
+    let error = record.error.unwrap_or_default();
+    assert!(
+        error.contains("rank 0") && error.contains("without closing the record"),
+        "{error}"
+    );
+    let sizes: Vec<u64> = record.points.iter().map(|p| p.size_bytes).collect();
+    assert_eq!(
+        sizes,
+        vec![1024, 1024, 2048, 2048, 4096, 4096, 8192, 8192],
+        "rank 0's points stay"
+    );
+}
+
+#[test]
 fn a_stalled_rank_times_out_with_code_4() {
     let (out, took, json, _dir) = faulted_run("2", "stall:1:8K");
     let stderr = text(&out.stderr);

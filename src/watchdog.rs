@@ -143,7 +143,9 @@ mod tests {
 
     #[test]
     fn progress_keeps_it_quiet() {
-        let dog = Watchdog::start(0.2);
+        // Progress every 50 ms against a 2 s timeout: forty times the step, so a busy machine
+        // that oversleeps a step cannot make it look like a hang.
+        let dog = Watchdog::start(2.0);
         let (tx, rx) = mpsc::channel::<Failure>();
         let tx = Mutex::new(tx);
         dog.set_on_timeout(Box::new(move |f| {

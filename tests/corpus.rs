@@ -218,6 +218,7 @@ fn every_nccl_tests_file_imports_as_expected() {
             "{prefix} collective ({})",
             info.collective_from
         );
+        assert!(!r.points.is_empty(), "{prefix}: no points");
         assert!(r.points.iter().all(|p| p.nranks == nranks), "{prefix}");
     }
 }
@@ -238,15 +239,18 @@ fn nccl_tests_values_are_read_exactly() {
     );
     // 03: old format, the error column is not a count.
     let r = nccl_tests::import_text(&corpus("nccl-tests", "03-")).unwrap();
+    assert!(!r.points.is_empty());
     assert!(r.points.iter().all(|p| p.wrong.is_none()));
     assert!(r.notes.iter().any(|n| n.contains("'error' column")));
     // 10: alltoall in-place #wrong N/A.
     let r = nccl_tests::import_text(&corpus("nccl-tests", "10-")).unwrap();
-    assert!(r
+    let in_place: Vec<_> = r
         .points
         .iter()
         .filter(|p| p.placement == ncclprobe::coll::Placement::InPlace)
-        .all(|p| p.wrong.is_none()));
+        .collect();
+    assert!(!in_place.is_empty());
+    assert!(in_place.iter().all(|p| p.wrong.is_none()));
     // 14: the error lines are kept with line numbers.
     let r = nccl_tests::import_text(&corpus("nccl-tests", "14-")).unwrap();
     assert!(
@@ -382,6 +386,7 @@ fn every_nccl_debug_log_parses() {
         Some("eth0")
     );
     let f = nccl_log::parse_file(&corpus("nccl-debug", "11-")).unwrap();
+    assert!(!f.watchdog.is_empty());
     assert!(f
         .watchdog
         .iter()

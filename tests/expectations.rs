@@ -24,8 +24,9 @@ fn compare(args: &[&str]) -> Comparison {
     json_stdout(&mut cmd)
 }
 
-/// A host sweep's record in `dir`, with extra sweep flags.
-fn host_record(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+/// A host sweep's record in `dir`, with extra sweep flags; the sweep must end with `code`
+/// (3 where a fault makes the check fail).
+fn host_record(dir: &Path, name: &str, extra: &[&str], code: i32) -> PathBuf {
     let path = dir.join(name);
     host_sweep(2)
         .args(["-b", "8", "-e", "64K", "--format", "json"])
@@ -33,7 +34,7 @@ fn host_record(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
         .arg("--json")
         .arg(&path)
         .assert()
-        .code(predicates::function::function(|c: &i32| *c == 0 || *c == 3));
+        .code(code);
     path
 }
 
@@ -194,7 +195,12 @@ fn shm_disabled_in_the_record_picks_the_socket_path_and_says_what_it_costs() {
 fn a_run_with_wrong_data_fails_qualification_whatever_its_bandwidth() {
     common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
-    let record = host_record(dir.path(), "bad.json", &["--inject-fault", "corrupt:1:1K"]);
+    let record = host_record(
+        dir.path(),
+        "bad.json",
+        &["--inject-fault", "corrupt:1:1K"],
+        3,
+    );
     let xml = dir.path().join("q.xml");
     let out = bin()
         .arg("qualify")
@@ -222,7 +228,7 @@ fn a_run_with_wrong_data_fails_qualification_whatever_its_bandwidth() {
 #[test]
 fn thresholds_from_flags_and_a_rules_file_fail_with_measured_and_required() {
     let dir = tempfile::tempdir().unwrap();
-    let record = host_record(dir.path(), "run.json", &[]);
+    let record = host_record(dir.path(), "run.json", &[], 0);
     // No host moves 10 TB/s, and no call takes under a nanosecond.
     let q: Qualification = serde_json::from_slice(
         &bin()
@@ -291,7 +297,7 @@ fn thresholds_from_flags_and_a_rules_file_fail_with_measured_and_required() {
 #[test]
 fn a_run_compared_with_itself_is_within_noise_at_every_point() {
     let dir = tempfile::tempdir().unwrap();
-    let record = host_record(dir.path(), "run.json", &[]);
+    let record = host_record(dir.path(), "run.json", &[], 0);
     let c = compare(&[record.to_str().unwrap(), record.to_str().unwrap()]);
     assert_eq!(c.baseline.kind, "run");
     assert!(c.points.len() >= 2 * 14, "{} points", c.points.len());
@@ -308,7 +314,7 @@ fn a_run_compared_with_itself_is_within_noise_at_every_point() {
 #[test]
 fn a_slower_run_is_a_regression_only_where_significant_and_beyond_the_band() {
     let dir = tempfile::tempdir().unwrap();
-    let before = host_record(dir.path(), "before.json", &["--samples", "12"]);
+    let before = host_record(dir.path(), "before.json", &["--samples", "12"], 0);
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&before).unwrap()).unwrap();
     // Samples with a known 5% spread, so the test is about the verdict, not this machine's noise.
@@ -413,7 +419,7 @@ fn bad_inputs_are_refused_with_exit_2_and_a_reason() {
     let e = err(&["compare", corpus("nccl-tests", "09-").to_str().unwrap()]);
     assert!(e.contains("one rank"), "{e}");
     // A host run has no GPU path to expect anything of.
-    let host = host_record(dir.path(), "host.json", &[]);
+    let host = host_record(dir.path(), "host.json", &[], 0);
     let e = err(&["compare", host.to_str().unwrap()]);
     assert!(e.contains("host backend") && e.contains("--profile"), "{e}");
 }
@@ -421,7 +427,7 @@ fn bad_inputs_are_refused_with_exit_2_and_a_reason() {
 #[test]
 fn a_running_record_is_compared_with_a_warning_and_fails_qualification() {
     let dir = tempfile::tempdir().unwrap();
-    let record = host_record(dir.path(), "run.json", &[]);
+    let record = host_record(dir.path(), "run.json", &[], 0);
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
     v["status"] = "running".into();

@@ -530,7 +530,7 @@ fn a_late_mpi_rank_is_named_by_stragglers() {
             "64",
             "--stragglers",
             "--inject-fault",
-            "late:1:300",
+            "late:1:1000",
             "--json",
             json.to_str().unwrap(),
         ],

@@ -218,7 +218,6 @@ fn every_nccl_tests_file_imports_as_expected() {
             "{prefix} collective ({})",
             info.collective_from
         );
-        assert!(!r.points.is_empty(), "{prefix}: no points");
         assert!(r.points.iter().all(|p| p.nranks == nranks), "{prefix}");
     }
 }

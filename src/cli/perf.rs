@@ -335,11 +335,15 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
     };
     // ncclstringtotype / ncclstringtoop (src/common.h): an unknown name is said and replaced.
     if !TYPE_NAMES.contains(&f.datatype.as_str()) && f.datatype != "all" {
-        println!("invalid type {}, defaulting to float .. ", f.datatype);
+        // A closed stdout is found again at the banner, where the run ends.
+        let _ = crate::exit::print(&format!(
+            "invalid type {}, defaulting to float .. \n",
+            f.datatype
+        ));
         f.datatype = "float".into();
     }
     if !OP_NAMES.contains(&f.op.as_str()) && f.op != "all" {
-        println!("invalid op {}, defaulting to sum .. ", f.op);
+        let _ = crate::exit::print(&format!("invalid op {}, defaulting to sum .. \n", f.op));
         f.op = "sum".into();
     }
     // The checks after the option loop, in its order and words.

@@ -13,7 +13,9 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
     let flags = match perf::parse(program, args) {
         Ok(f) => f,
         Err(stop) => {
-            print!("{}", stop.stdout);
+            if let Err(code) = say(&stop.stdout) {
+                return code;
+            }
             eprint!("{}", stop.stderr);
             return stop.code;
         }
@@ -37,7 +39,8 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
         .filter(|path| perf_json::is_json_name(path))
         .and_then(|path| {
             let (claimed, line) = perf_json::claim(&path);
-            println!("{line}");
+            // A closed stdout is found again (and ends the run) at the banner.
+            let _ = say(&format!("{line}\n"));
             claimed.map(|p| p.to_string_lossy().into_owned())
         });
     let split = crate::sweep::split::from_env(
@@ -65,8 +68,7 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
         match crate::coll::traffic::read_matrix(Path::new(&path), scale) {
             Ok(traffic) => options.what.traffic = traffic,
             Err(e) => {
-                println!("{e}");
-                return status::INTERNAL;
+                return say(&format!("{e}\n")).err().unwrap_or(status::INTERNAL);
             }
         }
     }
@@ -85,14 +87,28 @@ pub fn run(program: &str, coll: Collective, args: &[OsString]) -> i32 {
                 let host = hostname::get()
                     .map(|h| h.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                println!(
-                    " .. {host} pid {}: Test failure common.cu:1454",
+                let line = format!(
+                    " .. {host} pid {}: Test failure common.cu:1454\n",
                     std::process::id()
                 );
+                if let Err(code) = say(&line) {
+                    return code;
+                }
             }
             code_of(failure.code)
         }
     }
+}
+
+/// Stdout through the one writer; a reader that went away (or a full disk) ends the run with
+/// the exit status to return.
+fn say(text: &str) -> Result<(), i32> {
+    crate::exit::print(text).map_err(|f| {
+        if !f.message.is_empty() {
+            eprintln!("ncclprobe: {}", f.message);
+        }
+        f.code.code()
+    })
 }
 
 /// ncclprobe's exit codes as nccl-tests' (src/common.h, testResult_t).
@@ -129,7 +145,7 @@ pub fn aliases(dir: &Path, mpi: bool) -> Result<ExitCode, Failure> {
             std::os::unix::fs::symlink(&exe, &link).map(|_| "made")
         };
         match made {
-            Ok(how) => println!("{} -> {} ({how})", link.display(), exe.display()),
+            Ok(how) => crate::outln!("{} -> {} ({how})", link.display(), exe.display()),
             Err(e) => {
                 eprintln!("ncclprobe: {}: {e}; left as it is", link.display());
                 refused.push(link.display().to_string());

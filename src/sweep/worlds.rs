@@ -167,7 +167,7 @@ pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
     );
     // nccl-tests says this while reading its flags, before the banner.
     if let Some(line) = nccl::cta_policy_for(args.backend.cta_policy, api.nccl.version_code).said {
-        println!("{line}");
+        crate::outln!("{line}");
     }
     if let Some(tr) = Torchrun::from_env() {
         let launch_info = PerProcess {

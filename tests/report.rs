@@ -431,6 +431,28 @@ fn doctor_runs_end_to_end_on_the_host_backend() {
     let diagnosis = doctor_diagnosis(&out);
     let live = diagnosis.facts.live.as_ref().unwrap();
     assert_eq!((live.nvml_gpus, live.sysfs_gpus), (None, 0), "{live:?}");
+    // NCCL_SHM_DISABLE=1 in doctor's environment is a finding of its diagnosis.
+    let ids: Vec<&str> = diagnosis.findings.iter().map(|f| f.id.as_str()).collect();
+    assert!(ids.contains(&"env.shm-disabled"), "{ids:?}");
+    // The simulation is the one asked for, on the measured world.
+    let simulation: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("simulation.json")).unwrap())
+            .unwrap();
+    assert_eq!(simulation["kind"], "simulation");
+    assert_eq!(simulation["simulator"], "ddp");
+    assert_eq!(simulation["model"]["name"], "resnet18");
+    assert_eq!(simulation["world_size"], run.backend.nranks);
+    assert_eq!(simulation["batch_size"], 32);
+    assert!(
+        simulation["link"]
+            .as_str()
+            .is_some_and(|l| l.contains("run.json")),
+        "the measured curve: {}",
+        simulation["link"]
+    );
+    assert!(simulation["configurations"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty()));
     assert!(
         live.nvml_error
             .as_deref()

@@ -34,7 +34,12 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// The directory for index.html, summary.md, the plots and every JSON behind them.
+    /// The directory for index.html, summary.md, the plots and every JSON behind them. It must
+    /// be new, empty, or an earlier doctor run's: a marker file (.ncclprobe-doctor) lists what
+    /// each run writes, and the next run removes those files first. A directory holding
+    /// anything else (a file of yours, one the marker does not list) is refused (exit 2) and
+    /// left as it is. On SIGINT or SIGTERM doctor passes the signal to the sweep it runs,
+    /// writes a partial report that says so, and exits 130 or 143.
     #[arg(
         short = 'o',
         long = "output",
@@ -63,8 +68,9 @@ pub struct DoctorArgs {
     /// Measured seconds per point of the short sweep.
     #[arg(long, default_value_t = 0.2)]
     pub point_budget: f64,
-    /// Seconds a collective may make no progress before a sweep is ended (each sweep's
-    /// watchdog; doctor also ends a child that outlives twice this).
+    /// Seconds a collective may make no progress before a sweep is ended (each sweep's own
+    /// watchdog). Doctor also ends a child sweep, with its launcher and all it started, that
+    /// prints nothing for twice this long: SIGTERM to its process group, SIGKILL 5 s later.
     #[arg(long, default_value_t = 60.0)]
     pub timeout: f64,
     /// Do not measure again without the overrides that force a slower path.

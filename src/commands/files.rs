@@ -2,7 +2,8 @@
 //! checked before the command does any work: an output aimed at an input, two outputs on one
 //! file, two documents on stdout, stdin read twice, an output whose path cannot be written.
 //! A sweep and a pair matrix are checked by their engine (`sweep::entry::files`), which
-//! library users and the `*_perf` names reach too.
+//! library users and the `*_perf` names reach too; `doctor` checks its `-o` directory itself
+//! (`commands::doctor::outdir`).
 
 use crate::cli::{Command, DocFormat, SimulateCommand};
 use crate::exit::Failure;
@@ -40,9 +41,11 @@ fn files(command: &Command) -> Files {
         Command::Simulate(SimulateCommand::Fsdp(a)) => {
             files.input("--curve", a.link.curve.as_deref())
         }
-        Command::Doctor(a) => files.directory("-o", Some(&a.output)),
-        Command::Sweep(_) | Command::Matrix(_) | Command::Baselines(_) | Command::Aliases(_) => {
-            files
-        }
+        // doctor checks its directory itself (a marker of what an earlier run wrote).
+        Command::Doctor(_)
+        | Command::Sweep(_)
+        | Command::Matrix(_)
+        | Command::Baselines(_)
+        | Command::Aliases(_) => files,
     }
 }

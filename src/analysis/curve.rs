@@ -12,6 +12,9 @@ pub enum CurveError {
     Bad { path: String, reason: String },
     #[error(transparent)]
     Input(#[from] crate::import::text::InputError),
+    /// A JSON curve that the document reader refused (its message names the file).
+    #[error("{0}")]
+    Document(String),
 }
 
 /// A collective's time over sizes.
@@ -141,8 +144,8 @@ pub fn load(path: &Path, coll: Collective) -> Result<Curve, CurveError> {
     let bytes = crate::import::text::Input::open(path)?.bytes("a sweep's JSON record or CSV")?;
     let text = String::from_utf8_lossy(&bytes);
     let (nranks, points) = if text.trim_start().starts_with('{') {
-        let record: RunRecord = serde_json::from_str(&text)
-            .map_err(|e| bad(format!("not an ncclprobe run record: {e}")))?;
+        let record: RunRecord = crate::documents::read::read(&path.display().to_string(), &bytes)
+            .map_err(|e| CurveError::Document(e.to_string()))?;
         let pts: Vec<_> = record
             .points
             .iter()

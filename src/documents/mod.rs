@@ -8,6 +8,7 @@ pub mod expectations;
 pub mod kind;
 pub mod matrix;
 pub mod qualification;
+pub mod read;
 pub mod simulation;
 pub mod stragglers;
 pub mod topology;

@@ -11,12 +11,13 @@ pub mod recommend;
 pub mod verdict;
 pub mod view;
 
+use crate::documents::read;
 use crate::documents::{
     Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification, Simulator,
     TopologyDocument,
 };
 use crate::exit::Failure;
-use crate::import::input::{input_failure, open, read_run_record, Kind as FileKind};
+use crate::import::input::{input_failure, open, Kind as FileKind};
 use crate::import::{nccl_tests, topo};
 use crate::model::RunRecord;
 use std::path::Path;
@@ -28,6 +29,11 @@ pub fn gbps(bytes_per_s: f64) -> String {
     } else {
         "-".into()
     }
+}
+
+/// A document that is not what it says, as bad input (exit 2).
+fn bad(e: read::DocumentError) -> Failure {
+    Failure::usage(e.to_string())
 }
 
 /// A document and the file it came from.
@@ -122,68 +128,58 @@ impl Documents {
                 });
                 Ok(())
             }
+            FileKind::Log | FileKind::Smi => Err(Failure::usage(format!(
+                "{file}: is {}, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
+                kind.is_what()
+            ))),
             other => Err(Failure::usage(format!(
-                "{file}: is {} output, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
-                other.name()
+                "{file}: is {}, which a report does not render",
+                other.is_what()
             ))),
         }
     }
 
-    /// One of our JSON documents, told by its `kind` (a record without one is a run).
+    /// One of our JSON documents, told by its `kind` and read by the one reader
+    /// (`documents::read`: version, kind, shape, content).
     pub fn add_json(&mut self, file: &str, bytes: &[u8]) -> Result<(), Failure> {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            #[serde(default)]
-            kind: Kind,
-            simulator: Option<Simulator>,
-        }
-        let head: Head = serde_json::from_slice(bytes)
-            .map_err(|e| Failure::usage(format!("{file}: not an ncclprobe document: {e}")))?;
+        let head = read::head(file, bytes).map_err(bad)?;
         let file = file.to_string();
-        let bad = |what: &str, e: serde_json::Error| {
-            Failure::usage(format!(
-                "{file}: not a valid ncclprobe {what} document: {e}"
-            ))
-        };
-        match (head.kind, head.simulator) {
-            (Kind::Run, _) => {
-                let input = crate::import::text::Input::from_reader(
-                    &file,
-                    Box::new(std::io::Cursor::new(bytes.to_vec())),
-                )
-                .map_err(input_failure)?;
-                let doc = read_run_record(input)?;
-                self.runs.push(Named { file, doc });
+        match head.kind {
+            Kind::Run => self.runs.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Diagnosis => self.diagnoses.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Simulation if head.simulator == Some(Simulator::Fsdp) => {
+                self.fsdp.push(Named {
+                    doc: read::read_body(&file, bytes).map_err(bad)?,
+                    file,
+                })
             }
-            (Kind::Diagnosis, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("diagnosis", e))?;
-                self.diagnoses.push(Named { file, doc });
-            }
-            (Kind::Simulation, Some(Simulator::Fsdp)) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("simulation", e))?;
-                self.fsdp.push(Named { file, doc });
-            }
-            (Kind::Simulation, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("simulation", e))?;
-                self.ddp.push(Named { file, doc });
-            }
-            (Kind::Comparison, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("comparison", e))?;
-                self.comparisons.push(Named { file, doc });
-            }
-            (Kind::Qualification, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("qualification", e))?;
-                self.qualifications.push(Named { file, doc });
-            }
-            (Kind::Topology, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("topology", e))?;
-                self.topologies.push(Named { file, doc });
-            }
-            (Kind::Matrix, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("matrix", e))?;
-                self.matrices.push(Named { file, doc });
-            }
-            (Kind::Baselines, _) => {
+            Kind::Simulation => self.ddp.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Comparison => self.comparisons.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Qualification => self.qualifications.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Topology => self.topologies.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Matrix => self.matrices.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Baselines => {
                 return Err(Failure::usage(format!(
                     "{file}: is the list of shipped expectations; a report renders runs and what was said about them"
                 )))

@@ -107,11 +107,24 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
             ));
             continue;
         };
+        // A size or count below zero is no message nccl-tests could have sent: refused, not
+        // read as 0.
+        let whole = |key: &str| -> Result<u64, InputError> {
+            match num(r.get(key)) {
+                None => Ok(0),
+                Some(v) if v.is_finite() && v >= 0.0 => Ok(v as u64),
+                Some(v) => Err(InputError::WrongKind {
+                    path: name.clone(),
+                    reason: format!("results[{i}].{key} is {v}, not a byte or element count"),
+                    expected: EXPECTED.into(),
+                }),
+            }
+        };
         parsed.rows.push(Row {
             line: i + 1,
             collective: named,
-            size: num(r.get("size")).unwrap_or(0.0) as u64,
-            count: num(r.get("count")).unwrap_or(0.0) as u64,
+            size: whole("size")?,
+            count: whole("count")?,
             dtype: text_of(r.get("type")).unwrap_or_else(|| "float".into()),
             redop: text_of(r.get("redop")),
             root: num(r.get("root")).unwrap_or(-1.0) as i64,

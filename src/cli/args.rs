@@ -188,6 +188,12 @@ pub struct LinkArgs {
     /// Per-call latency in microseconds for the alpha-beta model.
     #[arg(long, default_value_t = 20.0, requires = "busbw")]
     pub latency_us: f64,
+    /// Use a --curve that is incomplete (its run did not complete, or it stops far below the
+    /// messages simulated) or measured on another rank count than --world-size (rescaled by
+    /// the collective's busbw factor). Without it such a curve is refused (exit 2); with it,
+    /// what was used is said on stderr and in the document's `link`.
+    #[arg(long, requires = "curve")]
+    pub allow_partial: bool,
 }
 
 #[derive(Debug, Args)]

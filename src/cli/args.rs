@@ -12,6 +12,8 @@ use std::path::PathBuf;
 pub struct ReportArgs {
     /// Documents to render: run records, nccl-tests output, and the JSON of diagnose,
     /// simulate, compare, qualify and topo (each told by its `kind`). Several runs are overlaid.
+    /// A comparison or qualification must be of a run given (its record's start and host,
+    /// or its file name): one of another run is refused (exit 2).
     #[arg(required = true, value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
     /// Write the self-contained HTML report here (without any output flag, the Markdown

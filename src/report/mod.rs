@@ -188,6 +188,53 @@ impl Documents {
         Ok(())
     }
 
+    /// Every comparison and qualification given must be of a run given (by its identity, or
+    /// for documents without one, its file name): a verdict is never based on another run's
+    /// documents. Refused (exit 2) naming the document and its run; with no run given, there
+    /// is nothing to tie to.
+    pub fn tie_to_runs(&self) -> Result<(), Failure> {
+        if self.runs.is_empty() && self.matrices.is_empty() {
+            return Ok(());
+        }
+        let of_a_run = |run: &str, id: Option<&str>| {
+            self.runs
+                .iter()
+                .any(|r| reading::is_of_run(run, id, &r.file, &r.doc))
+                || (id.is_none()
+                    && self
+                        .matrices
+                        .iter()
+                        .any(|m| reading::same_file(run, &m.file)))
+        };
+        let given: Vec<&str> = self
+            .runs
+            .iter()
+            .map(|r| r.file.as_str())
+            .chain(self.matrices.iter().map(|m| m.file.as_str()))
+            .collect();
+        let stray = self
+            .comparisons
+            .iter()
+            .map(|c| ("comparison", &c.file, &c.doc.run, c.doc.run_id.as_deref()))
+            .chain(self.qualifications.iter().map(|q| {
+                (
+                    "qualification",
+                    &q.file,
+                    &q.doc.run,
+                    q.doc.run_id.as_deref(),
+                )
+            }))
+            .find(|(_, _, run, id)| !of_a_run(run, *id));
+        match stray {
+            Some((what, file, run, id)) => Err(Failure::usage(format!(
+                "{file}: is the {what} of {run}{}, which is none of the runs given ({}): give its run record too, or leave it out",
+                id.map(|i| format!(" (started {i})")).unwrap_or_default(),
+                given.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Hold every run that no comparison names against its expectation (with the pasted
     /// topology given among the inputs), so the report has a verdict per size even when only
     /// records were given. A run that cannot be judged (one rank, nothing measured, no
@@ -200,10 +247,9 @@ impl Documents {
         };
         let mut added = Vec::new();
         for run in &self.runs {
-            let compared = self
-                .comparisons
-                .iter()
-                .any(|c| reading::same_file(&c.doc.run, &run.file));
+            let compared = self.comparisons.iter().any(|c| {
+                reading::is_of_run(&c.doc.run, c.doc.run_id.as_deref(), &run.file, &run.doc)
+            });
             if compared || run.doc.points.is_empty() {
                 continue;
             }

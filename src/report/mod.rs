@@ -132,6 +132,12 @@ impl Documents {
                 "{file}: is {}, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
                 kind.is_what()
             ))),
+            // Its first lines name no format; a log with NCCL lines further on is still
+            // diagnose's to read.
+            FileKind::Text => Err(Failure::usage(format!(
+                "{file}: is {}, which a report does not render; if it holds NCCL or PyTorch output further on, run `ncclprobe diagnose --from {file} --format json` and give the report its document",
+                kind.is_what()
+            ))),
             other => Err(Failure::usage(format!(
                 "{file}: is {}, which a report does not render",
                 other.is_what()

@@ -232,7 +232,7 @@ pub fn detect(input: &Input) -> Kind {
 fn refuse_unreadable(name: &str, kind: Kind) -> Result<(), Failure> {
     let what = match kind {
         Kind::Empty if name == STDIN_NAME => "is empty (nothing came on stdin)".to_string(),
-        Kind::Empty => "is empty".to_string(),
+        Kind::Empty => "is empty (an empty file)".to_string(),
         Kind::Binary => "is binary data, not text".to_string(),
         Kind::SweepCsv => {
             "is an ncclprobe CSV (sweep --csv); pass the JSON record (--json)".to_string()

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 pub use crate::buildinfo::ToolInfo;
 
+pub mod check;
 mod schedule;
 pub use schedule::{Blocking, GpuMemory, IterationTiming, PerIteration, Schedule};
 

@@ -2,7 +2,7 @@
 //! curve (log-log), or an alpha-beta model from a latency and a bus bandwidth.
 
 use crate::coll::{Collective, Placement};
-use crate::model::RunRecord;
+use crate::model::{RunRecord, RunStatus};
 use std::path::Path;
 use thiserror::Error;
 
@@ -12,6 +12,9 @@ pub enum CurveError {
     Bad { path: String, reason: String },
     #[error(transparent)]
     Input(#[from] crate::import::text::InputError),
+    /// A JSON curve that the document reader refused (its message names the file).
+    #[error("{0}")]
+    Document(String),
 }
 
 /// A collective's time over sizes.
@@ -132,8 +135,22 @@ pub fn from_points(
     })
 }
 
+/// A curve as read from its file, with what says whether it is whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub curve: Curve,
+    /// The run's status, for a run record (a CSV carries none).
+    pub status: Option<RunStatus>,
+}
+
 /// Read `coll`'s out-of-place points from a run record (JSON) or a CSV in the sweep's contract.
 pub fn load(path: &Path, coll: Collective) -> Result<Curve, CurveError> {
+    load_with_status(path, coll).map(|l| l.curve)
+}
+
+/// [`load`], with the run's status.
+pub fn load_with_status(path: &Path, coll: Collective) -> Result<Loaded, CurveError> {
+    let mut status = None;
     let bad = |reason: String| CurveError::Bad {
         path: path.display().to_string(),
         reason,
@@ -141,8 +158,9 @@ pub fn load(path: &Path, coll: Collective) -> Result<Curve, CurveError> {
     let bytes = crate::import::text::Input::open(path)?.bytes("a sweep's JSON record or CSV")?;
     let text = String::from_utf8_lossy(&bytes);
     let (nranks, points) = if text.trim_start().starts_with('{') {
-        let record: RunRecord = serde_json::from_str(&text)
-            .map_err(|e| bad(format!("not an ncclprobe run record: {e}")))?;
+        let record: RunRecord = crate::documents::read::read(&path.display().to_string(), &bytes)
+            .map_err(|e| CurveError::Document(e.to_string()))?;
+        status = Some(record.status);
         let pts: Vec<_> = record
             .points
             .iter()
@@ -167,7 +185,35 @@ pub fn load(path: &Path, coll: Collective) -> Result<Curve, CurveError> {
         )));
     }
     from_points(coll, nranks, points, path.display().to_string())
+        .map(|curve| Loaded { curve, status })
         .ok_or_else(|| bad(format!("no usable (non-zero) {coll} points")))
+}
+
+impl Curve {
+    /// The largest size measured (a model: none).
+    pub fn largest_bytes(&self) -> Option<u64> {
+        match self {
+            Curve::Measured { points, .. } => points.last().map(|p| p.0 as u64),
+            Curve::AlphaBeta { .. } => None,
+        }
+    }
+
+    /// How a measured curve reaches `nranks` ranks, when it was measured on others.
+    pub fn rescaling(&self, to: Collective, nranks: usize) -> Option<String> {
+        let Curve::Measured {
+            coll, nranks: m, ..
+        } = self
+        else {
+            return None;
+        };
+        (*m != nranks).then(|| {
+            let (from_f, to_f) = (coll.busbw_factor(*m), to.busbw_factor(nranks));
+            format!(
+                "measured on {m} ranks, rescaled to {nranks}: same busbw, so time x {to_f:.3}/{from_f:.3} = x {:.3} ({to}'s bus factor on {nranks} ranks over {coll}'s on {m})",
+                to_f / from_f
+            )
+        })
+    }
 }
 
 fn read_csv(text: &str, coll: Collective) -> Result<(usize, Vec<(u64, f64)>), String> {

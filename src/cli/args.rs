@@ -12,6 +12,8 @@ use std::path::PathBuf;
 pub struct ReportArgs {
     /// Documents to render: run records, nccl-tests output, and the JSON of diagnose,
     /// simulate, compare, qualify and topo (each told by its `kind`). Several runs are overlaid.
+    /// A comparison or qualification must be of a run given (its record's start and host,
+    /// or its file name): one of another run is refused (exit 2).
     #[arg(required = true, value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
     /// Write the self-contained HTML report here (without any output flag, the Markdown
@@ -194,6 +196,12 @@ pub struct LinkArgs {
     /// Per-call latency in microseconds for the alpha-beta model.
     #[arg(long, default_value_t = 20.0, requires = "busbw")]
     pub latency_us: f64,
+    /// Use a --curve that is incomplete (its run did not complete, or it stops far below the
+    /// messages simulated) or measured on another rank count than --world-size (rescaled by
+    /// the collective's busbw factor). Without it such a curve is refused (exit 2); with it,
+    /// what was used is said on stderr and in the document's `link`.
+    #[arg(long, requires = "curve")]
+    pub allow_partial: bool,
 }
 
 #[derive(Debug, Args)]

@@ -43,9 +43,14 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
             Kind::Smi => inputs
                 .smis
                 .push((name.clone(), smi::from_input(input).map_err(input_failure)?)),
-            Kind::Log => inputs
+            // Text without a log's words is still read as one: the log reader says what it lacks.
+            Kind::Log | Kind::Text => inputs
                 .logs
                 .push(nccl_log::from_input(input).map_err(input_failure)?),
+            // `open` refuses these before they get here.
+            Kind::Empty | Kind::Binary | Kind::SweepCsv | Kind::OtherJson(_) => {
+                return Err(Failure::usage(format!("{name}: is {}", kind.is_what())))
+            }
         }
         inputs.files.push((name, kind.name().to_string()));
     }

@@ -15,6 +15,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode, Failure> {
     for path in &args.inputs {
         docs.add_file(path)?;
     }
+    docs.tie_to_runs()?;
     if let Some(text) = &args.collective {
         for run in &mut docs.runs {
             crate::expect::setup::name_collective(&mut run.doc, text)?;

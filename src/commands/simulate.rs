@@ -41,21 +41,36 @@ const MAX_WORLD_SIZE: usize = 1 << 20;
 /// The largest per-GPU micro-batch a simulation takes.
 const MAX_BATCH_SIZE: usize = 1 << 24;
 
-/// The link: a measured curve of the first of `wanted` the file holds (the others are
-/// stand-ins, said so in the returned note), or an alpha-beta model.
-fn load_link(link: &LinkArgs, wanted: &[Collective]) -> Result<(Curve, Option<String>), Failure> {
+/// A measured curve smaller than this fraction of the largest message simulated never
+/// reached the bandwidth the simulation extrapolates to.
+const FAR_BELOW: u64 = 4096;
+
+/// What the simulation needs of its link: the ranks it runs on and its largest message.
+struct Needs<'a> {
+    wanted: &'a [Collective],
+    world_size: usize,
+    largest_message_bytes: Option<u64>,
+}
+
+/// The link: a measured curve of the first of `needs.wanted` the file holds (the others are
+/// stand-ins, said so in the returned notes), or an alpha-beta model. A curve that is
+/// incomplete or measured on another rank count is refused unless `--allow-partial`, which
+/// says what was used (on stderr, and in the notes for the document's `link`).
+fn load_link(link: &LinkArgs, needs: &Needs) -> Result<(Curve, Vec<String>), Failure> {
+    let wanted = needs.wanted;
     match (&link.curve, link.busbw) {
         (Some(path), _) => {
             for (i, &coll) in wanted.iter().enumerate() {
-                match curve::load(path, coll) {
-                    Ok(c) => {
-                        let note = (i > 0).then(|| {
-                            format!(
+                match curve::load_with_status(path, coll) {
+                    Ok(loaded) => {
+                        let mut notes = partial(path, &loaded, needs, link.allow_partial)?;
+                        if i > 0 {
+                            notes.push(format!(
                                 "{coll} curve used as a stand-in for {} (same bus bandwidth assumed)",
                                 wanted[0]
-                            )
-                        });
-                        return Ok((c, note));
+                            ));
+                        }
+                        return Ok((loaded.curve, notes));
                     }
                     Err(curve::CurveError::Bad { reason, .. })
                         if reason.starts_with("no out-of-place") => {}
@@ -74,12 +89,77 @@ fn load_link(link: &LinkArgs, wanted: &[Collective]) -> Result<(Curve, Option<St
                 latency_s: non_negative("--latency-us", link.latency_us, "microseconds")? * 1e-6,
                 busbw_bytes_per_s: positive("--busbw", busbw, "GB/s")? * 1e9,
             },
-            None,
+            Vec::new(),
         )),
         (None, None) => Err(Failure::usage(
             "give the link: --curve FILE (a sweep's JSON or CSV) or --busbw GB/s",
         )),
     }
+}
+
+/// What makes a curve partial (its run did not complete, it stops far below the messages
+/// simulated, it was measured on other ranks): refused, or with `allow` said on stderr and
+/// returned for the document.
+fn partial(
+    path: &std::path::Path,
+    loaded: &curve::Loaded,
+    needs: &Needs,
+    allow: bool,
+) -> Result<Vec<String>, Failure> {
+    let largest = loaded.curve.largest_bytes().unwrap_or(0);
+    let size = crate::units::format_size;
+    let mut problems = Vec::new();
+    if let Some(status) = loaded
+        .status
+        .filter(|s| *s != crate::model::RunStatus::Complete)
+    {
+        problems.push(format!(
+            "its run is {} (measured up to {}), not complete",
+            status.name(),
+            size(largest)
+        ));
+    }
+    if let Some(needed) = needs
+        .largest_message_bytes
+        .filter(|n| largest.saturating_mul(FAR_BELOW) < *n)
+    {
+        problems.push(format!(
+            "it stops at {}, far below the largest message simulated ({}; past its last size the time is extrapolated at that size's bandwidth)",
+            size(largest),
+            size(needed)
+        ));
+    }
+    if let Some(how) = loaded.curve.rescaling(needs.wanted[0], needs.world_size) {
+        problems.push(format!("--world-size is {}: {how}", needs.world_size));
+    }
+    if problems.is_empty() {
+        return Ok(problems);
+    }
+    if !allow {
+        return Err(Failure::usage(format!(
+            "--curve {}: {}; measure the curve again, or give --allow-partial to use it as it is",
+            path.display(),
+            problems.join("; ")
+        )));
+    }
+    for p in &problems {
+        eprintln!(
+            "ncclprobe: --curve {}: used as allowed: {p}",
+            path.display()
+        );
+    }
+    Ok(problems
+        .into_iter()
+        .map(|p| format!("partial curve allowed: {p}"))
+        .collect())
+}
+
+/// The link in words, with what was allowed or stood in.
+fn describe(link: &Curve, notes: &[String]) -> String {
+    std::iter::once(link.describe())
+        .chain(notes.iter().cloned())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
@@ -124,15 +204,22 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
     if let Some(d) = &args.grad_dtype {
         model = model.with_elem_bytes(if d == "fp32" { 4 } else { 2 });
     }
-    // DDP all-reduces its buckets: nothing else stands in for that curve.
-    let (link, _) = load_link(&args.link, &[Collective::AllReduce])?;
-    let compute = load_compute(&args.compute)?;
     let caps = parse_list(
         "--bucket-cap-mb",
         &args.bucket_cap_mb,
         |s| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0),
         "positive sizes in MiB",
     )?;
+    // DDP all-reduces its buckets: nothing else stands in for that curve. Its largest bucket
+    // is the largest cap, or all the gradients when they are fewer.
+    let largest_cap_bytes = caps.iter().fold(0.0f64, |a, &c| a.max(c)) * 1024.0 * 1024.0;
+    let needs = Needs {
+        wanted: &[Collective::AllReduce],
+        world_size: args.world_size,
+        largest_message_bytes: Some((largest_cap_bytes as u64).min(model.grad_bytes())),
+    };
+    let (link, link_notes) = load_link(&args.link, &needs)?;
+    let compute = load_compute(&args.compute)?;
     let accs = parse_list(
         "--accumulation",
         &args.accumulation,
@@ -179,7 +266,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         world_size: args.world_size,
         batch_size: args.batch_size,
         compute,
-        link: link.describe(),
+        link: describe(&link, &link_notes),
         hook,
         gradient_as_bucket_view: args.gradient_as_bucket_view,
         overlap_slowdown: setup.overlap_slowdown,
@@ -210,7 +297,13 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         Collective::AllGather,
         Collective::AllReduce,
     ];
-    let (link, stand_in) = load_link(&args.link, &wanted)?;
+    // FSDP's messages are one layer's shards: the curve's reach is not judged against them.
+    let needs = Needs {
+        wanted: &wanted,
+        world_size: args.world_size,
+        largest_message_bytes: None,
+    };
+    let (link, link_notes) = load_link(&args.link, &needs)?;
     let compute = load_compute(&args.compute)?;
     let precision = if args.precision == "fp32" {
         Precision {
@@ -256,10 +349,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         model: ModelSummary::of(&model),
         world_size: args.world_size,
         precision,
-        link: match &stand_in {
-            Some(note) => format!("{}; {note}", link.describe()),
-            None => link.describe(),
-        },
+        link: describe(&link, &link_notes),
         compute,
         strategies: estimates
             .into_iter()

@@ -8,6 +8,7 @@ pub mod expectations;
 pub mod kind;
 pub mod matrix;
 pub mod qualification;
+pub mod read;
 pub mod simulation;
 pub mod stragglers;
 pub mod topology;
@@ -199,6 +200,10 @@ pub struct Comparison {
     pub tool: ToolInfo,
     /// The run judged (its file).
     pub run: String,
+    /// The run's identity (when and where it started): what ties this document to its run
+    /// record whatever the file is called (`report` refuses a document of another run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub baseline: BaselineRef,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub without_overrides: Option<Alternative>,

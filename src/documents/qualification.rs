@@ -48,6 +48,9 @@ pub struct Qualification {
     pub kind: Kind,
     pub tool: ToolInfo,
     pub run: String,
+    /// The run's identity (when and where it started), as in a comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<BaselineRef>,
     pub passed: bool,

@@ -40,6 +40,7 @@ pub fn comparison(run_name: &str, r: &RunRecord, choice: &Choice) -> Comparison 
         kind: Kind::Comparison,
         tool: crate::buildinfo::tool_info(),
         run: run_name.into(),
+        run_id: Some(crate::model::check::identity(r)),
         baseline: baseline_ref(choice),
         without_overrides: None,
         points: Vec::new(),

@@ -195,6 +195,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         kind: Kind::Comparison,
         tool: crate::buildinfo::tool_info(),
         run: run_name.into(),
+        run_id: Some(crate::model::check::identity(r)),
         baseline: baseline_ref(choice),
         without_overrides: choice.without_overrides.as_deref().map(|alt| alternative(choice, alt)),
         points,

@@ -138,6 +138,7 @@ pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
         kind: Kind::Comparison,
         tool: crate::buildinfo::tool_info(),
         run: run_name.into(),
+        run_id: Some(crate::model::check::identity(r)),
         baseline: BaselineRef {
             kind: "conditional".into(),
             id: "per-nic-rule".into(),

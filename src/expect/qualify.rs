@@ -471,6 +471,7 @@ pub fn qualify(
         kind: Kind::Qualification,
         tool: crate::buildinfo::tool_info(),
         run: run_name.into(),
+        run_id: Some(crate::model::check::identity(run)),
         profile,
         passed,
         results,

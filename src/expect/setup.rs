@@ -82,7 +82,16 @@ pub fn situation(
         }
         None => None,
     };
+    let fit = topology
+        .as_ref()
+        .map(|(name, t)| (format!("--topo {name}"), t.clone()));
     let mut s = Situation::of_record(run, topology, log.as_ref().or(embedded));
+    if let Some((name, t)) = fit {
+        s.topology_notes = s.fit_topology(&name, &t).map_err(Failure::usage)?;
+        for note in &s.topology_notes {
+            eprintln!("ncclprobe: {note}");
+        }
+    }
     if let Some(text) = &args.hardware {
         let hw = crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
         s.stated_conflicts = s.state(hw);
@@ -117,6 +126,7 @@ pub fn judge(
         }
     };
     doc.warnings.extend(s.stated_conflicts.iter().cloned());
+    doc.warnings.extend(s.topology_notes.iter().cloned());
     Ok(doc)
 }
 

@@ -32,6 +32,8 @@ pub struct Situation {
     pub stated: super::hardware::Hardware,
     /// Where the statement disagreed with the run (the statement was used).
     pub stated_conflicts: Vec<String>,
+    /// What was assumed to fit a `--topo` to the run (which of its GPUs the run used).
+    pub topology_notes: Vec<String>,
 }
 
 /// The environment variables that force NCCL off its default path.
@@ -99,6 +101,7 @@ impl Situation {
             log_nics,
             stated: Default::default(),
             stated_conflicts: Vec::new(),
+            topology_notes: Vec::new(),
         }
     }
 
@@ -120,6 +123,53 @@ impl Situation {
         }
         self.stated = hw;
         conflicts
+    }
+
+    /// A topology given beside the run, held against it: an error when it cannot be the
+    /// machine the run ran on (fewer GPUs than ranks on a node, NVLink widths the run's GPU
+    /// model never has); when it has more GPUs than the run used, which ones are assumed.
+    pub fn fit_topology(&self, name: &str, t: &Topology) -> Result<Vec<String>, String> {
+        let gpus = t.gpus();
+        let per_node = self.nranks.div_ceil(self.nnodes.max(1));
+        if per_node == 0 || gpus.is_empty() {
+            return Ok(Vec::new());
+        }
+        let run_gpus = match &self.gpu_name {
+            Some(g) => format!("{per_node} x {g}"),
+            None => format!("{per_node} GPUs"),
+        };
+        if gpus.len() < per_node {
+            return Err(format!(
+                "{name} has {} GPUs, but the run put {per_node} ranks on a node ({run_gpus}): it is not the topology of the run's machine",
+                gpus.len()
+            ));
+        }
+        let used: Vec<&str> = gpus[..per_node].to_vec();
+        // A GeForce card links to another through one NVLink bridge at most (NV2 on Turing,
+        // NV4 on Ampere); wider NVLink is a data-centre GPU's.
+        if let Some(g) = self.gpu_name.as_deref().filter(|g| g.contains("GeForce")) {
+            let wide = used
+                .iter()
+                .flat_map(|a| used.iter().map(move |b| (*a, *b)))
+                .find_map(|(a, b)| {
+                    let code = t.link(a, b)?;
+                    let lanes: u32 = code.strip_prefix("NV")?.parse().ok()?;
+                    (lanes > 4).then(|| format!("{a} and {b} by {code}"))
+                });
+            if let Some(wide) = wide {
+                return Err(format!(
+                    "{name} links {wide}, which no GeForce card has (an NVLink bridge gives at most NV4), and the run's GPUs are {g}: it is not the topology of the run's machine"
+                ));
+            }
+        }
+        if gpus.len() == per_node {
+            return Ok(Vec::new());
+        }
+        Ok(vec![format!(
+            "{name} has {} GPUs and the run used {per_node} per node ({run_gpus}): assumed to be {} (the run does not say which)",
+            gpus.len(),
+            used.join(", ")
+        )])
     }
 
     /// NICs per node as stated, counted in the topology, or listed by the log.

@@ -325,6 +325,7 @@ pub fn against_run(
         kind: Kind::Comparison,
         tool: crate::buildinfo::tool_info(),
         run: after_name.into(),
+        run_id: Some(crate::model::check::identity(after)),
         baseline: BaselineRef {
             kind: "run".into(),
             id: before_name.into(),

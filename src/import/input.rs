@@ -4,8 +4,10 @@
 #[path = "html.rs"]
 pub mod html;
 
+use crate::documents::read::{self as document, Document as Readable};
 use crate::exit::Failure;
 use crate::import::nccl_log::LogFacts;
+use crate::import::text::STDIN_NAME;
 use crate::import::{nccl_tests, text::Input, text::InputError, topo};
 use crate::model::RunRecord;
 use std::path::Path;
@@ -23,7 +25,18 @@ pub enum Kind {
     NcclTests,
     Topo,
     Smi,
+    /// NCCL_DEBUG or PyTorch output, told by its content (NCCL, torch, CUDA or MPI lines).
     Log,
+    /// Nothing, or only blank lines.
+    Empty,
+    /// NUL bytes near the start.
+    Binary,
+    /// The CSV `sweep --csv` writes (a curve for `simulate`, not a record).
+    SweepCsv,
+    /// JSON that is not an object (`[]`, `null`, a number).
+    OtherJson(&'static str),
+    /// Text in none of the formats above.
+    Text,
 }
 
 impl Kind {
@@ -35,7 +48,58 @@ impl Kind {
             Kind::Topo => "nvidia-smi topo -m",
             Kind::Smi => "nvidia-smi",
             Kind::Log => "NCCL/PyTorch log",
+            Kind::Empty => "an empty file",
+            Kind::Binary => "binary data",
+            Kind::SweepCsv => "an ncclprobe CSV",
+            Kind::OtherJson(_) => "JSON",
+            Kind::Text => "text",
         }
+    }
+
+    /// What a command that wanted something else is told this input is (`X: is ...`).
+    pub fn is_what(self) -> String {
+        match self {
+            Kind::Text => "text in none of the formats ncclprobe reads".into(),
+            Kind::OtherJson(what) => format!("JSON but not an ncclprobe document ({what})"),
+            other => format!("{} output", other.name()),
+        }
+    }
+}
+
+/// The header `sweep --csv` writes (render::csv).
+const SWEEP_CSV_HEADER: &str = "collective,nranks,size_bytes,";
+
+/// Words only NCCL, PyTorch, CUDA or MPI output carries: what makes text a log.
+fn is_log_line(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    [
+        "nccl",
+        "torch",
+        "c10d",
+        "processgroup",
+        "cuda",
+        "mpi",
+        "watchdog",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
+}
+
+/// JSON that is not an object, named: `[]`, `null`, ... A log line may open with `[` too
+/// (`[2025-05-12 17:31:38]`, `[0]`): a small input must parse whole, a large one must open
+/// an array of objects, arrays or strings.
+fn other_json(input: &Input, first: &str) -> Option<&'static str> {
+    let Some(whole) = input.head_whole() else {
+        let inside = first.strip_prefix('[')?.trim_start();
+        return inside.starts_with(['{', '[', '"']).then_some("an array");
+    };
+    match serde_json::from_slice::<serde_json::Value>(whole).ok()? {
+        serde_json::Value::Null => Some("null"),
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::String(_) => Some("a string"),
+        serde_json::Value::Array(_) => Some("an array"),
+        serde_json::Value::Object(_) => None,
     }
 }
 
@@ -113,17 +177,22 @@ fn foreign_table(body: &[&str]) -> Option<String> {
 
 /// What an input is, from its first lines.
 pub fn detect(input: &Input) -> Kind {
+    if input.head_is_binary() {
+        return Kind::Binary;
+    }
     let head = head_of(input);
     let body: Vec<&str> = head
         .iter()
         .map(|s| s.as_str())
         .filter(|l| !l.starts_with("# source:"))
         .collect();
-    let first = body
+    let Some(first) = body
         .iter()
         .find(|l| !l.trim().is_empty())
         .map(|l| l.trim_start())
-        .unwrap_or("");
+    else {
+        return Kind::Empty;
+    };
     if first.starts_with('{') {
         // Our documents carry a schema version and a kind; nccl-tests' JSON has neither. A
         // compact document with sorted keys may put `schema_version` past the head, but `kind`
@@ -137,6 +206,12 @@ pub fn detect(input: &Input) -> Kind {
             Kind::NcclTestsJson
         };
     }
+    if let Some(what) = other_json(input, first) {
+        return Kind::OtherJson(what);
+    }
+    if first.starts_with(SWEEP_CSV_HEADER) {
+        return Kind::SweepCsv;
+    }
     let any = |f: &dyn Fn(&str) -> bool| body.iter().any(|l| f(l));
     if any(&|l| l.contains("NVIDIA-SMI") || (l.contains("Processes:") && l.starts_with('|'))) {
         return Kind::Smi;
@@ -147,13 +222,32 @@ pub fn detect(input: &Input) -> Kind {
     if any(&is_topo_row) {
         return Kind::Topo;
     }
-    Kind::Log
+    if any(&is_log_line) {
+        return Kind::Log;
+    }
+    Kind::Text
+}
+
+/// Inputs no command reads, refused naming what they are.
+fn refuse_unreadable(name: &str, kind: Kind) -> Result<(), Failure> {
+    let what = match kind {
+        Kind::Empty if name == STDIN_NAME => "is empty (nothing came on stdin)".to_string(),
+        Kind::Empty => "is empty (an empty file)".to_string(),
+        Kind::Binary => "is binary data, not text".to_string(),
+        Kind::SweepCsv => {
+            "is an ncclprobe CSV (sweep --csv); pass the JSON record (--json)".to_string()
+        }
+        Kind::OtherJson(what) => format!("is JSON but not an ncclprobe document ({what})"),
+        _ => return Ok(()),
+    };
+    Err(Failure::usage(format!("{name}: {what}")))
 }
 
 /// Open an input once (`-` is stdin) and tell its kind.
 pub fn open(path: &Path) -> Result<(Input, Kind), Failure> {
     let input = Input::open(path).map_err(input_failure)?;
     let kind = detect(&input);
+    refuse_unreadable(&input.name, kind)?;
     if kind == Kind::NcclTests {
         let head = head_of(&input);
         let body: Vec<&str> = head.iter().map(String::as_str).collect();
@@ -174,57 +268,52 @@ pub fn import_nccl_tests(path: &Path) -> Result<RunRecord, Failure> {
     .map_err(input_failure)
 }
 
-/// What `diagnose` reads from our JSON: a run record or a pair matrix.
+/// What `diagnose` and `qualify` read from our JSON: a run record or a pair matrix.
 pub enum Document {
     Run(Box<RunRecord>),
     Matrix(Box<crate::documents::matrix::MatrixDocument>),
 }
 
-/// A run record, or a `kind: matrix` document (checked against its schema).
+fn document_failure(e: document::DocumentError) -> Failure {
+    Failure::usage(e.to_string())
+}
+
+/// One of our documents of type `T`, held whole and checked by the one reader
+/// (`documents::read`): schema version, kind, shape and content.
+pub fn read_doc<T: Readable>(input: Input) -> Result<T, Failure> {
+    let name = input.name.clone();
+    let bytes = input
+        .bytes(&format!("an ncclprobe {}", T::NAME))
+        .map_err(input_failure)?;
+    document::read(&name, &bytes).map_err(document_failure)
+}
+
+/// One of our documents of type `T` from a file (`-` is stdin), refused as `open` refuses.
+pub fn read_file<T: Readable>(path: &Path) -> Result<T, Failure> {
+    let (input, _) = open(path)?;
+    read_doc(input)
+}
+
+/// A run record, or a `kind: matrix` document.
 pub fn read_document(input: Input) -> Result<Document, Failure> {
     let name = input.name.clone();
     let bytes = input
-        .bytes("an ncclprobe document")
+        .bytes("an ncclprobe run record or pair matrix")
         .map_err(input_failure)?;
-    #[derive(serde::Deserialize)]
-    struct KindOnly {
-        kind: Option<String>,
-    }
-    let kind = serde_json::from_slice::<KindOnly>(&bytes)
-        .ok()
-        .and_then(|k| k.kind);
-    if kind.as_deref() == Some("matrix") {
-        return serde_json::from_slice(&bytes)
+    let head = document::head(&name, &bytes).map_err(document_failure)?;
+    match head.kind {
+        crate::documents::Kind::Matrix => document::read_body(&name, &bytes)
             .map(|m| Document::Matrix(Box::new(m)))
-            .map_err(|e| Failure::usage(format!("{name}: not a valid ncclprobe matrix: {e}")));
+            .map_err(document_failure),
+        _ => document::read(&name, &bytes)
+            .map(|r| Document::Run(Box::new(r)))
+            .map_err(document_failure),
     }
-    let input =
-        Input::from_reader(&name, Box::new(std::io::Cursor::new(bytes))).map_err(input_failure)?;
-    read_run_record(input).map(|r| Document::Run(Box::new(r)))
 }
 
-/// An ncclprobe run record, checked against the schema (unknown fields are refused).
+/// An ncclprobe run record, checked by the one reader.
 pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
-    let name = input.name.clone();
-    let bytes = input
-        .bytes("an ncclprobe run record")
-        .map_err(input_failure)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        // Another of our documents names itself; say which rather than list its fields.
-        #[derive(serde::Deserialize)]
-        struct KindOnly {
-            kind: Option<String>,
-        }
-        match serde_json::from_slice::<KindOnly>(&bytes)
-            .ok()
-            .and_then(|k| k.kind)
-        {
-            Some(kind) if kind != "run" => Failure::usage(format!(
-                "{name}: is an ncclprobe `{kind}` document, not a run record"
-            )),
-            _ => Failure::usage(format!("{name}: not a valid ncclprobe run record: {e}")),
-        }
-    })
+    read_doc(input)
 }
 
 /// A run: an ncclprobe run record, or nccl-tests output (text or -J JSON) imported on the way
@@ -246,9 +335,9 @@ pub fn read_run(path: &Path) -> Result<(String, RunRecord, Option<LogFacts>), Fa
         }
         other => {
             return Err(Failure::usage(format!(
-            "{name}: is {} output, not a run record (ncclprobe sweep --json, or nccl-tests output)",
-            other.name()
-        )))
+                "{name}: is {}, not a run record (ncclprobe sweep --json, or nccl-tests output)",
+                other.is_what()
+            )))
         }
     };
     Ok((name, run, log))
@@ -289,6 +378,36 @@ mod tests {
         assert_eq!(
             kind_of("<pre>&nbsp;GPU0&nbsp;&nbsp;GPU1<br>GPU0&nbsp;&nbsp;X&nbsp;&nbsp;NV12<br>GPU1&nbsp;&nbsp;NV12&nbsp;&nbsp;X</pre>\n"),
             Kind::Topo
+        );
+    }
+
+    #[test]
+    fn real_logs_are_told_by_their_content() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/nccl-debug");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "txt") {
+                let kind = detect(&Input::open(&path).unwrap());
+                // Some carry nccl-tests' table too; none is unrecognised text.
+                assert!(
+                    matches!(kind, Kind::Log | Kind::NcclTests),
+                    "{}: {kind:?}",
+                    path.display()
+                );
+                seen += 1;
+            }
+        }
+        assert!(seen >= 10, "{seen} logs in {}", dir.display());
+        assert_eq!(kind_of("hello\nworld\n"), Kind::Text);
+        assert_eq!(kind_of(""), Kind::Empty);
+        assert_eq!(kind_of("\n  \n"), Kind::Empty);
+        assert_eq!(kind_of("\x7fELF\x00\x01"), Kind::Binary);
+        assert_eq!(kind_of("[]"), Kind::OtherJson("an array"));
+        assert_eq!(kind_of("null\n"), Kind::OtherJson("null"));
+        assert_eq!(
+            kind_of("collective,nranks,size_bytes,count,dtype\n"),
+            Kind::SweepCsv
         );
     }
 

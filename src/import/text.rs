@@ -119,10 +119,22 @@ pub struct Input {
     rest: Box<dyn Read + Send>,
 }
 
+/// What stdin is called in messages.
+pub const STDIN_NAME: &str = "(stdin)";
+
+/// Set once `-` was opened: stdin can be read only once, and a second `-` would read it empty.
+static STDIN_TAKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl Input {
     pub fn open(path: &Path) -> Result<Input, InputError> {
         if path.as_os_str() == "-" {
-            return Input::from_reader("(stdin)", Box::new(std::io::stdin()));
+            if STDIN_TAKEN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(InputError::Unreadable {
+                    path: "-".into(),
+                    reason: "was already read by another argument (stdin can be read once)".into(),
+                });
+            }
+            return Input::from_reader(STDIN_NAME, Box::new(std::io::stdin()));
         }
         let name = path.display().to_string();
         let file = std::fs::File::open(path).map_err(|e| InputError::Unreadable {
@@ -155,6 +167,17 @@ impl Input {
             .take(max_lines)
             .map(|l| clean(l).0)
             .collect()
+    }
+
+    /// Whether the first bytes hold NUL: binary data, not text.
+    pub fn head_is_binary(&self) -> bool {
+        self.head[..self.head.len().min(SNIFF)].contains(&0)
+    }
+
+    /// The whole input when it fits in the kept head (small files, whose content can be
+    /// judged at once), else `None`.
+    pub fn head_whole(&self) -> Option<&[u8]> {
+        (self.head.len() < HEAD_BYTES).then_some(&self.head[..])
     }
 
     /// Refuse an empty or binary input, naming it and what was `expected`.

@@ -134,6 +134,7 @@ pub fn judge(name: &str, doc: &MatrixDocument, rules: &PairRules) -> Qualificati
         kind: Kind::Qualification,
         tool: crate::buildinfo::tool_info(),
         run: name.into(),
+        run_id: None,
         profile: None,
         passed: failed.is_empty(),
         results,

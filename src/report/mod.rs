@@ -11,12 +11,13 @@ pub mod recommend;
 pub mod verdict;
 pub mod view;
 
+use crate::documents::read;
 use crate::documents::{
     Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification, Simulator,
     TopologyDocument,
 };
 use crate::exit::Failure;
-use crate::import::input::{input_failure, open, read_run_record, Kind as FileKind};
+use crate::import::input::{input_failure, open, Kind as FileKind};
 use crate::import::{nccl_tests, topo};
 use crate::model::RunRecord;
 use std::path::Path;
@@ -28,6 +29,11 @@ pub fn gbps(bytes_per_s: f64) -> String {
     } else {
         "-".into()
     }
+}
+
+/// A document that is not what it says, as bad input (exit 2).
+fn bad(e: read::DocumentError) -> Failure {
+    Failure::usage(e.to_string())
 }
 
 /// A document and the file it came from.
@@ -122,74 +128,117 @@ impl Documents {
                 });
                 Ok(())
             }
+            FileKind::Log | FileKind::Smi => Err(Failure::usage(format!(
+                "{file}: is {}, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
+                kind.is_what()
+            ))),
+            // Its first lines name no format; a log with NCCL lines further on is still
+            // diagnose's to read.
+            FileKind::Text => Err(Failure::usage(format!(
+                "{file}: is {}, which a report does not render; if it holds NCCL or PyTorch output further on, run `ncclprobe diagnose --from {file} --format json` and give the report its document",
+                kind.is_what()
+            ))),
             other => Err(Failure::usage(format!(
-                "{file}: is {} output, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
-                other.name()
+                "{file}: is {}, which a report does not render",
+                other.is_what()
             ))),
         }
     }
 
-    /// One of our JSON documents, told by its `kind` (a record without one is a run).
+    /// One of our JSON documents, told by its `kind` and read by the one reader
+    /// (`documents::read`: version, kind, shape, content).
     pub fn add_json(&mut self, file: &str, bytes: &[u8]) -> Result<(), Failure> {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            #[serde(default)]
-            kind: Kind,
-            simulator: Option<Simulator>,
-        }
-        let head: Head = serde_json::from_slice(bytes)
-            .map_err(|e| Failure::usage(format!("{file}: not an ncclprobe document: {e}")))?;
+        let head = read::head(file, bytes).map_err(bad)?;
         let file = file.to_string();
-        let bad = |what: &str, e: serde_json::Error| {
-            Failure::usage(format!(
-                "{file}: not a valid ncclprobe {what} document: {e}"
-            ))
-        };
-        match (head.kind, head.simulator) {
-            (Kind::Run, _) => {
-                let input = crate::import::text::Input::from_reader(
-                    &file,
-                    Box::new(std::io::Cursor::new(bytes.to_vec())),
-                )
-                .map_err(input_failure)?;
-                let doc = read_run_record(input)?;
-                self.runs.push(Named { file, doc });
+        match head.kind {
+            Kind::Run => self.runs.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Diagnosis => self.diagnoses.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Simulation if head.simulator == Some(Simulator::Fsdp) => {
+                self.fsdp.push(Named {
+                    doc: read::read_body(&file, bytes).map_err(bad)?,
+                    file,
+                })
             }
-            (Kind::Diagnosis, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("diagnosis", e))?;
-                self.diagnoses.push(Named { file, doc });
-            }
-            (Kind::Simulation, Some(Simulator::Fsdp)) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("simulation", e))?;
-                self.fsdp.push(Named { file, doc });
-            }
-            (Kind::Simulation, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("simulation", e))?;
-                self.ddp.push(Named { file, doc });
-            }
-            (Kind::Comparison, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("comparison", e))?;
-                self.comparisons.push(Named { file, doc });
-            }
-            (Kind::Qualification, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("qualification", e))?;
-                self.qualifications.push(Named { file, doc });
-            }
-            (Kind::Topology, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("topology", e))?;
-                self.topologies.push(Named { file, doc });
-            }
-            (Kind::Matrix, _) => {
-                let doc = serde_json::from_slice(bytes).map_err(|e| bad("matrix", e))?;
-                self.matrices.push(Named { file, doc });
-            }
-            (Kind::Baselines, _) => {
+            Kind::Simulation => self.ddp.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Comparison => self.comparisons.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Qualification => self.qualifications.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Topology => self.topologies.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Matrix => self.matrices.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
+            Kind::Baselines => {
                 return Err(Failure::usage(format!(
                     "{file}: is the list of shipped expectations; a report renders runs and what was said about them"
                 )))
             }
         }
         Ok(())
+    }
+
+    /// Every comparison and qualification given must be of a run given (by its identity, or
+    /// for documents without one, its file name): a verdict is never based on another run's
+    /// documents. Refused (exit 2) naming the document and its run; with no run given, there
+    /// is nothing to tie to.
+    pub fn tie_to_runs(&self) -> Result<(), Failure> {
+        if self.runs.is_empty() && self.matrices.is_empty() {
+            return Ok(());
+        }
+        let of_a_run = |run: &str, id: Option<&str>| {
+            self.runs
+                .iter()
+                .any(|r| reading::is_of_run(run, id, &r.file, &r.doc))
+                || (id.is_none()
+                    && self
+                        .matrices
+                        .iter()
+                        .any(|m| reading::same_file(run, &m.file)))
+        };
+        let given: Vec<&str> = self
+            .runs
+            .iter()
+            .map(|r| r.file.as_str())
+            .chain(self.matrices.iter().map(|m| m.file.as_str()))
+            .collect();
+        let stray = self
+            .comparisons
+            .iter()
+            .map(|c| ("comparison", &c.file, &c.doc.run, c.doc.run_id.as_deref()))
+            .chain(self.qualifications.iter().map(|q| {
+                (
+                    "qualification",
+                    &q.file,
+                    &q.doc.run,
+                    q.doc.run_id.as_deref(),
+                )
+            }))
+            .find(|(_, _, run, id)| !of_a_run(run, *id));
+        match stray {
+            Some((what, file, run, id)) => Err(Failure::usage(format!(
+                "{file}: is the {what} of {run}{}, which is none of the runs given ({}): give its run record too, or leave it out",
+                id.map(|i| format!(" (started {i})")).unwrap_or_default(),
+                given.join(", ")
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Hold every run that no comparison names against its expectation (with the pasted
@@ -204,10 +253,9 @@ impl Documents {
         };
         let mut added = Vec::new();
         for run in &self.runs {
-            let compared = self
-                .comparisons
-                .iter()
-                .any(|c| reading::same_file(&c.doc.run, &run.file));
+            let compared = self.comparisons.iter().any(|c| {
+                reading::is_of_run(&c.doc.run, c.doc.run_id.as_deref(), &run.file, &run.doc)
+            });
             if compared || run.doc.points.is_empty() {
                 continue;
             }

@@ -44,6 +44,15 @@ pub fn same_file(a: &str, b: &str) -> bool {
     a == b || short(a) == short(b)
 }
 
+/// Whether a document made of a run (`run`, `run_id` as it names it) is of this run record:
+/// by the run's identity when the document carries one, else by the file's name.
+pub fn is_of_run(doc_run: &str, doc_run_id: Option<&str>, file: &str, run: &RunRecord) -> bool {
+    match doc_run_id {
+        Some(id) => id == crate::model::check::identity(run),
+        None => same_file(doc_run, file),
+    }
+}
+
 pub fn finished(run: &RunRecord) -> bool {
     matches!(run.status, RunStatus::Complete | RunStatus::Truncated)
 }

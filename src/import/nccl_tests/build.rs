@@ -42,6 +42,24 @@ fn point(
         }
     };
     let half = &row.halves[h];
+    let placement = if h == 0 {
+        Placement::OutOfPlace
+    } else {
+        Placement::InPlace
+    };
+    // nccl-tests prints times to two decimals: a call faster than 5 ns reads 0.00, which is
+    // no time a bandwidth can be computed from. The row is dropped and said so, so that every
+    // reader takes the record the importer writes.
+    if !(half.time_us.is_finite() && half.time_us > 0.0) {
+        notes.push(format!(
+            "line {}: size {} {}: time printed as {:.2} us (below the printout's resolution); dropped",
+            row.line,
+            crate::units::format_size(row.size),
+            placement.name(),
+            half.time_us
+        ));
+        return None;
+    }
     let time_s = half.time_us * 1e-6;
     let mut stats = summarize(&[time_s]);
     // -I: nccl-tests timed each iteration; keep the extremes it printed.
@@ -51,10 +69,25 @@ fn point(
     }
     // -J with -I: every call's time is a sample, so the point gets a real interval (over the
     // calls the summary keeps); the time stays the one nccl-tests reported for the batch.
-    let per_iteration = (!half.iter_times_us.is_empty()).then(|| PerIteration {
-        times_s: half.iter_times_us.iter().map(|t| t * 1e-6).collect(),
+    // Single calls printed as 0 (below the resolution) are no samples either.
+    let iter_times_us: Vec<f64> = half
+        .iter_times_us
+        .iter()
+        .copied()
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .collect();
+    if iter_times_us.len() < half.iter_times_us.len() {
+        notes.push(format!(
+            "line {}: size {}: {} per-iteration times of 0 or less left out",
+            row.line,
+            crate::units::format_size(row.size),
+            half.iter_times_us.len() - iter_times_us.len()
+        ));
+    }
+    let per_iteration = (!iter_times_us.is_empty()).then(|| PerIteration {
+        skipped: half.iter_skipped.min(iter_times_us.len() - 1),
+        times_s: iter_times_us.iter().map(|t| t * 1e-6).collect(),
         per_rank_s: Vec::new(),
-        skipped: half.iter_skipped.min(half.iter_times_us.len() - 1),
         timing: IterationTiming::CudaEvents,
     });
     let samples_s = match &per_iteration {
@@ -71,11 +104,7 @@ fn point(
         dtype,
         redop,
         root: row.root,
-        placement: if h == 0 {
-            Placement::OutOfPlace
-        } else {
-            Placement::InPlace
-        },
+        placement,
         size_bytes: row.size,
         count: row.count,
         time_s,

@@ -110,8 +110,8 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
         parsed.rows.push(Row {
             line: i + 1,
             collective: named,
-            size: num(r.get("size")).unwrap_or(0.0) as u64,
-            count: num(r.get("count")).unwrap_or(0.0) as u64,
+            size: count_of(&name, i, "size", num(r.get("size")))?,
+            count: count_of(&name, i, "count", num(r.get("count")))?,
             dtype: text_of(r.get("type")).unwrap_or_else(|| "float".into()),
             redop: text_of(r.get("redop")),
             root: num(r.get("root")).unwrap_or(-1.0) as i64,
@@ -156,6 +156,20 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
         record.status = crate::model::RunStatus::Truncated;
     }
     Ok(record)
+}
+
+/// A row's size or count: absent is 0; below zero is no message nccl-tests could have sent,
+/// refused naming it rather than read as 0.
+fn count_of(name: &str, row: usize, key: &str, v: Option<f64>) -> Result<u64, InputError> {
+    match v {
+        None => Ok(0),
+        Some(v) if v.is_finite() && v >= 0.0 => Ok(v as u64),
+        Some(v) => Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: format!("results[{row}].{key} is {v}, not a byte or element count"),
+            expected: EXPECTED.into(),
+        }),
+    }
 }
 
 /// What a cut nccl-tests JSON document still holds: the top-level values written before the

@@ -59,9 +59,15 @@ fn write_json(path: &Path, doc: &impl serde::Serialize) -> Result<(), Failure> {
         .map_err(|e| Failure::internal(format!("cannot write {}: {e}", path.display())))
 }
 
+/// The sweep's record, read and checked as every command reads one; a file that is there but
+/// not a usable record is said on stderr.
 fn read_record(path: &Path) -> Option<RunRecord> {
-    let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    if !path.exists() {
+        return None;
+    }
+    crate::import::input::read_file::<RunRecord>(path)
+        .map_err(|f| eprintln!("doctor: {}", f.message))
+        .ok()
 }
 
 /// The variables that force a slower path for this backend (the host backend uses none).

@@ -58,6 +58,18 @@ struct Parser {
     /// The last line before the first row that was not read as a header: a header whose
     /// labels run together (`GPU0GPU1GPU2NIC0CPU Affinity`).
     header_candidate: Option<String>,
+    /// Why the matrix cannot be read at all (a device named twice): one device per label, or
+    /// links would be attributed to the wrong GPU.
+    refused: Option<String>,
+}
+
+/// The first label that appears twice in `labels`.
+fn repeated(labels: &[String]) -> Option<&String> {
+    labels
+        .iter()
+        .enumerate()
+        .find(|(i, l)| labels[..*i].contains(l))
+        .map(|(_, l)| l)
 }
 
 fn cells(line: &str) -> Vec<String> {
@@ -142,6 +154,9 @@ impl Parser {
                 .map(|s| s.to_string())
                 .collect();
             self.in_p2p = self.matrix_rows > 0;
+            if let Some(label) = repeated(&devices_in_line) {
+                self.refuse(line, format!("the header names {label} twice"));
+            }
             self.columns = devices_in_line;
             if !self.in_p2p {
                 self.matrix_columns = self.columns.clone();
@@ -166,9 +181,35 @@ impl Parser {
             }
         } else {
             self.matrix_rows += 1;
+            let label = nonempty[0];
+            if self
+                .pending
+                .iter()
+                .any(|(c, _)| c.iter().find(|x| !x.is_empty()) == Some(label))
+            {
+                self.refuse(line, format!("a second row for {label}"));
+            }
             if self.pending.len() < MAX_DEVICES {
                 self.pending.push((c, line.number));
             }
+        }
+    }
+
+    /// Keep the first reason the matrix cannot be read, with the line that gave it.
+    fn refuse(&mut self, line: &Line, what: String) {
+        if self.refused.is_none() {
+            let text: String = line
+                .text
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .chars()
+                .take(120)
+                .collect();
+            self.refused = Some(format!(
+                "line {}: {what} (`{text}`): each device has one row and one column",
+                line.number
+            ));
         }
     }
 
@@ -446,6 +487,9 @@ pub fn parse_str(input: &str) -> Result<Topology, String> {
 }
 
 fn finish(mut p: Parser) -> Result<Topology, String> {
+    if let Some(reason) = p.refused.take() {
+        return Err(reason);
+    }
     p.lay_out()?;
     if p.topo.problems.len() > MAX_PROBLEMS {
         let more = p.topo.problems.len() - MAX_PROBLEMS;
@@ -503,6 +547,22 @@ mod tests {
     #[test]
     fn refuses_text_without_a_matrix() {
         assert!(parse_str("hello\nworld\n").is_err());
+    }
+
+    #[test]
+    fn a_device_named_twice_is_refused_with_its_line() {
+        let header =
+            parse_str("\tGPU0\tGPU0\tCPU Affinity\nGPU0\t X \tPIX\t0-7\nGPU1\tPIX\t X \t0-7\n");
+        let e = header.expect_err("two GPU0 columns");
+        assert!(e.starts_with("line 1: the header names GPU0 twice"), "{e}");
+        let rows = parse_str(
+            "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tPIX\nGPU1\tPIX\t X \tPIX\nGPU0\tPIX\tPIX\t X \n",
+        );
+        let e = rows.expect_err("two GPU0 rows");
+        assert!(e.starts_with("line 4: a second row for GPU0"), "{e}");
+        assert!(e.contains("(`GPU0 PIX PIX X`)"), "{e}");
+        let spaced = parse_str("  GPU0  GPU1\nGPU0  X  NV2\nGPU0  NV2  X\n");
+        assert!(spaced.is_err(), "{spaced:?}");
     }
 
     #[test]

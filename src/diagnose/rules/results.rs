@@ -49,6 +49,48 @@ pub fn wrong(inp: &Inputs) -> Vec<Hit> {
     hits
 }
 
+/// A run that did not end `complete`: what it measured is only part of what was asked for,
+/// and why it stopped is the first thing to know. A failed, timed-out or killed run (its
+/// record left `running`) is an error; one stopped by a signal a warning. Cut-off tables
+/// (`result.truncated`) and wrong data (`result.wrong`) have rules of their own.
+pub fn incomplete(inp: &Inputs) -> Vec<Hit> {
+    use crate::diagnose::finding::Severity;
+    inp.runs
+        .iter()
+        .filter_map(|r| {
+            let (what, severity) = match r.status {
+                RunStatus::Failed => ("failed", Severity::Error),
+                RunStatus::TimedOut => ("timed out", Severity::Error),
+                RunStatus::Running => (
+                    "never finished: its record is still `running` (the process was killed, or is still running)",
+                    Severity::Error,
+                ),
+                RunStatus::Interrupted => ("was interrupted (SIGINT or SIGTERM)", Severity::Warning),
+                RunStatus::Complete | RunStatus::CheckFailed | RunStatus::Truncated => return None,
+            };
+            let file = file_of(r);
+            let mut evidence = vec![ev(&file, 0, format!("status {}", r.status.name()))];
+            evidence.push(ev(
+                &file,
+                0,
+                match r.points.iter().max_by_key(|p| p.size_bytes) {
+                    Some(p) => format!(
+                        "last size measured: {} {} ({} points)",
+                        p.collective,
+                        crate::units::format_size(p.size_bytes),
+                        r.points.len()
+                    ),
+                    None => "no size measured".into(),
+                },
+            ));
+            if let Some(e) = &r.error {
+                evidence.push(ev(&file, 0, format!("error: {e}")));
+            }
+            Some(Hit::new(format!("The run {what}"), evidence).with_severity(severity))
+        })
+        .collect()
+}
+
 pub fn straggler(inp: &Inputs) -> Vec<Hit> {
     inp.runs
         .iter()

@@ -78,10 +78,7 @@ pub fn run_cli() -> i32 {
         Err(failure) => {
             if !failure.message.is_empty() {
                 // Messages quote file names and records: no escape sequence reaches the terminal.
-                eprintln!(
-                    "ncclprobe: {}",
-                    render::safe::display(&failure.message)
-                );
+                eprintln!("ncclprobe: {}", render::safe::display(&failure.message));
             }
             failure.code.code()
         }

@@ -33,7 +33,11 @@ fn control(c: char) -> bool {
 /// APC, SOS) through its terminator, never past the end of the line; any other escape its one
 /// following character.
 fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, csi: bool) {
-    let kind = if csi { Some('[') } else { chars.peek().copied() };
+    let kind = if csi {
+        Some('[')
+    } else {
+        chars.peek().copied()
+    };
     match kind {
         Some('[') => {
             if !csi {
@@ -114,11 +118,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 pub fn cap(text: &str, chars: usize) -> Cow<'_, str> {
     match text.char_indices().nth(chars) {
         None => Cow::Borrowed(text),
-        Some((at, _)) => Cow::Owned(format!(
-            "{}… ({} more bytes)",
-            &text[..at],
-            text.len() - at
-        )),
+        Some((at, _)) => Cow::Owned(format!("{}… ({} more bytes)", &text[..at], text.len() - at)),
     }
 }
 

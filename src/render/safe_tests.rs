@@ -4,7 +4,10 @@ use super::*;
 fn escape_sequences_are_removed_whole() {
     assert_eq!(display("a\x1b[31mred\x1b[0m b"), "ared b");
     assert_eq!(display("\x1b]0;owned\x07title"), "title");
-    assert_eq!(display("\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\"), "link");
+    assert_eq!(
+        display("\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\"),
+        "link"
+    );
     assert_eq!(display("x\u{9b}2Jy"), "xy");
     assert_eq!(display("\x1b(Bplain\x1bc"), "plain");
     // An unterminated string stops at the line's end, not the text's.
@@ -41,6 +44,12 @@ fn markdown_values_cannot_link_embed_or_break_a_table() {
     assert!(md.contains("\\[x\\](http://evil)"), "{md}");
     assert!(md.contains("a\\|b"), "{md}");
     assert_eq!(markdown("# not a heading", 200), "\\# not a heading");
-    assert_eq!(markdown("> not a quote, 2 >= 1 #3", 200), "\\> not a quote, 2 >= 1 #3");
-    assert_eq!(markdown(&"v".repeat(1000), 10), "vvvvvvvvvv… (990 more bytes)");
+    assert_eq!(
+        markdown("> not a quote, 2 >= 1 #3", 200),
+        "\\> not a quote, 2 >= 1 #3"
+    );
+    assert_eq!(
+        markdown(&"v".repeat(1000), 10),
+        "vvvvvvvvvv… (990 more bytes)"
+    );
 }

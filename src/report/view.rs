@@ -211,7 +211,10 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
         colour: hex(index),
         source: r.source.name().into(),
         status: r.status.name().into(),
-        error: r.error.as_deref().map(|e| safe::cap(e, safe::TEXT_CHARS).into_owned()),
+        error: r
+            .error
+            .as_deref()
+            .map(|e| safe::cap(e, safe::TEXT_CHARS).into_owned()),
         backend: input(&r.backend.name),
         backend_reason: input(&r.backend.reason),
         nranks: r.backend.nranks,
@@ -232,7 +235,11 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
             .map(|(k, v)| (input(k), input(v)))
             .collect(),
         started_at: input(&r.started_at),
-        notes: r.notes.iter().map(|n| safe::cap(n, safe::TEXT_CHARS).into_owned()).collect(),
+        notes: r
+            .notes
+            .iter()
+            .map(|n| safe::cap(n, safe::TEXT_CHARS).into_owned())
+            .collect(),
         wrong: r.total_wrong(),
         points: r
             .points
@@ -246,7 +253,7 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
                 algbw: gbps(p.algbw_bytes_per_s),
                 busbw: gbps(p.busbw_bytes_per_s),
                 interval: if p.samples_s.len() > 1 && p.stats.ci_rel_half_width.is_finite() {
-                    format!("±{:.1}%", p.stats.ci_rel_half_width * 100.0)
+                    format!("±{}%", fixed(p.stats.ci_rel_half_width * 100.0, 1))
                 } else {
                     "-".into()
                 },

@@ -5,6 +5,7 @@ use crate::diagnose::facts::Inputs;
 use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{ev, Evidence};
 use crate::model::{RunRecord, RunStatus};
+use crate::units::fixed;
 
 /// The name a run's evidence carries: its imported file, else "(run)".
 fn file_of(r: &RunRecord) -> String {
@@ -147,13 +148,13 @@ fn slower_than_model(r: &RunRecord) -> Vec<String> {
             let model = p.nccl_model_time_s?;
             (p.time_s > 1.5 * model).then(|| {
                 format!(
-                    "{} {} {} bytes: measured {:.1} us, NCCL's model {:.1} us ({:.1}x)",
+                    "{} {} {} bytes: measured {} us, NCCL's model {} us ({}x)",
                     p.collective,
                     p.dtype,
                     p.size_bytes,
-                    p.time_s * 1e6,
-                    model * 1e6,
-                    p.time_s / model
+                    fixed(p.time_s * 1e6, 1),
+                    fixed(model * 1e6, 1),
+                    fixed(p.time_s / model, 1)
                 )
             })
         })
@@ -210,11 +211,11 @@ pub fn below_expectation(inp: &Inputs) -> Vec<Hit> {
                         &file,
                         0,
                         format!(
-                            "{coll} {} busbw {:.2} GB/s, expected {:.2} GB/s ({:.2}x)",
+                            "{coll} {} busbw {} GB/s, expected {} GB/s ({}x)",
                             crate::units::format_size(p.size_bytes),
-                            p.measured_busbw_bytes_per_s / 1e9,
-                            p.expected_busbw_bytes_per_s / 1e9,
-                            p.ratio
+                            fixed(p.measured_busbw_bytes_per_s / 1e9, 2),
+                            fixed(p.expected_busbw_bytes_per_s / 1e9, 2),
+                            fixed(p.ratio, 2)
                         ),
                     )
                 })

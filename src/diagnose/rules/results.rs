@@ -53,11 +53,14 @@ pub fn wrong(inp: &Inputs) -> Vec<Hit> {
 /// A run that did not end `complete`: what it measured is only part of what was asked for,
 /// and why it stopped is the first thing to know. A failed, timed-out or killed run (its
 /// record left `running`) is an error; one stopped by a signal a warning. Cut-off tables
-/// (`result.truncated`) and wrong data (`result.wrong`) have rules of their own.
+/// (`result.truncated`) and wrong data (`result.wrong`) have rules of their own, as do the
+/// errors an imported log quotes (`nccl.error`, `watchdog.timeout`, ...): an import that
+/// names its errors is left to them.
 pub fn incomplete(inp: &Inputs) -> Vec<Hit> {
     use crate::diagnose::finding::Severity;
     inp.runs
         .iter()
+        .filter(|r| r.import.as_ref().is_none_or(|i| i.errors.is_empty()))
         .filter_map(|r| {
             let (what, severity) = match r.status {
                 RunStatus::Failed => ("failed", Severity::Error),

@@ -253,7 +253,8 @@ pub fn imported(file: &str, record: &RunRecord) -> String {
     for h in &record.headlines {
         let _ = writeln!(out, "{}", headline(h));
     }
-    out
+    // Notes and errors quote the log's own lines.
+    crate::render::safe::display(&out).into_owned()
 }
 
 #[cfg(test)]

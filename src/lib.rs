@@ -77,7 +77,8 @@ pub fn run_cli() -> i32 {
         Ok(code) => code.code(),
         Err(failure) => {
             if !failure.message.is_empty() {
-                eprintln!("ncclprobe: {}", failure.message);
+                // Messages quote file names and records: no escape sequence reaches the terminal.
+                eprintln!("ncclprobe: {}", render::safe::display(&failure.message));
             }
             failure.code.code()
         }

@@ -50,6 +50,22 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// `value` with `decimals` decimals, as people read it; in scientific notation (`1.00e+308`,
+/// C's `%e`) when it is too large (1e9 or more) or too small (under 1e-6, but not zero) for
+/// fixed digits to show it in a line.
+pub fn fixed(value: f64, decimals: usize) -> String {
+    let size = value.abs();
+    if value.is_finite() && (size >= 1e9 || (size != 0.0 && size < 1e-6)) {
+        let s = format!("{value:.decimals$e}");
+        let (mantissa, exponent) = s.split_once('e').unwrap_or((&s, "0"));
+        let exponent: i32 = exponent.parse().unwrap_or(0);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
+    } else {
+        format!("{value:.decimals$}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +93,17 @@ mod tests {
             parse_size("99999999999T"),
             Err(SizeError::Overflow(_))
         ));
+    }
+
+    #[test]
+    fn large_and_tiny_values_are_scientific() {
+        assert_eq!(fixed(1e308, 2), "1.00e+308");
+        assert_eq!(fixed(-2.5e12, 1), "-2.5e+12");
+        assert_eq!(fixed(3e-9, 2), "3.00e-09");
+        assert_eq!(fixed(123.456, 2), "123.46");
+        assert_eq!(fixed(999_999_999.0, 0), "999999999");
+        assert_eq!(fixed(0.0, 2), "0.00");
+        assert_eq!(fixed(f64::INFINITY, 2), "inf");
     }
 
     #[test]

@@ -280,7 +280,7 @@ fn thresholds_from_flags_and_a_rules_file_fail_with_measured_and_required() {
         .stdout_if(3);
     let text = String::from_utf8(out).unwrap();
     assert!(
-        text.contains("not measured at 1 GiB") && text.contains("-e 1 GiB"),
+        text.contains("not measured at 1 GiB") && text.contains("rerun with -e 1GiB"),
         "{text}"
     );
     // A bad rules file is bad input naming the rule.

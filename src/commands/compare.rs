@@ -37,7 +37,7 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
         }
     };
     for w in &doc.warnings {
-        eprintln!("ncclprobe: warning: {w}");
+        eprintln!("ncclprobe: warning: {}", render::safe::line(w));
     }
     match args.format {
         DocFormat::Json => crate::outln!("{}", render::to_json(&doc)?),

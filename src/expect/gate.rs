@@ -20,7 +20,13 @@ pub fn rules_from(
     let mut profile = profile.clone();
     let size = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Failure> {
         v.as_deref()
-            .map(|t| parse_size(t).map_err(|e| Failure::usage(format!("{flag}: {e}"))))
+            .map(|t| match parse_size(t) {
+                Ok(0) => Err(Failure::usage(format!(
+                    "{flag}: 0 bytes is no size a collective is measured at; give a measured size, e.g. {flag} 1M"
+                ))),
+                Ok(size) => Ok(size),
+                Err(e) => Err(Failure::usage(format!("{flag}: {e}"))),
+            })
             .transpose()
     };
     if let Some(gbps) = args.min_busbw {

@@ -6,7 +6,7 @@ use super::choose::Choice;
 use crate::coll::{Collective, Placement};
 use crate::documents::{BaselineRef, Kind, Qualification, RuleResult, SCHEMA_VERSION};
 use crate::model::{Point, RunRecord, RunStatus};
-use crate::units::{format_size, parse_size};
+use crate::units::{fixed, format_size, parse_size};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -79,10 +79,14 @@ pub struct RuleSet {
 }
 
 fn size_of(spec: &SizeSpec) -> Result<u64, String> {
-    match spec {
-        SizeSpec::Bytes(b) => Ok(*b),
-        SizeSpec::Text(t) => parse_size(t).map_err(|e| e.to_string()),
+    let size = match spec {
+        SizeSpec::Bytes(b) => *b,
+        SizeSpec::Text(t) => parse_size(t).map_err(|e| e.to_string())?,
+    };
+    if size == 0 {
+        return Err("at_size must be at least 1 byte: no collective is measured at 0 bytes".into());
     }
+    Ok(size)
 }
 
 fn collective_of(name: &Option<String>) -> Result<Option<Collective>, String> {
@@ -295,12 +299,7 @@ fn min_busbw(run: &RunRecord, c: Collective, gbps: f64, at: At) -> RuleResult {
         r.message = if pts.is_empty() {
             format!("{c} was not measured")
         } else {
-            format!(
-                "{c} was not measured at {} (largest size {}): rerun with -e {}",
-                format_size(r.size_bytes.unwrap_or(0)),
-                format_size(largest),
-                format_size(r.size_bytes.unwrap_or(0))
-            )
+            not_measured_at(c, r.size_bytes.unwrap_or(largest), &pts, "--at-size")
         };
         return r;
     };
@@ -311,8 +310,39 @@ fn min_busbw(run: &RunRecord, c: Collective, gbps: f64, at: At) -> RuleResult {
         At::From(s) => format!("median busbw at {} and above", format_size(s)),
         _ => format!("busbw at {}", format_size(r.size_bytes.unwrap_or(0))),
     };
-    r.message = format!("{c} {at_text}: measured {m:.2} GB/s, required >= {gbps:.2} GB/s");
+    r.message = format!(
+        "{c} {at_text}: measured {} GB/s, required >= {} GB/s",
+        fixed(m, 2),
+        fixed(gbps, 2)
+    );
     r
+}
+
+/// Why a rule found no point at `size`, and what would give it one: a size beyond the
+/// measured range is measured by widening the sweep (`-b`/`-e`); one between two measured
+/// sizes is not measured by any rerun of the same steps, so the nearest sizes are named.
+fn not_measured_at(c: Collective, size: u64, pts: &[&Point], flag: &str) -> String {
+    let below = pts.iter().rev().find(|p| p.size_bytes < size);
+    let above = pts.iter().find(|p| p.size_bytes > size);
+    let wanted = format_size(size);
+    // As a flag's value: one shell word (`-e 100KiB`).
+    let arg = wanted.replace(' ', "");
+    match (below, above) {
+        (Some(b), None) => format!(
+            "{c} was not measured at {wanted} (largest size {}): rerun with -e {arg}",
+            format_size(b.size_bytes)
+        ),
+        (None, Some(a)) => format!(
+            "{c} was not measured at {wanted} (smallest size {}): rerun with -b {arg}",
+            format_size(a.size_bytes)
+        ),
+        (Some(b), Some(a)) => format!(
+            "{c} was not measured at {wanted}, which lies between the sizes measured ({} and {}): give {flag} one of them, or sweep with steps that land on {wanted}",
+            format_size(b.size_bytes),
+            format_size(a.size_bytes)
+        ),
+        (None, None) => format!("{c} was not measured at {wanted}"),
+    }
 }
 
 fn max_latency(run: &RunRecord, c: Collective, us: f64, at: Option<u64>) -> RuleResult {
@@ -325,18 +355,20 @@ fn max_latency(run: &RunRecord, c: Collective, us: f64, at: Option<u64>) -> Rule
     };
     r.size_bytes = at.or(p.map(|p| p.size_bytes));
     let Some(p) = p else {
-        r.message = format!(
-            "{c} was not measured at {}",
-            format_size(r.size_bytes.unwrap_or(0))
-        );
+        r.message = match r.size_bytes {
+            Some(size) if !pts.is_empty() => not_measured_at(c, size, &pts, "--at-size-small"),
+            _ => format!("{c} was not measured"),
+        };
         return r;
     };
     let m = p.time_s * 1e6;
     r.measured = Some(m);
     r.passed = m <= us;
     r.message = format!(
-        "{c} time at {}: measured {m:.1} us, required <= {us:.1} us",
-        format_size(p.size_bytes)
+        "{c} time at {}: measured {} us, required <= {} us",
+        format_size(p.size_bytes),
+        fixed(m, 1),
+        fixed(us, 1)
     );
     r
 }
@@ -365,8 +397,10 @@ fn max_skew(run: &RunRecord, c: Collective, ratio: f64) -> RuleResult {
     r.measured = Some(skew);
     r.passed = skew <= ratio;
     r.message = format!(
-        "{c} slowest/fastest rank median: worst {skew:.2}x at {}, required <= {ratio:.2}x",
-        format_size(p.size_bytes)
+        "{c} slowest/fastest rank median: worst {}x at {}, required <= {}x",
+        fixed(skew, 2),
+        format_size(p.size_bytes),
+        fixed(ratio, 2)
     );
     r
 }
@@ -399,9 +433,11 @@ fn min_ratio(run: &RunRecord, c: Collective, ratio: f64, choice: Option<&Choice>
     r.measured = Some(m);
     r.passed = m >= ratio;
     r.message = format!(
-        "{c} measured/expected ({}) at {} and above: {m:.2}x, required >= {ratio:.2}x",
+        "{c} measured/expected ({}) at {} and above: {}x, required >= {}x",
         choice.entry.id,
-        format_size(floor)
+        format_size(floor),
+        fixed(m, 2),
+        fixed(ratio, 2)
     );
     r
 }

@@ -207,13 +207,13 @@ fn summary(points: &[ComparedPoint], noise: f64) -> String {
     );
     if let Some(w) = worst {
         summary.push_str(&format!(
-            " Largest regression: {} {} {} busbw {:.2} -> {:.2} GB/s ({:.2}x).",
+            " Largest regression: {} {} {} busbw {} -> {} GB/s ({}x).",
             w.collective,
             crate::units::format_size(w.size_bytes),
             w.placement.name(),
-            w.expected_busbw_bytes_per_s / 1e9,
-            w.measured_busbw_bytes_per_s / 1e9,
-            w.ratio
+            crate::units::fixed(w.expected_busbw_bytes_per_s / 1e9, 2),
+            crate::units::fixed(w.measured_busbw_bytes_per_s / 1e9, 2),
+            crate::units::fixed(w.ratio, 2)
         ));
     }
     summary
@@ -266,7 +266,7 @@ fn localised(points: &[ComparedPoint], noise: f64) -> Vec<String> {
                 let median = ratios[ratios.len() / 2];
                 match r[0].verdict.as_str() {
                     WITHIN_NOISE => format!("{span} within {:.0}%", noise * 100.0),
-                    v => format!("{span}: {median:.2}x {v}"),
+                    v => format!("{span}: {}x {v}", crate::units::fixed(median, 2)),
                 }
             })
             .collect();

@@ -4,7 +4,8 @@
 use crate::documents::expectations::Table;
 use crate::documents::{ComparedPoint, Comparison, Qualification};
 use crate::exit::Failure;
-use crate::units::format_size;
+use crate::render::safe;
+use crate::units::{fixed, format_size};
 use std::fmt::Write;
 
 fn gbps(bytes_per_s: f64) -> String {
@@ -13,11 +14,11 @@ fn gbps(bytes_per_s: f64) -> String {
     }
     let g = bytes_per_s / 1e9;
     if g >= 100.0 {
-        format!("{g:.1}")
+        fixed(g, 1)
     } else if g >= 0.1 || g == 0.0 {
-        format!("{g:.2}")
+        fixed(g, 2)
     } else {
-        format!("{g:.4}")
+        fixed(g, 4)
     }
 }
 
@@ -25,12 +26,21 @@ fn csv_failure(e: ::csv::Error) -> Failure {
     Failure::internal(e.to_string())
 }
 
-/// A Markdown table cell: pipes and line breaks from files and machines cannot break the table.
+/// A Markdown table cell or line: text from files and machines cannot break the table, link,
+/// embed, or swell the page (`safe::markdown`).
 fn md(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
-        .replace('<', "&lt;")
+    safe::markdown(text, safe::TEXT_CHARS)
+}
+
+/// A name from the input (a file, a run) in Markdown: shorter still.
+fn md_name(text: &str) -> String {
+    safe::markdown(text, safe::VALUE_CHARS)
+}
+
+/// Everything a human renderer returns passes here once: no escape sequence, control or
+/// bidi override from an input reaches the terminal.
+fn shown(text: String) -> String {
+    safe::display(&text).into_owned()
 }
 
 fn figures(e: &crate::documents::expectations::Entry) -> String {
@@ -204,7 +214,7 @@ fn cells(p: &ComparedPoint, vs_run: bool) -> [String; 8] {
         p.placement.name().to_string(),
         gbps(p.measured_busbw_bytes_per_s),
         expected_cell(p),
-        format!("{:.2}x", p.ratio),
+        format!("{}x", fixed(p.ratio, 2)),
         p.verdict.clone(),
         last,
     ]
@@ -226,7 +236,7 @@ pub fn comparison_table(doc: &Comparison) -> String {
         }
         let _ = writeln!(out, "# method: {}", doc.method);
         let _ = writeln!(out, "{}", doc.summary);
-        return out;
+        return shown(out);
     }
     let vs_run = doc.baseline.kind == "run";
     let _ = writeln!(
@@ -262,7 +272,7 @@ pub fn comparison_table(doc: &Comparison) -> String {
     }
     let _ = writeln!(out, "# method: {}", doc.method);
     let _ = writeln!(out, "{}", doc.summary);
-    out
+    shown(out)
 }
 
 pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
@@ -302,13 +312,14 @@ pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
             ]
         }),
     )
+    .map(shown)
     .map_err(csv_failure)
 }
 
 pub fn comparison_markdown(doc: &Comparison) -> String {
     let mut out = format!(
         "### ncclprobe compare: {}\n\n{}\n\n",
-        md(&doc.run),
+        md_name(&doc.run),
         md(&doc.summary)
     );
     for l in head(doc).iter().skip(1) {
@@ -328,7 +339,7 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
         for row in reading_rows(doc) {
             let _ = writeln!(out, "| {} |", row.map(|c| md(&c)).join(" | "));
         }
-        return out;
+        return shown(out);
     }
     let vs_run = doc.baseline.kind == "run";
     let _ = writeln!(
@@ -347,14 +358,14 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
     for n in &doc.not_compared {
         let _ = writeln!(out, "\nNot compared: {}", md(n));
     }
-    out
+    shown(out)
 }
 
 fn value(v: Option<f64>, unit: &str) -> String {
     match v {
-        Some(x) if unit == "elements" => format!("{x:.0}"),
-        Some(x) if x.abs() < 1.0 && x != 0.0 => format!("{x:.4} {unit}"),
-        Some(x) => format!("{x:.2} {unit}"),
+        Some(x) if unit == "elements" => fixed(x, 0),
+        Some(x) if x.abs() < 1.0 && x != 0.0 => format!("{} {unit}", fixed(x, 4)),
+        Some(x) => format!("{} {unit}", fixed(x, 2)),
         None => "-".into(),
     }
 }
@@ -401,7 +412,7 @@ pub fn qualification_table(q: &Qualification) -> String {
         );
     }
     let _ = writeln!(out, "{}", q.summary);
-    out
+    shown(out)
 }
 
 pub fn qualification_csv(q: &Qualification) -> Result<String, Failure> {
@@ -431,13 +442,14 @@ pub fn qualification_csv(q: &Qualification) -> Result<String, Failure> {
             ]
         }),
     )
+    .map(shown)
     .map_err(csv_failure)
 }
 
 pub fn qualification_markdown(q: &Qualification) -> String {
     let mut out = format!(
         "### ncclprobe qualify: {} — {}\n\n{}\n\n",
-        md(&q.run),
+        md_name(&q.run),
         if q.passed { "PASS" } else { "**FAIL**" },
         md(&q.summary)
     );
@@ -461,7 +473,7 @@ pub fn qualification_markdown(q: &Qualification) -> String {
             md(&r.message)
         );
     }
-    out
+    shown(out)
 }
 
 /// JUnit XML: one test suite, one test case per rule and collective; a failure's message holds

@@ -47,7 +47,7 @@ pub fn table(facts: &Facts, findings: &[Finding]) -> String {
         let _ = writeln!(out, "  fix: {}", f.fix);
         let _ = writeln!(out, "  source: {}", f.source);
     }
-    out
+    crate::render::safe::display(&out).into_owned()
 }
 
 /// `id,severity,title,file,line,evidence`: one row per piece of evidence (a finding without
@@ -82,6 +82,7 @@ pub fn csv(findings: &[Finding]) -> Result<String, csv::Error> {
         &["id", "severity", "title", "file", "line", "evidence"],
         rows,
     )
+    .map(|text| crate::render::safe::display(&text).into_owned())
 }
 
 #[cfg(test)]

@@ -174,7 +174,7 @@ pub fn table(doc: &MatrixDocument) -> String {
     out.push_str("#\n");
     out.push_str(&verdict_lines(doc).join("\n"));
     out.push('\n');
-    out
+    crate::render::safe::display(&out).into_owned()
 }
 
 /// The outliers in words, or that there are none (and why none could be judged).

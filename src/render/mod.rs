@@ -10,6 +10,7 @@ pub mod perf_json;
 pub mod plots;
 pub mod record;
 pub mod report;
+pub mod safe;
 pub mod simulate;
 pub mod table;
 pub mod topo;

@@ -5,6 +5,7 @@
 
 use crate::exit::Failure;
 use crate::render::plots::Drawn;
+use crate::render::safe;
 use base64::Engine;
 use minijinja::value::{Serde, Value};
 use minijinja::{escape_formatter, AutoEscape, Environment};
@@ -14,23 +15,10 @@ use std::path::{Path, PathBuf};
 const HTML: &str = include_str!("../../reports/templates/report.html");
 const MARKDOWN: &str = include_str!("../../reports/templates/summary.md");
 
-/// Text as Markdown reads it literally: no emphasis, links, images, HTML or table breaks.
+/// Text as Markdown reads it literally: no emphasis, links, images, HTML or table breaks; no
+/// control characters or bidi overrides; at most `safe::TEXT_CHARS` characters.
 pub fn markdown_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' | '`' | '*' | '[' | ']' | '|' | '#' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '\n' | '\r' => out.push(' '),
-            _ => out.push(c),
-        }
-    }
-    out
+    safe::markdown(text, safe::TEXT_CHARS)
 }
 
 fn environment() -> Result<Environment<'static>, Failure> {
@@ -43,6 +31,8 @@ fn environment() -> Result<Environment<'static>, Failure> {
         }
     });
     env.set_formatter(|out, state, value| {
+        // Every value a template prints passes here: text from inputs is escaped for the
+        // format and stripped of control characters and bidi overrides in both.
         if matches!(state.auto_escape(), AutoEscape::Custom(_)) {
             let text = if value.is_safe() {
                 value.to_string()
@@ -51,7 +41,12 @@ fn environment() -> Result<Environment<'static>, Failure> {
             };
             return out.write_str(&text).map_err(minijinja::Error::from);
         }
-        escape_formatter(out, state, value)
+        match value.as_str() {
+            Some(text) if !value.is_safe() => {
+                escape_formatter(out, state, &Value::from(safe::display(text).as_ref()))
+            }
+            _ => escape_formatter(out, state, value),
+        }
     });
     let bad = |e: minijinja::Error| Failure::internal(format!("report template: {e:#}"));
     env.add_template("report.html", HTML).map_err(bad)?;

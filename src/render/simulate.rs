@@ -80,7 +80,7 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
     for line in &doc.advice {
         let _ = writeln!(out, "* {line}");
     }
-    out
+    crate::render::safe::display(&out).into_owned()
 }
 
 /// One row per configuration shown, SI units in the column names.
@@ -161,7 +161,7 @@ pub fn fsdp_table(doc: &FsdpSimulation) -> String {
         );
     }
     out.push_str("* activations are an input (--activations-gb), not modelled; communication volumes per ZeRO §7: DDP and ZeRO-1/2 move 2Ψ, ZeRO-3/FULL_SHARD 3Ψ\n");
-    out
+    crate::render::safe::display(&out).into_owned()
 }
 
 /// One row per strategy; `fits` empty when no GPU memory was given.

@@ -3,7 +3,7 @@
 
 use crate::coll::Placement;
 use crate::model::{Headline, Point, RunRecord};
-use crate::units::format_size;
+use crate::units::{fixed, format_size};
 
 pub fn header() -> String {
     header_with(false, false)
@@ -177,20 +177,21 @@ pub fn headline(h: &Headline) -> String {
         _ => "-".into(),
     };
     let what = format!("# ncclprobe {}{} {}", h.collective, op, h.dtype);
-    let busbw = h.plateau_busbw_bytes_per_s / 1e9;
-    let (us, small) = (h.small_latency_s * 1e6, format_size(h.small_size_bytes));
+    let busbw = fixed(h.plateau_busbw_bytes_per_s / 1e9, 2);
+    let (us, small) = (
+        fixed(h.small_latency_s * 1e6, 2),
+        format_size(h.small_size_bytes),
+    );
     if h.plateau_sizes_bytes == [h.small_size_bytes] {
         // One size measured: neither a plateau nor a latency can be told from it.
-        return format!(
-            "{what}: one size only, {small}: busbw {busbw:.2} GB/s, {us:.2} us per call"
-        );
+        return format!("{what}: one size only, {small}: busbw {busbw} GB/s, {us} us per call");
     }
     let latency = if h.small_size_bytes <= SMALL_MESSAGE_BYTES {
-        format!("small-message latency {us:.2} us at {small}")
+        format!("small-message latency {us} us at {small}")
     } else {
-        format!("smallest size {small} takes {us:.2} us (no small message measured)")
+        format!("smallest size {small} takes {us} us (no small message measured)")
     };
-    format!("{what}: plateau busbw {busbw:.2} GB/s (median over {sizes}), {latency}")
+    format!("{what}: plateau busbw {busbw} GB/s (median over {sizes}), {latency}")
 }
 
 /// The largest message whose time is its latency (NCCL's LL protocol range).
@@ -252,7 +253,8 @@ pub fn imported(file: &str, record: &RunRecord) -> String {
     for h in &record.headlines {
         let _ = writeln!(out, "{}", headline(h));
     }
-    out
+    // Notes and errors quote the log's own lines.
+    crate::render::safe::display(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -48,7 +48,7 @@ pub fn table(t: &Topology) -> String {
     for p in &t.problems {
         let _ = writeln!(out, "# could not read: {p}");
     }
-    out
+    crate::render::safe::display(&out).into_owned()
 }
 
 /// `from,to,link` per ordered pair.
@@ -57,5 +57,5 @@ pub fn csv(topo: &Topology) -> String {
     for (f, t, l) in &topo.links {
         let _ = writeln!(out, "{f},{t},{l}");
     }
-    out
+    crate::render::safe::display(&out).into_owned()
 }

@@ -25,7 +25,7 @@ use std::path::Path;
 /// A bandwidth as reports quote it (`-` when there is none).
 pub fn gbps(bytes_per_s: f64) -> String {
     if bytes_per_s.is_finite() {
-        format!("{:.2} GB/s", bytes_per_s / 1e9)
+        format!("{} GB/s", crate::units::fixed(bytes_per_s / 1e9, 2))
     } else {
         "-".into()
     }

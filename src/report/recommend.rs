@@ -107,11 +107,11 @@ pub(super) fn measured_alternatives(docs: &Documents, out: &mut Vec<Recommendati
                     continue;
                 }
                 let mut gain = format!(
-                    "{coll} busbw {} → {} at {} ({:.1}x, measured)",
+                    "{coll} busbw {} → {} at {} ({}x, measured)",
                     gbps(slow),
                     gbps(fast),
                     format_size(size),
-                    fast / slow
+                    crate::units::fixed(fast / slow, 1)
                 );
                 if let Some(ddp) = ddp_gain(docs, forced, free) {
                     gain.push_str(&format!("; {ddp}"));

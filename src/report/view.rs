@@ -1,7 +1,8 @@
 //! The report as the templates see it: every figure already formatted with its unit, and every
 //! number beside the word that says where it came from (measured, imported, published with its
-//! citation, modelled). Strings from machines and logs are passed as they are; the HTML
-//! template escapes them and the Markdown one quotes them.
+//! citation, modelled). Strings from machines and logs are cut to `safe::VALUE_CHARS` here
+//! (one environment value cannot swell the page); the templates' formatter escapes them for
+//! each format and strips control characters and bidi overrides.
 
 use super::recommend::{recommendations, Recommendation};
 use super::verdict::{verdict, Verdict};
@@ -9,7 +10,14 @@ use super::{gbps, Documents, Note, Timing};
 use crate::model::RunRecord;
 use crate::render::plots::draw::colour;
 use crate::render::report::PlotView;
-use crate::units::format_size;
+use crate::render::safe;
+use crate::units::{fixed, format_size};
+
+/// A value from an input (a name, an environment value, an error), at most
+/// `safe::VALUE_CHARS` characters.
+fn input(text: &str) -> String {
+    safe::cap(text, safe::VALUE_CHARS).into_owned()
+}
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -192,32 +200,46 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
         .ranks
         .iter()
         .map(|k| match &k.device {
-            Some(d) => format!("rank {} on {}: {d}", k.rank, k.host),
-            None => format!("rank {} on {}", k.rank, k.host),
+            Some(d) => format!("rank {} on {}: {}", k.rank, input(&k.host), input(d)),
+            None => format!("rank {} on {}", k.rank, input(&k.host)),
         })
         .collect();
     devices.truncate(64);
     RunView {
-        label: label.to_string(),
-        file: file.to_string(),
+        label: input(label),
+        file: input(file),
         colour: hex(index),
         source: r.source.name().into(),
         status: r.status.name().into(),
-        error: r.error.clone(),
-        backend: r.backend.name.clone(),
-        backend_reason: r.backend.reason.clone(),
+        error: r
+            .error
+            .as_deref()
+            .map(|e| safe::cap(e, safe::TEXT_CHARS).into_owned()),
+        backend: input(&r.backend.name),
+        backend_reason: input(&r.backend.reason),
         nranks: r.backend.nranks,
-        hosts: r.backend.hosts.join(", "),
+        hosts: r
+            .backend
+            .hosts
+            .iter()
+            .take(64)
+            .map(|h| input(h))
+            .collect::<Vec<_>>()
+            .join(", "),
         devices,
-        env: r.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        env: r.env.iter().map(|(k, v)| (input(k), input(v))).collect(),
         libraries: r
             .backend
             .library_versions
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (input(k), input(v)))
             .collect(),
-        started_at: r.started_at.clone(),
-        notes: r.notes.clone(),
+        started_at: input(&r.started_at),
+        notes: r
+            .notes
+            .iter()
+            .map(|n| safe::cap(n, safe::TEXT_CHARS).into_owned())
+            .collect(),
         wrong: r.total_wrong(),
         points: r
             .points
@@ -227,11 +249,11 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
                 dtype: p.dtype.to_string(),
                 size: format_size(p.size_bytes),
                 placement: p.placement.name().into(),
-                time_us: format!("{:.2}", p.time_s * 1e6),
+                time_us: fixed(p.time_s * 1e6, 2),
                 algbw: gbps(p.algbw_bytes_per_s),
                 busbw: gbps(p.busbw_bytes_per_s),
                 interval: if p.samples_s.len() > 1 && p.stats.ci_rel_half_width.is_finite() {
-                    format!("±{:.1}%", p.stats.ci_rel_half_width * 100.0)
+                    format!("±{}%", fixed(p.stats.ci_rel_half_width * 100.0, 1))
                 } else {
                     "-".into()
                 },
@@ -289,15 +311,15 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                         latency: h
                             .map(|h| {
                                 format!(
-                                    "{:.1} µs at {}",
-                                    h.small_latency_s * 1e6,
+                                    "{} µs at {}",
+                                    fixed(h.small_latency_s * 1e6, 1),
                                     format_size(h.small_size_bytes)
                                 )
                             })
                             .unwrap_or_else(|| "-".into()),
                         vs_expected: ratio
                             .as_ref()
-                            .map(|(r, v, _)| format!("{r:.2}x ({v})"))
+                            .map(|(r, v, _)| format!("{}x ({v})", fixed(*r, 2)))
                             .unwrap_or_else(|| "-".into()),
                         expected_from: match (cmp, ratio) {
                             (Some(c), Some((_, _, layer))) => format!(
@@ -336,11 +358,11 @@ fn comparison_view(file: &str, c: &crate::documents::Comparison) -> ComparisonVi
                 measured: gbps(p.measured_busbw_bytes_per_s),
                 expected: gbps(p.expected_busbw_bytes_per_s),
                 band: format!(
-                    "{:.2}–{:.2}",
-                    p.expected_low_bytes_per_s / 1e9,
-                    p.expected_high_bytes_per_s / 1e9
+                    "{}–{}",
+                    fixed(p.expected_low_bytes_per_s / 1e9, 2),
+                    fixed(p.expected_high_bytes_per_s / 1e9, 2)
                 ),
-                ratio: format!("{:.2}x", p.ratio),
+                ratio: format!("{}x", fixed(p.ratio, 2)),
                 verdict: p.verdict.clone(),
                 layer: p.layer.clone(),
             })

@@ -236,6 +236,14 @@ pub static RULES: &[Rule] = &[
         check: host::watchdog_timeout,
     },
     Rule {
+        id: "run.incomplete",
+        severity: Severity::Error,
+        explanation: "The run did not measure every size it was asked for: it failed, timed out, was killed (its record still says `running`) or was interrupted. The figures it has stop where it stopped, and the reason it stopped (the record's error) comes before anything they show.",
+        fix: "Read the record's error and the last size measured; a timeout or a failure at one size points at that size's transfer (rerun with NCCL_DEBUG=INFO and --timeout), a killed run at the launcher or the out-of-memory killer (dmesg). Rerun to completion before judging the figures.",
+        source: "the record's status and error (ncclprobe sweep; README, exit codes)",
+        check: results::incomplete,
+    },
+    Rule {
         id: "result.wrong",
         severity: Severity::Error,
         explanation: "nccl-tests compares every element with its exact expected value; wrong elements mean corruption (hardware, driver, a bad link) or a bug, never noise.",

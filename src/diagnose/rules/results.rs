@@ -5,6 +5,7 @@ use crate::diagnose::facts::Inputs;
 use crate::diagnose::finding::Hit;
 use crate::diagnose::finding::{ev, Evidence};
 use crate::model::{RunRecord, RunStatus};
+use crate::units::fixed;
 
 /// The name a run's evidence carries: its imported file, else "(run)".
 fn file_of(r: &RunRecord) -> String {
@@ -47,6 +48,51 @@ pub fn wrong(inp: &Inputs) -> Vec<Hit> {
         }
     }
     hits
+}
+
+/// A run that did not end `complete`: what it measured is only part of what was asked for,
+/// and why it stopped is the first thing to know. A failed, timed-out or killed run (its
+/// record left `running`) is an error; one stopped by a signal a warning. Cut-off tables
+/// (`result.truncated`) and wrong data (`result.wrong`) have rules of their own, as do the
+/// errors an imported log quotes (`nccl.error`, `watchdog.timeout`, ...): an import that
+/// names its errors is left to them.
+pub fn incomplete(inp: &Inputs) -> Vec<Hit> {
+    use crate::diagnose::finding::Severity;
+    inp.runs
+        .iter()
+        .filter(|r| r.import.as_ref().is_none_or(|i| i.errors.is_empty()))
+        .filter_map(|r| {
+            let (what, severity) = match r.status {
+                RunStatus::Failed => ("failed", Severity::Error),
+                RunStatus::TimedOut => ("timed out", Severity::Error),
+                RunStatus::Running => (
+                    "never finished: its record is still `running` (the process was killed, or is still running)",
+                    Severity::Error,
+                ),
+                RunStatus::Interrupted => ("was interrupted (SIGINT or SIGTERM)", Severity::Warning),
+                RunStatus::Complete | RunStatus::CheckFailed | RunStatus::Truncated => return None,
+            };
+            let file = file_of(r);
+            let mut evidence = vec![ev(&file, 0, format!("status {}", r.status.name()))];
+            evidence.push(ev(
+                &file,
+                0,
+                match r.points.iter().max_by_key(|p| p.size_bytes) {
+                    Some(p) => format!(
+                        "last size measured: {} {} ({} points)",
+                        p.collective,
+                        crate::units::format_size(p.size_bytes),
+                        r.points.len()
+                    ),
+                    None => "no size measured".into(),
+                },
+            ));
+            if let Some(e) = &r.error {
+                evidence.push(ev(&file, 0, format!("error: {e}")));
+            }
+            Some(Hit::new(format!("The run {what}"), evidence).with_severity(severity))
+        })
+        .collect()
 }
 
 pub fn straggler(inp: &Inputs) -> Vec<Hit> {
@@ -105,13 +151,13 @@ fn slower_than_model(r: &RunRecord) -> Vec<String> {
             let model = p.nccl_model_time_s?;
             (p.time_s > 1.5 * model).then(|| {
                 format!(
-                    "{} {} {} bytes: measured {:.1} us, NCCL's model {:.1} us ({:.1}x)",
+                    "{} {} {} bytes: measured {} us, NCCL's model {} us ({}x)",
                     p.collective,
                     p.dtype,
                     p.size_bytes,
-                    p.time_s * 1e6,
-                    model * 1e6,
-                    p.time_s / model
+                    fixed(p.time_s * 1e6, 1),
+                    fixed(model * 1e6, 1),
+                    fixed(p.time_s / model, 1)
                 )
             })
         })
@@ -168,11 +214,11 @@ pub fn below_expectation(inp: &Inputs) -> Vec<Hit> {
                         &file,
                         0,
                         format!(
-                            "{coll} {} busbw {:.2} GB/s, expected {:.2} GB/s ({:.2}x)",
+                            "{coll} {} busbw {} GB/s, expected {} GB/s ({}x)",
                             crate::units::format_size(p.size_bytes),
-                            p.measured_busbw_bytes_per_s / 1e9,
-                            p.expected_busbw_bytes_per_s / 1e9,
-                            p.ratio
+                            fixed(p.measured_busbw_bytes_per_s / 1e9, 2),
+                            fixed(p.expected_busbw_bytes_per_s / 1e9, 2),
+                            fixed(p.ratio, 2)
                         ),
                     )
                 })

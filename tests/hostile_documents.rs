@@ -481,3 +481,51 @@ fn compare_refuses_the_topology_of_another_machine() {
         .clone();
     assert!(!String::from_utf8_lossy(&out.stderr).contains("assumed"));
 }
+
+#[test]
+fn a_record_with_sorted_keys_and_a_long_env_is_still_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run.json");
+    sweep(&run, 2, "4K");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&run).unwrap()).unwrap();
+    let env: serde_json::Map<String, Value> = (0..4000)
+        .map(|i| (format!("VAR_{i:05}"), Value::from("x".repeat(40))))
+        .collect();
+    v["env"] = Value::Object(env);
+    // As `jq -S` writes it: keys sorted, so `env` (4000 lines) comes before `kind` and
+    // `schema_version`, far past the first bytes.
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let b: std::collections::BTreeMap<&String, Value> =
+                    m.iter().map(|(k, x)| (k, sorted(x))).collect();
+                serde_json::to_value(b).unwrap()
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = serde_json::to_string_pretty(&sorted(&v)).unwrap();
+    assert!(text.find("\"env\"").unwrap() < text.find("\"kind\"").unwrap());
+    assert!(
+        text[..64 << 10].find("\"kind\"").is_none(),
+        "kind is past the head"
+    );
+    let sorted_run = dir.path().join("sorted.json");
+    std::fs::write(&sorted_run, text).unwrap();
+    let out = dir.path().join("r.html");
+    for (name, mut cmd) in readers(&sorted_run, &out) {
+        let o = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !stderr.contains("results") && !stderr.contains("nccl-tests"),
+            "{name} read the record as nccl-tests JSON: {stderr}"
+        );
+        if name == "simulate" {
+            // Read as the record it is: refused only for stopping at 4 KiB.
+            assert!(stderr.contains("far below the largest message"), "{stderr}");
+        } else {
+            assert_eq!(o.status.code(), Some(0), "{name}: {stderr}");
+        }
+    }
+}

@@ -67,6 +67,9 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         ));
     }
     let loaded = load_run(&args.run, &expectation)?;
+    if loaded.run.backend.nranks == 1 {
+        crate::expect::gate::one_rank(&rules, &expectation.profile)?;
+    }
     let q = judge(
         &loaded.name,
         &loaded.run,

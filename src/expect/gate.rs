@@ -113,3 +113,31 @@ pub fn judge(
         attempts,
     ))
 }
+
+/// With one rank no link is measured: busbw is 0 by definition and there is no skew between
+/// ranks, so a gate on either (or on a profile's busbw) cannot be met or judged: refused
+/// (exit 2) naming the rules, by `qualify` and by a sweep's first rank to know (before it
+/// measures).
+pub fn one_rank(rules: &RuleArgs, profile: &Option<String>) -> Result<(), Failure> {
+    let (rules, profile) = rules_from(rules, profile)?;
+    let mut cannot: Vec<String> = rules
+        .iter()
+        .filter_map(|r| match r {
+            Rule::MinBusbw { .. } => Some("a minimum busbw".to_string()),
+            Rule::MaxSkew { .. } => Some("a maximum skew".to_string()),
+            Rule::MinRatio { .. } => Some("a minimum ratio to the expectation".to_string()),
+            Rule::MaxLatency { .. } => None,
+        })
+        .collect();
+    if let Some(p) = profile {
+        cannot.push(format!("the profile {p}"));
+    }
+    cannot.dedup();
+    match cannot.is_empty() {
+        true => Ok(()),
+        false => Err(Failure::usage(format!(
+            "one rank: no interconnect measured (busbw is 0 by definition, and one rank has no skew): {} cannot apply; run with 2 or more ranks",
+            cannot.join(", ")
+        ))),
+    }
+}

@@ -88,7 +88,8 @@ pub fn render(docs: &Documents, title: &str, dest: &Destinations) -> Result<Rend
 pub fn produce(docs: &Documents, title: &str, dest: &Destinations) -> Result<(), Failure> {
     let rendered = render(docs, title, dest)?;
     for path in write_all(&rendered, dest)? {
-        eprintln!("ncclprobe: wrote {}", path.display());
+        let shown = path.display().to_string();
+        eprintln!("ncclprobe: wrote {}", crate::render::safe::line(&shown));
     }
     Ok(())
 }

@@ -62,7 +62,7 @@ fn collectives(args: &Options) -> Result<ExitCode, Failure> {
     }
     if args.backend.backend == super::options::BackendChoice::Host && args.backend.ranks == Some(1)
     {
-        super::gate_checks::one_rank_gate(&args.gate)?;
+        crate::expect::gate::one_rank(&args.gate.rules, &args.gate.qualify)?;
     }
     // Flags are refused before any library is loaded, so a bad one reads the same on every
     // machine (the backend's own plan adds only its memory limit).

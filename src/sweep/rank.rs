@@ -58,7 +58,7 @@ pub fn run_rank(
     let nranks = comm.nranks();
     let ranks = exchange_whoami(comm, &plan.injected)?;
     if let (1, Some(gate)) = (nranks, &plan.gate) {
-        super::gate_checks::one_rank_gate(gate)?;
+        crate::expect::gate::one_rank(&gate.rules, &gate.qualify)?;
     }
     let queue = size_queue(plan, nranks)?;
     let mut sweep = Sweep {

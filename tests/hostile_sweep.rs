@@ -159,6 +159,8 @@ fn one_rank_says_no_interconnect_was_measured() {
         assert!(!json.exists(), "refused before measuring");
     }
     // A latency gate applies to one rank's own work.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("one.json");
     bin()
         .args([
             "sweep",
@@ -179,6 +181,27 @@ fn one_rank_says_no_interconnect_was_measured() {
             "--max-latency-us",
             "100000",
         ])
+        .arg("--json")
+        .arg(&json)
+        .assert()
+        .success();
+    // qualify holds a one-rank record to the same line.
+    let out = bin()
+        .arg("qualify")
+        .arg(&json)
+        .args(["--min-busbw", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("one rank: no interconnect measured"),
+        "{stderr}"
+    );
+    bin()
+        .arg("qualify")
+        .arg(&json)
+        .args(["--max-latency-us", "100000"])
         .assert()
         .success();
 }

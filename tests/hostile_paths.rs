@@ -183,7 +183,7 @@ fn a_plot_is_not_replaced_by_another_output() {
 #[test]
 fn stdout_carries_one_document_and_dash_is_stdout_everywhere() {
     let dir = tempfile::tempdir().unwrap();
-    let run = record(dir.path());
+    record(dir.path());
     for args in [
         &["--markdown", "-", "--json", "-"][..],
         &["--format", "json", "--markdown", "-"],

@@ -341,3 +341,74 @@ fn a_report_that_cannot_be_written_is_exit_1_as_every_write_failure() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("/dev/full"), "{stderr}");
 }
+
+#[test]
+fn dev_stdout_through_a_pipe_is_stdout_and_a_lost_stdout_ends_the_sweep() {
+    let exe = env!("CARGO_BIN_EXE_ncclprobe");
+    let fast = FAST.join(" ");
+    // Through a pipe, /dev/stdout is the pipe: the record alone, and one document only.
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("'{exe}' sweep {fast} --json /dev/stdout | cat"))
+        .output()
+        .unwrap();
+    let record: ncclprobe::model::RunRecord =
+        serde_json::from_slice(&out.stdout).expect("stdout holds the record alone");
+    assert_eq!(record.status, ncclprobe::model::RunStatus::Complete);
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{exe}' sweep {fast} --json /dev/fd/1 --csv - | cat; exit ${{PIPESTATUS[0]}}"
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stdout can carry one document"));
+    // A full stdout loses the record sent there: exit 1, said.
+    if Path::new("/dev/full").exists() {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!("'{exe}' sweep {fast} --json - > /dev/full"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write to stdout"));
+    }
+    // A reader gone: the run finishes its record and ends with 141.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(exe)
+        .arg("sweep")
+        .args(FAST)
+        .arg("--json")
+        .arg(&json)
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(141));
+    let record = common::read_record(&json);
+    assert_eq!(record.status, ncclprobe::model::RunStatus::Complete);
+}
+
+#[test]
+fn doctor_refuses_stdout_and_a_launcher_that_is_not_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr) = refused(bin().current_dir(dir.path()).args(["doctor", "-o", "-"]));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("-o -"), "{stderr}");
+    assert!(!dir.path().join("-").exists());
+    let (code, stderr) = refused(bin().current_dir(dir.path()).args([
+        "doctor",
+        "--backend",
+        "mpi",
+        "--launcher",
+        "/nonexistent/mpirun",
+        "-o",
+        "d",
+    ]));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--launcher"), "{stderr}");
+    assert!(!dir.path().join("d").exists());
+}

@@ -205,3 +205,37 @@ fn one_rank_says_no_interconnect_was_measured() {
         .assert()
         .success();
 }
+
+#[test]
+fn a_rules_file_refuses_an_unbounded_skew_as_the_flag_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    bin()
+        .args([
+            "sweep",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-b",
+            "8",
+            "-e",
+            "64",
+        ])
+        .args(["--min-samples", "6", "--max-samples", "8", "--json"])
+        .arg(&json)
+        .assert()
+        .success();
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "[[rule]]\nmax_skew = inf\n").unwrap();
+    let out = bin()
+        .arg("qualify")
+        .arg(&json)
+        .arg("--rules")
+        .arg(&rules)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("max_skew"), "{stderr}");
+}

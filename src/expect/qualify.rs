@@ -135,9 +135,10 @@ impl RuleSet {
                     at: size,
                 }
             } else if let Some(v) = r.max_skew {
-                if v < 1.0 {
+                // As --max-skew: an infinite (or NaN) bound is a rule that cannot fail.
+                if !(v.is_finite() && v >= 1.0) {
                     return Err(at(format!(
-                        "max_skew is slowest/fastest rank, at least 1, not {v}"
+                        "max_skew is slowest/fastest rank, a finite number of at least 1, not {v}"
                     )));
                 }
                 Rule::MaxSkew { coll, ratio: v }

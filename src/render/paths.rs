@@ -73,6 +73,11 @@ fn follow(path: &Path) -> (PathBuf, bool) {
         let Ok(target) = std::fs::read_link(&current) else {
             break;
         };
+        // A descriptor link to a pipe, socket or anonymous inode names no path (`pipe:[N]`):
+        // the kernel opens it, not a path walk.
+        if through_fd && target.is_relative() && target.to_string_lossy().contains(":[") {
+            break;
+        }
         current = match current.parent() {
             Some(dir) if target.is_relative() => dir.join(target),
             _ => target,
@@ -126,7 +131,9 @@ fn identity(path: &Path, role: Role) -> Identity {
         };
     }
     let (end, _) = follow(path);
-    match std::fs::metadata(&end) {
+    // The kernel follows descriptor links to what they hold (a pipe, a socket), which a
+    // path walk cannot; `end` names what a dangling link would create.
+    match std::fs::metadata(path).or_else(|_| std::fs::metadata(&end)) {
         Ok(m) => {
             let inode = (m.dev(), m.ino());
             if role != Role::Input && stdout_inode() == Some(inode) && !m.is_dir() {
@@ -278,7 +285,8 @@ fn check_writable(e: &Entry) -> Result<(), Failure> {
     }
     let (end, _) = follow(&e.path);
     let shown = e.path.display();
-    match (std::fs::metadata(&end), e.role) {
+    let found = std::fs::metadata(&e.path).or_else(|_| std::fs::metadata(&end));
+    match (found, e.role) {
         (Ok(m), Role::Directory) if !m.is_dir() => Err(Failure::usage(format!(
             "{} {shown}: is a file, not a directory",
             e.flag

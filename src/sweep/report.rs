@@ -25,6 +25,9 @@ const RECORD_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 pub struct Rank0 {
     sink: Arc<Mutex<RecordSink>>,
     print_table: bool,
+    /// The first stdout write that failed: the run goes on (the record gets every point) and
+    /// ends with it (141 for a reader gone, 1 for a full disk).
+    stdout_lost: Mutex<Option<Failure>>,
     progress: ProgressBar,
     /// `--qualify`/rules, and how many times the points were measured.
     gate: Option<Arc<crate::expect::options::GateRules>>,
@@ -73,6 +76,7 @@ impl Rank0 {
         Rank0 {
             sink: Arc::new(Mutex::new(output.sink(record, patience))),
             print_table: output.table_on_stdout(),
+            stdout_lost: Mutex::new(None),
             progress,
             gate: None,
             attempts: std::sync::atomic::AtomicUsize::new(0),
@@ -100,7 +104,8 @@ impl Rank0 {
 
     fn println(&self, line: &str) {
         if self.print_table {
-            self.progress.suspend(|| to_stdout(&format!("{line}\n")));
+            self.progress
+                .suspend(|| self.to_stdout(&format!("{line}\n")));
         }
     }
 
@@ -231,6 +236,22 @@ impl Rank0 {
             sink.flush()
         })?
         .map_err(|e| Failure::internal(format!("{e:#}")))
+    }
+
+    /// Write to stdout through the one writer. A reader that went away (`ncclprobe sweep |
+    /// head`) or a full disk does not stop the run (the record on disk still gets every
+    /// point); the first failure is kept and ends the run (see `stdout_failure`).
+    fn to_stdout(&self, text: &str) {
+        if let Err(f) = crate::exit::print(text) {
+            let mut lost = self.stdout_lost.lock().unwrap_or_else(|p| p.into_inner());
+            lost.get_or_insert(f);
+        }
+    }
+
+    /// The stdout failure the run ends with, if a write failed.
+    fn stdout_failure(&self) -> Result<(), Failure> {
+        let mut lost = self.stdout_lost.lock().unwrap_or_else(|p| p.into_inner());
+        lost.take().map_or(Ok(()), Err)
     }
 
     /// Another document (`--markdown -`, `--junit -`) is stdout's: the table stays off it.
@@ -395,19 +416,21 @@ impl Rank0 {
         completed?;
         report?;
         if let Some((style, _)) = &self.perf {
+            self.stdout_failure()?;
             return perf_status(style, &record);
         }
         for line in super::after_table::lines(&record) {
             self.println(&line);
         }
-        to_stdout(&crate::render::record::stdout_documents(output, &record)?);
+        self.to_stdout(&crate::render::record::stdout_documents(output, &record)?);
         if let Some(text) = verdict_text {
             if self.print_table {
-                to_stdout(&text);
+                self.to_stdout(&text);
             } else {
                 eprint!("{text}");
             }
         }
+        self.stdout_failure()?;
         let wrong = record.total_wrong();
         if wrong > 0 {
             return Err(Failure::new(
@@ -534,13 +557,4 @@ fn report_of(args: &super::options::Options, record: &model::RunRecord) -> Resul
     });
     docs.compare_runs_without_comparison();
     crate::report::output::produce(&docs, args.report.title(), &dest)
-}
-
-/// Write to stdout; a reader that went away (`ncclprobe sweep | head`) is not a failure of the
-/// run: the record on disk still gets every point, so the write error is dropped instead of
-/// panicking as `print!` does on a closed pipe.
-fn to_stdout(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }

@@ -24,6 +24,14 @@ pub fn flags(args: &DoctorArgs) -> Result<(), Failure> {
             "--launcher: empty; give the MPI launcher with its arguments, e.g. `mpirun --oversubscribe`",
         ));
     }
+    if args.output.as_os_str() == "-" {
+        return Err(Failure::usage(
+            "-o -: doctor writes a directory of files (the report, the plots, every JSON), not one document for stdout; name a directory",
+        ));
+    }
+    if args.backend.backend == crate::cli::BackendChoice::Mpi {
+        launcher_found(&args.launcher)?;
+    }
     count_in("--np", args.np, 1, MAX_PROCESSES)?;
     if let Some(n) = args.backend.ranks {
         count_in("--ranks", n, 1, MAX_HOST_RANKS)?;
@@ -43,4 +51,25 @@ pub fn flags(args: &DoctorArgs) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+/// The launcher's program is there to run: a path that exists, or a name on PATH. A missing
+/// one is the user's to fix (exit 2), not a verdict on the machine.
+fn launcher_found(launcher: &str) -> Result<(), Failure> {
+    let Some(program) = launcher.split_whitespace().next() else {
+        return Ok(());
+    };
+    let runnable = |p: &Path| p.is_file();
+    let found = if program.contains('/') {
+        runnable(Path::new(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(program))))
+    };
+    match found {
+        true => Ok(()),
+        false => Err(Failure::usage(format!(
+            "--launcher: `{program}` is not a file, nor a program on PATH; install Open MPI (mpirun) or give the launcher's path"
+        ))),
+    }
 }

@@ -277,16 +277,25 @@ impl Doctor<'_> {
             return Ok(());
         }
         self.steps.begin("simulate DDP on the measured curve");
-        let runs: Vec<(PathBuf, usize)> = self
+        let runs: Vec<(usize, PathBuf, usize)> = self
             .docs
             .runs
             .iter()
-            .map(|r| (PathBuf::from(&r.file), r.doc.backend.nranks))
+            .enumerate()
+            // Only a whole run is a curve to simulate on; a cut-short one is said below.
+            .filter(|(_, r)| r.doc.status == crate::model::RunStatus::Complete)
+            .map(|(i, r)| (i, PathBuf::from(&r.file), r.doc.backend.nranks))
             .collect();
-        for (i, (path, world)) in runs.iter().enumerate() {
+        if runs.is_empty() {
+            self.note(
+                "warning",
+                "no DDP simulation: no sweep of this doctor run completed".to_string(),
+            );
+        }
+        for (i, path, world) in &runs {
             match simulate(self.args, Link::Curve(path), *world) {
                 Ok(doc) => {
-                    let name = match i {
+                    let name = match *i {
                         0 => "simulation.json",
                         _ => "simulation-without-overrides.json",
                     };

@@ -196,8 +196,9 @@ fn inputs_are_named_for_what_they_are() {
         bin().args(["compare", "-", "-"]).pipe_stdin(&run).unwrap(),
         2,
     );
+    // Refused before anything is read (the path guard), or by the reader itself.
     assert!(
-        err.contains("-: was already read by another argument"),
+        err.contains("both read stdin") || err.contains("-: was already read by another argument"),
         "{err}"
     );
     // A real NCCL log is still a log where one is read.
@@ -295,7 +296,7 @@ fn what_import_writes_every_reader_takes() {
     .unwrap();
     let err = stderr_of(bin().arg("import").arg(&json), 2);
     assert!(
-        err.contains("results[0].size is -8, not a byte or element count"),
+        err.contains("results[0].size is -8, not a whole byte or element count"),
         "{err}"
     );
 }
@@ -528,4 +529,42 @@ fn a_record_with_sorted_keys_and_a_long_env_is_still_a_record() {
             assert_eq!(o.status.code(), Some(0), "{name}: {stderr}");
         }
     }
+}
+
+#[test]
+fn import_refuses_json_sizes_no_record_could_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = |size: &str, time: &str| {
+        format!(
+            r#"{{"config":{{"devices":[{{"rank":0,"hostname":"a","pid":1}},{{"rank":1,"hostname":"a","pid":2}}]}},
+            "results":[{{"size":{size},"count":2,"type":"float","redop":"sum","root":-1,
+            "out_of_place":{{"time":{time},"alg_bw":0,"bus_bw":0,"nwrong":0}},
+            "in_place":{{"time":{time},"alg_bw":0,"bus_bw":0,"nwrong":0}}}}],"end_time":"x"}}"#
+        )
+    };
+    for (size, said) in [
+        ("1e30", "not a whole byte or element count"),
+        ("8.5", "not a whole byte or element count"),
+        ("0", "cannot hold count 2 float elements"),
+    ] {
+        let json = dir.path().join("bad.json");
+        std::fs::write(&json, row(size, "1.0")).unwrap();
+        let err = stderr_of(bin().arg("import").arg(&json), 2);
+        assert!(err.contains(said), "size {size}: {err}");
+    }
+    // A negative time is no time, and is not blamed on the printout's resolution.
+    let json = dir.path().join("negtime.json");
+    std::fs::write(&json, row("8", "-5")).unwrap();
+    let out = bin().arg("import").arg(&json).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("-5 us is no time a call takes"), "{stdout}");
+    assert!(!stdout.contains("resolution"), "{stdout}");
+    // Without devices, and no bandwidths to tell it, the rank count is unknown: refused.
+    let bare = r#"{"results":[{"size":8,"count":2,"type":"float","redop":"sum","root":-1,
+        "out_of_place":{"time":1.0,"alg_bw":0,"bus_bw":0,"nwrong":0},
+        "in_place":{"time":1.0,"alg_bw":0,"bus_bw":0,"nwrong":0}}],"end_time":"x"}"#;
+    let json = dir.path().join("bare.json");
+    std::fs::write(&json, bare).unwrap();
+    let err = stderr_of(bin().arg("import").arg(&json), 2);
+    assert!(err.contains("rank count cannot be told"), "{err}");
 }

@@ -51,12 +51,15 @@ fn point(
     // no time a bandwidth can be computed from. The row is dropped and said so, so that every
     // reader takes the record the importer writes.
     if !(half.time_us.is_finite() && half.time_us > 0.0) {
+        let why = match half.time_us == 0.0 {
+            true => "time printed as 0.00 us (below the printout's resolution)".to_string(),
+            false => format!("time {} us is no time a call takes", half.time_us),
+        };
         notes.push(format!(
-            "line {}: size {} {}: time printed as {:.2} us (below the printout's resolution); dropped",
+            "line {}: size {} {}: {why}; dropped",
             row.line,
             crate::units::format_size(row.size),
             placement.name(),
-            half.time_us
         ));
         return None;
     }
@@ -265,6 +268,14 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     };
     if !info.errors.is_empty() {
         record.error = info.errors.first().cloned();
+    }
+    if record.backend.nranks == 0 && !record.points.is_empty() {
+        // busbw and every rule need it; a record without it is one no reader takes.
+        return Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: "its rank count cannot be told: no devices are listed and no row's busbw/algbw ratio says it".into(),
+            expected: "nccl-tests output with its '#  Rank' lines or -J JSON with config.devices".into(),
+        });
     }
     record.notes = p.notes;
     record.headlines = crate::model::headlines(&record.points);

@@ -107,12 +107,29 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
             ));
             continue;
         };
+        let (size, count) = (
+            count_of(&name, i, "size", num(r.get("size")))?,
+            count_of(&name, i, "count", num(r.get("count")))?,
+        );
+        let dtype = text_of(r.get("type")).unwrap_or_else(|| "float".into());
+        let element = crate::dtype::Dtype::parse(&dtype).map_or(1, |d| d.size_bytes() as u64);
+        if count.saturating_mul(element) > size {
+            // `count` elements are the whole message or one rank's share of it, never more
+            // bytes than the size (the run record's rule).
+            return Err(InputError::WrongKind {
+                path: name.clone(),
+                reason: format!(
+                    "results[{i}]: size {size} B cannot hold count {count} {dtype} elements"
+                ),
+                expected: EXPECTED.into(),
+            });
+        }
         parsed.rows.push(Row {
             line: i + 1,
             collective: named,
-            size: count_of(&name, i, "size", num(r.get("size")))?,
-            count: count_of(&name, i, "count", num(r.get("count")))?,
-            dtype: text_of(r.get("type")).unwrap_or_else(|| "float".into()),
+            size,
+            count,
+            dtype,
             redop: text_of(r.get("redop")),
             root: num(r.get("root")).unwrap_or(-1.0) as i64,
             halves: [h0, h1],
@@ -163,10 +180,13 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
 fn count_of(name: &str, row: usize, key: &str, v: Option<f64>) -> Result<u64, InputError> {
     match v {
         None => Ok(0),
-        Some(v) if v.is_finite() && v >= 0.0 => Ok(v as u64),
+        // A whole number a size or count can be (u64 past 2^53 is no exact JSON number).
+        Some(v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= (1u64 << 53) as f64 => {
+            Ok(v as u64)
+        }
         Some(v) => Err(InputError::WrongKind {
             path: name.to_string(),
-            reason: format!("results[{row}].{key} is {v}, not a byte or element count"),
+            reason: format!("results[{row}].{key} is {v}, not a whole byte or element count"),
             expected: EXPECTED.into(),
         }),
     }

@@ -51,7 +51,8 @@ pub fn positive(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> {
         Ok(value)
     } else {
         Err(Failure::usage(format!(
-            "{flag}: must be a positive number of {unit}, got {value}"
+            "{flag}: must be a positive number of {unit}, got {}",
+            crate::units::plain(value)
         )))
     }
 }
@@ -62,7 +63,8 @@ pub fn non_negative(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> 
         Ok(value)
     } else {
         Err(Failure::usage(format!(
-            "{flag}: must be 0 or a positive number of {unit}, got {value}"
+            "{flag}: must be 0 or a positive number of {unit}, got {}",
+            crate::units::plain(value)
         )))
     }
 }
@@ -99,7 +101,8 @@ pub fn fraction(flag: &str, value: f64) -> Result<f64, Failure> {
         Ok(value)
     } else {
         Err(Failure::usage(format!(
-            "{flag}: must be a fraction between 0 and 1, got {value}"
+            "{flag}: must be a fraction between 0 and 1, got {}",
+            crate::units::plain(value)
         )))
     }
 }

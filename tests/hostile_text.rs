@@ -317,3 +317,65 @@ fn diagnose_finds_every_run_that_did_not_complete() {
         );
     }
 }
+
+#[test]
+fn simulate_and_flag_messages_print_absurd_figures_in_scientific_notation() {
+    let longest_number = |text: &str| {
+        text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .map(str::len)
+            .max()
+            .unwrap_or(0)
+    };
+    for args in [
+        &[
+            "ddp",
+            "--model",
+            "bert-base",
+            "--world-size",
+            "2",
+            "--compute-ms",
+            "1e300",
+            "--busbw",
+            "10",
+        ][..],
+        &[
+            "fsdp",
+            "--model",
+            "llama2-7b",
+            "--world-size",
+            "8",
+            "--compute-ms",
+            "100",
+            "--busbw",
+            "1e-300",
+        ],
+    ] {
+        let out = bin().arg("simulate").args(args).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("e+"), "{text}");
+        assert!(longest_number(&text) < 20, "{text}");
+    }
+    let out = bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "bert-base",
+            "--world-size",
+            "2",
+        ])
+        .args([
+            "--compute-ms",
+            "100",
+            "--busbw",
+            "10",
+            "--overlap-slowdown",
+            "1e300",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(longest_number(&stderr) < 20, "{stderr}");
+}

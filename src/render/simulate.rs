@@ -2,6 +2,7 @@
 //! strategies, and the advice) and as CSV (one row per configuration or strategy).
 
 use crate::documents::{DdpSimulation, FsdpSimulation};
+use crate::units::fixed;
 use crate::units::format_size;
 use std::fmt::Write;
 
@@ -35,19 +36,19 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
     }
     let _ = writeln!(
         out,
-        "# {} GPUs, batch {} per GPU; one GPU: {:.1} ms per step = {:.2} it/s (forward {:.1} ms, backward {:.1} ms, optimizer {:.1} ms)",
+        "# {} GPUs, batch {} per GPU; one GPU: {} ms per step = {} it/s (forward {} ms, backward {} ms, optimizer {} ms)",
         doc.world_size,
         doc.batch_size,
-        c.step_s() * 1e3,
-        doc.one_gpu.iters_per_s,
-        c.forward_s * 1e3,
-        c.backward_s * 1e3,
-        c.optimizer_s * 1e3
+        fixed(c.step_s() * 1e3, 1),
+        fixed(doc.one_gpu.iters_per_s, 2),
+        fixed(c.forward_s * 1e3, 1),
+        fixed(c.backward_s * 1e3, 1),
+        fixed(c.optimizer_s * 1e3, 1)
     );
     let _ = writeln!(
         out,
-        "# first iteration (one bucket, no overlap): {:.1} ms",
-        doc.first_iteration_s * 1e3
+        "# first iteration (one bucket, no overlap): {} ms",
+        fixed(doc.first_iteration_s * 1e3, 1)
     );
     let _ = writeln!(
         out,
@@ -65,16 +66,16 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
     for o in &doc.configurations {
         let _ = writeln!(
             out,
-            "{:>8} {:>6} {:>8} {:>8} {:>10.1} {:>11.1} {:>8.2} {:>10.1} {:>6.0}",
-            o.bucket_cap_mb,
+            "{:>8} {:>6} {:>8} {:>8} {:>10} {:>11} {:>8} {:>10} {:>6}",
+            crate::units::plain(o.bucket_cap_mb),
             o.accumulation,
             no_sync_cell(o.accumulation, o.no_sync),
             o.bucket_bytes.len(),
-            o.step_time_s * 1e3,
-            o.exposed_comm_s * 1e3,
-            o.iters_per_s,
-            o.samples_per_s,
-            o.scaling_efficiency * 100.0
+            fixed(o.step_time_s * 1e3, 1),
+            fixed(o.exposed_comm_s * 1e3, 1),
+            fixed(o.iters_per_s, 2),
+            fixed(o.samples_per_s, 1),
+            fixed(o.scaling_efficiency * 100.0, 0)
         );
     }
     for line in &doc.advice {
@@ -147,16 +148,16 @@ pub fn fsdp_table(doc: &FsdpSimulation) -> String {
         let e = &row.estimate;
         let _ = writeln!(
             out,
-            "{:>24} {:>12.2} {:>9.1} {:>11.1} {:>9.1} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>5}",
+            "{:>24} {:>12} {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>5}",
             e.strategy.name(),
-            e.bus_bytes_per_gpu / 1e9,
-            e.comm_s * 1e3,
-            e.exposed_comm_s * 1e3,
-            e.step_time_s * 1e3,
-            e.weights_bytes_per_gpu / 1e9,
-            e.grads_bytes_per_gpu / 1e9,
-            e.optimizer_bytes_per_gpu / 1e9,
-            e.total_bytes_per_gpu / 1e9,
+            fixed(e.bus_bytes_per_gpu / 1e9, 2),
+            fixed(e.comm_s * 1e3, 1),
+            fixed(e.exposed_comm_s * 1e3, 1),
+            fixed(e.step_time_s * 1e3, 1),
+            fixed(e.weights_bytes_per_gpu / 1e9, 2),
+            fixed(e.grads_bytes_per_gpu / 1e9, 2),
+            fixed(e.optimizer_bytes_per_gpu / 1e9, 2),
+            fixed(e.total_bytes_per_gpu / 1e9, 2),
             fits_cell(row.fits)
         );
     }

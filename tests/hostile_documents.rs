@@ -568,3 +568,37 @@ fn import_refuses_json_sizes_no_record_could_hold() {
     let err = stderr_of(bin().arg("import").arg(&json), 2);
     assert!(err.contains("rank count cannot be told"), "{err}");
 }
+
+#[test]
+fn stated_hardware_that_disagrees_with_the_run_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("t2080.json");
+    bin()
+        .arg("import")
+        .arg(corpus("nccl-tests/07-2080ti-x2-pcie-no-p2p-allreduce.txt"))
+        .arg("--json")
+        .arg(&run)
+        .assert()
+        .success();
+    let out = bin()
+        .arg("compare")
+        .arg(&run)
+        .args(["--hardware", "8x H100 SXM"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the run's GPUs are NVIDIA GeForce RTX 2080 Ti; H100 SXM stated"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("8 GPUs per node stated"), "{stderr}");
+    // What agrees says nothing.
+    let out = bin()
+        .arg("compare")
+        .arg(&run)
+        .args(["--hardware", "2x RTX 2080 Ti"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("--hardware:"));
+}

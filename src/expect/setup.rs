@@ -95,6 +95,11 @@ pub fn situation(
     if let Some(text) = &args.hardware {
         let hw = crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
         s.stated_conflicts = s.state(hw);
+        // Said at once: a choice that then fails (no expectation for the stated machine)
+        // must not hide that the statement and the run disagree.
+        for c in &s.stated_conflicts {
+            eprintln!("ncclprobe: --hardware: {c}");
+        }
     }
     Ok(s)
 }

@@ -118,8 +118,29 @@ impl Situation {
             }
             self.nnodes = n;
         }
-        if self.gpu_name.is_none() {
-            self.gpu_name = hw.gpu.clone();
+        if let (Some(run), Some(stated)) = (&self.gpu_name, &hw.gpu) {
+            // The stated model's words (`H100 SXM`) found in the run's name (`NVIDIA H100 80GB
+            // HBM3`) agree; otherwise the two machines differ and the statement wins, said.
+            let lower = run.to_lowercase();
+            let agrees = stated
+                .split_whitespace()
+                .all(|w| lower.contains(&w.to_lowercase()));
+            if !agrees {
+                conflicts.push(format!(
+                    "the run's GPUs are {run}; {stated} stated, used as stated"
+                ));
+            }
+        }
+        if let Some(stated) = &hw.gpu {
+            self.gpu_name = Some(stated.clone());
+        }
+        if let Some(g) = hw.gpus_per_node {
+            let per_node = self.nranks.div_ceil(self.nnodes.max(1));
+            if self.nranks > 0 && per_node != g {
+                conflicts.push(format!(
+                    "the run put {per_node} rank(s) on a node; {g} GPUs per node stated"
+                ));
+            }
         }
         self.stated = hw;
         conflicts

@@ -107,23 +107,7 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
             ));
             continue;
         };
-        let (size, count) = (
-            count_of(&name, i, "size", num(r.get("size")))?,
-            count_of(&name, i, "count", num(r.get("count")))?,
-        );
-        let dtype = text_of(r.get("type")).unwrap_or_else(|| "float".into());
-        let element = crate::dtype::Dtype::parse(&dtype).map_or(1, |d| d.size_bytes() as u64);
-        if count.saturating_mul(element) > size {
-            // `count` elements are the whole message or one rank's share of it, never more
-            // bytes than the size (the run record's rule).
-            return Err(InputError::WrongKind {
-                path: name.clone(),
-                reason: format!(
-                    "results[{i}]: size {size} B cannot hold count {count} {dtype} elements"
-                ),
-                expected: EXPECTED.into(),
-            });
-        }
+        let (size, count, dtype) = sizes_of(&name, i, r, &num, &text_of)?;
         parsed.rows.push(Row {
             line: i + 1,
             collective: named,
@@ -177,6 +161,34 @@ pub fn json_from(input: Input) -> Result<RunRecord, InputError> {
 
 /// A row's size or count: absent is 0; below zero is no message nccl-tests could have sent,
 /// refused naming it rather than read as 0.
+/// A row's size, count and type, refused when the size cannot hold the count: `count`
+/// elements are the whole message or one rank's share of it, never more bytes than the size
+/// (the run record's rule).
+fn sizes_of(
+    name: &str,
+    i: usize,
+    r: &serde_json::Value,
+    num: &dyn Fn(Option<&serde_json::Value>) -> Option<f64>,
+    text_of: &dyn Fn(Option<&serde_json::Value>) -> Option<String>,
+) -> Result<(u64, u64, String), InputError> {
+    let (size, count) = (
+        count_of(name, i, "size", num(r.get("size")))?,
+        count_of(name, i, "count", num(r.get("count")))?,
+    );
+    let dtype = text_of(r.get("type")).unwrap_or_else(|| "float".into());
+    let element = crate::dtype::Dtype::parse(&dtype).map_or(1, |d| d.size_bytes() as u64);
+    if count.saturating_mul(element) > size {
+        return Err(InputError::WrongKind {
+            path: name.to_string(),
+            reason: format!(
+                "results[{i}]: size {size} B cannot hold count {count} {dtype} elements"
+            ),
+            expected: EXPECTED.into(),
+        });
+    }
+    Ok((size, count, dtype))
+}
+
 fn count_of(name: &str, row: usize, key: &str, v: Option<f64>) -> Result<u64, InputError> {
     match v {
         None => Ok(0),

@@ -50,23 +50,26 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-/// `value` with `decimals` decimals, as people read it; in scientific notation (`1.00e+308`,
-/// C's `%e`) when it is too large (1e9 or more) or too small (under 1e-6, but not zero) for
-/// fixed digits to show it in a line.
+/// Whether fixed digits cannot show `value` in a line: 1e9 or more, or under 1e-6 (not zero).
+fn out_of_line(value: f64) -> bool {
+    let size = value.abs();
+    value.is_finite() && (size >= 1e9 || (size != 0.0 && size < 1e-6))
+}
+
 /// A value as Rust prints it (`0.5`, `-1`, `NaN`), or in scientific notation where that would
 /// run to hundreds of digits (see [`fixed`]).
 pub fn plain(value: f64) -> String {
-    let size = value.abs();
-    if value.is_finite() && (size >= 1e9 || (size != 0.0 && size < 1e-6)) {
-        fixed(value, 2)
-    } else {
-        format!("{value}")
+    match out_of_line(value) {
+        true => fixed(value, 2),
+        false => format!("{value}"),
     }
 }
 
+/// `value` with `decimals` decimals, as people read it; in scientific notation (`1.00e+308`,
+/// C's `%e`) when it is too large (1e9 or more) or too small (under 1e-6, but not zero) for
+/// fixed digits to show it in a line.
 pub fn fixed(value: f64, decimals: usize) -> String {
-    let size = value.abs();
-    if value.is_finite() && (size >= 1e9 || (size != 0.0 && size < 1e-6)) {
+    if out_of_line(value) {
         let s = format!("{value:.decimals$e}");
         let (mantissa, exponent) = s.split_once('e').unwrap_or((&s, "0"));
         let exponent: i32 = exponent.parse().unwrap_or(0);

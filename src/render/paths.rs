@@ -60,7 +60,7 @@ fn stdout_inode() -> Option<(u64, u64)> {
 /// The path a chain of symlinks ends at (a dangling link names its target-to-be), and whether
 /// the chain went through a file-descriptor link (`/dev/fd/N`, `/proc/PID/fd/N`, which
 /// `/dev/stdout` and `/dev/stderr` are).
-fn follow(path: &Path) -> (PathBuf, bool) {
+pub fn follow(path: &Path) -> (PathBuf, bool) {
     let mut current = path.to_path_buf();
     let mut through_fd = is_fd_link(path);
     for _ in 0..40 {

@@ -17,25 +17,17 @@ fn temp_name(name: &str, pid: u32) -> String {
     format!(".{name}.tmp.{pid}")
 }
 
-/// The file a path finally names: symlinks followed (a dangling link names its target-to-be).
+/// The file a path finally names: symlinks followed (a dangling link names its target-to-be),
+/// by the guard's own walk; a chain still a link after it is a loop.
 fn resolve(path: &Path) -> std::io::Result<PathBuf> {
-    let mut current = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&current) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::read_link(&current)?;
-                current = match current.parent() {
-                    Some(dir) if target.is_relative() => dir.join(target),
-                    _ => target,
-                };
-            }
-            _ => return Ok(current),
-        }
+    let (end, _) = paths::follow(path);
+    match std::fs::symlink_metadata(&end) {
+        Ok(m) if m.file_type().is_symlink() => Err(std::io::Error::other(format!(
+            "{}: too many levels of symbolic links",
+            path.display()
+        ))),
+        _ => Ok(end),
     }
-    Err(std::io::Error::other(format!(
-        "{}: too many levels of symbolic links",
-        path.display()
-    )))
 }
 
 /// Remove `.NAME.tmp.PID` files of processes that no longer exist (a `kill -9` between writing

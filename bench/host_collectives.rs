@@ -48,6 +48,7 @@ fn bench(c: &mut Criterion) {
                 count: size / 4,
                 unalign: 0,
                 traffic: Default::default(),
+                rotate_within: 0,
             };
             group.bench_with_input(BenchmarkId::new(coll.name(), size), &spec, |b, spec| {
                 b.iter_custom(|iters| run_world(spec, 2, iters))

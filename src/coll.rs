@@ -94,6 +94,14 @@ impl Collective {
         )
     }
 
+    /// Whether nccl-tests runs this collective once per `-o` op and prints the op in its
+    /// redop column: the reductions, and sendrecv, which moves data unreduced but takes its
+    /// op from the command line (src/sendrecv.cu, SendRecvRunTest: `TimeTest(..., run_ops[j],
+    /// run_opnames[j], -1)`; every other non-reduction passes `"none"`).
+    pub fn labels_op(self) -> bool {
+        self.has_op() || self == Collective::Sendrecv
+    }
+
     pub fn is_rooted(self) -> bool {
         matches!(
             self,

@@ -151,6 +151,30 @@ pub fn print(text: &str) -> Result<(), Failure> {
         })
 }
 
+/// Why the process must end without the libraries' exit handlers (set once, by a run that
+/// ended while a rank may still be inside NCCL or CUDA).
+static NO_TEARDOWN: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Ask [`end`] to skip the exit handlers: a rank thread may still be inside (or just out of
+/// an abort in) NCCL or CUDA, whose own exit handlers would free what it uses. Everything
+/// this process writes is already on disk and flushed by then (records are written whole).
+pub fn end_without_teardown(why: &'static str) {
+    let _ = NO_TEARDOWN.set(why);
+}
+
+/// End the process with `code`: normally, or with `_exit` after [`end_without_teardown`],
+/// stdout flushed first either way.
+pub fn end(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    if NO_TEARDOWN.get().is_some() {
+        // SAFETY: _exit ends the process at once; nothing after it runs.
+        unsafe { libc::_exit(code) }
+    }
+    std::process::exit(code)
+}
+
 /// `print!` through [`print`]: `?` the failure.
 #[macro_export]
 macro_rules! out {

@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(ncclprobe::run_cli());
+    ncclprobe::exit::end(ncclprobe::run_cli());
 }

@@ -165,7 +165,7 @@ impl PointRunner<'_> {
             collective: spec.coll,
             nranks: n,
             dtype: spec.dtype,
-            redop: spec.coll.has_op().then_some(spec.op),
+            redop: spec.coll.labels_op().then_some(spec.op),
             root: if spec.coll.is_rooted() {
                 spec.root as i64
             } else {

@@ -329,9 +329,10 @@ impl Plan {
         }
     }
 
-    /// Ops to run for `coll`: collectives without a reduction run once.
+    /// Ops to run for `coll`: collectives without a reduction run once, except sendrecv,
+    /// which nccl-tests runs (and labels) once per op ([`Collective::labels_op`]).
     pub fn ops_for(&self, coll: Collective) -> Vec<Option<RedOp>> {
-        if coll.has_op() {
+        if coll.labels_op() {
             self.ops.iter().copied().map(Some).collect()
         } else {
             vec![None]

@@ -1004,7 +1004,7 @@ fn sigint_during_a_stalled_nccl_call_exits_130_with_the_record_closed() {
 }
 
 /// Communicators are made as nccl-tests 2.19.6 makes them (ncclCommInitRankConfig; on NCCL
-/// 2.28+ with nvlinkCentricSched = 1, so rows compare on Blackwell) but non-blocking, and
+/// 2.28+ with nvlinkCentricSched = 1, so rows compare on Blackwell), blocking as there, and
 /// NCCL_COMM_BLOCKING in the environment (which overrides the config in NCCL) changes nothing
 /// in the results: ncclInProgress is polled, never taken for a failure. The streams are
 /// created CU_STREAM_NON_BLOCKING, as nccl-tests creates them.
@@ -1045,7 +1045,7 @@ fn communicators_and_streams_are_made_as_nccl_tests_makes_them_and_any_blocking_
             .lines()
             .filter(|l| l.contains("call=ncclCommInitRankConfig"))
             .collect();
-        let mode = if blocking == Some("1") { "1" } else { "0" };
+        let mode = if blocking == Some("0") { "0" } else { "1" };
         assert_eq!(inits.len(), 2, "{what}: {calls}");
         for l in inits {
             assert!(
@@ -1138,4 +1138,55 @@ fn ranks_are_tied_to_their_gpus_by_pci_address_whatever_cuda_numbered_them() {
     assert!(why.contains("GPU2, GPU0 (by PCI address)"), "{why}");
     assert!(why.contains("GPU2-GPU0 is PHB"), "{why}");
     assert!(!why.contains("NV4"), "{why}");
+}
+
+/// nccl-tests moves each call of a batch through its -e-sized buffers (src/common.cu,
+/// startColl: `shift = totalnbytes * (iter % steps)`), so a message smaller than the GPU's
+/// cache is not read from the cache on every call. A 1 KiB all_reduce swept to 8 KiB uses
+/// eight places 1 KiB apart; the 8 KiB point uses the first.
+#[test]
+fn calls_of_a_batch_rotate_through_the_buffers_as_nccl_tests_does() {
+    let d = doubles();
+    let out_dir = tempfile::tempdir().unwrap();
+    let json = out_dir.path().join("run.json");
+    let trace = out_dir.path().join("calls.txt");
+    let mut c = probe(d.path());
+    c.args([
+        "sweep", "-b", "1K", "-e", "8K", "-f", "8", "-n", "20", "-w", "1",
+    ])
+    .args(["--samples", "2", "-c", "1", "--json"])
+    .arg(&json)
+    .env("NCCLPROBE_TEST_DOUBLE_GPUS", "1")
+    .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace);
+    let (out, _) = run(c);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_record(&json);
+    assert_eq!(r.points.len(), 4, "{:?}", r.points);
+    assert!(r.points.iter().all(|p| p.wrong == Some(0)));
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<Vec<u64>> = lines
+        .lines()
+        .filter(|l| l.ends_with("call=ncclAllReduce"))
+        .filter_map(|l| l.split(" bufs=").nth(1)?.split(' ').next())
+        .map(|b| {
+            b.split(',')
+                .map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap())
+                .collect()
+        })
+        .collect();
+    // Out of place the send buffer moves, in place the receive buffer (sent from itself).
+    for in_place in [false, true] {
+        let mut used: Vec<u64> = calls
+            .iter()
+            .filter(|b| (b[0] == b[1]) == in_place)
+            .map(|b| b[0])
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used.len(), 8, "in place {in_place}: {used:x?}");
+        assert!(
+            used.windows(2).all(|w| w[1] - w[0] == 1024),
+            "in place {in_place}, not 1 KiB apart: {used:x?}"
+        );
+    }
 }

@@ -793,7 +793,9 @@ fn blocking_modes_wait_for_each_iteration_and_say_so_in_the_record() {
 
 #[test]
 fn unalign_moves_both_buffers_by_whole_elements_and_the_results_stay_right() {
-    // The GPU TEST DOUBLE traces how aligned every buffer NCCL is handed is.
+    // The GPU TEST DOUBLE traces how aligned every buffer NCCL is handed is. One size, -e's:
+    // smaller ones rotate through the buffers call by call as nccl-tests' do (startColl's
+    // shift), which moves them by their own size as well.
     for (u, dtype, align) in [
         ("0", "float", "256"),
         ("1", "float", "4"),
@@ -801,9 +803,7 @@ fn unalign_moves_both_buffers_by_whole_elements_and_the_results_stay_right() {
     ] {
         let (out, trace) = on_double(
             "22703",
-            &[
-                "-b", "8", "-e", "4K", "-f", "8", "-g", "2", "-u", u, "-d", dtype,
-            ],
+            &["-b", "4K", "-e", "4K", "-g", "2", "-u", u, "-d", dtype],
         );
         let what = format!("-u {u} -d {dtype}");
         assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
@@ -1395,4 +1395,35 @@ fn alltoallv_summary_lines_sit_inside_each_row_and_import_joins_the_row_again() 
             (65536, 8192, false)
         ]
     );
+}
+
+/// nccl-tests' sendrecv takes its op from -o and prints it (src/sendrecv.cu, SendRecvRunTest:
+/// `TimeTest(..., run_ops[j], run_opnames[j], -1)`), one series per op under `-o all`, while
+/// the data moves unreduced; every other collective without a reduction prints `none`.
+#[test]
+fn sendrecv_rows_name_the_op_as_nccl_tests_does() {
+    let (_dir, link) = linked("sendrecv_perf");
+    for (flags, ops) in [
+        ("", vec!["sum"]),
+        ("-o prod", vec!["prod"]),
+        ("-o all", vec!["sum", "prod", "max", "min", "avg", "mulsum"]),
+    ] {
+        let out = perf(
+            &link,
+            &format!("-b 8 -e 64 -f 8 -g 2 {flags} --backend host"),
+        );
+        assert_eq!(out.status.code(), Some(0), "{flags}: {}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+        let printed: Vec<String> = stdout
+            .lines()
+            .filter(|l| !l.starts_with('#') && l.trim_start().starts_with(char::is_numeric))
+            .map(|l| l.split_whitespace().nth(3).unwrap_or_default().to_string())
+            .collect();
+        let expected: Vec<String> = ops
+            .iter()
+            .flat_map(|op| [op.to_string(), op.to_string()])
+            .collect();
+        assert_eq!(printed, expected, "{flags}: {stdout}");
+    }
 }

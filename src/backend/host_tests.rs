@@ -34,6 +34,7 @@ fn check_traffic(
         count,
         unalign: 0,
         traffic: traffic.clone(),
+        rotate_within: 0,
     };
     let gen = Generator {
         coll,
@@ -169,6 +170,7 @@ fn alltoallv_check_catches_parts_moved_under_another_split() {
         count: 4096,
         unalign: 0,
         traffic: Traffic::Generated { spread: 1.0 },
+        rotate_within: 0,
     };
     let gen = Generator {
         coll: Collective::Alltoallv,

@@ -48,6 +48,9 @@ pub struct PointSpec {
     pub unalign: usize,
     /// alltoallv: who sends how much to whom (the other collectives ignore it).
     pub traffic: Traffic,
+    /// nccl-tests' maxBytes (-e): device buffers hold this many bytes and successive calls
+    /// of a batch move through them (src/common.cu, startColl's shift); 0 = no rotation.
+    pub rotate_within: usize,
 }
 
 impl PointSpec {
@@ -191,6 +194,7 @@ impl PointSpec {
             count: bytes,
             unalign: 0,
             traffic: Traffic::default(),
+            rotate_within: 0,
         }
     }
 }

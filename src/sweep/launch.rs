@@ -21,6 +21,7 @@ use crate::plan::Plan;
 use crate::watchdog::Watchdog;
 use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 /// Makes this process's communicators, on a rank-side thread, with the watchdog at hand for
 /// rendezvous and initialisation (which can hang).
@@ -163,14 +164,17 @@ pub fn launch<C: Communicator + Send + 'static>(
         let (plan, watchdog, rank0) = (Arc::clone(&plan), watchdog.clone(), rank0.clone());
         move || start_ranks(connect, runner, plan, watchdog, rank0, tx)
     };
-    let outcome = match std::thread::Builder::new()
+    let (outcome, pending) = match std::thread::Builder::new()
         .name("ranks".into())
         .spawn(ranks_side)
     {
         Ok(_) => wait_for_ranks(&rx),
-        Err(e) => Err(Failure::internal(format!(
-            "cannot start the rank threads: {e}"
-        ))),
+        Err(e) => (
+            Err(Failure::internal(format!(
+                "cannot start the rank threads: {e}"
+            ))),
+            Pending::Unknown,
+        ),
     };
     let ok = outcome.is_ok();
     let code = match &rank0 {
@@ -185,10 +189,52 @@ pub fn launch<C: Communicator + Send + 'static>(
     if ok {
         drop(keep_alive);
     } else {
-        // A rank may still be inside the library this keeps loaded or initialised.
+        // The record is closed. Ranks told to abort get a moment to do it (their peers in
+        // other processes then return too); one still inside NCCL or CUDA after that keeps
+        // the library in use, so the process ends without running the libraries' exit
+        // handlers under it (a SIGSEGV at exit on an H100 with NCCL 2.28 otherwise).
+        let all_back = drain(&rx, pending, ABORT_GRACE);
         std::mem::forget(keep_alive);
+        crate::exit::end_without_teardown(if all_back {
+            "every rank returned after the abort"
+        } else {
+            "a rank is still inside the GPU libraries"
+        });
     }
     code
+}
+
+/// How long the ranks of a failed run get to abort their communicators and return.
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How many rank threads had not reported when the run ended.
+#[derive(Debug, Clone, Copy)]
+enum Pending {
+    Ranks(usize),
+    Unknown,
+}
+
+/// Wait up to `grace` for the `pending` ranks' outcomes; true when every one came. Their
+/// communicators, aborted, are not freed here (a peer may still reference what they hold).
+fn drain<C>(rx: &mpsc::Receiver<Event<C>>, pending: Pending, grace: std::time::Duration) -> bool {
+    let Pending::Ranks(mut left) = pending else {
+        return false;
+    };
+    let deadline = Instant::now() + grace;
+    while left > 0 {
+        let Some(wait) = deadline.checked_duration_since(Instant::now()) else {
+            return false;
+        };
+        match rx.recv_timeout(wait) {
+            Ok(Event::Done(_, comm)) => {
+                std::mem::forget(comm);
+                left -= 1;
+            }
+            Ok(Event::Started(_)) => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// On a timeout: mark the record first (so the hung rank's own error path, woken by the
@@ -291,7 +337,9 @@ fn start_ranks<C: Communicator + Send + 'static>(
 
 /// Until every rank is done or the first one fails (or the watchdog reports a hang). The
 /// communicators of a successful run are released here, on this thread.
-fn wait_for_ranks<C>(rx: &mpsc::Receiver<Event<C>>) -> Result<(), Failure> {
+/// With a failure, how many ranks had not reported yet (a timeout or a signal reports
+/// without being a rank).
+fn wait_for_ranks<C>(rx: &mpsc::Receiver<Event<C>>) -> (Result<(), Failure>, Pending) {
     let mut expected = None;
     let mut finished = Vec::new();
     loop {
@@ -299,15 +347,22 @@ fn wait_for_ranks<C>(rx: &mpsc::Receiver<Event<C>>) -> Result<(), Failure> {
             Ok(Event::Started(n)) => expected = Some(n),
             Ok(Event::Done(Ok(()), comm)) => finished.push(comm),
             Ok(Event::Done(Err(f), comm)) => {
+                let reported = finished.len() + usize::from(comm.is_some());
                 // Peers of a failed rank may be blocked for good waiting for it.
                 std::mem::forget(comm);
                 std::mem::forget(finished);
-                return Err(f);
+                let pending = expected.map_or(Pending::Unknown, |n: usize| {
+                    Pending::Ranks(n.saturating_sub(reported))
+                });
+                return (Err(f), pending);
             }
-            Err(_) => return Err(Failure::internal("the rank threads ended without a result")),
+            Err(_) => {
+                let lost = Failure::internal("the rank threads ended without a result");
+                return (Err(lost), Pending::Ranks(0));
+            }
         }
         if expected == Some(finished.len()) {
-            return Ok(());
+            return (Ok(()), Pending::Ranks(0));
         }
     }
 }

@@ -45,6 +45,7 @@ fn spec(
         count: (size / dtype.size_bytes() as u64) as usize,
         unalign: plan.settings.unalign.unwrap_or(0),
         traffic: plan.settings.alltoallv.clone().unwrap_or_default(),
+        rotate_within: plan.settings.max_bytes as usize,
     }
 }
 

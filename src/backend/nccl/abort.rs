@@ -8,10 +8,16 @@
 //!
 //! - only the thread that owns a communicator calls NCCL on it (under `-g N` one thread owns
 //!   every communicator of a group call while it makes it, then each rank thread owns its own);
-//! - communicators are non-blocking (`ncclConfig_t.blocking = 0`), so no call holds the owner
-//!   inside NCCL: a call that would wait returns `ncclInProgress` and the owner polls
-//!   `ncclCommGetAsyncError` (`Handle::settle`), as NCCL's user guide prescribes for
-//!   non-blocking communicators;
+//! - communicators are blocking, as nccl-tests makes them (a non-blocking one pays a thread
+//!   per call: see `NcclConfig::nccl_tests`). A call returns once its work is enqueued, and
+//!   the owner waits for the stream itself, polling `cuStreamQuery` and
+//!   `ncclCommGetAsyncError` (`completion::wait`), so a hung collective holds no thread
+//!   inside NCCL. Where NCCL itself waits for peers (init, the connection a first call makes)
+//!   the owner may be stuck inside a call: the watchdog or the signal thread then ends the
+//!   run without it, the record is closed, and the process ends without the libraries' exit
+//!   handlers (`exit::end_without_teardown`). Where NCCL returns `ncclInProgress`
+//!   (`NCCL_COMM_BLOCKING=0` in the environment) the owner polls until it is done
+//!   (`Handle::settle`), as NCCL's user guide prescribes;
 //! - a timeout or a signal only raises a flag (`abort_all`); the owner sees it at its next poll
 //!   and aborts the communicator itself. A handle is aborted at most once and never used after.
 

@@ -49,17 +49,17 @@ const NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
 impl NcclConfig {
     /// What nccl-tests 2.19.6 asks for (src/common.cu, initComms: `NCCL_CONFIG_INITIALIZER`,
     /// and `nvlinkCentricSched = 1` when built with NCCL 2.28 or newer, so Blackwell rows
-    /// compare), except that the communicator is non-blocking: no call holds its owner inside
-    /// NCCL, so a timeout or a signal is acted on by the owner (see `abort`). Blocking is a
-    /// host-side mode: it changes neither the kernels nor what is timed.
+    /// compare), blocking as there. A non-blocking communicator is not the same measurement:
+    /// NCCL runs every `ncclGroupEnd` with work on a non-blocking communicator on a thread it
+    /// creates for that call (src/group.cc, ncclGroupEndInternal), and the next call must
+    /// wait for it; on an H100 with NCCL 2.28 that made a one-GPU sendrecv 40-50 µs a call
+    /// where nccl-tests takes 2-10 µs. How a timeout or a signal still ends a blocking run
+    /// is in `abort`.
     ///
     /// `cta_policy` is nccl-tests' -x (`config.CTAPolicy`), already checked against the
     /// library by [`cta_policy_for`]; the layout's version (2.28) keeps NCCL 2.27 and later
     /// from resetting it, and an older library never reads that far.
-    pub(super) fn nccl_tests_non_blocking(
-        library_version: i32,
-        cta_policy: Option<c_int>,
-    ) -> NcclConfig {
+    pub(super) fn nccl_tests(library_version: i32, cta_policy: Option<c_int>) -> NcclConfig {
         let undef = NCCL_CONFIG_UNDEF_INT;
         NcclConfig {
             size: std::mem::size_of::<NcclConfig>(),
@@ -67,7 +67,7 @@ impl NcclConfig {
             magic: 0xcafe_beef,
             // The layout's version: fields up to 2.28's are meant as set.
             version: 22800,
-            blocking: 0,
+            blocking: 1,
             cga_cluster_size: undef,
             min_ctas: undef,
             max_ctas: undef,

@@ -95,7 +95,7 @@ impl NcclComm {
             }
             let start = Instant::now();
             let target = self.target();
-            for e in &events[..iters] {
+            for (iter, e) in events[..iters].iter().enumerate() {
                 // SAFETY: our event, recorded on our stream.
                 self.api
                     .cuda("cuEventRecord", unsafe { drv::cuEventRecord(*e, stream) })?;
@@ -104,11 +104,11 @@ impl NcclComm {
                         target.clone(),
                         Work::Collective(spec.clone(), placement, agg),
                     )];
-                    grouped(&self.api, &work)?;
+                    grouped(&self.api, &work, iter)?;
                     self.current()?;
                 } else {
                     // SAFETY: buffers sized by prepare for this spec in both placements.
-                    unsafe { enqueue(&self.api, &target, &spec, placement)? };
+                    unsafe { enqueue(&self.api, &target.at(iter), &spec, placement)? };
                 }
             }
             // SAFETY: as above.
@@ -230,7 +230,7 @@ impl NcclComm {
             self.current()?;
             return Ok(Some(arrived));
         }
-        for _ in 0..iters {
+        for iter in 0..iters {
             if agg > 1 {
                 grouped(
                     &self.api,
@@ -238,11 +238,12 @@ impl NcclComm {
                         target.clone(),
                         Work::Collective(spec.clone(), placement, agg),
                     )],
+                    iter,
                 )?;
                 self.current()?;
             } else {
                 // SAFETY: buffers sized by prepare for this spec in both placements.
-                unsafe { enqueue(&self.api, &target, spec, placement)? };
+                unsafe { enqueue(&self.api, &target.at(iter), spec, placement)? };
             }
         }
         Ok(None)

@@ -7,7 +7,7 @@
 use super::abort::{Handle, NCCL_IN_PROGRESS};
 use super::api::{Api, NcclConfig, Registration, RegistrationMode};
 use super::completion;
-use super::enqueue::{enqueue, enqueue_transfer, FirstError, Target};
+use super::enqueue::{enqueue, enqueue_transfer, FirstError, Rotation, Target};
 use super::group::{GroupLauncher, Work};
 use super::memory::{free_on, MemoryWatch};
 use crate::backend::cuda::drv;
@@ -36,6 +36,8 @@ pub struct NcclComm {
     pub(super) dev_recv: u64,
     /// -u: how far past `dev_send` and `dev_recv` the prepared point's buffers begin.
     pub(super) shift: u64,
+    /// How successive calls of a batch move through the buffers (nccl-tests' rotation).
+    pub(super) rotation: Rotation,
     pub(super) capacity: usize,
     pub(super) host_send: AlignedBuf,
     pub(super) host_recv: AlignedBuf,
@@ -94,7 +96,7 @@ impl NcclComm {
         let free = |api: &Api| api.free_memory().map(|f| f as i64);
         let free_before = free(&api);
         let mut comm = std::ptr::null_mut();
-        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code, cta_policy);
+        let mut config = NcclConfig::nccl_tests(api.nccl.version_code, cta_policy);
         // SAFETY: valid out-pointer and config; the id by value as the call takes it.
         let rc = unsafe {
             (api.nccl_comm_init_rank_config)(
@@ -124,7 +126,7 @@ impl NcclComm {
         let n = devices.len();
         let id = api.unique_id()?;
         let mut comms = vec![std::ptr::null_mut(); n];
-        let mut config = NcclConfig::nccl_tests_non_blocking(api.nccl.version_code, cta_policy);
+        let mut config = NcclConfig::nccl_tests(api.nccl.version_code, cta_policy);
         let mut rc = FirstError::default();
         let free_before: Vec<Option<i64>> = devices.iter().map(|&d| free_on(&api, d)).collect();
         // SAFETY: no arguments; closed below whatever happens in between.
@@ -206,6 +208,7 @@ impl NcclComm {
             dev_send: 0,
             dev_recv: 0,
             shift: 0,
+            rotation: Rotation::default(),
             capacity: 0,
             host_send: AlignedBuf::default(),
             host_recv: AlignedBuf::default(),
@@ -277,6 +280,7 @@ impl NcclComm {
             rank: self.rank,
             nranks: self.nranks,
             device: self.device,
+            rotation: self.rotation,
         }
     }
 
@@ -306,15 +310,24 @@ impl Communicator for NcclComm {
         }
         self.current()?;
         let bytes = spec.layout(self.nranks, self.rank).buffer_count() * spec.dtype.size_bytes();
-        // -u: the collective's buffers start past the allocation's (aligned) start.
+        // -u: the collective's buffers start past the allocation's (aligned) start. Both
+        // buffers hold -e's bytes (plus -u's shift) as nccl-tests' do (src/common.cu,
+        // AllocateBuffs), so the calls of a batch can rotate through them.
         let needed = bytes + spec.shift_bytes();
         if needed > self.capacity {
             self.free_buffers();
             let before = self.free_now();
-            self.alloc_buffers(needed.max(1))?;
+            let wanted = needed.max(spec.rotate_within + spec.shift_bytes());
+            self.alloc_buffers(wanted.max(1))?;
             self.memory.allocated(before, self.free_now());
         }
         self.shift = spec.shift_bytes() as u64;
+        self.rotation = Rotation::new(
+            bytes as u64,
+            needed as u64,
+            self.capacity as u64,
+            spec.rotate_within as u64,
+        );
         self.host_send.ensure(bytes)?;
         self.host_recv.ensure(bytes)?;
         self.spec = Some(spec.clone());
@@ -552,9 +565,10 @@ fn unique_id(bytes: &[u8]) -> ncclUniqueId {
     uid
 }
 
-/// Communicators NCCL handed back from non-blocking inits whose result was `rc`: each is
-/// registered (so a timeout or a signal can ask for its abort) and waited for until it is
-/// ready. On a failure every communicator created is aborted and the error names `what`.
+/// Communicators NCCL handed back from inits whose result was `rc`: each is registered (so a
+/// timeout or a signal can ask for its abort) and, where NCCL still says `ncclInProgress`
+/// (`NCCL_COMM_BLOCKING=0` in the environment overrides the configuration), waited for
+/// until it is ready. On a failure every communicator created is aborted and the error names `what`.
 fn initialised(
     api: &Arc<Api>,
     what: &dyn Fn() -> String,

@@ -66,8 +66,8 @@ impl GroupLauncher {
             let outcome = (|| {
                 // This thread owns every communicator of the group while it makes the group's
                 // calls: the other rank threads wait at the barrier below meanwhile.
-                for _ in 0..iters {
-                    grouped(api, &targets)?;
+                for iter in 0..iters {
+                    grouped(api, &targets, iter)?;
                 }
                 Ok(())
             })();
@@ -99,9 +99,13 @@ impl Work {
     }
 }
 
-/// One iteration of every target's work: each phase in a group of its own, in order, so that a
-/// step that sends what the step before received (hypercube) gets it.
-pub(super) fn grouped(api: &Api, targets: &[(Target, Work)]) -> Result<(), BackendError> {
+/// Iteration `iter` of every target's work: each phase in a group of its own, in order, so
+/// that a step that sends what the step before received (hypercube) gets it.
+pub(super) fn grouped(
+    api: &Api,
+    targets: &[(Target, Work)],
+    iter: usize,
+) -> Result<(), BackendError> {
     let phases = targets
         .iter()
         .map(|(t, w)| w.phases(t.nranks))
@@ -109,17 +113,19 @@ pub(super) fn grouped(api: &Api, targets: &[(Target, Work)]) -> Result<(), Backe
         .unwrap_or(0);
     for phase in 0..phases {
         if targets.iter().any(|(t, w)| w.has_phase(phase, t.nranks)) {
-            one_group(api, targets, phase)?;
+            one_group(api, targets, phase, iter)?;
         }
     }
     Ok(())
 }
 
-/// One group: every GPU's part of phase `phase` between ncclGroupStart and ncclGroupEnd.
+/// One group: every GPU's part of phase `phase` of iteration `iter` between ncclGroupStart
+/// and ncclGroupEnd.
 pub(super) fn one_group(
     api: &Api,
     targets: &[(Target, Work)],
     phase: usize,
+    iter: usize,
 ) -> Result<(), BackendError> {
     // SAFETY: no arguments; paired with the group end below.
     unsafe { (api.nccl_group_start)() };
@@ -133,9 +139,12 @@ pub(super) fn one_group(
                 drv::cuCtxSetCurrent(t.ctx as cu::CUcontext),
             )
             .and_then(|_| match work {
-                Work::Collective(spec, placement, agg) if phase < steps(spec.coll, t.nranks) => (0
-                    ..(*agg).max(1))
-                    .try_for_each(|_| enqueue_step(api, t, spec, *placement, phase)),
+                Work::Collective(spec, placement, agg) if phase < steps(spec.coll, t.nranks) => {
+                    let agg = (*agg).max(1);
+                    (0..agg).try_for_each(|a| {
+                        enqueue_step(api, &t.at(iter * agg + a), spec, *placement, phase)
+                    })
+                }
                 Work::Collective(..) => Ok(()),
                 Work::Pair(role, bytes) => enqueue_transfer(api, t, role.phases()[phase], *bytes),
             })

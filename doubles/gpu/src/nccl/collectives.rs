@@ -21,7 +21,8 @@ std::thread_local! {
 /// same thread has yet to launch): a thread calling a second communicator outside a group
 /// gets ncclInvalidUsage. `NCCLPROBE_TEST_DOUBLE_TRACE=FILE` appends one line per call:
 /// `thread=<id> rank=<r> grouped=<bool> registered=<bool> align=<n> stream=<own|null>
-/// call=<name>` (registered: every buffer of the call lies in one registered with
+/// bufs=<0xaddr,...> call=<name>` (bufs: the call's buffer addresses in argument order;
+/// registered: every buffer of the call lies in one registered with
 /// ncclCommRegister; align: the largest power of two up to 256 that every buffer address is a
 /// multiple of; null: the device's legacy default stream), for tests that check who launched
 /// what on which buffers and streams.
@@ -43,11 +44,15 @@ unsafe fn called(
             .min()
             .unwrap_or(256);
         trace_line(&format!(
-            "thread={:?} rank={} grouped={} registered={registered} align={align} stream={} call={call}{detail}",
+            "thread={:?} rank={} grouped={} registered={registered} align={align} stream={} bufs={} call={call}{detail}",
             std::thread::current().id(),
             comm.rank,
             depth > 0,
-            if stream.is_null() { "null" } else { "own" }
+            if stream.is_null() { "null" } else { "own" },
+            bufs.iter()
+                .map(|b| format!("{b:#x}"))
+                .collect::<Vec<_>>()
+                .join(",")
         ));
     }
     if depth == 0 {

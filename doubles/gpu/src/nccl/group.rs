@@ -26,9 +26,24 @@ pub(crate) struct Group {
     pub(crate) p2p: Vec<P2p>,
     pub(crate) collectives: Vec<Deferred>,
     pub(crate) inits: Vec<Init>,
+    /// The first failure of a call made inside the group (NCCL's `ncclGroupError`).
+    pub(crate) error: NcclResult,
 }
 
-type Closed = (Vec<P2p>, Vec<Deferred>, Vec<Init>);
+type Closed = (Vec<P2p>, Vec<Deferred>, Vec<Init>, NcclResult);
+
+/// A call inside a group failed: as NCCL's `ncclGroupErrCheck`, the group remembers the first
+/// failure, and its end launches nothing of the group and answers that failure
+/// (src/group.cc, ncclGroupEndInternal: `if ((ret = ncclGroupError) != ncclSuccess) goto
+/// fail;`, whatever the communicators' blocking mode).
+pub(crate) fn fail_group(rc: NcclResult) {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.error == NCCL_SUCCESS {
+            g.error = rc;
+        }
+    });
+}
 
 std::thread_local! {
     pub(crate) static GROUP: std::cell::RefCell<Group> = std::cell::RefCell::new(Group::default());
@@ -54,6 +69,7 @@ fn close_group() -> Option<Closed> {
                 std::mem::take(&mut g.p2p),
                 std::mem::take(&mut g.collectives),
                 std::mem::take(&mut g.inits),
+                std::mem::replace(&mut g.error, NCCL_SUCCESS),
             )
         })
     })
@@ -75,7 +91,7 @@ pub struct SimInfo {
 /// receives stay queued on their communicators for the next group to run first.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult {
-    let Some((p2p, collectives, _)) = close_group() else {
+    let Some((p2p, collectives, _, _)) = close_group() else {
         return NCCL_SUCCESS;
     };
     if info.is_null() || (*info).magic != 0x7468_5283 {
@@ -104,9 +120,20 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult 
 /// communicator of the group says ncclInProgress until the work is launched.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
-    let Some((new_ops, collectives, inits)) = close_group() else {
+    let Some((new_ops, collectives, inits, error)) = close_group() else {
         return NCCL_SUCCESS;
     };
+    if error != NCCL_SUCCESS {
+        // Nothing queued runs; the communicators handed back by the group's inits report
+        // the failure (NCCL's groupCleanup sets each one's async error).
+        for (c, _) in inits {
+            comm_of(c as *mut c_void)
+                .async_error
+                .store(error, Ordering::Release);
+        }
+        drop((new_ops, collectives));
+        return error;
+    }
     if !inits.is_empty() {
         return end_inits(inits);
     }

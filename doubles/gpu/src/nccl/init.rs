@@ -169,7 +169,12 @@ unsafe fn init_rank(
     let device = CURRENT_DEVICE.with(|c| c.get()).max(0);
     let c = match new_comm(&token, rank as usize, nranks as usize, device, blocking) {
         Ok(c) => c,
-        Err(e) => return e,
+        Err(e) => {
+            if group_depth() > 0 {
+                super::group::fail_group(e);
+            }
+            return e;
+        }
     };
     let comm = comm_of(c);
     let init = move || match one_gpu_per_rank(comm, device) {

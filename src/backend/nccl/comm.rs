@@ -4,7 +4,7 @@
 //! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
 //! communicator and fails the run, naming the collective, size and rank).
 
-use super::abort::{Handle, NCCL_IN_PROGRESS};
+use super::abort::{initialised, Handle};
 use super::api::{Api, NcclConfig, Registration, RegistrationMode};
 use super::completion;
 use super::enqueue::{enqueue, enqueue_transfer, FirstError, Rotation, Target};
@@ -565,43 +565,3 @@ fn unique_id(bytes: &[u8]) -> ncclUniqueId {
     uid
 }
 
-/// Communicators NCCL handed back from inits whose result was `rc`: each is registered (so a
-/// timeout or a signal can ask for its abort) and, where NCCL still says `ncclInProgress`
-/// (`NCCL_COMM_BLOCKING=0` in the environment overrides the configuration), waited for
-/// until it is ready. On a failure every communicator created is aborted and the error names `what`.
-fn initialised(
-    api: &Arc<Api>,
-    what: &dyn Fn() -> String,
-    rc: c_int,
-    raw: &[*mut c_void],
-) -> Result<Vec<Arc<Handle>>, BackendError> {
-    let handles: Vec<Arc<Handle>> = raw
-        .iter()
-        .filter(|c| !c.is_null())
-        .map(|&c| Handle::register(Arc::clone(api), c as usize))
-        .collect();
-    let ready = if handles.len() < raw.len() && rc == 0 {
-        Err(BackendError::Failed(format!(
-            "{} returned no communicator",
-            what()
-        )))
-    } else if rc != 0 && rc != NCCL_IN_PROGRESS {
-        Err(BackendError::Failed(format!(
-            "{} failed: {}",
-            what(),
-            api.nccl.error_string(rc)
-        )))
-    } else {
-        handles.iter().try_for_each(|h| h.settle(what))
-    };
-    match ready {
-        Ok(()) => Ok(handles),
-        Err(e) => {
-            for h in &handles {
-                h.abort();
-                h.destroy();
-            }
-            Err(e)
-        }
-    }
-}

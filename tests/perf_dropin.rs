@@ -674,9 +674,9 @@ fn aggregated_iterations_make_m_calls_per_timed_iteration() {
         .lines()
         .filter(|l| l.ends_with("call=ncclAllReduce"))
         .count();
-    // Per size and placement: the checked call (also the one warm-up call), then 2 iterations
-    // of 3 calls.
-    assert_eq!(calls, 2 * 2 * (1 + 2 * 3));
+    // Per size and placement: the checked call (also the one warm-up call), BenchTime's
+    // untimed "Sync" call, then 2 iterations of 3 calls.
+    assert_eq!(calls, 2 * 2 * (1 + 1 + 2 * 3));
 }
 
 /// The GPU TEST DOUBLE as NCCL `version` with two GPUs, run as `all_reduce_perf` with `args`:

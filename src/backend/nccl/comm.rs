@@ -169,7 +169,9 @@ impl NcclComm {
                     comm,
                     Box::new(plane),
                 )?;
-                c.group = Some(Arc::clone(&launcher));
+                // One GPU needs no group: nccl-tests groups its calls only with several
+                // (src/common.cu, startColl: `if (args->nGpus > 1) ncclGroupStart()`).
+                c.group = (n > 1).then(|| Arc::clone(&launcher));
                 c.memory.init = free_before[rank].zip(free_after);
                 Ok(c)
             })
@@ -564,4 +566,3 @@ fn unique_id(bytes: &[u8]) -> ncclUniqueId {
     }
     uid
 }
-

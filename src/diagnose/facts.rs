@@ -58,11 +58,17 @@ impl Inputs {
 
     /// The `num_workers` and ranks per node the inputs state (the last input that says).
     pub fn num_workers(&self) -> Option<&Count> {
-        self.pastes.iter().rev().find_map(|p| p.num_workers.as_ref())
+        self.pastes
+            .iter()
+            .rev()
+            .find_map(|p| p.num_workers.as_ref())
     }
 
     pub fn local_ranks(&self) -> Option<&Count> {
-        self.pastes.iter().rev().find_map(|p| p.local_ranks.as_ref())
+        self.pastes
+            .iter()
+            .rev()
+            .find_map(|p| p.local_ranks.as_ref())
     }
 
     pub fn hosts(&self) -> BTreeSet<String> {

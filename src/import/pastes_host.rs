@@ -132,7 +132,10 @@ fn num_workers() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     // `--num-workers 40`, `--num_workers=40`, `num_workers=40`, `"num_workers": 40`,
     // `num_workers: 40`; not `num_workers_per_gpu`.
-    regex(&R, r#"(?i)\bnum[_-]workers\b["']?\s*(?:=|:|\s)\s*["']?(\d+)"#)
+    regex(
+        &R,
+        r#"(?i)\bnum[_-]workers\b["']?\s*(?:=|:|\s)\s*["']?(\d+)"#,
+    )
 }
 
 fn local_ranks() -> &'static Regex {

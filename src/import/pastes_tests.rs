@@ -39,9 +39,15 @@ fn the_default_table_of_several_drivers_gives_utilisation_and_memory() {
     assert_eq!(gpus(&old), vec![(0, Some(0.0), Some(7.0), Some(12196.0))]);
     assert_eq!(old.gpus[0].evidence.line, 11);
     let wide = read(&corpus("02-tesla-p4-driver550-memory-full-low-util.txt"));
-    assert_eq!(gpus(&wide), vec![(0, Some(6.0), Some(7719.0), Some(8192.0))]);
+    assert_eq!(
+        gpus(&wide),
+        vec![(0, Some(6.0), Some(7719.0), Some(8192.0))]
+    );
     let container = read(&corpus("03-a10g-driver470-container.txt"));
-    assert_eq!(gpus(&container), vec![(0, Some(0.0), Some(0.0), Some(22731.0))]);
+    assert_eq!(
+        gpus(&container),
+        vec![(0, Some(0.0), Some(0.0), Some(22731.0))]
+    );
     // MIG instances' memory cells are not GPUs.
     assert!(read(&corpus("04-mig-devices-table.txt")).gpus.is_empty());
 }
@@ -111,7 +117,10 @@ fn dmon_columns_give_sm_utilisation_and_framebuffer_use() {
         ]
     );
     let utilisation_only = "# gpu     sm    mem    enc    dec\n# Idx      %      %      %      %\n    0      3      0      0      0\n";
-    assert_eq!(gpus(&read(utilisation_only)), vec![(0, Some(3.0), None, None)]);
+    assert_eq!(
+        gpus(&read(utilisation_only)),
+        vec![(0, Some(3.0), None, None)]
+    );
 }
 
 #[test]
@@ -185,7 +194,10 @@ fn dataloader_warnings_of_current_and_older_pytorch() {
     // A terminal that wrapped the warning.
     let wrapped = "UserWarning: This DataLoader will create 16 worker processes in total.\n Our suggested max number of worker in current system is 8, which is smaller than\n what this DataLoader is going to create.\n";
     let w = &read(wrapped).worker_warnings[0];
-    assert_eq!((w.workers, w.suggested_max, w.evidence.len()), (16, Some(8), 2));
+    assert_eq!(
+        (w.workers, w.suggested_max, w.evidence.len()),
+        (16, Some(8), 2)
+    );
 }
 
 #[test]
@@ -198,11 +210,7 @@ fn loader_and_launcher_settings_from_command_lines_and_configs() {
         "  num_workers: 6",
         "{\"num_workers\": 6}",
     ] {
-        assert_eq!(
-            read(line).num_workers.map(|c| c.value),
-            Some(6),
-            "{line}"
-        );
+        assert_eq!(read(line).num_workers.map(|c| c.value), Some(6), "{line}");
     }
     assert!(read("num_workers_per_gpu=3").num_workers.is_none());
     assert_eq!(

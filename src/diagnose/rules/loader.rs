@@ -51,7 +51,12 @@ pub fn memory_pressure(inp: &Inputs) -> Vec<Hit> {
         .flat_map(|p| &p.memory)
         .filter_map(|m| pressure(m).map(|why| (why, m)))
         .take(1)
-        .map(|(why, m)| Hit::new(format!("{why}: the host is short of memory"), m.evidence.clone()))
+        .map(|(why, m)| {
+            Hit::new(
+                format!("{why}: the host is short of memory"),
+                m.evidence.clone(),
+            )
+        })
         .collect()
 }
 
@@ -131,7 +136,11 @@ fn per_gpu(inp: &Inputs) -> BTreeMap<(usize, u32), Gpu<'_>> {
 
 impl Gpu<'_> {
     fn memory(&self) -> (Option<f64>, Option<f64>) {
-        let last = self.samples.iter().rev().find(|s| s.memory_used_mib.is_some());
+        let last = self
+            .samples
+            .iter()
+            .rev()
+            .find(|s| s.memory_used_mib.is_some());
         (
             last.and_then(|s| s.memory_used_mib),
             last.and_then(|s| s.memory_total_mib),

@@ -50,13 +50,23 @@ fn an_idle_gpu_beside_an_oversubscribed_loader_is_starved() {
     let inp = inputs(&[&format!("{}\n{WARNING_40_28}\n", smi_row(0, 700, 23028, 3))]);
     let over = oversubscribed(&inp);
     assert_eq!(over.len(), 1);
-    assert!(over[0].title.contains("40 worker processes per rank"), "{}", over[0].title);
-    assert!(over[0].title.contains("at most 28 per rank fit"), "{}", over[0].title);
+    assert!(
+        over[0].title.contains("40 worker processes per rank"),
+        "{}",
+        over[0].title
+    );
+    assert!(
+        over[0].title.contains("at most 28 per rank fit"),
+        "{}",
+        over[0].title
+    );
     assert!(over[0].evidence[0].text.contains("will create 40 worker"));
     let starved = starved(&inp);
     assert_eq!(starved.len(), 1);
     assert_eq!(starved[0].severity, None);
-    assert!(starved[0].title.starts_with("GPU utilisation 3% with memory 3% used"));
+    assert!(starved[0]
+        .title
+        .starts_with("GPU utilisation 3% with memory 3% used"));
     assert!(starved[0].evidence[0].text.contains("700MiB / 23028MiB"));
 }
 
@@ -71,10 +81,19 @@ fn busy_gpus_are_never_starved_whatever_the_host_shows() {
     assert!(starved(&inp).is_empty());
     let pressure = memory_pressure(&inp);
     assert_eq!(pressure.len(), 1);
-    assert!(pressure[0].title.starts_with("host RAM 94% in use, swap 52% used"));
-    assert!(pressure[0].evidence.iter().any(|e| e.text.starts_with("Swap:")));
+    assert!(pressure[0]
+        .title
+        .starts_with("host RAM 94% in use, swap 52% used"));
+    assert!(pressure[0]
+        .evidence
+        .iter()
+        .any(|e| e.text.starts_with("Swap:")));
     // One GPU busy among idle ones is a placement question, not a loader's.
-    let mixed = format!("{}{}", smi_row(0, 9000, 20480, 100), smi_row(1, 9000, 20480, 2));
+    let mixed = format!(
+        "{}{}",
+        smi_row(0, 9000, 20480, 100),
+        smi_row(1, 9000, 20480, 2)
+    );
     assert!(starved(&inputs(&[&mixed, WARNING_40_28])).is_empty());
 }
 
@@ -101,7 +120,10 @@ fn low_utilisation_alone_is_info_and_a_placement_finding_explains_it() {
     ));
     assert!(starved(&explained).is_empty());
     // num_workers=0 names the loader.
-    let serial = inputs(&[&smi_row(0, 4000, 23028, 12), "DataLoader(ds, num_workers=0)"]);
+    let serial = inputs(&[
+        &smi_row(0, 4000, 23028, 12),
+        "DataLoader(ds, num_workers=0)",
+    ]);
     let hit = starved(&serial);
     assert_eq!(hit[0].severity, None);
     assert!(hit[0].title.contains("num_workers 0"), "{}", hit[0].title);
@@ -124,7 +146,9 @@ fn workers_times_local_ranks_against_the_cpus() {
     let ranks = inputs(&[
         "torchrun --nproc-per-node 4 train.py\nUserWarning: This DataLoader will create 8 worker processes in total. Our suggested max number of worker in current system is 16, which is smaller",
     ]);
-    assert!(oversubscribed(&ranks)[0].title.contains("at most 4 per rank fit"));
+    assert!(oversubscribed(&ranks)[0]
+        .title
+        .contains("at most 4 per rank fit"));
 }
 
 #[test]

@@ -18,8 +18,10 @@ fn read(text: &str) -> Pastes {
     p
 }
 
-/// (gpu, util %, used MiB, total MiB) of every sample.
-fn gpus(p: &Pastes) -> Vec<(u32, Option<f64>, Option<f64>, Option<f64>)> {
+/// (gpu, util %, used MiB, total MiB) of one sample.
+type Reading = (u32, Option<f64>, Option<f64>, Option<f64>);
+
+fn gpus(p: &Pastes) -> Vec<Reading> {
     p.gpus
         .iter()
         .map(|s| (s.gpu, s.util_pct, s.memory_used_mib, s.memory_total_mib))

@@ -6,7 +6,7 @@ use crate::documents::DiagnosisDocument;
 use crate::exit::{ExitCode, Failure};
 use crate::import::input::{input_failure, open, Kind};
 use crate::import::nccl_log::LogFacts;
-use crate::import::{nccl_log, nccl_tests, smi, topo};
+use crate::import::{nccl_tests, pastes, topo};
 use crate::render;
 
 pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
@@ -40,13 +40,28 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
                 name.clone(),
                 topo::from_input(input).map_err(input_failure)?,
             )),
-            Kind::Smi => inputs
-                .smis
-                .push((name.clone(), smi::from_input(input).map_err(input_failure)?)),
-            // Text without a log's words is still read as one: the log reader says what it lacks.
-            Kind::Log | Kind::Text => inputs
-                .logs
-                .push(nccl_log::from_input(input).map_err(input_failure)?),
+            Kind::Smi => {
+                let (table, pasted) = pastes::with_smi(input).map_err(input_failure)?;
+                inputs.smis.push((name.clone(), table));
+                inputs.pastes.push(pasted);
+            }
+            // Text without a log's words is still read as one: the log reader says what it
+            // lacks, unless the text pastes what the host shows (nvidia-smi, free, nproc, ...).
+            Kind::Log | Kind::Text => {
+                let (log, pasted) = pastes::with_log(input).map_err(input_failure)?;
+                match log {
+                    Ok(log) => inputs.logs.push(log),
+                    Err(_) if !pasted.is_empty() => {
+                        inputs.pastes.push(pasted);
+                        inputs.files.push((name, "pasted host state".into()));
+                        continue;
+                    }
+                    Err(e) => return Err(input_failure(e)),
+                }
+                if !pasted.is_empty() {
+                    inputs.pastes.push(pasted);
+                }
+            }
             // `open` refuses these before they get here.
             Kind::Empty | Kind::Binary | Kind::SweepCsv | Kind::OtherJson(_) => {
                 return Err(Failure::usage(format!("{name}: is {}", kind.is_what())))

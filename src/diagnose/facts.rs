@@ -6,6 +6,7 @@ pub use crate::documents::diagnosis::{
     Facts, InputFile, LiveSummary, Nic, RunSummary, TopologySummary,
 };
 use crate::import::nccl_log::LogFacts;
+use crate::import::pastes::{Count, Pastes};
 use crate::import::smi::Smi;
 use crate::import::topo::Topology;
 use crate::live;
@@ -22,6 +23,9 @@ pub struct Inputs {
     pub matrices: Vec<(String, crate::documents::matrix::MatrixDocument)>,
     pub topos: Vec<(String, Topology)>,
     pub smis: Vec<(String, Smi)>,
+    /// What the text inputs paste about the host: GPU utilisation and memory, `free`, the
+    /// CPU count, PyTorch's DataLoader warnings, `num_workers` and ranks per node.
+    pub pastes: Vec<Pastes>,
     pub live: Option<live::Facts>,
     /// (file, kind) of every input read.
     pub files: Vec<(String, String)>,
@@ -45,6 +49,26 @@ impl Inputs {
             }
         }
         env
+    }
+
+    /// The CPUs a DataLoader's workers share, from the first input that says.
+    pub fn cores(&self) -> Option<&Count> {
+        self.pastes.iter().find_map(|p| p.cores())
+    }
+
+    /// The `num_workers` and ranks per node the inputs state (the last input that says).
+    pub fn num_workers(&self) -> Option<&Count> {
+        self.pastes
+            .iter()
+            .rev()
+            .find_map(|p| p.num_workers.as_ref())
+    }
+
+    pub fn local_ranks(&self) -> Option<&Count> {
+        self.pastes
+            .iter()
+            .rev()
+            .find_map(|p| p.local_ranks.as_ref())
     }
 
     pub fn hosts(&self) -> BTreeSet<String> {

@@ -1,11 +1,13 @@
 //! What users already have, read into our records: nccl-tests output, `nvidia-smi topo -m`,
-//! `NCCL_DEBUG=INFO` and error logs, and `nvidia-smi`'s process table.
+//! `NCCL_DEBUG=INFO` and error logs, `nvidia-smi`'s process table, and what users paste about
+//! the host (GPU utilisation, `free`, `nproc`, PyTorch's DataLoader warning).
 
 pub mod input;
 pub mod nccl_causes;
 mod nccl_lines;
 pub mod nccl_log;
 pub mod nccl_tests;
+pub mod pastes;
 pub mod smi;
 pub mod text;
 pub mod topo;

@@ -6,6 +6,7 @@
 mod causes;
 mod host;
 mod links;
+mod loader;
 mod matrix;
 mod placement;
 mod results;
@@ -170,6 +171,30 @@ pub static RULES: &[Rule] = &[
         fix: "Enlarge /dev/shm (docker --shm-size=8g / --ipc=host); do not paper over it with NCCL_SHM_DISABLE=1, which drops intra-node traffic to sockets.",
         source: "nccl#342, nccl#525, nccl#1518, microsoft/WSL#12467 (reference/anchors.md §2.12)",
         check: host::devshm_failure,
+    },
+    Rule {
+        id: "loader.oversubscribed",
+        severity: Severity::Warning,
+        explanation: "Each DataLoader worker is a process of its own, and every rank on the node starts num_workers of them. With more workers than CPUs they contend for cores (and for memory: each forked worker touches its copy-on-write copy of the dataset, so pages get copied per worker), context switches replace work, and loading gets slower instead of faster; PyTorch warns that the loader may even freeze. It checks one loader against the CPUs the process may use, not the ranks sharing the node.",
+        fix: "Set num_workers to at most the CPUs divided by the ranks on the node (the title says how many fit), and start lower (4-8 per GPU is common) raising it while GPU utilisation rises; leave a CPU per rank for the training process itself. In containers count the CPUs the job may use (nproc), not the machine's.",
+        source: "PyTorch torch/utils/data/dataloader.py check_worker_number_rationality (suggested max = len(os.sched_getaffinity(0))); PyTorch data docs, multi-process data loading; seeds/003",
+        check: loader::oversubscribed,
+    },
+    Rule {
+        id: "loader.starved",
+        severity: Severity::Warning,
+        explanation: "A GPU that runs a training process but computes less than half the time, with memory to spare, waits for something; with the host short of memory, a loader over its CPU budget, or loading in the training process (num_workers 0), it waits for data: each step starts only when the next batch arrives. nvidia-smi's utilisation is the share of time any kernel ran over the last sample period, so one snapshot can catch a gap; several (dmon, watch) are surer.",
+        fix: "Feed it faster: num_workers > 0 up to the CPU budget (CPUs / ranks per node), pin_memory=True so host-to-device copies overlap compute, persistent_workers=True so workers are not forked again every epoch (drop it when host memory is short), prefetch_factor 2-4; with memory to spare raise the per-GPU batch and lower gradient accumulation to keep the effective batch. Time one pass over the DataLoader alone to see the loader's own rate.",
+        source: "PyTorch performance tuning guide (asynchronous data loading, pin_memory); PyTorch DataLoader docs; nvidia-smi utilization.gpu definition; seeds/001, seeds/003",
+        check: loader::starved,
+    },
+    Rule {
+        id: "host.memory-pressure",
+        severity: Severity::Warning,
+        explanation: "The host's RAM is nearly all held by programs (page cache excluded) or it swaps while RAM is full: the kernel reclaims and swaps pages, DataLoader workers and the training process stall on page faults, pinned-memory allocations can fail, and the out-of-memory killer may end a rank. Every DataLoader worker adds its own copy of what it touches of the dataset.",
+        fix: "Lower num_workers (each worker duplicates the dataset pages it touches) or share the dataset through numpy arrays or memory-mapped files instead of Python objects; drop persistent_workers; load the dataset lazily; add RAM or move other jobs off the host. Watch `free -h` and `vmstat 1` (si/so columns) while training.",
+        source: "procps free(1) (available column); PyTorch DataLoader docs, multi-process data loading (copy-on-access, pytorch#13246); seeds/001",
+        check: loader::memory_pressure,
     },
     Rule {
         id: "ib.memlock",

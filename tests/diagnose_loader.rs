@@ -1,0 +1,218 @@
+//! `diagnose --from` on what users paste about the input pipeline: nvidia-smi, free, nproc and
+//! PyTorch's DataLoader warning, alone or in one file, shaped like seeds/001 and seeds/003.
+
+mod common;
+
+use common::bin;
+use serde_json::Value;
+
+fn diagnose(files: &[(&str, &str)]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = bin();
+    cmd.args(["diagnose", "--format", "json"]);
+    for (name, body) in files {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        cmd.arg("--from").arg(p);
+    }
+    let out = cmd.assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn finding<'a>(v: &'a Value, id: &str) -> Option<&'a Value> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+}
+
+fn evidence(f: &Value) -> Vec<(String, u64)> {
+    f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["text"].as_str().unwrap().to_string(),
+                e["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// seeds/003: one A10 at 3% with 0.7 of 22.5 GB, 40 workers where PyTorch suggests 28.
+const SEED_003: &str = "\
+python scripts/train_universal_model.py --model-type lstm --batch-size 256 --num-workers 40 --device cuda --amp
+/home/u/.venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 40 worker processes in total. Our suggested max number of worker in current system is 28, which is smaller than what this DataLoader is going to create. Please be aware that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.
+  warnings.warn(_create_warning_msg(
+Epoch 1/30: 100%|##########| 412/412 [00:25<00:00, 16.1it/s, loss=0.0213]
+$ nvidia-smi
++---------------------------------------------------------------------------------------+
+| NVIDIA-SMI 535.129.03             Driver Version: 535.129.03   CUDA Version: 12.2     |
+|-----------------------------------------+----------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
+|=========================================+======================+======================|
+|   0  NVIDIA A10                     On  | 00000000:00:07.0 Off |                    0 |
+|  0%   38C    P0              61W / 150W |    716MiB / 23028MiB |      3%      Default |
++-----------------------------------------+----------------------+----------------------+
+$ nproc
+28
+";
+
+#[test]
+fn seed_003_paste_names_the_oversubscribed_loader_and_the_starved_gpu() {
+    let v = diagnose(&[("003.txt", SEED_003)]);
+    let over = finding(&v, "loader.oversubscribed").expect("loader.oversubscribed");
+    assert_eq!(over["severity"], "warning");
+    assert!(
+        over["title"]
+            .as_str()
+            .unwrap()
+            .contains("at most 28 per rank fit"),
+        "{}",
+        over["title"]
+    );
+    assert_eq!(evidence(over)[0].1, 2);
+    assert!(evidence(over)[0]
+        .0
+        .contains("will create 40 worker processes"));
+    let starved = finding(&v, "loader.starved").expect("loader.starved");
+    assert_eq!(starved["severity"], "warning");
+    let lines = evidence(starved);
+    assert!(
+        lines.contains(&(
+            "|  0%   38C    P0              61W / 150W |    716MiB / 23028MiB |      3%      Default |".into(),
+            13
+        )),
+        "{lines:?}"
+    );
+    assert!(finding(&v, "host.memory-pressure").is_none());
+    // The file is read as what it is.
+    assert_eq!(v["facts"]["inputs"][0]["kind"], "nvidia-smi");
+}
+
+/// seeds/001: three GPUs at 100% with half their memory; host RAM 94% and swap in use; as
+/// separate files the way a user attaches them.
+fn seed_001_gpus(util: u32) -> String {
+    let mut t = "$ nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv\nindex, utilization.gpu [%], memory.used [MiB], memory.total [MiB]\n".to_string();
+    for (g, used) in [(0, 9587), (1, 11761), (2, 9329)] {
+        t += &format!("{g}, {util} %, {used} MiB, 20480 MiB\n");
+    }
+    t
+}
+
+const SEED_001_FREE: &str = "\
+$ free -h
+               total        used        free      shared  buff/cache   available
+Mem:            32Gi        30Gi       326Mi       112Mi       1.5Gi       1.9Gi
+Swap:          4.0Gi       2.1Gi       1.9Gi
+";
+
+#[test]
+fn seed_001_paste_names_host_memory_pressure_and_not_a_starved_gpu() {
+    let v = diagnose(&[
+        ("gpus.txt", &seed_001_gpus(100)),
+        ("free.txt", SEED_001_FREE),
+    ]);
+    let pressure = finding(&v, "host.memory-pressure").expect("host.memory-pressure");
+    assert!(
+        pressure["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("host RAM 94% in use, swap 52% used"),
+        "{}",
+        pressure["title"]
+    );
+    let lines = evidence(pressure);
+    assert!(
+        lines.iter().any(|(t, n)| t.starts_with("Mem:") && *n == 3),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|(t, n)| t.starts_with("Swap:") && *n == 4),
+        "{lines:?}"
+    );
+    // Busy GPUs are not waiting for data, whatever the host shows.
+    assert!(finding(&v, "loader.starved").is_none());
+    assert_eq!(v["facts"]["inputs"][1]["kind"], "pasted host state");
+    // The same host with GPUs at 20%: now they wait, and the host's memory is why.
+    let v = diagnose(&[
+        ("gpus.txt", &seed_001_gpus(20)),
+        ("free.txt", SEED_001_FREE),
+    ]);
+    let starved = finding(&v, "loader.starved").expect("loader.starved");
+    assert!(starved["title"]
+        .as_str()
+        .unwrap()
+        .contains("host RAM 94% in use"));
+    assert_eq!(evidence(starved).len(), 3 + 3);
+}
+
+#[test]
+fn a_healthy_busy_gpu_gives_no_loader_finding() {
+    let healthy = SEED_003
+        .replace("--num-workers 40", "--num-workers 8")
+        .replace("3%      Default", "97%      Default")
+        .replace("716MiB", "15716MiB");
+    let healthy: String = healthy
+        .lines()
+        .filter(|l| !l.contains("DataLoader will create"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let free = "$ free -m\n              total        used        free      shared  buff/cache   available\nMem:          64000       20000       30000         100       14000       43000\nSwap:          2047           0        2047\n";
+    let v = diagnose(&[("run.txt", &healthy), ("free.txt", free)]);
+    let ids: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        !ids.iter()
+            .any(|id| id.starts_with("loader.") || id.starts_with("host.")),
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn the_real_tables_of_the_corpus_are_read_without_a_loader_finding() {
+    // Idle GPUs (0 MiB, 7 MiB) and a full one at 6% (an inference server): none is starved.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/host");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with("04-") {
+            // MIG instances alone: their memory cells are no GPU rows, so nothing is read.
+            bin()
+                .args(["diagnose", "--from"])
+                .arg(entry.path())
+                .assert()
+                .code(2);
+            continue;
+        }
+        let body = std::fs::read_to_string(entry.path()).unwrap();
+        let v = diagnose(&[("smi.txt", &body)]);
+        assert!(finding(&v, "loader.starved").is_none(), "{name}");
+        read += 1;
+    }
+    assert_eq!(read, 3);
+    // The one at 6% with memory to spare would be: the rule looks at the numbers it read.
+    let body = std::fs::read_to_string(dir.join("02-tesla-p4-driver550-memory-full-low-util.txt"))
+        .unwrap()
+        .replace("7719MiB", "3719MiB");
+    let v = diagnose(&[("smi.txt", &body)]);
+    assert_eq!(
+        finding(&v, "loader.starved").expect("starved")["severity"],
+        "info"
+    );
+}
+
+#[test]
+fn text_with_neither_a_log_nor_host_state_is_still_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("notes.txt");
+    std::fs::write(&p, "we set --num-workers 40 and it was slow\n").unwrap();
+    bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+}

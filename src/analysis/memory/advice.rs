@@ -2,8 +2,10 @@
 //! planned again, so its memory and the communication it adds come from the same accounting
 //! as the plan's. When no single change fits, pairs of them are tried.
 
-use super::{Change, Checkpointing, Estimate, Logits, Offload, Setup, Strategy, Trainable};
+use super::setup::{Estimate, Setup};
 use crate::analysis::curve::Curve;
+use crate::documents::memory::{Change, Checkpointing, Logits, Offload, Trainable};
+use crate::documents::simulation::Strategy;
 
 /// A candidate: the changed setup, the change in words, what it costs, and its rank (lower
 /// is cheaper: what changes no result before what changes the training).

@@ -1,3 +1,4 @@
+use super::super::{overheads, plan, presets};
 use super::*;
 
 const GIB: f64 = (1u64 << 30) as f64;

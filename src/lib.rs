@@ -66,6 +66,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Simulate(cli::SimulateCommand::Fsdp(args)) => {
             commands::simulate::run_fsdp(args)
         }
+        cli::Command::Simulate(cli::SimulateCommand::Memory(args)) => commands::memory::run(args),
         cli::Command::Compare(args) => commands::compare::run(args),
         cli::Command::Qualify(args) => commands::qualify::run(args),
         cli::Command::Baselines(args) => commands::baselines::run(args),

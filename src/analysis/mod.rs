@@ -3,4 +3,5 @@
 pub mod curve;
 pub mod ddp;
 pub mod fsdp;
+pub mod memory;
 pub mod models;

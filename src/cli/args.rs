@@ -182,6 +182,9 @@ pub enum SimulateCommand {
     /// FSDP / DeepSpeed ZeRO: communication and memory per GPU by sharding strategy.
     #[command(alias = "zero")]
     Fsdp(FsdpArgs),
+    /// Whether a training setup fits its GPU and host (ZeRO/FSDP, offload, LoRA, activations),
+    /// term by term, and the cheapest changes that make it fit.
+    Memory(Box<super::memory::MemoryArgs>),
 }
 
 #[derive(Debug, Args)]

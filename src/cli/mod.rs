@@ -5,6 +5,7 @@
 mod args;
 mod groups;
 mod matrix;
+mod memory;
 pub mod perf;
 mod sweep;
 
@@ -18,6 +19,7 @@ pub use groups::{
     BackendArgs, BackendChoice, ExpectationArgs, OutputArgs, OutputFormat, ReportOutputs, RuleArgs,
 };
 pub use matrix::{By, MatrixArgs, PairRuleArgs};
+pub use memory::{CheckpointArg, LogitsArg, MemoryArgs, OffloadArg, OptionalLink};
 pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};
 
 #[derive(Debug, Parser)]

@@ -41,6 +41,9 @@ fn files(command: &Command) -> Files {
         Command::Simulate(SimulateCommand::Fsdp(a)) => {
             files.input("--curve", a.link.curve.as_deref())
         }
+        Command::Simulate(SimulateCommand::Memory(a)) => files
+            .input("--curve", a.link.curve.as_deref())
+            .input("--model-config", a.model_config.as_deref()),
         // doctor checks its directory itself (a marker of what an earlier run wrote).
         Command::Doctor(_)
         | Command::Sweep(_)

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod files;
 pub mod import;
 pub mod matrix;
+pub mod memory;
 pub mod perf;
 pub mod qualify;
 pub mod report;

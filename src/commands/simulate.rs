@@ -46,17 +46,17 @@ const MAX_BATCH_SIZE: usize = 1 << 24;
 const FAR_BELOW: u64 = 4096;
 
 /// What the simulation needs of its link: the ranks it runs on and its largest message.
-struct Needs<'a> {
-    wanted: &'a [Collective],
-    world_size: usize,
-    largest_message_bytes: Option<u64>,
+pub(crate) struct Needs<'a> {
+    pub wanted: &'a [Collective],
+    pub world_size: usize,
+    pub largest_message_bytes: Option<u64>,
 }
 
 /// The link: a measured curve of the first of `needs.wanted` the file holds (the others are
 /// stand-ins, said so in the returned notes), or an alpha-beta model. A curve that is
 /// incomplete or measured on another rank count is refused unless `--allow-partial`, which
 /// says what was used (on stderr, and in the notes for the document's `link`).
-fn load_link(link: &LinkArgs, needs: &Needs) -> Result<(Curve, Vec<String>), Failure> {
+pub(crate) fn load_link(link: &LinkArgs, needs: &Needs) -> Result<(Curve, Vec<String>), Failure> {
     let wanted = needs.wanted;
     match (&link.curve, link.busbw) {
         (Some(path), _) => {
@@ -155,7 +155,7 @@ fn partial(
 }
 
 /// The link in words, with what was allowed or stood in.
-fn describe(link: &Curve, notes: &[String]) -> String {
+pub(crate) fn describe(link: &Curve, notes: &[String]) -> String {
     std::iter::once(link.describe())
         .chain(notes.iter().cloned())
         .collect::<Vec<_>>()

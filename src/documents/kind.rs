@@ -15,4 +15,6 @@ pub enum Kind {
     Qualification,
     Baselines,
     Matrix,
+    #[serde(rename = "memory-plan")]
+    MemoryPlan,
 }

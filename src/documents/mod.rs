@@ -7,6 +7,7 @@ pub mod diagnosis;
 pub mod expectations;
 pub mod kind;
 pub mod matrix;
+pub mod memory;
 pub mod qualification;
 pub mod read;
 pub mod simulation;

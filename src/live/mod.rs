@@ -292,7 +292,7 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
 
 mod nvml;
 use nvml::nvml_facts;
-pub use nvml::{NvmlGpu, NVML_OVERRIDE};
+pub use nvml::{gpu_memory, NvmlGpu, NVML_OVERRIDE};
 
 /// nvidia-smi's affinity columns for a GPU, from sysfs.
 fn affinity(g: &PciGpu) -> DeviceInfo {

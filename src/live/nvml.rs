@@ -299,3 +299,12 @@ pub struct NvmlGpu {
     /// NVLinks NVML reports active.
     pub nvlinks_active: u32,
 }
+
+/// GPU 0's total memory in bytes and its name, as NVML reports them (the memory planner's
+/// capacity).
+pub fn gpu_memory() -> Result<(u64, String), String> {
+    let nvml = nvml_init()?;
+    let d = nvml.device_by_index(0).map_err(|e| e.to_string())?;
+    let info = d.memory_info().map_err(|e| e.to_string())?;
+    Ok((info.total, d.name().unwrap_or_default()))
+}

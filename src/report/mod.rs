@@ -190,6 +190,11 @@ impl Documents {
                     "{file}: is the list of shipped expectations; a report renders runs and what was said about them"
                 )))
             }
+            Kind::MemoryPlan => {
+                return Err(Failure::usage(format!(
+                    "{file}: is a memory plan; a report renders runs and what was said about them (print the plan with `simulate memory`)"
+                )))
+            }
         }
         Ok(())
     }

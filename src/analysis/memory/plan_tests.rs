@@ -1,0 +1,121 @@
+use super::super::{overheads, plan, presets};
+use super::*;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Seed 004's setup: Gemma-2B (MGM-2B's language model), ZeRO-3 on one 24 GB GPU (23.63 GiB
+/// as its out-of-memory message says), fp16, FlashAttention, batch 1, sequence 1024,
+/// expandable segments, no offload (the zero3.json its report edits).
+fn seed_004() -> Setup {
+    Setup {
+        shape: presets::preset("gemma-2b").unwrap_or_else(|e| panic!("{e}")),
+        trainable: Trainable::Full,
+        world_size: 1,
+        gpus_per_node: 1,
+        strategy: Strategy::FullShard,
+        offload_optimizer: Offload::None,
+        offload_params: Offload::None,
+        precision: TrainPrecision::Mixed,
+        seq_len: 1024,
+        micro_batch: 1,
+        checkpointing: Checkpointing::None,
+        flash_attention: true,
+        logits: Logits::HfUpcast,
+        expandable_segments: true,
+        cuda_context_bytes: overheads::CUDA_CONTEXT_BYTES,
+        fragmentation: None,
+        gpu_capacity: Some((23.63 * GIB, "test".into())),
+        host_capacity: Some((50e9, "test".into())),
+    }
+}
+
+#[test]
+fn terms_add_up_and_come_largest_first() {
+    let e = seed_004().estimate(None);
+    let sum: f64 = e.gpu.terms.iter().map(|t| t.bytes).sum();
+    assert!((sum - e.gpu.total_bytes).abs() < 1.0);
+    assert!(e.gpu.terms.windows(2).all(|w| w[0].bytes >= w[1].bytes));
+    // Adam's fp32 states of 2.5 B parameters: 12 B each, nothing sharded on one GPU.
+    assert_eq!(e.gpu.terms[0].name, "optimizer states");
+    assert_eq!(e.gpu.terms[0].bytes, 12.0 * 2_506_172_416.0);
+    assert_eq!(e.gpu.fits(), Some(false));
+}
+
+#[test]
+fn the_logits_of_a_256k_vocabulary_are_the_500_mib_the_report_failed_to_allocate() {
+    // "Tried to allocate 500.00 MiB": 1024 tokens x 256000 logits x 2 bytes.
+    let s = seed_004();
+    let batch = s.batch();
+    let (_, hf) = activations::outside_layers_bytes(&s.shape, batch, Logits::HfUpcast);
+    assert_eq!(hf / 18.0 * 2.0, 500.0 * 1024.0 * 1024.0);
+}
+
+#[test]
+fn offload_and_lora_are_ranked_changes_that_fit_and_a_fitting_setup_gets_none() {
+    let s = seed_004();
+    let doc = plan(&s, None, None, Vec::new());
+    let fitting: Vec<&str> = doc
+        .changes
+        .iter()
+        .filter(|c| c.fits)
+        .map(|c| c.change.as_str())
+        .collect();
+    assert!(
+        fitting.iter().any(|c| c.contains("optimizer offloaded")),
+        "{fitting:?}"
+    );
+    assert!(
+        fitting.iter().any(|c| c.contains("--lora-rank")),
+        "{fitting:?}"
+    );
+    // Offload moves the gradients down and the weights up over PCIe every step.
+    let offload = doc
+        .changes
+        .iter()
+        .find(|c| c.change.contains("optimizer offloaded"));
+    assert!(offload.is_some_and(|c| c.added_host_device_bytes_per_gpu > 0.0));
+    let fits = Setup {
+        gpu_capacity: Some((80.0 * GIB, "test".into())),
+        ..s
+    };
+    assert!(plan(&fits, None, None, Vec::new()).changes.is_empty());
+}
+
+#[test]
+fn lora_keeps_only_the_adapters_gradients_and_optimizer_states() {
+    let mut s = seed_004();
+    s.strategy = Strategy::NoShard;
+    s.trainable = Trainable::Lora {
+        rank: 8,
+        modules: vec!["q".into(), "v".into()],
+    };
+    let (params, trainable) = s.params();
+    // Gemma-2B, r = 8 on q (2048 -> 2048) and v (2048 -> 256): 18 x 8 x (4096 + 2304).
+    assert_eq!(trainable, 18 * 8 * (4096 + 2304));
+    assert_eq!(params, 2_506_172_416 + trainable);
+    let e = s.estimate(None);
+    let term = |name: &str| e.gpu.terms.iter().find(|t| t.name == name).map(|t| t.bytes);
+    assert_eq!(term("optimizer states"), Some(12.0 * trainable as f64));
+    assert_eq!(term("weights"), Some(2.0 * params as f64));
+}
+
+#[test]
+fn communication_comes_from_the_fsdp_model() {
+    // ZeRO-3 over 8 GPUs moves 1.5x DDP's bytes (ZeRO §7), here for the planner's own sizes.
+    let mut s = seed_004();
+    s.world_size = 8;
+    s.gpus_per_node = 8;
+    let zero3 = s.estimate(None).traffic.bus_bytes_per_gpu;
+    s.strategy = Strategy::NoShard;
+    let ddp = s.estimate(None).traffic.bus_bytes_per_gpu;
+    assert!((zero3 / ddp - 1.5).abs() < 1e-9);
+    let curve = Curve::AlphaBeta {
+        latency_s: 0.0,
+        busbw_bytes_per_s: 100e9,
+    };
+    assert!(s
+        .estimate(Some(&curve))
+        .traffic
+        .comm_s
+        .is_some_and(|t| t > 0.0));
+}

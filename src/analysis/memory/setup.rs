@@ -1,0 +1,284 @@
+//! One training setup (the planner's options) and its estimate: every term on a GPU and on
+//! a node's host, and the traffic per step.
+
+use super::activations::{self, Batch};
+use super::shape::Shape;
+use super::states::States;
+use super::{overheads, states};
+use crate::analysis::curve::Curve;
+use crate::documents::memory::{
+    Budget, Checkpointing, Logits, Offload, PlanSetup, ShapeSummary, Term, Traffic, TrainPrecision,
+    Trainable,
+};
+use crate::documents::simulation::Strategy;
+
+/// Everything the plan is computed for (the engine's own options; the command builds it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setup {
+    pub shape: Shape,
+    pub trainable: Trainable,
+    pub world_size: usize,
+    pub gpus_per_node: usize,
+    pub strategy: Strategy,
+    pub offload_optimizer: Offload,
+    pub offload_params: Offload,
+    pub precision: TrainPrecision,
+    pub seq_len: u64,
+    pub micro_batch: u64,
+    pub checkpointing: Checkpointing,
+    pub flash_attention: bool,
+    pub logits: Logits,
+    pub expandable_segments: bool,
+    pub cuda_context_bytes: f64,
+    /// Overrides the allocator reserve's fraction.
+    pub fragmentation: Option<f64>,
+    /// Bytes and where the figure came from.
+    pub gpu_capacity: Option<(f64, String)>,
+    pub host_capacity: Option<(f64, String)>,
+}
+
+/// The budgets and traffic of one setup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    pub gpu: Budget,
+    pub host: Budget,
+    pub traffic: Traffic,
+}
+
+impl Setup {
+    /// (all parameters, trainable ones) with adapters counted.
+    pub fn params(&self) -> (u64, u64) {
+        let base = self.shape.params();
+        match &self.trainable {
+            Trainable::Full => (base, base),
+            Trainable::Lora { rank, modules } => {
+                let added = self.shape.lora_params(*rank, modules);
+                (base + added, added)
+            }
+            Trainable::Params { params } => (base, (*params).min(base)),
+        }
+    }
+
+    fn states(&self) -> States {
+        let (params, trainable) = self.params();
+        States {
+            strategy: self.strategy,
+            world_size: self.world_size,
+            gpus_per_node: self.gpus_per_node,
+            offload_optimizer: self.offload_optimizer,
+            offload_params: self.offload_params,
+            precision: self.precision,
+            params: params as f64,
+            trainable: trainable as f64,
+            largest_module: self.shape.largest_module_params() as f64,
+            largest_trains: matches!(self.trainable, Trainable::Full),
+        }
+    }
+
+    /// What cannot be, in words (offload a strategy does not do).
+    pub fn invalid(&self) -> Option<&'static str> {
+        self.states().invalid()
+    }
+
+    pub(super) fn batch(&self) -> Batch {
+        Batch {
+            seq_len: self.seq_len,
+            micro_batch: self.micro_batch,
+            bytes_per_value: self.precision.widths().weight,
+            flash_attention: self.flash_attention,
+        }
+    }
+
+    pub fn summary(&self) -> ShapeSummary {
+        let (params, trainable) = self.params();
+        let s = &self.shape;
+        ShapeSummary {
+            name: s.name.clone(),
+            source: s.source.clone(),
+            layers: s.layers,
+            hidden: s.hidden,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            ffn: s.ffn,
+            vocab: s.vocab,
+            params,
+            trainable_params: trainable,
+            largest_module_params: s.largest_module_params(),
+        }
+    }
+
+    pub fn described(&self) -> PlanSetup {
+        PlanSetup {
+            world_size: self.world_size,
+            gpus_per_node: self.gpus_per_node,
+            strategy: self.strategy,
+            offload_optimizer: self.offload_optimizer,
+            offload_params: self.offload_params,
+            precision: self.precision,
+            trainable: self.trainable.clone(),
+            seq_len: self.seq_len,
+            micro_batch: self.micro_batch,
+            checkpointing: self.checkpointing,
+            flash_attention: self.flash_attention,
+            logits: self.logits,
+            expandable_segments: self.expandable_segments,
+        }
+    }
+
+    /// Every term on one GPU and on one node's host, and the traffic per step.
+    pub fn estimate(&self, curve: Option<&Curve>) -> Estimate {
+        let st = self.states();
+        let b = st.bytes();
+        let w = self.precision.widths();
+        let batch = self.batch();
+        let layers = activations::layers_bytes(&self.shape, batch, self.checkpointing);
+        let (edges, logits) = activations::outside_layers_bytes(&self.shape, batch, self.logits);
+        let shard = |what: &str| match self.strategy {
+            Strategy::FullShard => format!("{what} / {} GPUs", self.world_size),
+            _ => what.to_string(),
+        };
+        let mut terms = vec![
+            term(
+                "weights",
+                b.weights,
+                shard(&format!("{} B x all parameters", w.weight)),
+            ),
+            term(
+                "gathered module (ZeRO-3)",
+                b.gathered,
+                "largest module's weights and gradient".into(),
+            ),
+            term(
+                "gradients",
+                b.grads,
+                format!("{} B x trainable parameters", w.grad),
+            ),
+            term(
+                "optimizer states",
+                b.optimizer,
+                format!("{} B x trainable parameters (Adam)", w.optimizer),
+            ),
+            term(
+                "activations",
+                layers + edges,
+                format!(
+                    "Korthikanti et al. 2022, checkpointing {:?}, {}",
+                    self.checkpointing,
+                    if self.flash_attention {
+                        "FlashAttention"
+                    } else {
+                        "attention scores stored"
+                    }
+                ),
+            ),
+            term("logits and loss", logits, format!("{:?}", self.logits)),
+        ];
+        let tensors: f64 = terms.iter().map(|t| t.bytes).sum();
+        let fraction = self
+            .fragmentation
+            .unwrap_or_else(|| overheads::fragmentation_fraction(self.expandable_segments));
+        terms.push(term(
+            "allocator reserve",
+            tensors * fraction,
+            format!(
+                "{:.0}% of tensors{}",
+                fraction * 100.0,
+                if self.expandable_segments {
+                    " (expandable_segments)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+        terms.push(term(
+            "CUDA context",
+            self.cuda_context_bytes,
+            "lazy module loading".into(),
+        ));
+        terms.push(term(
+            "NCCL buffers",
+            overheads::nccl_bytes(self.world_size),
+            "2 peers x 2 x NCCL_BUFFSIZE x 16 channels".into(),
+        ));
+        let host_terms = vec![
+            term(
+                "offloaded optimizer states",
+                b.host_optimizer_per_node,
+                format!(
+                    "{} B x trainable parameters x GPUs on the node / N",
+                    states::OFFLOADED_OPTIMIZER_BYTES
+                ),
+            ),
+            term(
+                "offloaded weights",
+                b.host_weights_per_node,
+                "16-bit weight shards of the node's GPUs".into(),
+            ),
+        ];
+        Estimate {
+            gpu: budget(terms, &self.gpu_capacity),
+            host: budget(host_terms, &self.host_capacity),
+            traffic: self.traffic(curve, b.host_device_bytes),
+        }
+    }
+
+    /// NCCL traffic per step from the FSDP/ZeRO model: weights gathered are every parameter
+    /// (16-bit), gradients reduced the trainable ones. `fsdp::estimate` takes one count and
+    /// per-parameter widths; a count of 1 with the total bytes as widths gives exactly them.
+    fn traffic(&self, curve: Option<&Curve>, host_device_bytes: f64) -> Traffic {
+        let (params, trainable) = self.params();
+        let w = self.precision.widths();
+        let bytes_only = Curve::AlphaBeta {
+            latency_s: 0.0,
+            busbw_bytes_per_s: 1.0,
+        };
+        let volumes = crate::analysis::fsdp::Precision {
+            param_bytes: params as f64 * w.weight,
+            grad_bytes: trainable as f64 * w.grad,
+            optimizer_bytes: 0.0,
+        };
+        let e = crate::analysis::fsdp::estimate(
+            self.strategy,
+            1.0,
+            self.world_size,
+            volumes,
+            0.0,
+            curve.unwrap_or(&bytes_only),
+            0.0,
+            0.0,
+            0.0,
+        );
+        Traffic {
+            bus_bytes_per_gpu: e.bus_bytes_per_gpu,
+            comm_s: curve.map(|_| e.comm_s),
+            host_device_bytes_per_gpu: host_device_bytes,
+        }
+    }
+}
+
+fn term(name: &str, bytes: f64, basis: String) -> Term {
+    Term {
+        name: name.into(),
+        bytes,
+        basis,
+    }
+}
+
+/// Terms largest first (empty ones dropped), their total, and the headroom to a capacity.
+pub(super) fn budget(mut terms: Vec<Term>, capacity: &Option<(f64, String)>) -> Budget {
+    terms.retain(|t| t.bytes > 0.0);
+    terms.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+    // `0.0 +`: an empty sum of f64 is -0.0, which would print as "-0.00".
+    let total_bytes = 0.0 + terms.iter().map(|t| t.bytes).sum::<f64>();
+    Budget {
+        terms,
+        total_bytes,
+        capacity_bytes: capacity.as_ref().map(|c| c.0),
+        capacity_source: capacity.as_ref().map(|c| c.1.clone()),
+        headroom_bytes: capacity.as_ref().map(|c| c.0 - total_bytes),
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,188 @@
+//! A transformer's shape (layers, widths, heads, vocabulary and the small choices that change
+//! its parameter count) and what follows from it alone: parameters, the largest module, and
+//! the parameters LoRA adds.
+
+/// What the planner needs to know of a transformer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub name: String,
+    /// Preset (with the published config it copies), config.json or flags.
+    pub source: String,
+    pub layers: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    /// Key/value heads (grouped-query attention); `heads` without it.
+    pub kv_heads: u64,
+    /// Width of one head; `hidden / heads` unless the config says otherwise (Gemma).
+    pub head_dim: u64,
+    /// The MLP's inner width.
+    pub ffn: u64,
+    pub vocab: u64,
+    /// Gated MLP (SwiGLU/GeGLU: gate, up and down projections) instead of two linears.
+    pub gated_mlp: bool,
+    pub tied_embeddings: bool,
+    /// Learned position embeddings (GPT-2, BERT); 0 for rotary.
+    pub learned_positions: u64,
+    /// BERT's token-type embeddings.
+    pub token_types: u64,
+    /// LayerNorm (weight and bias) rather than RMSNorm (weight).
+    pub norm_bias: bool,
+    /// Norms per layer: 2, or 1 for a parallel block (Phi-2).
+    pub norms_per_layer: u64,
+    pub qkv_bias: bool,
+    pub out_bias: bool,
+    pub mlp_bias: bool,
+    pub lm_head_bias: bool,
+    /// A norm after the embeddings (BERT) and none at the end.
+    pub post_norm_encoder: bool,
+    /// BERT's pooler (a dense layer on the first token).
+    pub pooler: bool,
+}
+
+/// The logical linear projections of a layer, as LoRA names them.
+pub const LORA_MODULES: [&str; 7] = ["q", "k", "v", "o", "gate", "up", "down"];
+
+impl Shape {
+    /// A Llama-style decoder: rotary, RMSNorm, gated MLP, no biases.
+    pub fn decoder(
+        name: &str,
+        layers: u64,
+        hidden: u64,
+        heads: u64,
+        ffn: u64,
+        vocab: u64,
+    ) -> Shape {
+        Shape {
+            name: name.into(),
+            source: "flags".into(),
+            layers,
+            hidden,
+            heads,
+            kv_heads: heads,
+            head_dim: hidden / heads.max(1),
+            ffn,
+            vocab,
+            gated_mlp: true,
+            tied_embeddings: false,
+            learned_positions: 0,
+            token_types: 0,
+            norm_bias: false,
+            norms_per_layer: 2,
+            qkv_bias: false,
+            out_bias: false,
+            mlp_bias: false,
+            lm_head_bias: false,
+            post_norm_encoder: false,
+            pooler: false,
+        }
+    }
+
+    fn q_dim(&self) -> u64 {
+        self.heads * self.head_dim
+    }
+    fn kv_dim(&self) -> u64 {
+        self.kv_heads * self.head_dim
+    }
+    fn norm_params(&self) -> u64 {
+        if self.norm_bias {
+            2 * self.hidden
+        } else {
+            self.hidden
+        }
+    }
+
+    /// (name, in, out) of each linear of one layer.
+    pub fn linears(&self) -> Vec<(&'static str, u64, u64)> {
+        let h = self.hidden;
+        let mut l = vec![
+            ("q", h, self.q_dim()),
+            ("k", h, self.kv_dim()),
+            ("v", h, self.kv_dim()),
+            ("o", self.q_dim(), h),
+            ("up", h, self.ffn),
+            ("down", self.ffn, h),
+        ];
+        if self.gated_mlp {
+            l.push(("gate", h, self.ffn));
+        }
+        l
+    }
+
+    pub fn layer_params(&self) -> u64 {
+        let weights: u64 = self.linears().iter().map(|(_, i, o)| i * o).sum();
+        let b = |on: bool, n: u64| if on { n } else { 0 };
+        let mlp_biases = if self.gated_mlp {
+            2 * self.ffn + self.hidden
+        } else {
+            self.ffn + self.hidden
+        };
+        weights
+            + b(self.qkv_bias, self.q_dim() + 2 * self.kv_dim())
+            + b(self.out_bias, self.hidden)
+            + b(self.mlp_bias, mlp_biases)
+            + self.norms_per_layer * self.norm_params()
+    }
+
+    pub fn embedding_params(&self) -> u64 {
+        let mut e = (self.vocab + self.learned_positions + self.token_types) * self.hidden;
+        if self.post_norm_encoder {
+            e += self.norm_params();
+        }
+        e
+    }
+
+    /// Every parameter, as `sum(p.numel() for p in model.parameters())` counts them.
+    pub fn params(&self) -> u64 {
+        let final_norm = if self.post_norm_encoder {
+            0
+        } else {
+            self.norm_params()
+        };
+        let head = if self.tied_embeddings || self.post_norm_encoder {
+            0
+        } else {
+            self.vocab * self.hidden
+        } + if self.lm_head_bias { self.vocab } else { 0 };
+        let pooler = if self.pooler {
+            self.hidden * self.hidden + self.hidden
+        } else {
+            0
+        };
+        self.embedding_params() + self.layers * self.layer_params() + final_norm + head + pooler
+    }
+
+    /// The largest single module (DeepSpeed's "largest layer": a module's own parameters):
+    /// the token embedding or the largest linear.
+    pub fn largest_module_params(&self) -> u64 {
+        self.linears()
+            .iter()
+            .map(|(_, i, o)| i * o)
+            .chain(std::iter::once(self.vocab * self.hidden))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Parameters LoRA of `rank` adds on `modules` of every layer: r·(in + out) per linear.
+    /// A module the architecture lacks (a gate without a gated MLP) adds nothing.
+    pub fn lora_params(&self, rank: u64, modules: &[String]) -> u64 {
+        self.layers
+            * self
+                .linears()
+                .iter()
+                .filter(|(n, _, _)| modules.iter().any(|m| m == n))
+                .map(|(_, i, o)| rank * (i + o))
+                .sum::<u64>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lora_on_query_and_value_of_llama2_7b_is_4_2_million() {
+        // PEFT's print_trainable_parameters for Llama-2-7B, r = 8 on q_proj and v_proj:
+        // "trainable params: 4,194,304".
+        let shape = super::super::presets::preset("llama2-7b").unwrap_or_else(|e| panic!("{e}"));
+        let modules = vec!["q".to_string(), "v".to_string()];
+        assert_eq!(shape.lora_params(8, &modules), 4_194_304);
+    }
+}

@@ -1,0 +1,136 @@
+//! The flags of `simulate memory`.
+
+use super::groups::OutputFormat;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// A shape by name: gpt2, gpt2-medium, gpt2-xl, bert-base, bert-large, llama2-7b,
+    /// qwen2-1.5b, gemma-2b, phi-2 (each copied from its published config.json).
+    #[arg(long, conflicts_with = "model_config", required_unless_present_any = ["model_config", "layers"])]
+    pub model: Option<String>,
+    /// A Hugging Face config.json (hidden_size, num_hidden_layers, num_attention_heads,
+    /// num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings, model_type;
+    /// GPT-2's n_embd, n_layer, n_head too).
+    #[arg(long, value_name = "CONFIG_JSON")]
+    pub model_config: Option<PathBuf>,
+    /// The shape by flags (a Llama-style decoder): layers.
+    #[arg(long, requires_all = ["hidden", "heads", "vocab"], conflicts_with_all = ["model", "model_config"])]
+    pub layers: Option<u64>,
+    #[arg(long)]
+    pub hidden: Option<u64>,
+    #[arg(long)]
+    pub heads: Option<u64>,
+    /// Key/value heads (grouped-query attention; default: --heads).
+    #[arg(long)]
+    pub kv_heads: Option<u64>,
+    #[arg(long)]
+    pub vocab: Option<u64>,
+    /// The MLP's inner width (default: 4 × --hidden).
+    #[arg(long)]
+    pub ffn: Option<u64>,
+    /// Ranks in all (data parallel).
+    #[arg(long, default_value_t = 1)]
+    pub world_size: usize,
+    /// GPUs per node (default: --world-size, at most 8): whose offloaded states share a host.
+    #[arg(long)]
+    pub gpus_per_node: Option<usize>,
+    /// Sharding: no-shard (DDP), zero1, shard-grad-op (zero2), full-shard (zero3, FSDP).
+    #[arg(long, value_parser = ["no-shard", "ddp", "zero1", "shard-grad-op", "zero2", "full-shard", "zero3", "fsdp"], default_value = "no-shard")]
+    pub strategy: String,
+    /// Where the optimizer states live (DeepSpeed offload_optimizer).
+    #[arg(long, value_enum, default_value_t = OffloadArg::None)]
+    pub offload_optimizer: OffloadArg,
+    /// Where the parameters live (DeepSpeed offload_param; ZeRO-3 only).
+    #[arg(long, value_enum, default_value_t = OffloadArg::None)]
+    pub offload_params: OffloadArg,
+    /// mixed: bf16/fp16 weights, gradients and activations, fp32 master weights and Adam
+    /// moments; fp32: everything in fp32.
+    #[arg(long, value_parser = ["mixed", "bf16", "fp16", "fp32"], default_value = "mixed")]
+    pub precision: String,
+    /// LoRA adapters of this rank (the base model frozen).
+    #[arg(long, conflicts_with = "trainable_params")]
+    pub lora_rank: Option<u64>,
+    /// The linears LoRA adapts, comma-separated: q, k, v, o, gate, up, down, or all.
+    #[arg(long, default_value = "q,v", requires = "lora_rank")]
+    pub lora_modules: String,
+    /// Trainable parameters (the rest frozen), instead of all of them.
+    #[arg(long)]
+    pub trainable_params: Option<f64>,
+    /// Tokens per sample.
+    #[arg(long, default_value_t = 2048)]
+    pub seq_len: u64,
+    /// Samples per GPU per micro-step.
+    #[arg(long, default_value_t = 1)]
+    pub micro_batch: u64,
+    /// Activation checkpointing.
+    #[arg(long, value_enum, default_value_t = CheckpointArg::None)]
+    pub checkpointing: CheckpointArg,
+    /// FlashAttention (or another attention that never stores the s×s scores).
+    #[arg(long)]
+    pub flash_attention: bool,
+    /// How the loss holds the logits: hf-upcast (a Hugging Face causal LM: fp32 upcast,
+    /// shifted copy, log-softmax), fp32 (fp32 logits only), fused (a chunked loss).
+    #[arg(long, value_enum, default_value_t = LogitsArg::HfUpcast)]
+    pub logits: LogitsArg,
+    /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (read from the environment too).
+    #[arg(long)]
+    pub expandable_segments: bool,
+    /// The allocator's fragmentation reserve as a fraction of tensors (default 0.10, 0.03
+    /// with expandable segments).
+    #[arg(long)]
+    pub fragmentation: Option<f64>,
+    /// The CUDA context in MiB.
+    #[arg(long, default_value_t = 512.0)]
+    pub cuda_context_mb: f64,
+    /// GPU memory in GB (1e9 bytes) instead of NVML's total (GPU 0's).
+    #[arg(long)]
+    pub gpu_memory_gb: Option<f64>,
+    /// GPU memory in GiB, as PyTorch's out-of-memory message states the total capacity.
+    #[arg(long, conflicts_with = "gpu_memory_gb")]
+    pub gpu_memory_gib: Option<f64>,
+    /// Host RAM per node in GB for offload, instead of /proc/meminfo's MemAvailable.
+    #[arg(long)]
+    pub host_memory_gb: Option<f64>,
+    #[command(flatten)]
+    pub link: OptionalLink,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+}
+
+/// The link is optional here: without one, the plan gives bytes and no times.
+#[derive(Debug, Args)]
+pub struct OptionalLink {
+    /// Time the communication each change adds on a measured curve (a run record or sweep
+    /// CSV) or `--busbw` GB/s.
+    #[arg(long = "curve", conflicts_with = "busbw")]
+    pub curve: Option<PathBuf>,
+    #[arg(long)]
+    pub busbw: Option<f64>,
+    #[arg(long, default_value_t = 20.0, requires = "busbw")]
+    pub latency_us: f64,
+    #[arg(long, requires = "curve")]
+    pub allow_partial: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OffloadArg {
+    None,
+    Cpu,
+    Nvme,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckpointArg {
+    None,
+    Selective,
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogitsArg {
+    HfUpcast,
+    Fp32,
+    Fused,
+}

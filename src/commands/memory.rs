@@ -1,0 +1,259 @@
+//! `ncclprobe simulate memory`: the model's shape, the setup and the capacities (flags, NVML,
+//! /proc/meminfo) turned into the planner's options in one place; the plan printed as a table,
+//! Markdown or JSON.
+
+use crate::analysis::memory::{
+    self, overheads, presets, shape::Shape, Checkpointing, Logits, Offload, Setup, Strategy,
+    TrainPrecision, Trainable,
+};
+use crate::cli::{CheckpointArg, LinkArgs, LogitsArg, MemoryArgs, OffloadArg, OutputFormat};
+use crate::coll::Collective;
+use crate::exit::{ExitCode, Failure};
+use crate::flags::{count_in, non_negative, positive};
+use crate::render;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
+    if let Some(path) = &args.model_config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
+        let name = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "config".into());
+        let (mut shape, note) = presets::from_hf_config(&name, &text)
+            .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
+        shape.source = format!("config.json {}", path.display());
+        return Ok((shape, note.into_iter().collect()));
+    }
+    if let Some(name) = &args.model {
+        let shape = presets::preset(name).map_err(|e| Failure::usage(format!("--model: {e}")))?;
+        return Ok((shape, Vec::new()));
+    }
+    let need = |v: Option<u64>, flag: &str| {
+        v.filter(|&n| n > 0)
+            .ok_or_else(|| Failure::usage(format!("{flag}: give a positive count")))
+    };
+    let (layers, hidden) = (
+        need(args.layers, "--layers")?,
+        need(args.hidden, "--hidden")?,
+    );
+    let heads = need(args.heads, "--heads")?;
+    if hidden % heads != 0 {
+        return Err(Failure::usage("--heads: must divide --hidden"));
+    }
+    let vocab = need(args.vocab, "--vocab")?;
+    let ffn = args.ffn.filter(|&f| f > 0).unwrap_or(4 * hidden);
+    let mut shape = Shape::decoder("flags", layers, hidden, heads, ffn, vocab);
+    if let Some(kv) = args.kv_heads.filter(|&k| k > 0) {
+        if heads % kv != 0 {
+            return Err(Failure::usage("--kv-heads: must divide --heads"));
+        }
+        shape.kv_heads = kv;
+    }
+    Ok((
+        shape,
+        vec!["shape from flags: a Llama-style decoder (RMSNorm, gated MLP, untied head)".into()],
+    ))
+}
+
+fn trainable(args: &MemoryArgs) -> Result<Trainable, Failure> {
+    if let Some(rank) = args.lora_rank {
+        count_in("--lora-rank", rank as usize, 1, 1 << 16)?;
+        let text = args.lora_modules.trim();
+        let modules: Vec<String> = if text.eq_ignore_ascii_case("all") {
+            memory::shape::LORA_MODULES
+                .iter()
+                .map(|m| m.to_string())
+                .collect()
+        } else {
+            crate::flags::parse_list(
+                "--lora-modules",
+                text,
+                |m| {
+                    memory::shape::LORA_MODULES
+                        .contains(&m)
+                        .then(|| m.to_string())
+                },
+                "q, k, v, o, gate, up, down, all",
+            )?
+        };
+        return Ok(Trainable::Lora { rank, modules });
+    }
+    if let Some(p) = args.trainable_params {
+        return Ok(Trainable::Params {
+            params: non_negative("--trainable-params", p, "parameters")? as u64,
+        });
+    }
+    Ok(Trainable::Full)
+}
+
+fn offload(o: OffloadArg) -> Offload {
+    match o {
+        OffloadArg::None => Offload::None,
+        OffloadArg::Cpu => Offload::Cpu,
+        OffloadArg::Nvme => Offload::Nvme,
+    }
+}
+
+fn strategy(name: &str) -> Strategy {
+    match name {
+        "zero1" => Strategy::Zero1,
+        "shard-grad-op" | "zero2" => Strategy::ShardGradOp,
+        "full-shard" | "zero3" | "fsdp" => Strategy::FullShard,
+        _ => Strategy::NoShard,
+    }
+}
+
+/// The GPU's capacity: the flag, else NVML's total for GPU 0.
+fn gpu_capacity(
+    args: &MemoryArgs,
+    notes: &mut Vec<String>,
+) -> Result<Option<(f64, String)>, Failure> {
+    if let Some(gb) = args.gpu_memory_gb {
+        return Ok(Some((
+            positive("--gpu-memory-gb", gb, "GB")? * 1e9,
+            "--gpu-memory-gb".into(),
+        )));
+    }
+    if let Some(gib) = args.gpu_memory_gib {
+        return Ok(Some((
+            positive("--gpu-memory-gib", gib, "GiB")? * GIB,
+            "--gpu-memory-gib".into(),
+        )));
+    }
+    match crate::live::gpu_memory() {
+        Ok((bytes, name)) => Ok(Some((bytes as f64, format!("NVML: GPU 0 ({name})")))),
+        Err(e) => {
+            notes.push(format!(
+                "GPU capacity unknown (NVML: {e}): give --gpu-memory-gb to say whether it fits"
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// One node's host RAM: the flag, else MemAvailable from /proc/meminfo.
+fn host_capacity(args: &MemoryArgs) -> Result<Option<(f64, String)>, Failure> {
+    if let Some(gb) = args.host_memory_gb {
+        return Ok(Some((
+            positive("--host-memory-gb", gb, "GB")? * 1e9,
+            "--host-memory-gb".into(),
+        )));
+    }
+    let available_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        });
+    Ok(available_kib.map(|kib| {
+        (
+            kib * 1024.0,
+            "/proc/meminfo MemAvailable (this machine)".into(),
+        )
+    }))
+}
+
+/// The planner's options from the flags.
+fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
+    let (shape, shape_notes) = shape(args)?;
+    notes.extend(shape_notes);
+    let world_size = count_in("--world-size", args.world_size, 1, 1 << 20)?;
+    let gpus_per_node = count_in(
+        "--gpus-per-node",
+        args.gpus_per_node.unwrap_or(world_size.min(8)),
+        1,
+        world_size,
+    )?;
+    let expandable_segments = args.expandable_segments
+        || std::env::var("PYTORCH_CUDA_ALLOC_CONF")
+            .is_ok_and(|v| v.replace(' ', "").contains("expandable_segments:True"));
+    let setup = Setup {
+        shape,
+        trainable: trainable(args)?,
+        world_size,
+        gpus_per_node,
+        strategy: strategy(&args.strategy),
+        offload_optimizer: offload(args.offload_optimizer),
+        offload_params: offload(args.offload_params),
+        precision: if args.precision == "fp32" {
+            TrainPrecision::Fp32
+        } else {
+            TrainPrecision::Mixed
+        },
+        seq_len: count_in("--seq-len", args.seq_len as usize, 1, 1 << 24)? as u64,
+        micro_batch: count_in("--micro-batch", args.micro_batch as usize, 1, 1 << 20)? as u64,
+        checkpointing: match args.checkpointing {
+            CheckpointArg::None => Checkpointing::None,
+            CheckpointArg::Selective => Checkpointing::Selective,
+            CheckpointArg::Full => Checkpointing::Full,
+        },
+        flash_attention: args.flash_attention,
+        logits: match args.logits {
+            LogitsArg::HfUpcast => Logits::HfUpcast,
+            LogitsArg::Fp32 => Logits::Fp32,
+            LogitsArg::Fused => Logits::Fused,
+        },
+        expandable_segments,
+        cuda_context_bytes: non_negative("--cuda-context-mb", args.cuda_context_mb, "MiB")?
+            * 1024.0
+            * 1024.0,
+        fragmentation: args
+            .fragmentation
+            .map(|f| crate::flags::fraction("--fragmentation", f))
+            .transpose()?,
+        gpu_capacity: gpu_capacity(args, notes)?,
+        host_capacity: host_capacity(args)?,
+    };
+    if let Some(why) = setup.invalid() {
+        return Err(Failure::usage(why));
+    }
+    if args.cuda_context_mb == 512.0 {
+        notes.push(format!(
+            "CUDA context taken as {} MiB (--cuda-context-mb)",
+            overheads::CUDA_CONTEXT_BYTES / 1024.0 / 1024.0
+        ));
+    }
+    Ok(setup)
+}
+
+pub fn run(args: &MemoryArgs) -> Result<ExitCode, Failure> {
+    let mut notes = Vec::new();
+    let setup = setup(args, &mut notes)?;
+    let link = &args.link;
+    let (curve, link_text) = if link.curve.is_some() || link.busbw.is_some() {
+        let link = LinkArgs {
+            curve: link.curve.clone(),
+            busbw: link.busbw,
+            latency_us: link.latency_us,
+            allow_partial: link.allow_partial,
+        };
+        let needs = super::simulate::Needs {
+            wanted: &[
+                Collective::ReduceScatter,
+                Collective::AllGather,
+                Collective::AllReduce,
+            ],
+            world_size: setup.world_size,
+            largest_message_bytes: None,
+        };
+        let (curve, link_notes) = super::simulate::load_link(&link, &needs)?;
+        let text = super::simulate::describe(&curve, &link_notes);
+        (Some(curve), Some(text))
+    } else {
+        (None, None)
+    };
+    let doc = memory::plan(&setup, curve.as_ref(), link_text, notes);
+    let text = match args.format {
+        OutputFormat::Json => render::to_json(&doc)? + "\n",
+        OutputFormat::Csv => render::memory::csv(&doc),
+        OutputFormat::Table => render::memory::table(&doc),
+    };
+    crate::out!("{text}");
+    Ok(ExitCode::Ok)
+}

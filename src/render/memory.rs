@@ -1,0 +1,152 @@
+//! A memory plan for people (the verdict first, the largest terms, the changes that fit,
+//! ranked) and as CSV (one row per term and per change).
+
+use crate::documents::memory::{Budget, MemoryPlan, Trainable};
+use std::fmt::Write;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+fn gib(bytes: f64) -> String {
+    format!("{:.2} GiB", bytes / GIB)
+}
+
+/// A signed size: what a change adds (+) or removes (-).
+fn signed(bytes: f64) -> String {
+    if bytes.abs() < 0.5 {
+        "0".into()
+    } else {
+        let sign = if bytes > 0.0 { "+" } else { "-" };
+        format!("{sign}{}", crate::units::format_size(bytes.abs() as u64))
+    }
+}
+
+/// "fits, 1.20 GiB to spare" / "does NOT fit: 0.48 GiB short" / "capacity unknown".
+pub fn verdict(budget: &Budget) -> String {
+    match (budget.headroom_bytes, &budget.capacity_bytes) {
+        (Some(h), Some(c)) if h >= 0.0 => format!(
+            "fits: {} of {}, {} to spare",
+            gib(budget.total_bytes),
+            gib(*c),
+            gib(h)
+        ),
+        (Some(h), Some(c)) => format!(
+            "does NOT fit: {} needed, {} there, {} short",
+            gib(budget.total_bytes),
+            gib(*c),
+            gib(-h)
+        ),
+        _ => format!("{} needed (capacity unknown)", gib(budget.total_bytes)),
+    }
+}
+
+fn budget_lines(out: &mut String, title: &str, b: &Budget) {
+    let source = b
+        .capacity_source
+        .as_deref()
+        .map(|s| format!(" (capacity: {s})"))
+        .unwrap_or_default();
+    let _ = writeln!(out, "{title}: {}{source}", verdict(b));
+    for t in &b.terms {
+        let _ = writeln!(out, "  {:>11}  {:<28} {}", gib(t.bytes), t.name, t.basis);
+    }
+}
+
+pub fn table(doc: &MemoryPlan) -> String {
+    let mut out = String::new();
+    let (m, s) = (&doc.model, &doc.setup);
+    let _ = writeln!(
+        out,
+        "# model {}: {} parameters ({} trainable), {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {} ({})",
+        m.name, m.params, m.trainable_params, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.source
+    );
+    let trainable = match &s.trainable {
+        Trainable::Full => "full fine-tune".to_string(),
+        Trainable::Lora { rank, modules } => format!("LoRA r={rank} on {}", modules.join(",")),
+        Trainable::Params { params } => format!("{params} trainable parameters"),
+    };
+    let _ = writeln!(
+        out,
+        "# {} GPU(s), {} per node, {} (offload optimizer: {:?}, parameters: {:?}), {:?} precision, {trainable}; seq {} x micro-batch {}, checkpointing {:?}, flash attention {}, logits {:?}",
+        s.world_size, s.gpus_per_node, s.strategy.name(), s.offload_optimizer, s.offload_params, s.precision,
+        s.seq_len, s.micro_batch, s.checkpointing, s.flash_attention, s.logits
+    );
+    budget_lines(&mut out, "GPU", &doc.gpu);
+    budget_lines(&mut out, "host (per node)", &doc.host);
+    let t = &doc.traffic;
+    let time = t
+        .comm_s
+        .map(|s| format!(", {:.1} ms on the link", s * 1e3))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "traffic per GPU per step: {} on the NCCL bus{time}, {} host<->GPU",
+        crate::units::format_size(t.bus_bytes_per_gpu as u64),
+        crate::units::format_size(t.host_device_bytes_per_gpu as u64)
+    );
+    if let Some(link) = &doc.link {
+        let _ = writeln!(out, "# link: {link}");
+    }
+    if !doc.changes.is_empty() {
+        let _ = writeln!(out, "changes, cheapest that fit first:");
+        for (i, c) in doc.changes.iter().enumerate() {
+            let head = c
+                .gpu_headroom_bytes
+                .map(|h| {
+                    if h >= 0.0 {
+                        format!("{} to spare", gib(h))
+                    } else {
+                        format!("{} short", gib(-h))
+                    }
+                })
+                .unwrap_or_default();
+            let comm = c
+                .added_comm_s
+                .map(|s| format!(", {:+.1} ms", s * 1e3))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:>2}. [{}] {}: GPU {} ({head}); NCCL {}{comm}, PCIe {} per step\n      cost: {}",
+                i + 1,
+                if c.fits { "fits" } else { "still short" },
+                c.change,
+                gib(c.gpu_total_bytes),
+                signed(c.added_bus_bytes_per_gpu),
+                signed(c.added_host_device_bytes_per_gpu),
+                c.cost
+            );
+        }
+    }
+    for n in &doc.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+/// `section,name,bytes,fits,detail`: the GPU's and host's terms, then the changes.
+pub fn csv(doc: &MemoryPlan) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(["section", "name", "bytes", "fits", "detail"]);
+    for (section, b) in [("gpu", &doc.gpu), ("host", &doc.host)] {
+        let fits = b.fits().map(|f| f.to_string()).unwrap_or_default();
+        let _ = w.write_record([
+            section,
+            "total",
+            &format!("{:.0}", b.total_bytes),
+            &fits,
+            "",
+        ]);
+        for t in &b.terms {
+            let _ = w.write_record([section, &t.name, &format!("{:.0}", t.bytes), "", &t.basis]);
+        }
+    }
+    for c in &doc.changes {
+        let _ = w.write_record([
+            "change",
+            &c.change,
+            &format!("{:.0}", c.gpu_total_bytes),
+            &c.fits.to_string(),
+            &c.cost,
+        ]);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}

@@ -1,0 +1,122 @@
+//! `ncclprobe simulate memory` through the real binary, on seed 004's figures (a 2B Gemma-based
+//! model, ZeRO-3, fp16, FlashAttention, batch 1, sequence 1024, a 24 GB GPU whose
+//! out-of-memory message states 23.63 GiB).
+
+mod common;
+
+use common::bin;
+use predicates::str::contains;
+use serde_json::Value;
+
+const SEED_004: &[&str] = &[
+    "simulate",
+    "memory",
+    "--model",
+    "gemma-2b",
+    "--strategy",
+    "zero3",
+    "--precision",
+    "fp16",
+    "--flash-attention",
+    "--micro-batch",
+    "1",
+    "--seq-len",
+    "1024",
+    "--expandable-segments",
+    "--gpu-memory-gib",
+    "23.63",
+    "--host-memory-gb",
+    "50",
+];
+
+#[test]
+fn seed_004_without_offload_does_not_fit_and_offload_or_lora_does() {
+    let out = bin()
+        .args(SEED_004)
+        .args(["--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(doc["kind"], "memory-plan");
+    let headroom = doc["gpu"]["headroom_bytes"].as_f64().unwrap_or(0.0);
+    assert!(headroom < 0.0, "{headroom}");
+    let fitting: Vec<&str> = doc["changes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|c| c["fits"] == true)
+                .filter_map(|c| c["change"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        fitting.iter().any(|c| c.contains("--lora-rank")),
+        "{fitting:?}"
+    );
+    assert!(
+        fitting.iter().any(|c| c.contains("offloaded to CPU")),
+        "{fitting:?}"
+    );
+}
+
+#[test]
+fn seed_004_with_optimizer_offload_fits_the_gpu_term_by_term() {
+    bin()
+        .args(SEED_004)
+        .args(["--offload-optimizer", "cpu"])
+        .assert()
+        .success()
+        .stdout(contains("GPU: fits: 14.70 GiB of 23.63 GiB"))
+        .stdout(contains("logits and loss"))
+        .stdout(contains("offloaded optimizer states"));
+}
+
+#[test]
+fn parameter_offload_without_zero3_is_refused() {
+    bin()
+        .args([
+            "simulate",
+            "memory",
+            "--model",
+            "gpt2",
+            "--offload-params",
+            "cpu",
+        ])
+        .args(["--gpu-memory-gb", "24", "--host-memory-gb", "64"])
+        .assert()
+        .code(2)
+        .stderr(contains("parameter offload needs ZeRO-3"));
+}
+
+#[test]
+fn a_config_json_is_read_and_a_bad_one_named() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let good = dir.path().join("config.json");
+    std::fs::write(
+        &good,
+        r#"{"model_type": "qwen2", "hidden_size": 1536, "intermediate_size": 8960,
+        "num_attention_heads": 12, "num_hidden_layers": 28, "num_key_value_heads": 2,
+        "vocab_size": 151936, "tie_word_embeddings": true}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    bin()
+        .args(["simulate", "memory", "--model-config"])
+        .arg(&good)
+        .args(["--gpu-memory-gb", "80", "--host-memory-gb", "64"])
+        .assert()
+        .success()
+        .stdout(contains("1543714304 parameters"));
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"model_type": "llama", "hidden_size": 64}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    bin()
+        .args(["simulate", "memory", "--model-config"])
+        .arg(&bad)
+        .args(["--gpu-memory-gb", "80"])
+        .assert()
+        .code(2)
+        .stderr(contains("num_hidden_layers"));
+}

@@ -3,4 +3,6 @@
 pub mod curve;
 pub mod ddp;
 pub mod fsdp;
+pub mod loader;
+pub mod loader_plan;
 pub mod models;

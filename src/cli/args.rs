@@ -91,6 +91,9 @@ pub struct DoctorArgs {
     /// Per-GPU micro-batch size (with --model).
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// The input pipeline of the DDP simulation (with --model).
+    #[command(flatten)]
+    pub loader: super::loader::LoaderArgs,
     /// The report's title.
     #[arg(long)]
     pub title: Option<String>,
@@ -261,6 +264,8 @@ pub struct DdpArgs {
     /// 0.05-0.15 is typical, more on GPUs with few SMs.
     #[arg(long, default_value_t = 0.0)]
     pub overlap_slowdown: f64,
+    #[command(flatten)]
+    pub loader: super::loader::LoaderArgs,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
 }

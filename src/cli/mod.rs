@@ -4,6 +4,7 @@
 
 mod args;
 mod groups;
+mod loader;
 mod matrix;
 pub mod perf;
 mod sweep;
@@ -17,6 +18,7 @@ use clap::{Parser, Subcommand};
 pub use groups::{
     BackendArgs, BackendChoice, ExpectationArgs, OutputArgs, OutputFormat, ReportOutputs, RuleArgs,
 };
+pub use loader::LoaderArgs;
 pub use matrix::{By, MatrixArgs, PairRuleArgs};
 pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};
 

@@ -132,6 +132,14 @@ pub fn verdict(docs: &Documents) -> Verdict {
         }
     }
     for s in &docs.ddp {
+        if let Some(l) = s.doc.loader.as_ref().filter(|l| {
+            l.current.bound_by == crate::documents::simulation::Bound::Data
+        }) {
+            degraded.push(format!(
+                "the input pipeline starves the GPUs of {}: {} (modelled)",
+                s.doc.model.name, l.verdict
+            ));
+        }
         if let Some(best) = &s.doc.best {
             if best.samples_per_s < s.doc.one_gpu.samples_per_s {
                 degraded.push(format!(

@@ -58,11 +58,14 @@ fn seed_001_is_data_bound_and_told_to_raise_workers_pin_memory_and_the_batch() {
 #[test]
 fn seed_001_json_carries_the_loader_per_configuration() {
     let doc: DdpSimulation = json_stdout(bin().args(SEED_001).args(["--format", "json"]));
-    let loader = doc.loader.unwrap_or_else(|| panic!("no loader in the document"));
-    assert_eq!(loader.hiding_workers_pinned, Some(6));
-    assert!(doc.configurations.iter().all(|o| o
+    let loader = doc
         .loader
-        .is_some_and(|l| l.bound_by.name() == "data")));
+        .unwrap_or_else(|| panic!("no loader in the document"));
+    assert_eq!(loader.hiding_workers_pinned, Some(6));
+    assert!(doc
+        .configurations
+        .iter()
+        .all(|o| o.loader.is_some_and(|l| l.bound_by.name() == "data")));
     let rate = |i: usize| {
         loader.batch_options[i]
             .advised
@@ -136,7 +139,14 @@ fn loader_flags_without_a_data_time_are_refused() {
         .code(2)
         .stderr(contains("--data-ms"));
     bin()
-        .args(["simulate", "ddp", "--model", "resnet18", "--world-size", "2"])
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet18",
+            "--world-size",
+            "2",
+        ])
         .args(["--compute-ms", "40", "--busbw", "10", "--data-ms", "10"])
         .args(["--ranks-per-node", "3"])
         .assert()
@@ -155,10 +165,33 @@ fn doctor_passes_the_loader_flags_to_its_simulation() {
     let output = cmd
         .env("NCCLPROBE_CUDA_DRIVER", "none")
         .env("NCCLPROBE_NVML_LIBRARY", "none")
-        .args(["doctor", "--backend", "host", "--ranks", "2", "-e", "1K", "-o"])
+        .args([
+            "doctor",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-e",
+            "1K",
+            "-o",
+        ])
         .arg(&out)
-        .args(["--model", "resnet18", "--compute-ms", "40", "--batch-size", "16"])
-        .args(["--num-workers", "0", "--data-ms", "20000", "--cpu-cores", "8"])
+        .args([
+            "--model",
+            "resnet18",
+            "--compute-ms",
+            "40",
+            "--batch-size",
+            "16",
+        ])
+        .args([
+            "--num-workers",
+            "0",
+            "--data-ms",
+            "20000",
+            "--cpu-cores",
+            "8",
+        ])
         .output()
         .unwrap_or_else(|e| panic!("doctor: {e}"));
     assert_eq!(
@@ -170,11 +203,20 @@ fn doctor_passes_the_loader_flags_to_its_simulation() {
     let text = std::fs::read_to_string(out.join("simulation.json"))
         .unwrap_or_else(|e| panic!("simulation.json: {e}"));
     let doc: DdpSimulation = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-    let loader = doc.loader.unwrap_or_else(|| panic!("doctor's simulation has no loader"));
+    let loader = doc
+        .loader
+        .unwrap_or_else(|| panic!("doctor's simulation has no loader"));
     assert_eq!((loader.num_workers, loader.cpu_cores), (0, 8));
-    assert!(loader.verdict.starts_with("data-bound"), "{}", loader.verdict);
+    assert!(
+        loader.verdict.starts_with("data-bound"),
+        "{}",
+        loader.verdict
+    );
     let summary = std::fs::read_to_string(out.join("summary.md"))
         .unwrap_or_else(|e| panic!("summary.md: {e}"));
     assert!(summary.contains("Input pipeline:"), "{summary}");
-    assert!(summary.contains("the input pipeline starves the GPUs"), "{summary}");
+    assert!(
+        summary.contains("the input pipeline starves the GPUs"),
+        "{summary}"
+    );
 }

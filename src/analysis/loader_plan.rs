@@ -262,7 +262,7 @@ impl Plan<'_> {
         for c in self.batch_choices {
             let k = match c.accumulation {
                 Some(k) => k,
-                None if per_gpu % c.batch_size == 0 => per_gpu / c.batch_size,
+                None if per_gpu.is_multiple_of(c.batch_size) => per_gpu / c.batch_size,
                 None => {
                     advice.push(format!(
                         "batch {} does not divide the {per_gpu} samples per GPU per optimizer step: give it as {}xK",
@@ -271,8 +271,14 @@ impl Plan<'_> {
                     continue;
                 }
             };
-            if !choices.iter().any(|d| d.batch_size == c.batch_size && d.accumulation == Some(k)) {
-                choices.push(BatchChoice { batch_size: c.batch_size, accumulation: Some(k) });
+            if !choices
+                .iter()
+                .any(|d| d.batch_size == c.batch_size && d.accumulation == Some(k))
+            {
+                choices.push(BatchChoice {
+                    batch_size: c.batch_size,
+                    accumulation: Some(k),
+                });
             }
         }
         let options: Vec<BatchOption> = choices
@@ -283,7 +289,12 @@ impl Plan<'_> {
         options
     }
 
-    fn option(&self, batch_size: usize, accumulation: usize, advised: Option<usize>) -> BatchOption {
+    fn option(
+        &self,
+        batch_size: usize,
+        accumulation: usize,
+        advised: Option<usize>,
+    ) -> BatchOption {
         let setup = Setup {
             batch_size,
             compute: scaled_compute(
@@ -320,7 +331,10 @@ impl Plan<'_> {
             Some(w) => format!(" (both with num_workers={w} and pin_memory)"),
             None => String::new(),
         };
-        let Some(best) = options[1..].iter().max_by(|a, b| rate(a).total_cmp(&rate(b))) else {
+        let Some(best) = options[1..]
+            .iter()
+            .max_by(|a, b| rate(a).total_cmp(&rate(b)))
+        else {
             return;
         };
         let effective = if best.effective_batch == now.effective_batch {
@@ -331,7 +345,11 @@ impl Plan<'_> {
                 best.effective_batch, now.effective_batch
             )
         };
-        let verb = if rate(best) > 1.02 * rate(now) { "raises" } else { "does not raise" };
+        let verb = if rate(best) > 1.02 * rate(now) {
+            "raises"
+        } else {
+            "does not raise"
+        };
         advice.push(format!(
             "batch {} x accumulation {} {verb} throughput: {:.0} samples/s against {:.0} at {} x {}{with}{effective}",
             best.batch_size,

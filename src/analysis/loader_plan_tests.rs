@@ -61,18 +61,35 @@ fn seed_001_is_data_bound_and_six_pinned_workers_hide_loading() {
     }];
     let mut grid = setup.grid(&[25.0], &[8]);
     let summary = plan_for(&setup, &l, &choices).apply(&mut grid);
-    assert!(grid.iter().all(|o| o.loader.is_some_and(|s| s.bound_by == Bound::Data)));
+    assert!(grid
+        .iter()
+        .all(|o| o.loader.is_some_and(|s| s.bound_by == Bound::Data)));
     assert_eq!(summary.current.bound_by, Bound::Data);
     // 850 / 6 = 142 ms <= 150 ms of compute; 850 / 5 = 170 ms is not.
     assert_eq!(summary.hiding_workers_pinned, Some(6));
-    assert!(summary.advice.iter().any(|a| a.starts_with("raise num_workers to 6 with pin_memory=True")), "{:?}", summary.advice);
+    assert!(
+        summary
+            .advice
+            .iter()
+            .any(|a| a.starts_with("raise num_workers to 6 with pin_memory=True")),
+        "{:?}",
+        summary.advice
+    );
     // 16 x 8 then 32 x 2; with 6 pinned workers the larger batch amortises the fixed 30 ms.
     assert_eq!(summary.batch_options.len(), 2);
     let (now, big) = (&summary.batch_options[0], &summary.batch_options[1]);
     assert_eq!((now.effective_batch, big.effective_batch), (384, 192));
     let rate = |o: &BatchOption| o.advised.map(|a| a.samples_per_s).unwrap_or(0.0);
-    assert!(rate(big) > 1.02 * rate(now), "{} vs {}", rate(big), rate(now));
-    assert!(summary.advice.iter().any(|a| a.starts_with("batch 32 x accumulation 2 raises throughput")));
+    assert!(
+        rate(big) > 1.02 * rate(now),
+        "{} vs {}",
+        rate(big),
+        rate(now)
+    );
+    assert!(summary
+        .advice
+        .iter()
+        .any(|a| a.starts_with("batch 32 x accumulation 2 raises throughput")));
 }
 
 #[test]
@@ -97,12 +114,25 @@ fn a_batch_that_does_not_divide_the_samples_per_step_is_said_and_skipped() {
     let l = loader(8);
     // 16 x 8 = 128 per GPU: 32 keeps it with accumulation 4; 48 does not divide it.
     let choices = [
-        BatchChoice { batch_size: 32, accumulation: None },
-        BatchChoice { batch_size: 48, accumulation: None },
+        BatchChoice {
+            batch_size: 32,
+            accumulation: None,
+        },
+        BatchChoice {
+            batch_size: 48,
+            accumulation: None,
+        },
     ];
     let mut grid = setup.grid(&[25.0], &[8]);
     let summary = plan_for(&setup, &l, &choices).apply(&mut grid);
-    let kept: Vec<(usize, usize)> = summary.batch_options.iter().map(|o| (o.batch_size, o.accumulation)).collect();
+    let kept: Vec<(usize, usize)> = summary
+        .batch_options
+        .iter()
+        .map(|o| (o.batch_size, o.accumulation))
+        .collect();
     assert_eq!(kept, vec![(16, 8), (32, 4)]);
-    assert!(summary.advice.iter().any(|a| a.starts_with("batch 48 does not divide the 128 samples")));
+    assert!(summary
+        .advice
+        .iter()
+        .any(|a| a.starts_with("batch 48 does not divide the 128 samples")));
 }

@@ -69,7 +69,10 @@ fn workers_deliver_a_batch_every_batch_time_over_the_workers() {
 #[test]
 fn without_workers_loading_adds_to_compute_and_is_data_bound() {
     let s = loader(0).step(&ddp());
-    assert!(close(s.step_time_s, 0.26), "100 ms compute + 160 ms loading");
+    assert!(
+        close(s.step_time_s, 0.26),
+        "100 ms compute + 160 ms loading"
+    );
     assert!(close(s.data_wait_s, 0.16));
     assert_eq!(s.bound_by, Bound::Data);
     assert!(close(s.samples_per_s, 16.0 / 0.26));
@@ -175,10 +178,17 @@ fn every_process_holds_a_dataset_copy_and_prefetched_batches() {
     let m = l.memory(16, "given").unwrap_or_else(|| panic!("memory"));
     assert_eq!(m.processes, 21, "3 ranks x (1 + 6 workers)");
     assert!(close(m.dataset_bytes, 42e9));
-    assert!(close(m.prefetch_bytes, 3.0 * 12.0 * 16e6), "3 ranks x 2 x 6 batches of 16 MB");
+    assert!(
+        close(m.prefetch_bytes, 3.0 * 12.0 * 16e6),
+        "3 ranks x 2 x 6 batches of 16 MB"
+    );
     // 90% of 32 GB: 3 x (1 + w) x 2 GB + 3 x 2w x 16 MB <= 28.8 GB -> w <= 3.74.
     assert_eq!(l.max_workers_in_memory(16, 0.9), Some(3));
-    assert_eq!(loader(6).memory(16, ""), None, "no dataset size, no estimate");
+    assert_eq!(
+        loader(6).memory(16, ""),
+        None,
+        "no dataset size, no estimate"
+    );
 }
 
 #[test]

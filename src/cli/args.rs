@@ -264,8 +264,9 @@ pub struct DdpArgs {
     /// 0.05-0.15 is typical, more on GPUs with few SMs.
     #[arg(long, default_value_t = 0.0)]
     pub overlap_slowdown: f64,
+    /// Boxed: the group is large beside the other simulators' flags.
     #[command(flatten)]
-    pub loader: super::loader::LoaderArgs,
+    pub loader: Box<super::loader::LoaderArgs>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
 }

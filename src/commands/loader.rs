@@ -56,14 +56,20 @@ pub fn build(
         (None, None) => return Ok(None),
     };
     let (cpu_cores, cpu_cores_from) = match a.cpu_cores {
-        Some(n) => (count_in("--cpu-cores", n, 1, 1 << 16)?, "--cpu-cores".into()),
+        Some(n) => (
+            count_in("--cpu-cores", n, 1, 1 << 16)?,
+            "--cpu-cores".into(),
+        ),
         None => (
             std::thread::available_parallelism().map_or(1, |n| n.get()),
             "this machine (sched_getaffinity, as PyTorch counts them)".to_string(),
         ),
     };
     let (ranks_per_node, ranks_per_node_from) = match a.ranks_per_node {
-        Some(n) => (count_in("--ranks-per-node", n, 1, world_size)?, "--ranks-per-node".into()),
+        Some(n) => (
+            count_in("--ranks-per-node", n, 1, world_size)?,
+            "--ranks-per-node".into(),
+        ),
         None => (
             world_size.min(RANKS_PER_NODE_CAP),
             format!("the world size capped at {RANKS_PER_NODE_CAP}; --ranks-per-node to change"),
@@ -76,7 +82,10 @@ pub fn build(
     };
     let (pinned, pageable, h2d_from) = copy_bandwidth(a, curve)?;
     let (host_memory_bytes, host_memory_from) = match a.host_memory_gb {
-        Some(gb) => (Some(positive("--host-memory-gb", gb, "GB")? * 1e9), "--host-memory-gb".into()),
+        Some(gb) => (
+            Some(positive("--host-memory-gb", gb, "GB")? * 1e9),
+            "--host-memory-gb".into(),
+        ),
         None => match mem_total_bytes() {
             Some(b) => (Some(b), "MemTotal in /proc/meminfo".to_string()),
             None => (None, "unknown (give --host-memory-gb)".to_string()),
@@ -126,7 +135,12 @@ fn size(flag: &str, text: &str) -> Result<f64, Failure> {
 
 /// `B` or `BxK` items.
 fn batch_choices(text: &str) -> Result<Vec<BatchChoice>, Failure> {
-    let count = |s: &str, most: usize| s.trim().parse::<usize>().ok().filter(|v| (1..=most).contains(v));
+    let count = |s: &str, most: usize| {
+        s.trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|v| (1..=most).contains(v))
+    };
     parse_list(
         "--batch-sizes",
         text,
@@ -149,7 +163,11 @@ fn batch_choices(text: &str) -> Result<Vec<BatchChoice>, Failure> {
 fn copy_bandwidth(a: &LoaderArgs, curve: Option<&Path>) -> Result<(f64, f64, String), Failure> {
     let measured = curve.and_then(measured_copy);
     let (mut pinned, mut pageable, mut from) = match measured {
-        Some((p, q)) => (p, q, "the --curve record's host-to-device copy probe (slowest GPU)".to_string()),
+        Some((p, q)) => (
+            p,
+            q,
+            "the --curve record's host-to-device copy probe (slowest GPU)".to_string(),
+        ),
         None => (
             PINNED_DEFAULT_BYTES_PER_S,
             PAGEABLE_DEFAULT_BYTES_PER_S,
@@ -177,13 +195,16 @@ fn measured_copy(path: &Path) -> Option<(f64, f64)> {
     if !bytes.trim_ascii_start().starts_with(b"{") {
         return None;
     }
-    let record: RunRecord = crate::documents::read::read(&path.display().to_string(), &bytes).ok()?;
+    let record: RunRecord =
+        crate::documents::read::read(&path.display().to_string(), &bytes).ok()?;
     let slowest = |pinned: bool| {
         record
             .calibration
             .copy_bandwidth
             .iter()
-            .filter(|c| c.direction == "host-to-device" && c.pinned == pinned && c.bytes_per_s > 0.0)
+            .filter(|c| {
+                c.direction == "host-to-device" && c.pinned == pinned && c.bytes_per_s > 0.0
+            })
             .map(|c| c.bytes_per_s)
             .min_by(f64::total_cmp)
     };

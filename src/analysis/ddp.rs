@@ -277,6 +277,7 @@ impl Setup<'_> {
             samples_per_s,
             scaling_efficiency: samples_per_s / (self.world_size as f64 * one_gpu_samples_per_s),
             bucket_bytes: buckets.iter().map(|b| b.bytes).collect(),
+            loader: None,
         }
     }
 

@@ -3,5 +3,7 @@
 pub mod curve;
 pub mod ddp;
 pub mod fsdp;
+pub mod loader;
+pub mod loader_plan;
 pub mod memory;
 pub mod models;

@@ -91,6 +91,9 @@ pub struct DoctorArgs {
     /// Per-GPU micro-batch size (with --model).
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
+    /// The input pipeline of the DDP simulation (with --model).
+    #[command(flatten)]
+    pub loader: super::loader::LoaderArgs,
     /// The report's title.
     #[arg(long)]
     pub title: Option<String>,
@@ -264,6 +267,9 @@ pub struct DdpArgs {
     /// 0.05-0.15 is typical, more on GPUs with few SMs.
     #[arg(long, default_value_t = 0.0)]
     pub overlap_slowdown: f64,
+    /// Boxed: the group is large beside the other simulators' flags.
+    #[command(flatten)]
+    pub loader: Box<super::loader::LoaderArgs>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
 }

@@ -4,6 +4,7 @@
 
 mod args;
 mod groups;
+mod loader;
 mod matrix;
 mod memory;
 pub mod perf;
@@ -18,6 +19,7 @@ use clap::{Parser, Subcommand};
 pub use groups::{
     BackendArgs, BackendChoice, ExpectationArgs, OutputArgs, OutputFormat, ReportOutputs, RuleArgs,
 };
+pub use loader::LoaderArgs;
 pub use matrix::{By, MatrixArgs, PairRuleArgs};
 pub use memory::{CheckpointArg, LogitsArg, MemoryArgs, OffloadArg, OptionalLink};
 pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};

@@ -7,6 +7,7 @@ pub mod diagnose;
 pub mod doctor;
 pub mod files;
 pub mod import;
+pub mod loader;
 pub mod matrix;
 pub mod memory;
 pub mod perf;

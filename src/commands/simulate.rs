@@ -220,6 +220,12 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
     };
     let (link, link_notes) = load_link(&args.link, &needs)?;
     let compute = load_compute(&args.compute)?;
+    let built = super::loader::build(
+        &args.loader,
+        args.world_size,
+        args.batch_size,
+        args.link.curve.as_deref(),
+    )?;
     let accs = parse_list(
         "--accumulation",
         &args.accumulation,
@@ -245,17 +251,31 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         copy_bytes_per_s: 300e9,
         overlap_slowdown: fraction("--overlap-slowdown", args.overlap_slowdown)?,
     };
-    let grid = setup.grid(&caps, &accs);
+    let mut grid = setup.grid(&caps, &accs);
     let default_cap = if caps.contains(&25.0) { 25.0 } else { caps[0] };
     let advice = ddp::advice(&setup, &grid, default_cap);
+    // The loader's plan holds the accumulation listed first as the one trained with.
+    let loader = built.map(|b| {
+        crate::analysis::loader_plan::Plan {
+            setup: &setup,
+            loader: &b.loader,
+            default_cap_mb: default_cap,
+            accumulation: accs[0],
+            compute_fixed_s: b.compute_fixed_s,
+            compute_fixed_given: b.compute_fixed_given,
+            batch_choices: &b.choices,
+            sources: b.sources.clone(),
+        }
+        .apply(&mut grid)
+    });
     let shown: Vec<&ddp::Outcome> = grid
         .iter()
         .filter(|o| !args.no_sync || o.no_sync || o.accumulation == 1)
         .collect();
     let one_gpu_it = 1.0 / setup.one_gpu_step_s(1);
-    let best = grid
-        .iter()
-        .max_by(|a, b| a.samples_per_s.total_cmp(&b.samples_per_s));
+    // With the loader modelled, the fastest whole step (loading included).
+    let whole = |o: &ddp::Outcome| o.loader.map_or(o.samples_per_s, |l| l.samples_per_s);
+    let best = grid.iter().max_by(|a, b| whole(a).total_cmp(&whole(b)));
 
     let doc = DdpSimulation {
         schema_version: SCHEMA_VERSION,
@@ -279,6 +299,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         configurations: shown.into_iter().cloned().collect(),
         best: best.cloned(),
         advice,
+        loader,
     };
     Ok(doc)
 }

@@ -125,6 +125,9 @@ pub struct DdpSimulation {
     /// The fastest of every configuration simulated.
     pub best: Option<Outcome>,
     pub advice: Vec<String>,
+    /// The input pipeline, when `--data-ms` or `--sample-ms` modelled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader: Option<simulation::LoaderSummary>,
 }
 
 /// One sharding strategy: its estimate and whether it fits `--gpu-memory-gb`.

@@ -55,6 +55,9 @@ pub struct Outcome {
     /// samples/s over world_size × one GPU's samples/s for the same accumulation.
     pub scaling_efficiency: f64,
     pub bucket_bytes: Vec<u64>,
+    /// The step with the input pipeline (when the loader was modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader: Option<LoaderStep>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -115,4 +118,104 @@ pub struct Estimate {
     pub optimizer_bytes_per_gpu: f64,
     pub activations_bytes_per_gpu: f64,
     pub total_bytes_per_gpu: f64,
+}
+
+/// What paces a training step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    /// The GPU's own forward, backward and optimizer.
+    Compute,
+    /// All-reduces that backward does not hide.
+    Comm,
+    /// The input pipeline: the loader cannot deliver batches as fast as the GPU takes them.
+    Data,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Compute => "compute",
+            Bound::Comm => "comm",
+            Bound::Data => "data",
+        }
+    }
+}
+
+/// One configuration's optimizer step with the input pipeline in it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderStep {
+    /// Time between batches the loader hands one rank (one worker's batch time over the
+    /// workers it runs in parallel; with no workers, the whole load in the training process).
+    pub data_interval_s: f64,
+    /// What the input adds to the step: waiting for batches and copies not hidden.
+    pub data_wait_s: f64,
+    /// The whole optimizer step, loading included.
+    pub step_time_s: f64,
+    pub samples_per_s: f64,
+    pub bound_by: Bound,
+}
+
+/// A per-GPU batch with its accumulation, as `--batch-sizes` asked.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchOption {
+    pub batch_size: usize,
+    pub accumulation: usize,
+    /// batch × accumulation × world size.
+    pub effective_batch: usize,
+    /// With the loader as configured.
+    pub step: LoaderStep,
+    /// With the smallest num_workers that hides loading, and pin_memory (when one does).
+    pub advised: Option<LoaderStep>,
+}
+
+/// Host memory the loader's processes hold.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderMemory {
+    /// Training processes and their workers on the node, each with its own dataset copy.
+    pub processes: usize,
+    pub dataset_bytes: f64,
+    /// Batches in flight (prefetch_factor × workers per rank) in shared memory.
+    pub prefetch_bytes: f64,
+    pub total_bytes: f64,
+    pub host_memory_bytes: Option<f64>,
+    /// `--host-memory-gb`, `/proc/meminfo MemTotal`, or why it is unknown.
+    pub host_memory_from: String,
+}
+
+/// The input pipeline of a DDP simulation: how it was configured, what it costs, and advice.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderSummary {
+    pub num_workers: usize,
+    /// One worker's time per sample (the batch time over the batch).
+    pub sample_s: f64,
+    pub cpu_cores: usize,
+    pub cpu_cores_from: String,
+    pub ranks_per_node: usize,
+    pub ranks_per_node_from: String,
+    pub pin_memory: bool,
+    pub prefetch_factor: usize,
+    pub persistent_workers: bool,
+    pub h2d_pinned_bytes_per_s: f64,
+    pub h2d_pageable_bytes_per_s: f64,
+    pub h2d_from: String,
+    /// Bytes of one batch of `batch_size` copied to the GPU (0 when not given).
+    pub batch_bytes: f64,
+    /// How much slower each worker runs than alone on a core (1 when not oversubscribed).
+    pub worker_slowdown: f64,
+    /// PyTorch's own warning, as its DataLoader would print it, when its rule fires.
+    pub pytorch_warning: Option<String>,
+    pub memory: Option<LoaderMemory>,
+    /// The smallest num_workers that hides loading at the configuration trained with.
+    pub hiding_workers_pinned: Option<usize>,
+    pub hiding_workers_pageable: Option<usize>,
+    pub batch_options: Vec<BatchOption>,
+    /// The configuration trained with (default cap, first accumulation, no_sync()).
+    pub current: LoaderStep,
+    pub verdict: String,
+    pub advice: Vec<String>,
 }

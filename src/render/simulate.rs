@@ -1,6 +1,7 @@
 //! Simulations for people (the grid of bucket caps × accumulation, or the sharding
 //! strategies, and the advice) and as CSV (one row per configuration or strategy).
 
+use crate::documents::simulation::LoaderSummary;
 use crate::documents::{DdpSimulation, FsdpSimulation};
 use crate::units::fixed;
 use crate::units::format_size;
@@ -50,7 +51,11 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
         "# first iteration (one bucket, no overlap): {} ms",
         fixed(doc.first_iteration_s * 1e3, 1)
     );
-    let _ = writeln!(
+    if let Some(l) = &doc.loader {
+        loader_header(&mut out, l, doc.batch_size);
+    }
+    let loaded = doc.loader.is_some();
+    let _ = write!(
         out,
         "{:>8} {:>6} {:>8} {:>8} {:>10} {:>11} {:>8} {:>10} {:>6}",
         "cap_MiB",
@@ -63,25 +68,132 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
         "samples/s",
         "eff%"
     );
+    if loaded {
+        let _ = write!(out, " {:>9} {:>8}", "data_ms", "bound");
+    }
+    out.push('\n');
     for o in &doc.configurations {
-        let _ = writeln!(
+        // With the loader, the step and the rates are the whole step's; exposed_ms and eff%
+        // stay the communication's.
+        let (step, iters, samples) = match &o.loader {
+            Some(l) => (
+                l.step_time_s,
+                o.accumulation as f64 / l.step_time_s,
+                l.samples_per_s,
+            ),
+            None => (o.step_time_s, o.iters_per_s, o.samples_per_s),
+        };
+        let _ = write!(
             out,
             "{:>8} {:>6} {:>8} {:>8} {:>10} {:>11} {:>8} {:>10} {:>6}",
             crate::units::plain(o.bucket_cap_mb),
             o.accumulation,
             no_sync_cell(o.accumulation, o.no_sync),
             o.bucket_bytes.len(),
-            fixed(o.step_time_s * 1e3, 1),
+            fixed(step * 1e3, 1),
             fixed(o.exposed_comm_s * 1e3, 1),
-            fixed(o.iters_per_s, 2),
-            fixed(o.samples_per_s, 1),
+            fixed(iters, 2),
+            fixed(samples, 1),
             fixed(o.scaling_efficiency * 100.0, 0)
         );
+        if let Some(l) = &o.loader {
+            let _ = write!(
+                out,
+                " {:>9} {:>8}",
+                fixed(l.data_interval_s * 1e3, 1),
+                l.bound_by.name()
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(l) = &doc.loader {
+        loader_advice(&mut out, l);
+        if !doc.advice.is_empty() {
+            out.push_str("# communication alone (without the input pipeline):\n");
+        }
     }
     for line in &doc.advice {
         let _ = writeln!(out, "* {line}");
     }
     crate::render::safe::display(&out).into_owned()
+}
+
+/// How the loader was configured, each machine figure with where it came from.
+fn loader_header(out: &mut String, l: &LoaderSummary, batch_size: usize) {
+    let _ = writeln!(
+        out,
+        "# input pipeline: num_workers={} per rank, {} ranks per node ({}), {} cores ({}); pin_memory={}, prefetch_factor={}, persistent_workers={}",
+        l.num_workers,
+        l.ranks_per_node,
+        l.ranks_per_node_from,
+        l.cpu_cores,
+        l.cpu_cores_from,
+        py_bool(l.pin_memory),
+        l.prefetch_factor,
+        py_bool(l.persistent_workers)
+    );
+    let copy = if l.batch_bytes > 0.0 {
+        let bw = if l.pin_memory {
+            l.h2d_pinned_bytes_per_s
+        } else {
+            l.h2d_pageable_bytes_per_s
+        };
+        format!(
+            "; copy of {} per batch at {} GB/s {} ({}): {} ms",
+            format_size(l.batch_bytes as u64),
+            fixed(bw / 1e9, 1),
+            if l.pin_memory { "pinned" } else { "pageable" },
+            l.h2d_from,
+            fixed(l.batch_bytes / bw * 1e3, 1)
+        )
+    } else {
+        "; no copy modelled (give --sample-bytes or --batch-bytes)".to_string()
+    };
+    let _ = writeln!(
+        out,
+        "# one worker: {} ms per batch of {batch_size}{copy}",
+        fixed(l.sample_s * batch_size as f64 * 1e3, 1)
+    );
+    out.push_str("# step_ms, it/s and samples/s include loading; exposed_ms and eff% are the communication's; data_ms: time between batches a rank receives\n");
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// The loader's verdict, its advice, and the per-GPU batches tried.
+fn loader_advice(out: &mut String, l: &LoaderSummary) {
+    let _ = writeln!(out, "* {}", l.verdict);
+    for line in &l.advice {
+        let _ = writeln!(out, "* {line}");
+    }
+    if l.batch_options.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>18}",
+        "batch", "accum", "effective", "step_ms", "samples/s", "bound", "advised_samples/s"
+    );
+    for o in &l.batch_options {
+        let _ = writeln!(
+            out,
+            "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>18}",
+            o.batch_size,
+            o.accumulation,
+            o.effective_batch,
+            fixed(o.step.step_time_s * 1e3, 1),
+            fixed(o.step.samples_per_s, 1),
+            o.step.bound_by.name(),
+            o.advised
+                .map(|a| fixed(a.samples_per_s, 1))
+                .unwrap_or_else(|| "-".into())
+        );
+    }
 }
 
 /// One row per configuration shown, SI units in the column names.

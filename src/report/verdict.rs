@@ -131,19 +131,7 @@ pub fn verdict(docs: &Documents) -> Verdict {
             degraded.push(format!("{}: {gain}", m.action));
         }
     }
-    for s in &docs.ddp {
-        if let Some(best) = &s.doc.best {
-            if best.samples_per_s < s.doc.one_gpu.samples_per_s {
-                degraded.push(format!(
-                    "{} GPUs train {} slower than one: {:.0} samples/s at best vs {:.0} on one GPU",
-                    s.doc.world_size,
-                    s.doc.model.name,
-                    best.samples_per_s,
-                    s.doc.one_gpu.samples_per_s
-                ));
-            }
-        }
-    }
+    simulations(docs, &mut degraded);
     let (state, reasons) = if !failed.is_empty() {
         (State::Failed, failed)
     } else if !degraded.is_empty() {
@@ -164,5 +152,33 @@ pub fn verdict(docs: &Documents) -> Verdict {
         state,
         sentence: reasons.first().cloned().unwrap_or_default(),
         reasons,
+    }
+}
+
+/// What the DDP simulations say is wrong: a starved input pipeline, GPUs slower than one.
+fn simulations(docs: &Documents, degraded: &mut Vec<String>) {
+    for s in &docs.ddp {
+        if let Some(l) = s
+            .doc
+            .loader
+            .as_ref()
+            .filter(|l| l.current.bound_by == crate::documents::simulation::Bound::Data)
+        {
+            degraded.push(format!(
+                "the input pipeline starves the GPUs of {}: {} (modelled)",
+                s.doc.model.name, l.verdict
+            ));
+        }
+        if let Some(best) = &s.doc.best {
+            if best.samples_per_s < s.doc.one_gpu.samples_per_s {
+                degraded.push(format!(
+                    "{} GPUs train {} slower than one: {:.0} samples/s at best vs {:.0} on one GPU",
+                    s.doc.world_size,
+                    s.doc.model.name,
+                    best.samples_per_s,
+                    s.doc.one_gpu.samples_per_s
+                ));
+            }
+        }
     }
 }

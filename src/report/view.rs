@@ -171,6 +171,8 @@ pub struct SimulationView {
     pub one_gpu: String,
     pub best: String,
     pub advice: Vec<String>,
+    /// The input pipeline's verdict, then its advice (modelled), when it was simulated.
+    pub loader: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -448,18 +450,29 @@ fn simulations(docs: &Documents) -> (Vec<SimulationView>, Vec<FsdpView>) {
                     .best
                     .as_ref()
                     .map(|b| {
+                        // With the loader modelled, the whole step's rates.
+                        let (samples, iters) = b.loader.map_or((b.samples_per_s, b.iters_per_s), |l| {
+                            (l.samples_per_s, b.accumulation as f64 / l.step_time_s)
+                        });
                         format!(
                             "bucket_cap_mb={} accumulation {}{}: {:.0} samples/s, {:.2} it/s, scaling efficiency {:.0}% (modelled)",
                             b.bucket_cap_mb,
                             b.accumulation,
                             if b.no_sync { " with no_sync()" } else { "" },
-                            b.samples_per_s,
-                            b.iters_per_s,
+                            samples,
+                            iters,
                             b.scaling_efficiency * 100.0
                         )
                     })
                     .unwrap_or_else(|| "-".into()),
                 advice: d.advice.clone(),
+                loader: d
+                    .loader
+                    .iter()
+                    .flat_map(|l| {
+                        std::iter::once(format!("{} (modelled)", l.verdict)).chain(l.advice.iter().cloned())
+                    })
+                    .collect(),
             }
         })
         .collect();

@@ -65,8 +65,8 @@ pub enum Link<'a> {
     StandIn,
 }
 
-/// `simulate ddp` on `link` for `world` ranks, with doctor's --model, --compute-ms and
-/// --batch-size.
+/// `simulate ddp` on `link` for `world` ranks, with doctor's --model, --compute-ms,
+/// --batch-size and input pipeline flags.
 pub fn simulate(
     args: &DoctorArgs,
     link: Link,
@@ -84,6 +84,7 @@ pub fn simulate(
         format!("--batch-size={}", args.batch_size),
         format!("--compute-ms={ms}"),
     ];
+    argv.extend(args.loader.to_argv());
     match link {
         // doctor's sweep is short by design (-e 64M): the curve is extrapolated past its
         // last size, and the document's link says so.

@@ -1,0 +1,222 @@
+//! The input pipeline in `simulate ddp` and `doctor`, through the real binary, on the field
+//! reports' situations: seed 001 (3 GPUs, batch 16 x accumulation 8, num_workers=0, no
+//! pin_memory) and seed 003 (num_workers=40 on 20 cores, one GPU).
+
+mod common;
+
+use common::{bin, json_stdout, Machine};
+use ncclprobe::documents::DdpSimulation;
+use predicates::str::contains;
+
+/// Seed 001: 150 ms of compute per batch of 16 (30 ms of it launch costs that do not grow
+/// with the batch), 850 ms for one worker to load a batch: about the 1.02 s per step the
+/// report's progress bar showed with num_workers=0.
+const SEED_001: &[&str] = &[
+    "simulate",
+    "ddp",
+    "--model",
+    "resnet50",
+    "--world-size",
+    "3",
+    "--batch-size",
+    "16",
+    "--accumulation",
+    "8",
+    "--compute-ms",
+    "150",
+    "--compute-fixed-ms",
+    "30",
+    "--busbw",
+    "10",
+    "--bucket-cap-mb",
+    "25",
+    "--num-workers",
+    "0",
+    "--data-ms",
+    "850",
+    "--cpu-cores",
+    "32",
+    "--sample-bytes",
+    "600K",
+    "--batch-sizes",
+    "32x2",
+];
+
+#[test]
+fn seed_001_is_data_bound_and_told_to_raise_workers_pin_memory_and_the_batch() {
+    bin()
+        .args(SEED_001)
+        .assert()
+        .success()
+        .stdout(contains("data_ms    bound"))
+        .stdout(contains("* data-bound at bucket_cap_mb=25, batch 16 x accumulation 8: num_workers=0 loads each batch in the training process"))
+        .stdout(contains("* raise num_workers to 6 with pin_memory=True"))
+        .stdout(contains("* batch 32 x accumulation 2 raises throughput"))
+        .stdout(contains("the effective batch is 192 instead of 384"));
+}
+
+#[test]
+fn seed_001_json_carries_the_loader_per_configuration() {
+    let doc: DdpSimulation = json_stdout(bin().args(SEED_001).args(["--format", "json"]));
+    let loader = doc
+        .loader
+        .unwrap_or_else(|| panic!("no loader in the document"));
+    assert_eq!(loader.hiding_workers_pinned, Some(6));
+    assert!(doc
+        .configurations
+        .iter()
+        .all(|o| o.loader.is_some_and(|l| l.bound_by.name() == "data")));
+    let rate = |i: usize| {
+        loader.batch_options[i]
+            .advised
+            .map(|a| a.samples_per_s)
+            .unwrap_or(0.0)
+    };
+    assert_eq!(loader.batch_options[1].batch_size, 32);
+    assert!(rate(1) > 1.02 * rate(0), "{} vs {}", rate(1), rate(0));
+    // Workers and pinning together: well over the 1.5-2x the report predicted.
+    assert!(rate(0) / loader.current.samples_per_s > 2.0);
+}
+
+#[test]
+fn seed_003_warns_of_oversubscription_and_names_about_eight_workers() {
+    // One GPU, 40 ms a batch of 256 on the GPU, 300 ms for one worker to load it.
+    bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet18",
+            "--world-size",
+            "1",
+            "--batch-size",
+            "256",
+            "--accumulation",
+            "1",
+            "--compute-ms",
+            "40",
+            "--busbw",
+            "10",
+            "--num-workers",
+            "40",
+            "--data-ms",
+            "300",
+            "--cpu-cores",
+            "20",
+            "--pin-memory",
+            "--dataset-gb",
+            "2",
+            "--host-memory-gb",
+            "64",
+        ])
+        .assert()
+        .success()
+        .stdout(contains("* oversubscribed: 40 workers x 1 rank(s) = 40 worker processes on 20 cores"))
+        .stdout(contains("use at most 19 workers per rank"))
+        .stdout(contains("This DataLoader will create 40 worker processes in total. Our suggested max number of worker in current system is 20"))
+        .stdout(contains("* num_workers can drop to 8 with pin_memory=True"))
+        .stdout(contains("41 processes each end up with their own copy of the 2.0 GB dataset"));
+}
+
+#[test]
+fn loader_flags_without_a_data_time_are_refused() {
+    bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet18",
+            "--world-size",
+            "2",
+            "--compute-ms",
+            "40",
+            "--busbw",
+            "10",
+            "--num-workers",
+            "4",
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains("--data-ms"));
+    bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "resnet18",
+            "--world-size",
+            "2",
+        ])
+        .args(["--compute-ms", "40", "--busbw", "10", "--data-ms", "10"])
+        .args(["--ranks-per-node", "3"])
+        .assert()
+        .code(2)
+        .stderr(contains("--ranks-per-node"));
+}
+
+#[test]
+fn doctor_passes_the_loader_flags_to_its_simulation() {
+    let machine = Machine::bare();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let out = dir.path().join("report");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
+    common::without_host_settings(&mut cmd);
+    machine.apply(&mut cmd);
+    let output = cmd
+        .env("NCCLPROBE_CUDA_DRIVER", "none")
+        .env("NCCLPROBE_NVML_LIBRARY", "none")
+        .args([
+            "doctor",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-e",
+            "1K",
+            "-o",
+        ])
+        .arg(&out)
+        .args([
+            "--model",
+            "resnet18",
+            "--compute-ms",
+            "40",
+            "--batch-size",
+            "16",
+        ])
+        .args([
+            "--num-workers",
+            "0",
+            "--data-ms",
+            "20000",
+            "--cpu-cores",
+            "8",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("doctor: {e}"));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(out.join("simulation.json"))
+        .unwrap_or_else(|e| panic!("simulation.json: {e}"));
+    let doc: DdpSimulation = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let loader = doc
+        .loader
+        .unwrap_or_else(|| panic!("doctor's simulation has no loader"));
+    assert_eq!((loader.num_workers, loader.cpu_cores), (0, 8));
+    assert!(
+        loader.verdict.starts_with("data-bound"),
+        "{}",
+        loader.verdict
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md"))
+        .unwrap_or_else(|e| panic!("summary.md: {e}"));
+    assert!(summary.contains("Input pipeline:"), "{summary}");
+    assert!(
+        summary.contains("the input pipeline starves the GPUs"),
+        "{summary}"
+    );
+}

@@ -52,6 +52,46 @@ pub enum Logits {
     Fused,
 }
 
+impl Offload {
+    /// As the flags spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Offload::None => "none",
+            Offload::Cpu => "cpu",
+            Offload::Nvme => "nvme",
+        }
+    }
+}
+
+impl TrainPrecision {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrainPrecision::Mixed => "mixed",
+            TrainPrecision::Fp32 => "fp32",
+        }
+    }
+}
+
+impl Checkpointing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Checkpointing::None => "none",
+            Checkpointing::Selective => "selective",
+            Checkpointing::Full => "full",
+        }
+    }
+}
+
+impl Logits {
+    pub fn name(self) -> &'static str {
+        match self {
+            Logits::Fp32 => "fp32",
+            Logits::HfUpcast => "hf-upcast",
+            Logits::Fused => "fused",
+        }
+    }
+}
+
 /// Which parameters train.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", tag = "mode")]

@@ -66,9 +66,9 @@ pub fn table(doc: &MemoryPlan) -> String {
     };
     let _ = writeln!(
         out,
-        "# {} GPU(s), {} per node, {} (offload optimizer: {:?}, parameters: {:?}), {:?} precision, {trainable}; seq {} x micro-batch {}, checkpointing {:?}, flash attention {}, logits {:?}",
-        s.world_size, s.gpus_per_node, s.strategy.name(), s.offload_optimizer, s.offload_params, s.precision,
-        s.seq_len, s.micro_batch, s.checkpointing, s.flash_attention, s.logits
+        "# {} GPU(s), {} per node, {} (offload optimizer: {}, parameters: {}), {} precision, {trainable}; seq {} x micro-batch {}, checkpointing {}, FlashAttention {}, logits {}",
+        s.world_size, s.gpus_per_node, s.strategy.name(), s.offload_optimizer.name(), s.offload_params.name(), s.precision.name(),
+        s.seq_len, s.micro_batch, s.checkpointing.name(), if s.flash_attention { "on" } else { "off" }, s.logits.name()
     );
     budget_lines(&mut out, "GPU", &doc.gpu);
     budget_lines(&mut out, "host (per node)", &doc.host);

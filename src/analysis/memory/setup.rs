@@ -162,8 +162,8 @@ impl Setup {
                 "activations",
                 layers + edges,
                 format!(
-                    "Korthikanti et al. 2022, checkpointing {:?}, {}",
-                    self.checkpointing,
+                    "Korthikanti et al. 2022, checkpointing {}, {}",
+                    self.checkpointing.name(),
                     if self.flash_attention {
                         "FlashAttention"
                     } else {
@@ -171,7 +171,11 @@ impl Setup {
                     }
                 ),
             ),
-            term("logits and loss", logits, format!("{:?}", self.logits)),
+            term(
+                "logits and loss",
+                logits,
+                format!("--logits {}", self.logits.name()),
+            ),
         ];
         let tensors: f64 = terms.iter().map(|t| t.bytes).sum();
         let fraction = self

@@ -216,3 +216,34 @@ fn text_with_neither_a_log_nor_host_state_is_still_refused() {
     std::fs::write(&p, "we set --num-workers 40 and it was slow\n").unwrap();
     bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
 }
+
+const WARNING_40_28: &str = "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 40 worker processes in total. Our suggested max number of worker in current system is 28, which is smaller than what this DataLoader is going to create. Please be aware that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.\n";
+
+fn title(v: &Value, id: &str) -> String {
+    let f = finding(v, id).unwrap_or_else(|| panic!("{id} in {v}"));
+    f["title"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_file_of_one_count_is_nproc_and_the_smaller_cpu_count_sets_the_budget() {
+    // `nproc > nproc.txt`: one number, which is also valid JSON.
+    let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "4\n")]);
+    assert_eq!(v["facts"]["inputs"][1]["kind"], "pasted host state");
+    let t = title(&v, "loader.oversubscribed");
+    assert!(t.contains("on 4 CPUs"), "{t}");
+    assert!(t.contains("at most 4 per rank fit"), "{t}");
+    let over = finding(&v, "loader.oversubscribed").unwrap();
+    assert!(evidence(over).iter().any(|(t, _)| t.contains("nproc's answer")));
+    // Without a newline; more CPUs than the warning counted leave the warning's budget.
+    let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "20")]);
+    assert!(title(&v, "loader.oversubscribed").contains("on 20 CPUs"));
+    let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "64")]);
+    assert!(title(&v, "loader.oversubscribed").contains("at most 28 per rank fit"));
+    // Zero, or a number too large to be a CPU count, is still not host state.
+    for body in ["0\n", "123456789\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.txt");
+        std::fs::write(&p, body).unwrap();
+        bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    }
+}

@@ -73,7 +73,8 @@ impl Pastes {
             self.memory.push(m);
         }
         if let Some((line, false)) = self.only_line.take() {
-            if let (Ok(value), None) = (line.text.trim().parse::<u32>(), &self.nproc) {
+            let count = line.text.trim().parse::<u32>().ok();
+            if let (Some(value @ 1..=100_000), None) = (count, &self.nproc) {
                 self.nproc = Some(Count {
                     value,
                     evidence: crate::documents::diagnosis::Evidence {

@@ -67,24 +67,41 @@ fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
     let rank_count = ranks.map_or(1, |r| r.value.max(1));
     let ranks_text = ranks.map_or(String::new(), |r| format!(" × {} local ranks", r.value));
     let mut evidence: Vec<Evidence> = ranks.iter().map(|r| r.evidence.clone()).collect();
+    // The warning counts the CPUs the warning process could use; `nproc` pasted beside it
+    // (a container's quota, another shell) may say fewer: the smaller one is the budget.
+    let cores = inp.cores();
     let warned = inp
         .pastes
         .iter()
         .flat_map(|p| &p.worker_warnings)
         .filter_map(|w| w.suggested_max.map(|m| (w, m)))
-        .find(|(w, m)| w.workers * rank_count > *m);
-    if let Some((w, cpus)) = warned {
+        .map(|(w, m)| (w, m, cores.filter(|c| c.value < m)))
+        .find(|(w, m, fewer)| w.workers * rank_count > fewer.map_or(*m, |c| c.value));
+    if let Some((w, suggested, fewer)) = warned {
         evidence.splice(0..0, w.evidence.iter().cloned());
+        let cpus_text = match fewer {
+            Some(c) => {
+                evidence.push(c.evidence.clone());
+                format!(
+                    "on {} CPUs (nproc; PyTorch suggests at most {suggested}, the CPUs the warning process could use)",
+                    c.value
+                )
+            }
+            None => format!(
+                "where PyTorch suggests at most {suggested} (the CPUs the process may use)"
+            ),
+        };
+        let cpus = fewer.map_or(suggested, |c| c.value);
         let budget = (cpus / rank_count).max(1);
         return Some((
             format!(
-                "DataLoader workers oversubscribe the CPUs: {} worker processes per rank{ranks_text} where PyTorch suggests at most {cpus} (the CPUs the process may use); at most {budget} per rank fit",
+                "DataLoader workers oversubscribe the CPUs: {} worker processes per rank{ranks_text} {cpus_text}; at most {budget} per rank fit",
                 w.workers
             ),
             evidence,
         ));
     }
-    let (workers, cores) = (inp.num_workers()?, inp.cores()?);
+    let (workers, cores) = (inp.num_workers()?, cores?);
     if workers.value * rank_count <= cores.value {
         return None;
     }

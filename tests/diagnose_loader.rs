@@ -247,3 +247,21 @@ fn a_file_of_one_count_is_nproc_and_the_smaller_cpu_count_sets_the_budget() {
         bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
     }
 }
+
+#[test]
+fn each_rank_that_warns_is_a_local_rank_sharing_the_cpus() {
+    for prefix in ["[rank{}]:", "[default{}]:", "{}: "] {
+        let body: String = (0..3)
+            .map(|r| format!("{}{WARNING_40_28}", prefix.replace("{}", &r.to_string())))
+            .collect();
+        let v = diagnose(&[("ranks.log", &body)]);
+        let t = title(&v, "loader.oversubscribed");
+        assert!(t.contains("× 3 local ranks"), "{prefix}: {t}");
+        assert!(t.contains("at most 9 per rank fit"), "{prefix}: {t}");
+        let lines = evidence(finding(&v, "loader.oversubscribed").unwrap());
+        assert_eq!(lines.len(), 3, "{lines:?}");
+    }
+    // One rank's warning repeated (every epoch) is still one rank.
+    let v = diagnose(&[("one.log", &format!("[rank0]:{WARNING_40_28}[rank0]:{WARNING_40_28}"))]);
+    assert!(title(&v, "loader.oversubscribed").contains("at most 28 per rank fit"));
+}

@@ -53,6 +53,9 @@ pub struct Count {
 pub struct WorkerWarning {
     pub workers: u32,
     pub suggested_max: Option<u32>,
+    /// The rank a launcher's prefix names (`[rank3]:`, `[default3]:`, `3: `): every local
+    /// rank runs its own loader and warns once.
+    pub rank: Option<u32>,
     pub evidence: Vec<Evidence>,
 }
 
@@ -126,6 +129,23 @@ fn warning_suggested() -> &'static Regex {
         &R,
         r"suggested max number of worker in current system is (\d+)",
     )
+}
+
+fn rank_prefix() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    // torchrun's `--tee`/log prefixes `[rank3]:` and `[default3]:`, srun -l's `3: `.
+    regex(&R, r"^\s*(?:\[(?:rank|default)(\d+)\]:|(\d{1,5}):\s)")
+}
+
+/// The rank a line's launcher prefix names.
+fn rank_of(line: &Line) -> Option<u32> {
+    let prefixed = |t: &str| {
+        let c = rank_prefix().captures(t)?;
+        c.get(1).or(c.get(2))?.as_str().parse().ok()
+    };
+    prefixed(&line.text)
+        .or_else(|| prefixed(&line.raw))
+        .or_else(|| line.tag_rank.and_then(|r| u32::try_from(r).ok()))
 }
 
 fn num_workers() -> &'static Regex {
@@ -325,6 +345,7 @@ impl HostReader {
             facts.push(HostFact::Warning(WorkerWarning {
                 workers,
                 suggested_max: suggested,
+                rank: rank_of(line),
                 evidence: vec![evidence(file, line)],
             }));
         } else if let Some(opened) = self.open_warning {

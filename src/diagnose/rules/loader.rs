@@ -64,9 +64,23 @@ pub fn memory_pressure(inp: &Inputs) -> Vec<Hit> {
 /// the lines; none when the inputs do not say that workers outnumber CPUs.
 fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
     let ranks = inp.local_ranks();
-    let rank_count = ranks.map_or(1, |r| r.value.max(1));
-    let ranks_text = ranks.map_or(String::new(), |r| format!(" × {} local ranks", r.value));
-    let mut evidence: Vec<Evidence> = ranks.iter().map(|r| r.evidence.clone()).collect();
+    let warned_ranks = warned_ranks(inp);
+    let (rank_count, ranks_text, mut evidence) = match ranks {
+        Some(r) => (
+            r.value.max(1),
+            format!(" × {} local ranks", r.value),
+            vec![r.evidence.clone()],
+        ),
+        None if warned_ranks.len() > 1 => (
+            warned_ranks.len() as u32,
+            format!(
+                " × {} local ranks (each warned)",
+                warned_ranks.len()
+            ),
+            warned_ranks.values().skip(1).cloned().collect(),
+        ),
+        None => (1, String::new(), Vec::new()),
+    };
     // The warning counts the CPUs the warning process could use; `nproc` pasted beside it
     // (a container's quota, another shell) may say fewer: the smaller one is the budget.
     let cores = inp.cores();
@@ -117,6 +131,18 @@ fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
         ),
         evidence,
     ))
+}
+
+/// The ranks whose loaders warned, told apart by their launcher prefixes, each with its first
+/// warning: every local rank runs a loader of its own on the same CPUs.
+fn warned_ranks(inp: &Inputs) -> BTreeMap<u32, Evidence> {
+    let mut ranks = BTreeMap::new();
+    for w in inp.pastes.iter().flat_map(|p| &p.worker_warnings) {
+        if let (Some(rank), Some(e)) = (w.rank, w.evidence.first()) {
+            ranks.entry(rank).or_insert_with(|| e.clone());
+        }
+    }
+    ranks
 }
 
 pub fn oversubscribed(inp: &Inputs) -> Vec<Hit> {

@@ -265,3 +265,39 @@ fn each_rank_that_warns_is_a_local_rank_sharing_the_cpus() {
     let v = diagnose(&[("one.log", &format!("[rank0]:{WARNING_40_28}[rank0]:{WARNING_40_28}"))]);
     assert!(title(&v, "loader.oversubscribed").contains("at most 28 per rank fit"));
 }
+
+#[test]
+fn an_idle_gpu_that_lists_no_process_is_not_starved() {
+    let table = |util: &str, processes: &str| {
+        format!(
+            "\
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 535.129.03   Driver Version: 535.129.03   CUDA Version: 12.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  NVIDIA A10          On   | 00000000:00:07.0 Off |                    0 |
+|  0%   30C    P0    58W / 150W |    412MiB / 23028MiB |     {util}      Default |
++-------------------------------+----------------------+----------------------+
+
++-----------------------------------------------------------------------------+
+| Processes:                                                                  |
+|  GPU   GI   CI        PID   Type   Process name                  GPU Memory |
+|=============================================================================|
+{processes}
++-----------------------------------------------------------------------------+
+"
+        )
+    };
+    let none = "|  No running processes found                                                 |";
+    let v = diagnose(&[("smi.txt", &table("0%", none))]);
+    assert!(finding(&v, "loader.starved").is_none(), "{v}");
+    // The same GPU with its process listed, or computing now and then (a container's table
+    // lists none even for its own job), still waits.
+    let listed = "|    0   N/A  N/A      4242      C   python                          400MiB |";
+    for body in [table("0%", listed), table("3%", none)] {
+        let v = diagnose(&[("smi.txt", &body)]);
+        assert!(finding(&v, "loader.starved").is_some(), "{body}");
+    }
+}

@@ -31,6 +31,8 @@ pub struct Pastes {
     pub num_workers: Option<Count>,
     /// The last processes per node a launcher line states (`--nproc_per_node`, ...).
     pub local_ranks: Option<Count>,
+    /// Where the GPU rows of the latest `nvidia-smi` table start in `gpus`.
+    table_start: usize,
     gpu_reader: gpu::GpuReader,
     host_reader: host::HostReader,
     /// The first line that was not blank, and whether another followed: a file that holds
@@ -44,6 +46,14 @@ impl Pastes {
             match &mut self.only_line {
                 None => self.only_line = Some((line.clone(), false)),
                 Some((_, more)) => *more = true,
+            }
+        }
+        if line.text.contains("NVIDIA-SMI") {
+            self.table_start = self.gpus.len();
+        }
+        if line.text.contains("No running processes found") {
+            for g in self.gpus.iter_mut().skip(self.table_start) {
+                g.no_process_listed = g.format == "nvidia-smi";
             }
         }
         if let Some(sample) = self.gpu_reader.feed(file, line) {

@@ -17,6 +17,10 @@ pub struct GpuSample {
     pub memory_total_mib: Option<f64>,
     /// Which format it came from ("nvidia-smi", "nvidia-smi --query-gpu", "nvidia-smi dmon").
     pub format: &'static str,
+    /// Its table's process list says "No running processes found". A container's
+    /// nvidia-smi cannot see processes of other PID namespaces, its own job's included, so
+    /// this alone does not prove the GPU idle.
+    pub no_process_listed: bool,
     pub evidence: Evidence,
 }
 
@@ -141,6 +145,7 @@ impl GpuReader {
             memory_used_mib: number(&mem[1]),
             memory_total_mib: number(&mem[2]),
             format: "nvidia-smi",
+            no_process_listed: false,
             evidence: evidence(file, line),
         })
     }
@@ -189,6 +194,7 @@ impl GpuReader {
             memory_used_mib: value("memory.used"),
             memory_total_mib: value("memory.total"),
             format: "nvidia-smi --query-gpu",
+            no_process_listed: false,
             evidence: evidence(file, line),
         })
     }
@@ -224,6 +230,7 @@ impl GpuReader {
             memory_used_mib: value("fb"),
             memory_total_mib: None,
             format: "nvidia-smi dmon",
+            no_process_listed: false,
             evidence: evidence(file, line),
         })
     }

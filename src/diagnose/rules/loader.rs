@@ -190,9 +190,15 @@ impl Gpu<'_> {
         )
     }
 
-    /// Something runs on it: memory beyond a bare context, or (dmon without `fb`) unknown.
+    /// Something runs on it: memory beyond a bare context, or (dmon without `fb`) unknown;
+    /// not when its table lists no process and it ran no kernel (a GPU that computes has a
+    /// process, even one a container's nvidia-smi cannot list).
     fn in_use(&self) -> bool {
-        self.memory().0.is_none_or(|used| used >= IN_USE_MIB)
+        let idle = self
+            .samples
+            .iter()
+            .any(|s| s.no_process_listed && s.util_pct == Some(0.0));
+        !idle && self.memory().0.is_none_or(|used| used >= IN_USE_MIB)
     }
 
     fn waiting(&self) -> bool {

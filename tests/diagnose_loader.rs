@@ -301,3 +301,39 @@ fn an_idle_gpu_that_lists_no_process_is_not_starved() {
         assert!(finding(&v, "loader.starved").is_some(), "{body}");
     }
 }
+
+#[test]
+fn bare_query_csv_and_proc_meminfo_are_host_state() {
+    // `--query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`
+    // pasted without its command line, beside the loader's warning.
+    let v = diagnose(&[("q.txt", "3, 717, 23028\n"), ("warn.txt", WARNING_40_28)]);
+    assert_eq!(v["facts"]["inputs"][0]["kind"], "pasted host state");
+    let lines = evidence(finding(&v, "loader.starved").expect("starved"));
+    assert!(lines.contains(&("3, 717, 23028".into(), 1)), "{lines:?}");
+    let meminfo = "\
+MemTotal:       32768000 kB
+MemFree:          300000 kB
+MemAvailable:    1900000 kB
+Buffers:           10000 kB
+Cached:          1500000 kB
+SwapCached:        20000 kB
+SwapTotal:       4194304 kB
+SwapFree:        2000000 kB
+";
+    let v = diagnose(&[("meminfo.txt", meminfo)]);
+    let t = title(&v, "host.memory-pressure");
+    assert!(t.starts_with("host RAM 94% in use, swap 52% used"), "{t}");
+    let lines = evidence(finding(&v, "host.memory-pressure").unwrap());
+    assert_eq!(lines.len(), 5, "{lines:?}");
+}
+
+#[test]
+fn numbers_that_only_look_like_a_query_row_are_not_read_as_one() {
+    // Used above total, a percentage over 100, a total under a GiB: not nvidia-smi's.
+    for body in ["3, 30000, 23028\n", "300, 717, 23028\n", "3, 7, 80\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.txt");
+        std::fs::write(&p, body).unwrap();
+        bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    }
+}

@@ -98,6 +98,24 @@ fn field_name(header: &str) -> String {
         .to_ascii_lowercase()
 }
 
+fn bare_query() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    static_regex(
+        &R,
+        r"^(\d{1,3})(?:\s*%)?\s*,\s*(\d+)(?:\s*MiB)?\s*,\s*(\d+)(?:\s*MiB)?$",
+    )
+}
+
+/// `3, 717, 23028` alone reads as utilisation, memory used and total only when nothing else
+/// fits: a percentage, then used no more than a total of at least a GiB.
+fn bare_query_row(t: &str) -> bool {
+    let Some(c) = bare_query().captures(t) else {
+        return false;
+    };
+    let n = |i: usize| c[i].parse::<u64>().unwrap_or(u64::MAX);
+    n(1) <= 100 && n(2) <= n(3) && (1024..u64::MAX).contains(&n(3))
+}
+
 impl GpuReader {
     /// The sample this line gives, if any.
     pub fn feed(&mut self, file: &str, line: &Line) -> Option<GpuSample> {
@@ -167,6 +185,15 @@ impl GpuReader {
                 rows: 0,
             });
             return None;
+        }
+        if self.query.is_none() && bare_query_row(t) {
+            // `--format=csv,noheader,nounits` pasted without its command line.
+            self.query = Some(Columns {
+                names: ["utilization.gpu", "memory.used", "memory.total"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: 0,
+            });
         }
         let columns = self.query.as_mut()?;
         let fields: Vec<&str> = t.split(',').collect();

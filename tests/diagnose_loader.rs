@@ -214,7 +214,36 @@ fn text_with_neither_a_log_nor_host_state_is_still_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("notes.txt");
     std::fs::write(&p, "we set --num-workers 40 and it was slow\n").unwrap();
-    bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    let out = bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    // The refusal says what host state would have been read, and how to paste it.
+    for format in [
+        "nvidia-smi",
+        "--query-gpu",
+        "dmon",
+        "free -h",
+        "/proc/meminfo",
+        "nproc",
+        "lscpu",
+        "DataLoader",
+        "out-of-memory",
+    ] {
+        assert!(err.contains(format), "{format}: {err}");
+    }
+}
+
+#[test]
+fn fail_on_names_the_severity_as_the_flag_spells_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("warn.txt");
+    std::fs::write(&p, WARNING_40_28).unwrap();
+    let out = bin()
+        .args(["diagnose", "--fail-on", "warning", "--from"])
+        .arg(&p)
+        .assert()
+        .code(3);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("findings at or above warning"), "{err}");
 }
 
 const WARNING_40_28: &str = "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 40 worker processes in total. Our suggested max number of worker in current system is 28, which is smaller than what this DataLoader is going to create. Please be aware that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.\n";
@@ -233,7 +262,9 @@ fn a_file_of_one_count_is_nproc_and_the_smaller_cpu_count_sets_the_budget() {
     assert!(t.contains("on 4 CPUs"), "{t}");
     assert!(t.contains("at most 4 per rank fit"), "{t}");
     let over = finding(&v, "loader.oversubscribed").unwrap();
-    assert!(evidence(over).iter().any(|(t, _)| t.contains("nproc's answer")));
+    assert!(evidence(over)
+        .iter()
+        .any(|(t, _)| t.contains("nproc's answer")));
     // Without a newline; more CPUs than the warning counted leave the warning's budget.
     let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "20")]);
     assert!(title(&v, "loader.oversubscribed").contains("on 20 CPUs"));
@@ -262,7 +293,10 @@ fn each_rank_that_warns_is_a_local_rank_sharing_the_cpus() {
         assert_eq!(lines.len(), 3, "{lines:?}");
     }
     // One rank's warning repeated (every epoch) is still one rank.
-    let v = diagnose(&[("one.log", &format!("[rank0]:{WARNING_40_28}[rank0]:{WARNING_40_28}"))]);
+    let v = diagnose(&[(
+        "one.log",
+        &format!("[rank0]:{WARNING_40_28}[rank0]:{WARNING_40_28}"),
+    )]);
     assert!(title(&v, "loader.oversubscribed").contains("at most 28 per rank fit"));
 }
 

@@ -17,6 +17,9 @@ use crate::import::nccl_log::{self, LogFacts};
 use crate::import::smi::{self, Smi};
 use crate::import::text::{self, Input, InputError, Line};
 
+/// The host state `diagnose` reads, as its refusal of other text lists it.
+pub const HOST_STATE: &str = "host state pasted as the commands print it: nvidia-smi (its table, `--query-gpu=utilization.gpu,memory.used,memory.total --format=csv` with or without header, or `dmon`), `free -h` or /proc/meminfo, `nproc` or `lscpu`, PyTorch's DataLoader worker warning (\"This DataLoader will create N worker processes\"), or PyTorch's CUDA out-of-memory error";
+
 /// Everything found, in the order the lines gave it.
 #[derive(Debug, Default)]
 pub struct Pastes {

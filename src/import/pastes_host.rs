@@ -285,12 +285,20 @@ impl HostReader {
             Some(kib("MemFree")? + kib("Buffers").unwrap_or(0.0) + kib("Cached").unwrap_or(0.0))
         })?;
         let swap_total = kib("SwapTotal");
-        let wanted = ["MemTotal", "MemAvailable", "MemFree", "SwapTotal", "SwapFree"];
+        let wanted = [
+            "MemTotal",
+            "MemAvailable",
+            "MemFree",
+            "SwapTotal",
+            "SwapFree",
+        ];
         Some(HostMemory {
             total_bytes: total,
             used_bytes: (total - available).max(0.0),
             swap_total_bytes: swap_total,
-            swap_used_bytes: swap_total.zip(kib("SwapFree")).map(|(t, f)| (t - f).max(0.0)),
+            swap_used_bytes: swap_total
+                .zip(kib("SwapFree"))
+                .map(|(t, f)| (t - f).max(0.0)),
             evidence: fields
                 .into_iter()
                 .filter(|(k, _, _)| wanted.contains(&k.as_str()))

@@ -73,10 +73,7 @@ fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
         ),
         None if warned_ranks.len() > 1 => (
             warned_ranks.len() as u32,
-            format!(
-                " × {} local ranks (each warned)",
-                warned_ranks.len()
-            ),
+            format!(" × {} local ranks (each warned)", warned_ranks.len()),
             warned_ranks.values().skip(1).cloned().collect(),
         ),
         None => (1, String::new(), Vec::new()),
@@ -101,9 +98,9 @@ fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
                     c.value
                 )
             }
-            None => format!(
-                "where PyTorch suggests at most {suggested} (the CPUs the process may use)"
-            ),
+            None => {
+                format!("where PyTorch suggests at most {suggested} (the CPUs the process may use)")
+            }
         };
         let cpus = fewer.map_or(suggested, |c| c.value);
         let budget = (cpus / rank_count).max(1);

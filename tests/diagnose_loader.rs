@@ -371,3 +371,29 @@ fn numbers_that_only_look_like_a_query_row_are_not_read_as_one() {
         bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
     }
 }
+
+#[test]
+fn a_pytorch_out_of_memory_error_is_a_finding_with_its_numbers() {
+    let new = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free. Including non-PyTorch memory, this process has 22.66 GiB memory in use. Of the allocated memory 20.90 GiB is allocated by PyTorch, and 1.50 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n";
+    let v = diagnose(&[("oom.txt", new)]);
+    let f = finding(&v, "gpu.out-of-memory").expect("gpu.out-of-memory");
+    let t = f["title"].as_str().unwrap();
+    assert!(
+        t.contains("GPU 0: tried to allocate 500 MiB with 244 MiB free of 23.63 GiB"),
+        "{t}"
+    );
+    assert!(t.contains("1.50 GiB reserved but unallocated"), "{t}");
+    assert!(f["fix"]
+        .as_str()
+        .unwrap()
+        .contains("ncclprobe simulate memory"));
+    assert_eq!(evidence(f)[0].1, 1);
+    let old = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; 13.10 GiB already allocated; 1.20 GiB free; 13.20 GiB reserved in total by PyTorch)\n";
+    let v = diagnose(&[("oom.txt", old)]);
+    let t = title(&v, "gpu.out-of-memory");
+    assert!(
+        t.contains("tried to allocate 2.00 GiB with 1.20 GiB free of 15.78 GiB"),
+        "{t}"
+    );
+    assert!(!t.contains("unallocated"), "{t}");
+}

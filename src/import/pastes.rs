@@ -9,9 +9,12 @@
 mod gpu;
 #[path = "pastes_host.rs"]
 mod host;
+#[path = "pastes_oom.rs"]
+mod oom;
 
 pub use gpu::GpuSample;
 pub use host::{Count, HostMemory, WorkerWarning};
+pub use oom::GpuOom;
 
 use crate::import::nccl_log::{self, LogFacts};
 use crate::import::smi::{self, Smi};
@@ -25,6 +28,8 @@ pub const HOST_STATE: &str = "host state pasted as the commands print it: nvidia
 pub struct Pastes {
     pub gpus: Vec<GpuSample>,
     pub memory: Vec<HostMemory>,
+    /// PyTorch's CUDA out-of-memory errors.
+    pub ooms: Vec<GpuOom>,
     /// `nproc` (the CPUs this shell may use, which is what a DataLoader's workers get).
     pub nproc: Option<Count>,
     /// `lscpu`'s `CPU(s):` (every CPU of the machine).
@@ -58,6 +63,9 @@ impl Pastes {
             for g in self.gpus.iter_mut().skip(self.table_start) {
                 g.no_process_listed = g.format == "nvidia-smi";
             }
+        }
+        if let Some(e) = oom::parse(file, line) {
+            self.ooms.push(e);
         }
         if let Some(sample) = self.gpu_reader.feed(file, line) {
             self.gpus.push(sample);
@@ -104,6 +112,7 @@ impl Pastes {
     pub fn is_empty(&self) -> bool {
         self.gpus.is_empty()
             && self.memory.is_empty()
+            && self.ooms.is_empty()
             && self.nproc.is_none()
             && self.lscpu_cpus.is_none()
             && self.worker_warnings.is_empty()

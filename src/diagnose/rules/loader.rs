@@ -280,6 +280,44 @@ pub fn starved(inp: &Inputs) -> Vec<Hit> {
     vec![Hit::new(format!("{head}; {}", causes.join("; ")), evidence)]
 }
 
+/// Reserved-but-unallocated memory from which fragmentation is worth naming: PyTorch's own
+/// message suggests expandable_segments then.
+const FRAGMENTED_FRACTION: f64 = 0.05;
+
+fn gib(bytes: f64) -> String {
+    if bytes >= 1024f64.powi(3) {
+        format!("{:.2} GiB", bytes / 1024f64.powi(3))
+    } else {
+        format!("{:.0} MiB", bytes / 1024f64.powi(2))
+    }
+}
+
+/// PyTorch's CUDA out-of-memory error, with what it says of the GPU's memory.
+pub fn gpu_out_of_memory(inp: &Inputs) -> Vec<Hit> {
+    let Some(oom) = inp.pastes.iter().flat_map(|p| &p.ooms).next() else {
+        return Vec::new();
+    };
+    let gpu = oom.gpu.map_or(String::new(), |g| format!(" on GPU {g}"));
+    let mut title = format!(
+        "CUDA out of memory{gpu}: tried to allocate {}",
+        gib(oom.tried_bytes)
+    );
+    if let (Some(free), Some(total)) = (oom.free_bytes, oom.total_bytes) {
+        title += &format!(" with {} free of {}", gib(free), gib(total));
+    }
+    let total = oom.total_bytes.unwrap_or(f64::INFINITY);
+    if let Some(r) = oom
+        .reserved_unallocated_bytes
+        .filter(|r| *r >= oom.tried_bytes || *r >= FRAGMENTED_FRACTION * total)
+    {
+        title += &format!(
+            "; {} reserved but unallocated (fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
+            gib(r)
+        );
+    }
+    vec![Hit::new(title, vec![oom.evidence.clone()])]
+}
+
 #[cfg(test)]
 #[path = "loader_tests.rs"]
 mod tests;

@@ -214,5 +214,186 @@ fn text_with_neither_a_log_nor_host_state_is_still_refused() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("notes.txt");
     std::fs::write(&p, "we set --num-workers 40 and it was slow\n").unwrap();
-    bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    let out = bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    // The refusal says what host state would have been read, and how to paste it.
+    for format in [
+        "nvidia-smi",
+        "--query-gpu",
+        "dmon",
+        "free -h",
+        "/proc/meminfo",
+        "nproc",
+        "lscpu",
+        "DataLoader",
+        "out-of-memory",
+    ] {
+        assert!(err.contains(format), "{format}: {err}");
+    }
+}
+
+#[test]
+fn fail_on_names_the_severity_as_the_flag_spells_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("warn.txt");
+    std::fs::write(&p, WARNING_40_28).unwrap();
+    let out = bin()
+        .args(["diagnose", "--fail-on", "warning", "--from"])
+        .arg(&p)
+        .assert()
+        .code(3);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("findings at or above warning"), "{err}");
+}
+
+const WARNING_40_28: &str = "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 40 worker processes in total. Our suggested max number of worker in current system is 28, which is smaller than what this DataLoader is going to create. Please be aware that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.\n";
+
+fn title(v: &Value, id: &str) -> String {
+    let f = finding(v, id).unwrap_or_else(|| panic!("{id} in {v}"));
+    f["title"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_file_of_one_count_is_nproc_and_the_smaller_cpu_count_sets_the_budget() {
+    // `nproc > nproc.txt`: one number, which is also valid JSON.
+    let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "4\n")]);
+    assert_eq!(v["facts"]["inputs"][1]["kind"], "pasted host state");
+    let t = title(&v, "loader.oversubscribed");
+    assert!(t.contains("on 4 CPUs"), "{t}");
+    assert!(t.contains("at most 4 per rank fit"), "{t}");
+    let over = finding(&v, "loader.oversubscribed").unwrap();
+    assert!(evidence(over)
+        .iter()
+        .any(|(t, _)| t.contains("nproc's answer")));
+    // Without a newline; more CPUs than the warning counted leave the warning's budget.
+    let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "20")]);
+    assert!(title(&v, "loader.oversubscribed").contains("on 20 CPUs"));
+    let v = diagnose(&[("warn.txt", WARNING_40_28), ("nproc.txt", "64")]);
+    assert!(title(&v, "loader.oversubscribed").contains("at most 28 per rank fit"));
+    // Zero, or a number too large to be a CPU count, is still not host state.
+    for body in ["0\n", "123456789\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.txt");
+        std::fs::write(&p, body).unwrap();
+        bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    }
+}
+
+#[test]
+fn each_rank_that_warns_is_a_local_rank_sharing_the_cpus() {
+    for prefix in ["[rank{}]:", "[default{}]:", "{}: "] {
+        let body: String = (0..3)
+            .map(|r| format!("{}{WARNING_40_28}", prefix.replace("{}", &r.to_string())))
+            .collect();
+        let v = diagnose(&[("ranks.log", &body)]);
+        let t = title(&v, "loader.oversubscribed");
+        assert!(t.contains("× 3 local ranks"), "{prefix}: {t}");
+        assert!(t.contains("at most 9 per rank fit"), "{prefix}: {t}");
+        let lines = evidence(finding(&v, "loader.oversubscribed").unwrap());
+        assert_eq!(lines.len(), 3, "{lines:?}");
+    }
+    // One rank's warning repeated (every epoch) is still one rank.
+    let v = diagnose(&[(
+        "one.log",
+        &format!("[rank0]:{WARNING_40_28}[rank0]:{WARNING_40_28}"),
+    )]);
+    assert!(title(&v, "loader.oversubscribed").contains("at most 28 per rank fit"));
+}
+
+#[test]
+fn an_idle_gpu_that_lists_no_process_is_not_starved() {
+    let table = |util: &str, processes: &str| {
+        format!(
+            "\
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 535.129.03   Driver Version: 535.129.03   CUDA Version: 12.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  NVIDIA A10          On   | 00000000:00:07.0 Off |                    0 |
+|  0%   30C    P0    58W / 150W |    412MiB / 23028MiB |     {util}      Default |
++-------------------------------+----------------------+----------------------+
+
++-----------------------------------------------------------------------------+
+| Processes:                                                                  |
+|  GPU   GI   CI        PID   Type   Process name                  GPU Memory |
+|=============================================================================|
+{processes}
++-----------------------------------------------------------------------------+
+"
+        )
+    };
+    let none = "|  No running processes found                                                 |";
+    let v = diagnose(&[("smi.txt", &table("0%", none))]);
+    assert!(finding(&v, "loader.starved").is_none(), "{v}");
+    // The same GPU with its process listed, or computing now and then (a container's table
+    // lists none even for its own job), still waits.
+    let listed = "|    0   N/A  N/A      4242      C   python                          400MiB |";
+    for body in [table("0%", listed), table("3%", none)] {
+        let v = diagnose(&[("smi.txt", &body)]);
+        assert!(finding(&v, "loader.starved").is_some(), "{body}");
+    }
+}
+
+#[test]
+fn bare_query_csv_and_proc_meminfo_are_host_state() {
+    // `--query-gpu=utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`
+    // pasted without its command line, beside the loader's warning.
+    let v = diagnose(&[("q.txt", "3, 717, 23028\n"), ("warn.txt", WARNING_40_28)]);
+    assert_eq!(v["facts"]["inputs"][0]["kind"], "pasted host state");
+    let lines = evidence(finding(&v, "loader.starved").expect("starved"));
+    assert!(lines.contains(&("3, 717, 23028".into(), 1)), "{lines:?}");
+    let meminfo = "\
+MemTotal:       32768000 kB
+MemFree:          300000 kB
+MemAvailable:    1900000 kB
+Buffers:           10000 kB
+Cached:          1500000 kB
+SwapCached:        20000 kB
+SwapTotal:       4194304 kB
+SwapFree:        2000000 kB
+";
+    let v = diagnose(&[("meminfo.txt", meminfo)]);
+    let t = title(&v, "host.memory-pressure");
+    assert!(t.starts_with("host RAM 94% in use, swap 52% used"), "{t}");
+    let lines = evidence(finding(&v, "host.memory-pressure").unwrap());
+    assert_eq!(lines.len(), 5, "{lines:?}");
+}
+
+#[test]
+fn numbers_that_only_look_like_a_query_row_are_not_read_as_one() {
+    // Used above total, a percentage over 100, a total under a GiB: not nvidia-smi's.
+    for body in ["3, 30000, 23028\n", "300, 717, 23028\n", "3, 7, 80\n"] {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.txt");
+        std::fs::write(&p, body).unwrap();
+        bin().args(["diagnose", "--from"]).arg(&p).assert().code(2);
+    }
+}
+
+#[test]
+fn a_pytorch_out_of_memory_error_is_a_finding_with_its_numbers() {
+    let new = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free. Including non-PyTorch memory, this process has 22.66 GiB memory in use. Of the allocated memory 20.90 GiB is allocated by PyTorch, and 1.50 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n";
+    let v = diagnose(&[("oom.txt", new)]);
+    let f = finding(&v, "gpu.out-of-memory").expect("gpu.out-of-memory");
+    let t = f["title"].as_str().unwrap();
+    assert!(
+        t.contains("GPU 0: tried to allocate 500 MiB with 244 MiB free of 23.63 GiB"),
+        "{t}"
+    );
+    assert!(t.contains("1.50 GiB reserved but unallocated"), "{t}");
+    assert!(f["fix"]
+        .as_str()
+        .unwrap()
+        .contains("ncclprobe simulate memory"));
+    assert_eq!(evidence(f)[0].1, 1);
+    let old = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; 13.10 GiB already allocated; 1.20 GiB free; 13.20 GiB reserved in total by PyTorch)\n";
+    let v = diagnose(&[("oom.txt", old)]);
+    let t = title(&v, "gpu.out-of-memory");
+    assert!(
+        t.contains("tried to allocate 2.00 GiB with 1.20 GiB free of 15.78 GiB"),
+        "{t}"
+    );
+    assert!(!t.contains("unallocated"), "{t}");
 }

@@ -56,7 +56,9 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
                         inputs.files.push((name, "pasted host state".into()));
                         continue;
                     }
-                    Err(e) => return Err(input_failure(e)),
+                    Err(e) => {
+                        return Err(Failure::usage(format!("{e}, or {}", pastes::HOST_STATE)))
+                    }
                 }
                 if !pasted.is_empty() {
                     inputs.pastes.push(pasted);
@@ -97,9 +99,11 @@ pub fn run(args: &DiagnoseArgs) -> Result<ExitCode, Failure> {
     }
     if let Some(threshold) = args.fail_on.map(crate::diagnose::Severity::from) {
         if findings.iter().any(|f| f.severity >= threshold) {
+            // As the flag spells it (`--fail-on warning`).
+            let flag = format!("{threshold:?}").to_lowercase();
             return Err(Failure::new(
                 ExitCode::CheckFailed,
-                format!("diagnose: findings at or above {threshold:?}"),
+                format!("diagnose: findings at or above {flag}"),
             ));
         }
     }

@@ -96,6 +96,10 @@ fn other_json(input: &Input, first: &str) -> Option<&'static str> {
     match serde_json::from_slice::<serde_json::Value>(whole).ok()? {
         serde_json::Value::Null => Some("null"),
         serde_json::Value::Bool(_) => Some("a boolean"),
+        // A whole file of one count is `nproc`'s answer, host state `diagnose` reads.
+        serde_json::Value::Number(n) if n.as_u64().is_some_and(|n| (1..=100_000).contains(&n)) => {
+            None
+        }
         serde_json::Value::Number(_) => Some("a number"),
         serde_json::Value::String(_) => Some("a string"),
         serde_json::Value::Array(_) => Some("an array"),

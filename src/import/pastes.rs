@@ -9,19 +9,27 @@
 mod gpu;
 #[path = "pastes_host.rs"]
 mod host;
+#[path = "pastes_oom.rs"]
+mod oom;
 
 pub use gpu::GpuSample;
 pub use host::{Count, HostMemory, WorkerWarning};
+pub use oom::GpuOom;
 
 use crate::import::nccl_log::{self, LogFacts};
 use crate::import::smi::{self, Smi};
 use crate::import::text::{self, Input, InputError, Line};
+
+/// The host state `diagnose` reads, as its refusal of other text lists it.
+pub const HOST_STATE: &str = "host state pasted as the commands print it: nvidia-smi (its table, `--query-gpu=utilization.gpu,memory.used,memory.total --format=csv` with or without header, or `dmon`), `free -h` or /proc/meminfo, `nproc` or `lscpu`, PyTorch's DataLoader worker warning (\"This DataLoader will create N worker processes\"), or PyTorch's CUDA out-of-memory error";
 
 /// Everything found, in the order the lines gave it.
 #[derive(Debug, Default)]
 pub struct Pastes {
     pub gpus: Vec<GpuSample>,
     pub memory: Vec<HostMemory>,
+    /// PyTorch's CUDA out-of-memory errors.
+    pub ooms: Vec<GpuOom>,
     /// `nproc` (the CPUs this shell may use, which is what a DataLoader's workers get).
     pub nproc: Option<Count>,
     /// `lscpu`'s `CPU(s):` (every CPU of the machine).
@@ -31,6 +39,8 @@ pub struct Pastes {
     pub num_workers: Option<Count>,
     /// The last processes per node a launcher line states (`--nproc_per_node`, ...).
     pub local_ranks: Option<Count>,
+    /// Where the GPU rows of the latest `nvidia-smi` table start in `gpus`.
+    table_start: usize,
     gpu_reader: gpu::GpuReader,
     host_reader: host::HostReader,
     /// The first line that was not blank, and whether another followed: a file that holds
@@ -45,6 +55,17 @@ impl Pastes {
                 None => self.only_line = Some((line.clone(), false)),
                 Some((_, more)) => *more = true,
             }
+        }
+        if line.text.contains("NVIDIA-SMI") {
+            self.table_start = self.gpus.len();
+        }
+        if line.text.contains("No running processes found") {
+            for g in self.gpus.iter_mut().skip(self.table_start) {
+                g.no_process_listed = g.format == "nvidia-smi";
+            }
+        }
+        if let Some(e) = oom::parse(file, line) {
+            self.ooms.push(e);
         }
         if let Some(sample) = self.gpu_reader.feed(file, line) {
             self.gpus.push(sample);
@@ -73,7 +94,8 @@ impl Pastes {
             self.memory.push(m);
         }
         if let Some((line, false)) = self.only_line.take() {
-            if let (Ok(value), None) = (line.text.trim().parse::<u32>(), &self.nproc) {
+            let count = line.text.trim().parse::<u32>().ok();
+            if let (Some(value @ 1..=100_000), None) = (count, &self.nproc) {
                 self.nproc = Some(Count {
                     value,
                     evidence: crate::documents::diagnosis::Evidence {
@@ -90,6 +112,7 @@ impl Pastes {
     pub fn is_empty(&self) -> bool {
         self.gpus.is_empty()
             && self.memory.is_empty()
+            && self.ooms.is_empty()
             && self.nproc.is_none()
             && self.lscpu_cpus.is_none()
             && self.worker_warnings.is_empty()

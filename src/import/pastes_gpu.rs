@@ -17,6 +17,10 @@ pub struct GpuSample {
     pub memory_total_mib: Option<f64>,
     /// Which format it came from ("nvidia-smi", "nvidia-smi --query-gpu", "nvidia-smi dmon").
     pub format: &'static str,
+    /// Its table's process list says "No running processes found". A container's
+    /// nvidia-smi cannot see processes of other PID namespaces, its own job's included, so
+    /// this alone does not prove the GPU idle.
+    pub no_process_listed: bool,
     pub evidence: Evidence,
 }
 
@@ -94,6 +98,24 @@ fn field_name(header: &str) -> String {
         .to_ascii_lowercase()
 }
 
+fn bare_query() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    static_regex(
+        &R,
+        r"^(\d{1,3})(?:\s*%)?\s*,\s*(\d+)(?:\s*MiB)?\s*,\s*(\d+)(?:\s*MiB)?$",
+    )
+}
+
+/// `3, 717, 23028` alone reads as utilisation, memory used and total only when nothing else
+/// fits: a percentage, then used no more than a total of at least a GiB.
+fn bare_query_row(t: &str) -> bool {
+    let Some(c) = bare_query().captures(t) else {
+        return false;
+    };
+    let n = |i: usize| c[i].parse::<u64>().unwrap_or(u64::MAX);
+    n(1) <= 100 && n(2) <= n(3) && (1024..u64::MAX).contains(&n(3))
+}
+
 impl GpuReader {
     /// The sample this line gives, if any.
     pub fn feed(&mut self, file: &str, line: &Line) -> Option<GpuSample> {
@@ -141,6 +163,7 @@ impl GpuReader {
             memory_used_mib: number(&mem[1]),
             memory_total_mib: number(&mem[2]),
             format: "nvidia-smi",
+            no_process_listed: false,
             evidence: evidence(file, line),
         })
     }
@@ -162,6 +185,15 @@ impl GpuReader {
                 rows: 0,
             });
             return None;
+        }
+        if self.query.is_none() && bare_query_row(t) {
+            // `--format=csv,noheader,nounits` pasted without its command line.
+            self.query = Some(Columns {
+                names: ["utilization.gpu", "memory.used", "memory.total"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: 0,
+            });
         }
         let columns = self.query.as_mut()?;
         let fields: Vec<&str> = t.split(',').collect();
@@ -189,6 +221,7 @@ impl GpuReader {
             memory_used_mib: value("memory.used"),
             memory_total_mib: value("memory.total"),
             format: "nvidia-smi --query-gpu",
+            no_process_listed: false,
             evidence: evidence(file, line),
         })
     }
@@ -224,6 +257,7 @@ impl GpuReader {
             memory_used_mib: value("fb"),
             memory_total_mib: None,
             format: "nvidia-smi dmon",
+            no_process_listed: false,
             evidence: evidence(file, line),
         })
     }

@@ -53,6 +53,9 @@ pub struct Count {
 pub struct WorkerWarning {
     pub workers: u32,
     pub suggested_max: Option<u32>,
+    /// The rank a launcher's prefix names (`[rank3]:`, `[default3]:`, `3: `): every local
+    /// rank runs its own loader and warns once.
+    pub rank: Option<u32>,
     pub evidence: Vec<Evidence>,
 }
 
@@ -63,6 +66,8 @@ pub struct HostReader {
     free_unit: Option<f64>,
     free_header: Option<(Vec<String>, Evidence)>,
     pending: Option<HostMemory>,
+    /// `/proc/meminfo`'s fields so far, in KiB, with their lines.
+    meminfo: Vec<(String, f64, Evidence)>,
     /// The line number of a command asking for the CPU count (`nproc`), whose answer follows.
     asked_cores: Option<usize>,
     /// A warning whose suggested maximum a wrapped paste put on a later line.
@@ -89,6 +94,14 @@ fn regex(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
 fn free_command() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     regex(&R, r"(?:^|[\s$#>])free(?P<flags>(?:\s+-{1,2}[a-z]+)*)\s*$")
+}
+
+fn meminfo_line() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    regex(
+        &R,
+        r"^(MemTotal|MemFree|MemAvailable|Buffers|Cached|SwapTotal|SwapFree):\s+(\d+)\s*kB$",
+    )
 }
 
 fn nproc_command() -> &'static Regex {
@@ -126,6 +139,23 @@ fn warning_suggested() -> &'static Regex {
         &R,
         r"suggested max number of worker in current system is (\d+)",
     )
+}
+
+fn rank_prefix() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    // torchrun's `--tee`/log prefixes `[rank3]:` and `[default3]:`, srun -l's `3: `.
+    regex(&R, r"^\s*(?:\[(?:rank|default)(\d+)\]:|(\d{1,5}):\s)")
+}
+
+/// The rank a line's launcher prefix names.
+fn rank_of(line: &Line) -> Option<u32> {
+    let prefixed = |t: &str| {
+        let c = rank_prefix().captures(t)?;
+        c.get(1).or(c.get(2))?.as_str().parse().ok()
+    };
+    prefixed(&line.text)
+        .or_else(|| prefixed(&line.raw))
+        .or_else(|| line.tag_rank.and_then(|r| u32::try_from(r).ok()))
 }
 
 fn num_workers() -> &'static Regex {
@@ -210,6 +240,9 @@ impl HostReader {
         if let Some(m) = self.free(file, line, t) {
             facts.push(HostFact::Memory(m));
         }
+        if let Some(m) = self.meminfo(file, line, t) {
+            facts.push(HostFact::Memory(m));
+        }
         facts.extend(self.cores(file, line, t));
         facts.extend(self.loader(file, line, t));
         facts
@@ -217,7 +250,61 @@ impl HostReader {
 
     /// The memory a `free` block left open (a `Mem:` row without its `Swap:` row).
     pub fn finish(&mut self) -> Option<HostMemory> {
-        self.pending.take()
+        self.pending.take().or_else(|| self.meminfo_done())
+    }
+
+    /// `/proc/meminfo` (`MemTotal:  65843212 kB`, ...): the block ends at `SwapFree`, at a
+    /// second `MemTotal` or at the end of the input.
+    fn meminfo(&mut self, file: &str, line: &Line, t: &str) -> Option<HostMemory> {
+        let c = meminfo_line().captures(t)?;
+        let key = c[1].to_string();
+        let kib: f64 = c[2].parse().ok()?;
+        let done = if key == "MemTotal" {
+            self.meminfo_done()
+        } else {
+            None
+        };
+        self.meminfo.push((key.clone(), kib, evidence(file, line)));
+        match key.as_str() {
+            "SwapFree" => self.meminfo_done(),
+            _ => done,
+        }
+    }
+
+    fn meminfo_done(&mut self) -> Option<HostMemory> {
+        let fields = std::mem::take(&mut self.meminfo);
+        let kib = |name: &str| {
+            fields
+                .iter()
+                .find(|(k, _, _)| k == name)
+                .map(|(_, v, _)| v * 1024.0)
+        };
+        let total = kib("MemTotal")?;
+        // Kernels before 3.14 have no MemAvailable: free plus the caches they may drop.
+        let available = kib("MemAvailable").or_else(|| {
+            Some(kib("MemFree")? + kib("Buffers").unwrap_or(0.0) + kib("Cached").unwrap_or(0.0))
+        })?;
+        let swap_total = kib("SwapTotal");
+        let wanted = [
+            "MemTotal",
+            "MemAvailable",
+            "MemFree",
+            "SwapTotal",
+            "SwapFree",
+        ];
+        Some(HostMemory {
+            total_bytes: total,
+            used_bytes: (total - available).max(0.0),
+            swap_total_bytes: swap_total,
+            swap_used_bytes: swap_total
+                .zip(kib("SwapFree"))
+                .map(|(t, f)| (t - f).max(0.0)),
+            evidence: fields
+                .into_iter()
+                .filter(|(k, _, _)| wanted.contains(&k.as_str()))
+                .map(|(_, _, e)| e)
+                .collect(),
+        })
     }
 
     fn free(&mut self, file: &str, line: &Line, t: &str) -> Option<HostMemory> {
@@ -325,6 +412,7 @@ impl HostReader {
             facts.push(HostFact::Warning(WorkerWarning {
                 workers,
                 suggested_max: suggested,
+                rank: rank_of(line),
                 evidence: vec![evidence(file, line)],
             }));
         } else if let Some(opened) = self.open_warning {

@@ -64,27 +64,55 @@ pub fn memory_pressure(inp: &Inputs) -> Vec<Hit> {
 /// the lines; none when the inputs do not say that workers outnumber CPUs.
 fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
     let ranks = inp.local_ranks();
-    let rank_count = ranks.map_or(1, |r| r.value.max(1));
-    let ranks_text = ranks.map_or(String::new(), |r| format!(" × {} local ranks", r.value));
-    let mut evidence: Vec<Evidence> = ranks.iter().map(|r| r.evidence.clone()).collect();
+    let warned_ranks = warned_ranks(inp);
+    let (rank_count, ranks_text, mut evidence) = match ranks {
+        Some(r) => (
+            r.value.max(1),
+            format!(" × {} local ranks", r.value),
+            vec![r.evidence.clone()],
+        ),
+        None if warned_ranks.len() > 1 => (
+            warned_ranks.len() as u32,
+            format!(" × {} local ranks (each warned)", warned_ranks.len()),
+            warned_ranks.values().skip(1).cloned().collect(),
+        ),
+        None => (1, String::new(), Vec::new()),
+    };
+    // The warning counts the CPUs the warning process could use; `nproc` pasted beside it
+    // (a container's quota, another shell) may say fewer: the smaller one is the budget.
+    let cores = inp.cores();
     let warned = inp
         .pastes
         .iter()
         .flat_map(|p| &p.worker_warnings)
         .filter_map(|w| w.suggested_max.map(|m| (w, m)))
-        .find(|(w, m)| w.workers * rank_count > *m);
-    if let Some((w, cpus)) = warned {
+        .map(|(w, m)| (w, m, cores.filter(|c| c.value < m)))
+        .find(|(w, m, fewer)| w.workers * rank_count > fewer.map_or(*m, |c| c.value));
+    if let Some((w, suggested, fewer)) = warned {
         evidence.splice(0..0, w.evidence.iter().cloned());
+        let cpus_text = match fewer {
+            Some(c) => {
+                evidence.push(c.evidence.clone());
+                format!(
+                    "on {} CPUs (nproc; PyTorch suggests at most {suggested}, the CPUs the warning process could use)",
+                    c.value
+                )
+            }
+            None => {
+                format!("where PyTorch suggests at most {suggested} (the CPUs the process may use)")
+            }
+        };
+        let cpus = fewer.map_or(suggested, |c| c.value);
         let budget = (cpus / rank_count).max(1);
         return Some((
             format!(
-                "DataLoader workers oversubscribe the CPUs: {} worker processes per rank{ranks_text} where PyTorch suggests at most {cpus} (the CPUs the process may use); at most {budget} per rank fit",
+                "DataLoader workers oversubscribe the CPUs: {} worker processes per rank{ranks_text} {cpus_text}; at most {budget} per rank fit",
                 w.workers
             ),
             evidence,
         ));
     }
-    let (workers, cores) = (inp.num_workers()?, inp.cores()?);
+    let (workers, cores) = (inp.num_workers()?, cores?);
     if workers.value * rank_count <= cores.value {
         return None;
     }
@@ -100,6 +128,18 @@ fn oversubscription(inp: &Inputs) -> Option<(String, Vec<Evidence>)> {
         ),
         evidence,
     ))
+}
+
+/// The ranks whose loaders warned, told apart by their launcher prefixes, each with its first
+/// warning: every local rank runs a loader of its own on the same CPUs.
+fn warned_ranks(inp: &Inputs) -> BTreeMap<u32, Evidence> {
+    let mut ranks = BTreeMap::new();
+    for w in inp.pastes.iter().flat_map(|p| &p.worker_warnings) {
+        if let (Some(rank), Some(e)) = (w.rank, w.evidence.first()) {
+            ranks.entry(rank).or_insert_with(|| e.clone());
+        }
+    }
+    ranks
 }
 
 pub fn oversubscribed(inp: &Inputs) -> Vec<Hit> {
@@ -147,9 +187,15 @@ impl Gpu<'_> {
         )
     }
 
-    /// Something runs on it: memory beyond a bare context, or (dmon without `fb`) unknown.
+    /// Something runs on it: memory beyond a bare context, or (dmon without `fb`) unknown;
+    /// not when its table lists no process and it ran no kernel (a GPU that computes has a
+    /// process, even one a container's nvidia-smi cannot list).
     fn in_use(&self) -> bool {
-        self.memory().0.is_none_or(|used| used >= IN_USE_MIB)
+        let idle = self
+            .samples
+            .iter()
+            .any(|s| s.no_process_listed && s.util_pct == Some(0.0));
+        !idle && self.memory().0.is_none_or(|used| used >= IN_USE_MIB)
     }
 
     fn waiting(&self) -> bool {
@@ -232,6 +278,44 @@ pub fn starved(inp: &Inputs) -> Vec<Hit> {
         return vec![Hit::new(title, evidence).with_severity(Severity::Info)];
     }
     vec![Hit::new(format!("{head}; {}", causes.join("; ")), evidence)]
+}
+
+/// Reserved-but-unallocated memory from which fragmentation is worth naming: PyTorch's own
+/// message suggests expandable_segments then.
+const FRAGMENTED_FRACTION: f64 = 0.05;
+
+fn gib(bytes: f64) -> String {
+    if bytes >= 1024f64.powi(3) {
+        format!("{:.2} GiB", bytes / 1024f64.powi(3))
+    } else {
+        format!("{:.0} MiB", bytes / 1024f64.powi(2))
+    }
+}
+
+/// PyTorch's CUDA out-of-memory error, with what it says of the GPU's memory.
+pub fn gpu_out_of_memory(inp: &Inputs) -> Vec<Hit> {
+    let Some(oom) = inp.pastes.iter().flat_map(|p| &p.ooms).next() else {
+        return Vec::new();
+    };
+    let gpu = oom.gpu.map_or(String::new(), |g| format!(" on GPU {g}"));
+    let mut title = format!(
+        "CUDA out of memory{gpu}: tried to allocate {}",
+        gib(oom.tried_bytes)
+    );
+    if let (Some(free), Some(total)) = (oom.free_bytes, oom.total_bytes) {
+        title += &format!(" with {} free of {}", gib(free), gib(total));
+    }
+    let total = oom.total_bytes.unwrap_or(f64::INFINITY);
+    if let Some(r) = oom
+        .reserved_unallocated_bytes
+        .filter(|r| *r >= oom.tried_bytes || *r >= FRAGMENTED_FRACTION * total)
+    {
+        title += &format!(
+            "; {} reserved but unallocated (fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
+            gib(r)
+        );
+    }
+    vec![Hit::new(title, vec![oom.evidence.clone()])]
 }
 
 #[cfg(test)]

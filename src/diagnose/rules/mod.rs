@@ -189,6 +189,14 @@ pub static RULES: &[Rule] = &[
         check: loader::starved,
     },
     Rule {
+        id: "gpu.out-of-memory",
+        severity: Severity::Error,
+        explanation: "PyTorch could not allocate a tensor: the weights, gradients, optimizer states and activations of this step (and the caching allocator's reserve) do not fit the GPU. The step's peak is usually in the forward activations or the optimizer's first step; memory reserved but unallocated is fragmentation.",
+        fix: "Estimate the step with `ncclprobe simulate memory` and your setup (model, batch, sequence, precision, ZeRO stage), then pull the usual levers: a smaller micro-batch with gradient accumulation, activation checkpointing, ZeRO-3/FSDP full sharding or CPU offload, LoRA instead of full fine-tuning; with much reserved but unallocated, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        source: "PyTorch c10/cuda/CUDACachingAllocator.cpp out-of-memory message (1.x and 2.x formats); PyTorch CUDA semantics docs, memory management (expandable_segments)",
+        check: loader::gpu_out_of_memory,
+    },
+    Rule {
         id: "host.memory-pressure",
         severity: Severity::Warning,
         explanation: "The host's RAM is nearly all held by programs (page cache excluded) or it swaps while RAM is full: the kernel reclaims and swaps pages, DataLoader workers and the training process stall on page faults, pinned-memory allocations can fail, and the out-of-memory killer may end a rank. Every DataLoader worker adds its own copy of what it touches of the dataset.",

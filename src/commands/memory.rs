@@ -10,14 +10,49 @@ use crate::cli::{CheckpointArg, LinkArgs, LogitsArg, MemoryArgs, OffloadArg, Out
 use crate::coll::Collective;
 use crate::exit::{ExitCode, Failure};
 use crate::flags::{count_in, non_negative, positive};
+use crate::import::input::input_failure;
+use crate::import::text::Input;
 use crate::render;
+use std::io::Read;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// The most a config.json may weigh: published ones are a few KiB.
+const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// A config.json read as every input is (a directory, empty or binary input refused, exit 2),
+/// and no more than `MAX_CONFIG_BYTES` of it, so `/dev/zero` or a wrong file cannot hang.
+fn read_config(path: &std::path::Path) -> Result<String, Failure> {
+    let expected = "a Hugging Face config.json";
+    let refuse = |why: String| Failure::usage(format!("--model-config {}: {why}", path.display()));
+    let input = if path.as_os_str() == "-" {
+        Input::open(path).map_err(input_failure)?
+    } else {
+        let file = std::fs::File::open(path).map_err(|e| refuse(e.to_string()))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(refuse("is a directory; give the config.json in it".into()));
+        }
+        Input::from_reader(
+            &path.display().to_string(),
+            Box::new(file.take(MAX_CONFIG_BYTES + 1)),
+        )
+        .map_err(input_failure)?
+    };
+    let bytes = input
+        .bytes(expected)
+        .map_err(|e| Failure::usage(format!("--model-config {e}")))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(refuse(format!(
+            "larger than {} MiB; expected {expected}",
+            MAX_CONFIG_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| refuse(format!("is not UTF-8 text; expected {expected}")))
+}
+
 fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
     if let Some(path) = &args.model_config {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
+        let text = read_config(path)?;
         let name = path
             .parent()
             .and_then(|p| p.file_name())

@@ -58,29 +58,41 @@ fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "config".into());
-        let (mut shape, note) = presets::from_hf_config(&name, &text)
+        let (mut shape, notes) = presets::from_hf_config(&name, &text)
             .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
         shape.source = format!("config.json {}", path.display());
-        return Ok((shape, note.into_iter().collect()));
+        return Ok((shape, notes));
     }
     if let Some(name) = &args.model {
         let shape = presets::preset(name).map_err(|e| Failure::usage(format!("--model: {e}")))?;
         return Ok((shape, Vec::new()));
     }
-    let need = |v: Option<u64>, flag: &str| {
-        v.filter(|&n| n > 0)
-            .ok_or_else(|| Failure::usage(format!("{flag}: give a positive count")))
+    let bounded = |n: u64, what: &str, flag: &str| {
+        let most = presets::SIZE_BOUNDS
+            .iter()
+            .find(|b| b.0 == what)
+            .map_or(u64::MAX, |b| b.1);
+        count_in(flag, n.min(usize::MAX as u64) as usize, 1, most as usize).map(|n| n as u64)
+    };
+    let need = |v: Option<u64>, what: &str, flag: &str| {
+        let n = v
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Failure::usage(format!("{flag}: give a positive count")))?;
+        bounded(n, what, flag)
     };
     let (layers, hidden) = (
-        need(args.layers, "--layers")?,
-        need(args.hidden, "--hidden")?,
+        need(args.layers, "layers", "--layers")?,
+        need(args.hidden, "hidden", "--hidden")?,
     );
-    let heads = need(args.heads, "--heads")?;
+    let heads = need(args.heads, "heads", "--heads")?;
     if hidden % heads != 0 {
         return Err(Failure::usage("--heads: must divide --hidden"));
     }
-    let vocab = need(args.vocab, "--vocab")?;
-    let ffn = args.ffn.filter(|&f| f > 0).unwrap_or(4 * hidden);
+    let vocab = need(args.vocab, "vocab", "--vocab")?;
+    let ffn = match args.ffn.filter(|&f| f > 0) {
+        Some(f) => bounded(f, "ffn", "--ffn")?,
+        None => 4 * hidden,
+    };
     let mut shape = Shape::decoder("flags", layers, hidden, heads, ffn, vocab);
     if let Some(kv) = args.kv_heads.filter(|&k| k > 0) {
         if heads % kv != 0 {

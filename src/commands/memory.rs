@@ -106,15 +106,23 @@ fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
     ))
 }
 
-fn trainable(args: &MemoryArgs) -> Result<Trainable, Failure> {
+fn trainable(args: &MemoryArgs, shape: &Shape) -> Result<Trainable, Failure> {
+    let linears = shape.linears();
+    let has: Vec<&str> = memory::shape::LORA_MODULES
+        .iter()
+        .copied()
+        .filter(|m| linears.iter().any(|l| l.0 == *m))
+        .collect();
     if let Some(rank) = args.lora_rank {
-        count_in("--lora-rank", rank as usize, 1, 1 << 16)?;
+        count_in(
+            "--lora-rank",
+            rank.min(usize::MAX as u64) as usize,
+            1,
+            1 << 16,
+        )?;
         let text = args.lora_modules.trim();
         let modules: Vec<String> = if text.eq_ignore_ascii_case("all") {
-            memory::shape::LORA_MODULES
-                .iter()
-                .map(|m| m.to_string())
-                .collect()
+            has.iter().map(|m| m.to_string()).collect()
         } else {
             crate::flags::parse_list(
                 "--lora-modules",
@@ -127,11 +135,36 @@ fn trainable(args: &MemoryArgs) -> Result<Trainable, Failure> {
                 "q, k, v, o, gate, up, down, all",
             )?
         };
+        if let Some(missing) = modules.iter().find(|m| !has.contains(&m.as_str())) {
+            return Err(Failure::usage(format!(
+                "--lora-modules: {} has no `{missing}` projection; its linears: {}",
+                shape.name,
+                has.join(", ")
+            )));
+        }
+        let narrowest = linears
+            .iter()
+            .filter(|l| modules.iter().any(|m| m == l.0))
+            .map(|l| l.1.min(l.2))
+            .min()
+            .unwrap_or(u64::MAX);
+        if rank > narrowest {
+            return Err(Failure::usage(format!(
+                "--lora-rank: {rank} is above {narrowest}, the narrowest adapted linear's width (a rank beyond it adds parameters and no capacity)"
+            )));
+        }
         return Ok(Trainable::Lora { rank, modules });
     }
     if let Some(p) = args.trainable_params {
+        let params = non_negative("--trainable-params", p, "parameters")?;
+        let total = shape.params();
+        if params > total as f64 {
+            return Err(Failure::usage(format!(
+                "--trainable-params: {params} is more than the model's {total} parameters"
+            )));
+        }
         return Ok(Trainable::Params {
-            params: non_negative("--trainable-params", p, "parameters")? as u64,
+            params: params as u64,
         });
     }
     Ok(Trainable::Full)
@@ -220,9 +253,10 @@ fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
     let expandable_segments = args.expandable_segments
         || std::env::var("PYTORCH_CUDA_ALLOC_CONF")
             .is_ok_and(|v| v.replace(' ', "").contains("expandable_segments:True"));
+    let trainable = trainable(args, &shape)?;
     let setup = Setup {
         shape,
-        trainable: trainable(args)?,
+        trainable,
         world_size,
         gpus_per_node,
         strategy: strategy(&args.strategy),

@@ -119,3 +119,18 @@ fn a_config_json_is_read_and_a_bad_one_named() {
         .code(2)
         .stderr(contains("num_hidden_layers"));
 }
+
+#[test]
+fn a_change_still_short_says_where_and_by_how_much() {
+    // DeepSpeed's host figure for offloading 2.5 B parameters' optimizer (16 B each, x 1.5)
+    // is more than the report machine's 50 GB available.
+    bin()
+        .args(SEED_004)
+        .args(["--host-memory-gb", "50"])
+        .assert()
+        .success()
+        .stdout(contains(
+            "[still short] ZeRO-3 with the optimizer offloaded to CPU: GPU 15.66 GiB (7.97 GiB to spare); host 56.02 GiB needed, 46.57 GiB there, 9.45 GiB short",
+        ))
+        .stdout(contains("GPU 49.85 GiB needed, 23.63 GiB there, 26.22 GiB short"));
+}

@@ -161,3 +161,29 @@ fn llama2_7b_under_zero2_on_8_gpus_is_deepspeeds_estimate_term_by_term() {
         ("12.55".to_string(), "301.23".to_string())
     );
 }
+
+#[test]
+fn sharded_terms_say_over_how_many_gpus_and_never_over_one() {
+    let one = seed_004().estimate(None);
+    let mut eight = seed_004();
+    (eight.world_size, eight.gpus_per_node) = (8, 8);
+    let eight = eight.estimate(None);
+    let basis = |e: &Estimate, name: &str| {
+        e.gpu
+            .terms
+            .iter()
+            .chain(&e.host.terms)
+            .find(|t| t.name == name)
+            .map(|t| t.basis.clone())
+            .unwrap_or_default()
+    };
+    for name in ["weights", "gradients", "optimizer states"] {
+        assert!(
+            basis(&eight, name).ends_with("/ 8 GPUs"),
+            "{name}: {}",
+            basis(&eight, name)
+        );
+        assert!(!basis(&one, name).contains("/ 1 GPUs"), "{name}");
+    }
+    assert!(one.host.terms.iter().all(|t| !t.basis.contains(" N")));
+}

@@ -25,15 +25,14 @@ const SEED_004: &[&str] = &[
     "--expandable-segments",
     "--gpu-memory-gib",
     "23.63",
-    "--host-memory-gb",
-    "50",
 ];
 
 #[test]
 fn seed_004_without_offload_does_not_fit_and_offload_or_lora_does() {
     let out = bin()
         .args(SEED_004)
-        .args(["--format", "json"])
+        // Room for DeepSpeed's 16 B per offloaded parameter and its 1.5 margin (60 GB).
+        .args(["--host-memory-gb", "64", "--format", "json"])
         .assert()
         .success()
         .get_output()
@@ -66,7 +65,7 @@ fn seed_004_without_offload_does_not_fit_and_offload_or_lora_does() {
 fn seed_004_with_optimizer_offload_fits_the_gpu_term_by_term() {
     bin()
         .args(SEED_004)
-        .args(["--offload-optimizer", "cpu"])
+        .args(["--offload-optimizer", "cpu", "--host-memory-gb", "50"])
         .assert()
         .success()
         .stdout(contains("GPU: fits: 14.70 GiB of 23.63 GiB"))
@@ -119,4 +118,19 @@ fn a_config_json_is_read_and_a_bad_one_named() {
         .assert()
         .code(2)
         .stderr(contains("num_hidden_layers"));
+}
+
+#[test]
+fn a_change_still_short_says_where_and_by_how_much() {
+    // DeepSpeed's host figure for offloading 2.5 B parameters' optimizer (16 B each, x 1.5)
+    // is more than the report machine's 50 GB available.
+    bin()
+        .args(SEED_004)
+        .args(["--host-memory-gb", "50"])
+        .assert()
+        .success()
+        .stdout(contains(
+            "[still short] ZeRO-3 with the optimizer offloaded to CPU: GPU 14.70 GiB (8.93 GiB to spare); host 56.02 GiB needed, 46.57 GiB there, 9.45 GiB short",
+        ))
+        .stdout(contains("GPU 46.71 GiB needed, 23.63 GiB there, 23.08 GiB short"));
 }

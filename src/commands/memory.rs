@@ -10,42 +10,89 @@ use crate::cli::{CheckpointArg, LinkArgs, LogitsArg, MemoryArgs, OffloadArg, Out
 use crate::coll::Collective;
 use crate::exit::{ExitCode, Failure};
 use crate::flags::{count_in, non_negative, positive};
+use crate::import::input::input_failure;
+use crate::import::text::Input;
 use crate::render;
+use std::io::Read;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// The most a config.json may weigh: published ones are a few KiB.
+const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// A config.json read as every input is (a directory, empty or binary input refused, exit 2),
+/// and no more than `MAX_CONFIG_BYTES` of it, so `/dev/zero` or a wrong file cannot hang.
+fn read_config(path: &std::path::Path) -> Result<String, Failure> {
+    let expected = "a Hugging Face config.json";
+    let refuse = |why: String| Failure::usage(format!("--model-config {}: {why}", path.display()));
+    let input = if path.as_os_str() == "-" {
+        Input::open(path).map_err(input_failure)?
+    } else {
+        let file = std::fs::File::open(path).map_err(|e| refuse(e.to_string()))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(refuse("is a directory; give the config.json in it".into()));
+        }
+        Input::from_reader(
+            &path.display().to_string(),
+            Box::new(file.take(MAX_CONFIG_BYTES + 1)),
+        )
+        .map_err(input_failure)?
+    };
+    let bytes = input
+        .bytes(expected)
+        .map_err(|e| Failure::usage(format!("--model-config {e}")))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(refuse(format!(
+            "larger than {} MiB; expected {expected}",
+            MAX_CONFIG_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| refuse(format!("is not UTF-8 text; expected {expected}")))
+}
+
 fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
     if let Some(path) = &args.model_config {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
+        let text = read_config(path)?;
         let name = path
             .parent()
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "config".into());
-        let (mut shape, note) = presets::from_hf_config(&name, &text)
+        let (mut shape, notes) = presets::from_hf_config(&name, &text)
             .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
         shape.source = format!("config.json {}", path.display());
-        return Ok((shape, note.into_iter().collect()));
+        return Ok((shape, notes));
     }
     if let Some(name) = &args.model {
         let shape = presets::preset(name).map_err(|e| Failure::usage(format!("--model: {e}")))?;
         return Ok((shape, Vec::new()));
     }
-    let need = |v: Option<u64>, flag: &str| {
-        v.filter(|&n| n > 0)
-            .ok_or_else(|| Failure::usage(format!("{flag}: give a positive count")))
+    let bounded = |n: u64, what: &str, flag: &str| {
+        let most = presets::SIZE_BOUNDS
+            .iter()
+            .find(|b| b.0 == what)
+            .map_or(u64::MAX, |b| b.1);
+        count_in(flag, n.min(usize::MAX as u64) as usize, 1, most as usize).map(|n| n as u64)
+    };
+    let need = |v: Option<u64>, what: &str, flag: &str| {
+        let n = v
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Failure::usage(format!("{flag}: give a positive count")))?;
+        bounded(n, what, flag)
     };
     let (layers, hidden) = (
-        need(args.layers, "--layers")?,
-        need(args.hidden, "--hidden")?,
+        need(args.layers, "layers", "--layers")?,
+        need(args.hidden, "hidden", "--hidden")?,
     );
-    let heads = need(args.heads, "--heads")?;
+    let heads = need(args.heads, "heads", "--heads")?;
     if hidden % heads != 0 {
         return Err(Failure::usage("--heads: must divide --hidden"));
     }
-    let vocab = need(args.vocab, "--vocab")?;
-    let ffn = args.ffn.filter(|&f| f > 0).unwrap_or(4 * hidden);
+    let vocab = need(args.vocab, "vocab", "--vocab")?;
+    let ffn = match args.ffn.filter(|&f| f > 0) {
+        Some(f) => bounded(f, "ffn", "--ffn")?,
+        None => 4 * hidden,
+    };
     let mut shape = Shape::decoder("flags", layers, hidden, heads, ffn, vocab);
     if let Some(kv) = args.kv_heads.filter(|&k| k > 0) {
         if heads % kv != 0 {
@@ -59,15 +106,23 @@ fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
     ))
 }
 
-fn trainable(args: &MemoryArgs) -> Result<Trainable, Failure> {
+fn trainable(args: &MemoryArgs, shape: &Shape) -> Result<Trainable, Failure> {
+    let linears = shape.linears();
+    let has: Vec<&str> = memory::shape::LORA_MODULES
+        .iter()
+        .copied()
+        .filter(|m| linears.iter().any(|l| l.0 == *m))
+        .collect();
     if let Some(rank) = args.lora_rank {
-        count_in("--lora-rank", rank as usize, 1, 1 << 16)?;
+        count_in(
+            "--lora-rank",
+            rank.min(usize::MAX as u64) as usize,
+            1,
+            1 << 16,
+        )?;
         let text = args.lora_modules.trim();
         let modules: Vec<String> = if text.eq_ignore_ascii_case("all") {
-            memory::shape::LORA_MODULES
-                .iter()
-                .map(|m| m.to_string())
-                .collect()
+            has.iter().map(|m| m.to_string()).collect()
         } else {
             crate::flags::parse_list(
                 "--lora-modules",
@@ -80,11 +135,36 @@ fn trainable(args: &MemoryArgs) -> Result<Trainable, Failure> {
                 "q, k, v, o, gate, up, down, all",
             )?
         };
+        if let Some(missing) = modules.iter().find(|m| !has.contains(&m.as_str())) {
+            return Err(Failure::usage(format!(
+                "--lora-modules: {} has no `{missing}` projection; its linears: {}",
+                shape.name,
+                has.join(", ")
+            )));
+        }
+        let narrowest = linears
+            .iter()
+            .filter(|l| modules.iter().any(|m| m == l.0))
+            .map(|l| l.1.min(l.2))
+            .min()
+            .unwrap_or(u64::MAX);
+        if rank > narrowest {
+            return Err(Failure::usage(format!(
+                "--lora-rank: {rank} is above {narrowest}, the narrowest adapted linear's width (a rank beyond it adds parameters and no capacity)"
+            )));
+        }
         return Ok(Trainable::Lora { rank, modules });
     }
     if let Some(p) = args.trainable_params {
+        let params = non_negative("--trainable-params", p, "parameters")?;
+        let total = shape.params();
+        if params > total as f64 {
+            return Err(Failure::usage(format!(
+                "--trainable-params: {params} is more than the model's {total} parameters"
+            )));
+        }
         return Ok(Trainable::Params {
-            params: non_negative("--trainable-params", p, "parameters")? as u64,
+            params: params as u64,
         });
     }
     Ok(Trainable::Full)
@@ -173,9 +253,10 @@ fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
     let expandable_segments = args.expandable_segments
         || std::env::var("PYTORCH_CUDA_ALLOC_CONF")
             .is_ok_and(|v| v.replace(' ', "").contains("expandable_segments:True"));
+    let trainable = trainable(args, &shape)?;
     let setup = Setup {
         shape,
-        trainable: trainable(args)?,
+        trainable,
         world_size,
         gpus_per_node,
         strategy: strategy(&args.strategy),

@@ -202,6 +202,9 @@ pub struct Change {
     pub gpu_headroom_bytes: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_headroom_bytes: Option<f64>,
+    /// One node's host RAM the changed setup needs.
+    #[serde(default)]
+    pub host_total_bytes: f64,
     /// Fits both the GPU and the host (where their capacities are known).
     pub fits: bool,
     /// Change in NCCL bus bytes per GPU per step (negative: fewer).

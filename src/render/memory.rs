@@ -1,7 +1,7 @@
 //! A memory plan for people (the verdict first, the largest terms, the changes that fit,
 //! ranked) and as CSV (one row per term and per change).
 
-use crate::documents::memory::{Budget, MemoryPlan, Trainable};
+use crate::documents::memory::{Budget, Change, MemoryPlan, Trainable};
 use std::fmt::Write;
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -89,27 +89,17 @@ pub fn table(doc: &MemoryPlan) -> String {
     if !doc.changes.is_empty() {
         let _ = writeln!(out, "changes, cheapest that fit first:");
         for (i, c) in doc.changes.iter().enumerate() {
-            let head = c
-                .gpu_headroom_bytes
-                .map(|h| {
-                    if h >= 0.0 {
-                        format!("{} to spare", gib(h))
-                    } else {
-                        format!("{} short", gib(-h))
-                    }
-                })
-                .unwrap_or_default();
+            let head = shortfall(c);
             let comm = c
                 .added_comm_s
                 .map(|s| format!(", {:+.1} ms", s * 1e3))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{:>2}. [{}] {}: GPU {} ({head}); NCCL {}{comm}, PCIe {} per step\n      cost: {}",
+                "{:>2}. [{}] {}: {head}; NCCL {}{comm}, PCIe {} per step\n      cost: {}",
                 i + 1,
                 if c.fits { "fits" } else { "still short" },
                 c.change,
-                gib(c.gpu_total_bytes),
                 signed(c.added_bus_bytes_per_gpu),
                 signed(c.added_host_device_bytes_per_gpu),
                 c.cost
@@ -120,6 +110,30 @@ pub fn table(doc: &MemoryPlan) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+/// What a change leaves on the GPU, and on the host where the host is short: "GPU 20.1 GiB
+/// (3.5 GiB to spare); host 60.0 GiB needed, 46.6 GiB there, 13.4 GiB short".
+fn shortfall(c: &Change) -> String {
+    let gpu = match c.gpu_headroom_bytes {
+        Some(h) if h >= 0.0 => format!("GPU {} ({} to spare)", gib(c.gpu_total_bytes), gib(h)),
+        Some(h) => format!(
+            "GPU {} needed, {} there, {} short",
+            gib(c.gpu_total_bytes),
+            gib(c.gpu_total_bytes + h),
+            gib(-h)
+        ),
+        None => format!("GPU {}", gib(c.gpu_total_bytes)),
+    };
+    match c.host_headroom_bytes {
+        Some(h) if h < 0.0 => format!(
+            "{gpu}; host {} needed, {} there, {} short",
+            gib(c.host_total_bytes),
+            gib(c.host_total_bytes + h),
+            gib(-h)
+        ),
+        _ => gpu,
+    }
 }
 
 /// `section,name,bytes,fits,detail`: the GPU's and host's terms, then the changes.

@@ -131,6 +131,7 @@ fn judged(c: &Candidate, base: &Estimate, curve: Option<&Curve>) -> (Change, u32
         gpu_total_bytes: e.gpu.total_bytes,
         gpu_headroom_bytes: e.gpu.headroom_bytes,
         host_headroom_bytes: e.host.headroom_bytes,
+        host_total_bytes: e.host.total_bytes,
         fits: fits(&e),
         added_bus_bytes_per_gpu: e.traffic.bus_bytes_per_gpu - base.traffic.bus_bytes_per_gpu,
         added_host_device_bytes_per_gpu: e.traffic.host_device_bytes_per_gpu

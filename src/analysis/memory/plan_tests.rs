@@ -52,7 +52,11 @@ fn the_logits_of_a_256k_vocabulary_are_the_500_mib_the_report_failed_to_allocate
 
 #[test]
 fn offload_and_lora_are_ranked_changes_that_fit_and_a_fitting_setup_gets_none() {
-    let s = seed_004();
+    // A host with room for DeepSpeed's 16 B per offloaded parameter and its 1.5 margin.
+    let s = Setup {
+        host_capacity: Some((64.0 * GIB, "test".into())),
+        ..seed_004()
+    };
     let doc = plan(&s, None, None, Vec::new());
     let fitting: Vec<&str> = doc
         .changes
@@ -118,4 +122,68 @@ fn communication_comes_from_the_fsdp_model() {
         .traffic
         .comm_s
         .is_some_and(|t| t > 0.0));
+}
+
+#[test]
+fn llama2_7b_under_zero2_on_8_gpus_is_deepspeeds_estimate_term_by_term() {
+    // estimate_zero2_model_states_mem_needs for 6738415616 parameters on 8 GPUs, one node:
+    // GPU 4P + 16P/8 = 37.65 GiB; host 4P x 8 x 1.5 = 301.23 GiB; offloaded, GPU 2P =
+    // 12.55 GiB and host P x max(4 x 8, 16) x 1.5 = 301.23 GiB.
+    let mut s = seed_004();
+    s.shape = presets::preset("llama2-7b").unwrap_or_else(|e| panic!("{e}"));
+    s.strategy = Strategy::ShardGradOp;
+    (s.world_size, s.gpus_per_node) = (8, 8);
+    s.host_capacity = Some((512e9, "test".into()));
+    let states_gib = |e: &Estimate| {
+        let names = ["weights", "gradients", "optimizer states"];
+        let b: f64 = e
+            .gpu
+            .terms
+            .iter()
+            .filter(|t| names.contains(&t.name.as_str()))
+            .map(|t| t.bytes)
+            .sum();
+        (
+            format!("{:.2}", b / GIB),
+            format!("{:.2}", e.host.total_bytes / GIB),
+        )
+    };
+    let (cpu, gpu) = states::deepspeed_zero2(6_738_415_616.0, 8, 1, false, 1.5);
+    let want = (
+        format!("{:.2}", gpu as f64 / GIB),
+        format!("{:.2}", cpu as f64 / GIB),
+    );
+    assert_eq!(want, ("37.65".to_string(), "301.23".to_string()));
+    assert_eq!(states_gib(&s.estimate(None)), want);
+    s.offload_optimizer = Offload::Cpu;
+    assert_eq!(
+        states_gib(&s.estimate(None)),
+        ("12.55".to_string(), "301.23".to_string())
+    );
+}
+
+#[test]
+fn sharded_terms_say_over_how_many_gpus_and_never_over_one() {
+    let one = seed_004().estimate(None);
+    let mut eight = seed_004();
+    (eight.world_size, eight.gpus_per_node) = (8, 8);
+    let eight = eight.estimate(None);
+    let basis = |e: &Estimate, name: &str| {
+        e.gpu
+            .terms
+            .iter()
+            .chain(&e.host.terms)
+            .find(|t| t.name == name)
+            .map(|t| t.basis.clone())
+            .unwrap_or_default()
+    };
+    for name in ["weights", "gradients", "optimizer states"] {
+        assert!(
+            basis(&eight, name).ends_with("/ 8 GPUs"),
+            "{name}: {}",
+            basis(&eight, name)
+        );
+        assert!(!basis(&one, name).contains("/ 1 GPUs"), "{name}");
+    }
+    assert!(one.host.terms.iter().all(|t| !t.basis.contains(" N")));
 }

@@ -67,6 +67,7 @@ fn gpt2(name: &str, layers: u64, hidden: u64, heads: u64) -> Shape {
         gated_mlp: false,
         tied_embeddings: true,
         learned_positions: 1024,
+        max_positions: Some(1024),
         norm_bias: true,
         qkv_bias: true,
         out_bias: true,
@@ -78,6 +79,7 @@ fn gpt2(name: &str, layers: u64, hidden: u64, heads: u64) -> Shape {
 fn bert(name: &str, layers: u64, hidden: u64, heads: u64) -> Shape {
     Shape {
         learned_positions: 512,
+        max_positions: Some(512),
         token_types: 2,
         post_norm_encoder: true,
         pooler: true,
@@ -100,10 +102,14 @@ fn build(name: &str) -> Option<Shape> {
         "gpt2-xl" => gpt2(name, 48, 1600, 25),
         "bert-base" => bert(name, 12, 768, 12),
         "bert-large" => bert(name, 24, 1024, 16),
-        "llama2-7b" => Shape::decoder(name, 32, 4096, 32, 11_008, 32_000),
+        "llama2-7b" => Shape {
+            max_positions: Some(4096),
+            ..Shape::decoder(name, 32, 4096, 32, 11_008, 32_000)
+        },
         "qwen2-1.5b" => Shape {
             kv_heads: 2,
             tied_embeddings: true,
+            max_positions: Some(131_072),
             qkv_bias: true,
             ..Shape::decoder(name, 28, 1536, 12, 8960, 151_936)
         },
@@ -111,6 +117,7 @@ fn build(name: &str) -> Option<Shape> {
             kv_heads: 1,
             head_dim: 256,
             tied_embeddings: true,
+            max_positions: Some(8192),
             ..Shape::decoder(name, 18, 2048, 8, 16_384, 256_000)
         },
         "phi-2" => Shape {
@@ -121,6 +128,7 @@ fn build(name: &str) -> Option<Shape> {
             out_bias: true,
             mlp_bias: true,
             lm_head_bias: true,
+            max_positions: Some(2048),
             ..Shape::decoder(name, 32, 2560, 32, 10_240, 51_200)
         },
         _ => return None,
@@ -165,34 +173,114 @@ struct HfConfig {
     type_vocab_size: Option<u64>,
     attention_bias: Option<bool>,
     mlp_bias: Option<bool>,
+    /// Mixture-of-experts configs (Mixtral, Qwen-MoE, DeepSeek) name their experts so.
+    num_local_experts: Option<u64>,
+    num_experts: Option<u64>,
+    n_routed_experts: Option<u64>,
+}
+
+/// The largest sizes the planner takes (from a config or the flags): beyond them the
+/// parameter count could wrap, and no published model comes near.
+pub const SIZE_BOUNDS: &[(&str, u64)] = &[
+    ("layers", 100_000),
+    ("hidden", 1 << 20),
+    ("heads", 1 << 16),
+    ("ffn", 1 << 22),
+    ("vocab", 1 << 24),
+    ("head_dim", 1 << 16),
+    ("positions", 1 << 24),
+];
+
+/// A size refused beyond its bound (`SIZE_BOUNDS`).
+pub fn check_size(what: &str, field: &str, value: u64) -> Result<u64, ShapeError> {
+    let bound = SIZE_BOUNDS
+        .iter()
+        .find(|b| b.0 == what)
+        .map_or(u64::MAX, |b| b.1);
+    if value > bound {
+        return Err(ShapeError::Config(format!(
+            "`{field}` {value} is beyond {bound}, the most the planner takes"
+        )));
+    }
+    Ok(value)
+}
+
+/// Hugging Face's default for `tie_word_embeddings` by `model_type` (each config class's
+/// own default: GPT2Config, GemmaConfig tie; LlamaConfig, MistralConfig, Qwen2Config,
+/// PhiConfig do not); `None` for a type not listed here.
+fn ties_by_default(model_type: &str) -> Option<bool> {
+    match model_type {
+        "gpt2" | "gemma" | "gemma2" | "bert" | "roberta" => Some(true),
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "phi" => Some(false),
+        _ => None,
+    }
 }
 
 /// A shape from a Hugging Face `config.json`. The architecture's conventions (norms, biases,
 /// gating) follow `model_type`; an unknown type is read as a Llama-style decoder, said in the
 /// returned note.
-pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Option<String>), ShapeError> {
+pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Vec<String>), ShapeError> {
     let c: HfConfig =
         serde_json::from_str(text).map_err(|e| ShapeError::Config(format!("not JSON: {e}")))?;
     let need = |v: Option<u64>, field: &str| {
         v.filter(|&n| n > 0)
             .ok_or_else(|| ShapeError::Config(format!("`{field}` is missing or 0")))
     };
-    let hidden = need(c.hidden_size, "hidden_size")?;
-    let layers = need(c.num_hidden_layers, "num_hidden_layers")?;
-    let heads = need(c.num_attention_heads, "num_attention_heads")?;
-    let vocab = need(c.vocab_size, "vocab_size")?;
+    if let Some((field, n)) = [
+        ("num_local_experts", c.num_local_experts),
+        ("num_experts", c.num_experts),
+        ("n_routed_experts", c.n_routed_experts),
+    ]
+    .into_iter()
+    .find_map(|(f, v)| v.filter(|&n| n > 0).map(|n| (f, n)))
+    {
+        return Err(ShapeError::Config(format!(
+            "a mixture-of-experts model (`{field}` {n}): the planner does not model experts"
+        )));
+    }
+    let hidden = check_size("hidden", "hidden_size", need(c.hidden_size, "hidden_size")?)?;
+    let layers = check_size(
+        "layers",
+        "num_hidden_layers",
+        need(c.num_hidden_layers, "num_hidden_layers")?,
+    )?;
+    let heads = check_size(
+        "heads",
+        "num_attention_heads",
+        need(c.num_attention_heads, "num_attention_heads")?,
+    )?;
+    let vocab = check_size("vocab", "vocab_size", need(c.vocab_size, "vocab_size")?)?;
+    let ffn = c
+        .intermediate_size
+        .filter(|&n| n > 0)
+        .map(|n| check_size("ffn", "intermediate_size", n))
+        .transpose()?;
+    let head_dim = c
+        .head_dim
+        .filter(|&n| n > 0)
+        .map(|n| check_size("head_dim", "head_dim", n))
+        .transpose()?;
+    let positions = c
+        .max_position_embeddings
+        .filter(|&n| n > 0)
+        .map(|n| check_size("positions", "max_position_embeddings", n))
+        .transpose()?;
+    if head_dim.is_none() && hidden % heads != 0 {
+        return Err(ShapeError::Config(format!(
+            "num_attention_heads {heads} does not divide hidden_size {hidden} (and no head_dim)"
+        )));
+    }
     let model_type = c.model_type.clone().unwrap_or_default();
-    let ffn = c.intermediate_size.filter(|&n| n > 0);
-    let mut note = None;
+    let mut notes = Vec::new();
     let mut shape = match model_type.as_str() {
         "gpt2" => Shape {
             ffn: ffn.unwrap_or(4 * hidden),
-            learned_positions: c.max_position_embeddings.unwrap_or(1024),
+            learned_positions: positions.unwrap_or(1024),
             ..gpt2(name, layers, hidden, heads).with_vocab(vocab)
         },
         "bert" | "roberta" => Shape {
             ffn: need(ffn, "intermediate_size")?,
-            learned_positions: c.max_position_embeddings.unwrap_or(512),
+            learned_positions: positions.unwrap_or(512),
             token_types: c.type_vocab_size.unwrap_or(2),
             ..bert(name, layers, hidden, heads).with_vocab(vocab)
         },
@@ -206,7 +294,7 @@ pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Option<String>),
                 "llama", "mistral", "qwen2", "gemma", "gemma2", "mixtral", "qwen3",
             ];
             if !known.contains(&other) {
-                note = Some(format!(
+                notes.push(format!(
                     "model_type `{other}` is read as a Llama-style decoder (RMSNorm, gated MLP, rotary)"
                 ));
             }
@@ -230,16 +318,29 @@ pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Option<String>),
     shape.hidden = hidden;
     shape.heads = heads;
     shape.kv_heads = c.num_key_value_heads.filter(|&n| n > 0).unwrap_or(heads);
-    shape.head_dim = c.head_dim.filter(|&n| n > 0).unwrap_or(hidden / heads);
-    // Hugging Face's PretrainedConfig ties the embeddings unless told not to.
-    shape.tied_embeddings = c.tie_word_embeddings.unwrap_or(true);
+    shape.head_dim = head_dim.unwrap_or(hidden / heads);
+    shape.max_positions = positions.or(match model_type.as_str() {
+        "gpt2" => Some(1024),
+        "bert" | "roberta" => Some(512),
+        _ => None,
+    });
+    shape.tied_embeddings = match (c.tie_word_embeddings, ties_by_default(&model_type)) {
+        (Some(tied), _) => tied,
+        (None, Some(tied)) => tied,
+        (None, None) => {
+            notes.push(format!(
+                "tie_word_embeddings not given and model_type `{model_type}` has no known default: read as untied (a separate output head)"
+            ));
+            false
+        }
+    };
     if shape.kv_heads > heads || heads % shape.kv_heads != 0 {
         return Err(ShapeError::Config(format!(
             "num_key_value_heads {} does not divide num_attention_heads {heads}",
             shape.kv_heads
         )));
     }
-    Ok((shape, note))
+    Ok((shape, notes))
 }
 
 #[cfg(test)]

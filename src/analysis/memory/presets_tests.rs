@@ -16,7 +16,7 @@ fn gemma_2b_config_json_reads_as_the_preset() {
         "num_hidden_layers": 18, "num_key_value_heads": 1, "head_dim": 256,
         "vocab_size": 256000, "hidden_act": "gelu", "torch_dtype": "bfloat16"}"#;
     let (shape, note) = from_hf_config("gemma", text).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(note, None);
+    assert!(note.is_empty(), "{note:?}");
     assert_eq!(shape.params(), 2_506_172_416);
     assert_eq!(shape.largest_module_params(), 256_000 * 2048);
 }
@@ -46,4 +46,58 @@ fn a_config_without_its_widths_is_refused_naming_the_field() {
     let odd = r#"{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 128}"#;
     assert!(from_hf_config("x", odd).is_err());
+}
+
+#[test]
+fn absurd_sizes_heads_that_do_not_divide_and_experts_are_refused() {
+    let base = |extra: &str| {
+        format!(
+            r#"{{"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+            "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000{extra}}}"#
+        )
+    };
+    let wraps = base("").replace("4096", "18446744073709551615");
+    let e = from_hf_config("x", &wraps).err().map(|e| e.to_string());
+    assert!(
+        e.as_deref().is_some_and(|e| e.contains("`hidden_size`")),
+        "{e:?}"
+    );
+    let odd = base("").replace("\"num_attention_heads\": 32", "\"num_attention_heads\": 30");
+    let e = from_hf_config("x", &odd).err().map(|e| e.to_string());
+    assert!(
+        e.as_deref().is_some_and(|e| e.contains("does not divide")),
+        "{e:?}"
+    );
+    for field in ["num_local_experts", "num_experts", "n_routed_experts"] {
+        let moe = base(&format!(r#", "{field}": 8"#));
+        let e = from_hf_config("x", &moe).err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("mixture-of-experts")),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn tied_embeddings_default_to_each_model_types_own_default() {
+    // LlamaConfig and Qwen2Config default to untied, GPT2Config and GemmaConfig to tied: the
+    // published counts hold without the field (Llama-2-7B 6738415616, Qwen2-1.5B's config
+    // states it tied).
+    let llama = r#"{"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+        "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000}"#;
+    let (shape, notes) = from_hf_config("llama", llama).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shape.params(), 6_738_415_616);
+    assert!(notes.is_empty(), "{notes:?}");
+    let gpt2 = r#"{"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+        "vocab_size": 50257}"#;
+    let (shape, _) = from_hf_config("gpt2", gpt2).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shape.params(), 124_439_808);
+    let unknown = llama.replace("\"llama\"", "\"newarch\"");
+    let (shape, notes) = from_hf_config("x", &unknown).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shape.params(), 6_738_415_616);
+    assert!(
+        notes.iter().any(|n| n.contains("read as untied")),
+        "{notes:?}"
+    );
 }

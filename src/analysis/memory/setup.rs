@@ -133,30 +133,65 @@ impl Setup {
         let batch = self.batch();
         let layers = activations::layers_bytes(&self.shape, batch, self.checkpointing);
         let (edges, logits) = activations::outside_layers_bytes(&self.shape, batch, self.logits);
-        let shard = |what: &str| match self.strategy {
-            Strategy::FullShard => format!("{what} / {} GPUs", self.world_size),
-            _ => what.to_string(),
+        let n = self.world_size;
+        let over_n = |what: String| {
+            if n > 1 {
+                format!("{what} / {n} GPUs")
+            } else {
+                what
+            }
         };
+        let weights_basis = format!("{} B x all parameters", w.weight);
+        let grads_basis = match self.strategy {
+            Strategy::NoShard => format!("{} B x trainable parameters", w.grad),
+            Strategy::Zero1 | Strategy::ShardGradOp if w.grad_partition > 0.0 => format!(
+                "{} B x trainable parameters (16-bit, every GPU) + {}",
+                w.grad,
+                over_n(format!(
+                    "{} B x trainable parameters (fp32 partition)",
+                    w.grad_partition
+                ))
+            ),
+            Strategy::Zero1 | Strategy::ShardGradOp => {
+                format!("{} B x trainable parameters (every GPU)", w.grad)
+            }
+            Strategy::FullShard if w.grad_partition > 0.0 => over_n(format!(
+                "{} B x trainable parameters (fp32 partition, the 16-bit gradients reduce-scattered into it)",
+                w.grad_partition
+            )),
+            Strategy::FullShard => over_n(format!("{} B x trainable parameters", w.grad)),
+        };
+        let optimizer_basis = format!(
+            "{} B x trainable parameters (Adam: {})",
+            w.optimizer,
+            if w.grad_partition > 0.0 {
+                "fp32 weights and two moments"
+            } else {
+                "two moments"
+            }
+        );
         let mut terms = vec![
             term(
                 "weights",
                 b.weights,
-                shard(&format!("{} B x all parameters", w.weight)),
+                match self.strategy {
+                    Strategy::FullShard => over_n(weights_basis),
+                    _ => weights_basis,
+                },
             ),
             term(
                 "gathered module (ZeRO-3)",
                 b.gathered,
                 "largest module's weights and gradient".into(),
             ),
-            term(
-                "gradients",
-                b.grads,
-                format!("{} B x trainable parameters", w.grad),
-            ),
+            term("gradients", b.grads, grads_basis),
             term(
                 "optimizer states",
                 b.optimizer,
-                format!("{} B x trainable parameters (Adam)", w.optimizer),
+                match self.strategy {
+                    Strategy::NoShard => optimizer_basis,
+                    _ => over_n(optimizer_basis),
+                },
             ),
             term(
                 "activations",
@@ -204,26 +239,64 @@ impl Setup {
             overheads::nccl_bytes(self.world_size),
             "2 peers x 2 x NCCL_BUFFSIZE x 16 channels".into(),
         ));
-        let host_terms = vec![
-            term(
-                "offloaded optimizer states",
-                b.host_optimizer_per_node,
-                format!(
-                    "{} B x trainable parameters x GPUs on the node / N",
-                    states::OFFLOADED_OPTIMIZER_BYTES
-                ),
-            ),
-            term(
-                "offloaded weights",
-                b.host_weights_per_node,
-                "16-bit weight shards of the node's GPUs".into(),
-            ),
-        ];
+        let host_terms = self.host_terms(&b);
         Estimate {
             gpu: budget(terms, &self.gpu_capacity),
             host: budget(host_terms, &self.host_capacity),
             traffic: self.traffic(curve, b.host_device_bytes),
         }
+    }
+
+    /// One node's host RAM as DeepSpeed's estimators count it: the offloaded states, the
+    /// loading peak where it is larger, and the estimators' 1.5 margin.
+    fn host_terms(&self, b: &states::StateBytes) -> Vec<Term> {
+        let (n, g) = (self.world_size, self.gpus_per_node);
+        let node_share = |what: String| {
+            if n > g {
+                format!("{what} / {n} GPUs x {g} GPUs on the node")
+            } else {
+                what
+            }
+        };
+        let loaded = if self.strategy == Strategy::FullShard {
+            "the largest module (zero.Init builds the model sharded)"
+        } else {
+            "all parameters"
+        };
+        vec![
+            term(
+                "offloaded optimizer states",
+                b.host_optimizer_per_node,
+                node_share(format!(
+                    "{} B x trainable parameters (fp32 weights, gradients, Adam moments)",
+                    states::OFFLOADED_OPTIMIZER_BYTES
+                )),
+            ),
+            term(
+                "offloaded weights",
+                b.host_weights_per_node,
+                node_share(format!(
+                    "{} B x all parameters",
+                    self.precision.widths().weight
+                )),
+            ),
+            term(
+                "loading the model",
+                (b.host_loading_per_node - b.host_states()).max(0.0),
+                format!(
+                    "{} B x {loaded} x {g} processes on the node, beyond the states (DeepSpeed counts the larger)",
+                    states::LOADING_BYTES
+                ),
+            ),
+            term(
+                "margin",
+                b.host_peak() * (states::HOST_BUFFER_FACTOR - 1.0),
+                format!(
+                    "DeepSpeed's additional_buffer_factor {}",
+                    states::HOST_BUFFER_FACTOR
+                ),
+            ),
+        ]
     }
 
     /// NCCL traffic per step from the FSDP/ZeRO model: weights gathered are every parameter

@@ -37,6 +37,8 @@ pub struct Shape {
     pub post_norm_encoder: bool,
     /// BERT's pooler (a dense layer on the first token).
     pub pooler: bool,
+    /// The longest sequence the model was trained for (`max_position_embeddings`), if known.
+    pub max_positions: Option<u64>,
 }
 
 /// The logical linear projections of a layer, as LoRA names them.
@@ -74,6 +76,7 @@ impl Shape {
             lm_head_bias: false,
             post_norm_encoder: false,
             pooler: false,
+            max_positions: None,
         }
     }
 

@@ -13,6 +13,10 @@ pub struct Widths {
     pub weight: f64,
     pub grad: f64,
     pub optimizer: f64,
+    /// The fp32 gradient partition DeepSpeed's ZeRO optimizers keep beside the master weights
+    /// in mixed precision (the "16" of `estimate_zero2_model_states_mem_needs` is it plus 12);
+    /// none in fp32, where the gradients already are fp32.
+    pub grad_partition: f64,
 }
 
 impl TrainPrecision {
@@ -22,11 +26,13 @@ impl TrainPrecision {
                 weight: 2.0,
                 grad: 2.0,
                 optimizer: 12.0,
+                grad_partition: 4.0,
             },
             TrainPrecision::Fp32 => Widths {
                 weight: 4.0,
                 grad: 4.0,
                 optimizer: 8.0,
+                grad_partition: 0.0,
             },
         }
     }
@@ -35,6 +41,13 @@ impl TrainPrecision {
 /// Bytes per trainable parameter an offloaded optimizer keeps on the host: fp32 weights,
 /// fp32 gradients, Adam's two moments (DeepSpeed's "16").
 pub const OFFLOADED_OPTIMIZER_BYTES: f64 = 16.0;
+
+/// Bytes per parameter each process holds on the host while it loads the model (fp32
+/// weights), as DeepSpeed's estimators count it.
+pub const LOADING_BYTES: f64 = 4.0;
+
+/// DeepSpeed's `additional_buffer_factor`: the margin its estimators put on host RAM.
+pub const HOST_BUFFER_FACTOR: f64 = 1.5;
 
 /// What the states are computed for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,8 +79,24 @@ pub struct StateBytes {
     pub host_weights_per_node: f64,
     /// One node's NVMe for states offloaded there.
     pub nvme_per_node: f64,
+    /// One node's host RAM while its processes load the model: fp32 weights each (only the
+    /// largest module under ZeRO-3, whose `zero.Init` builds the model sharded; Hugging Face's
+    /// `from_pretrained` uses it when ZeRO-3 is on).
+    pub host_loading_per_node: f64,
     /// Host<->GPU bytes per GPU per step that offload adds.
     pub host_device_bytes: f64,
+}
+
+impl StateBytes {
+    /// The offloaded states on one node's host.
+    pub fn host_states(&self) -> f64 {
+        self.host_optimizer_per_node + self.host_weights_per_node
+    }
+
+    /// The larger of the offloaded states and the loading peak (DeepSpeed counts the larger).
+    pub fn host_peak(&self) -> f64 {
+        self.host_states().max(self.host_loading_per_node)
+    }
 }
 
 impl States {
@@ -85,11 +114,25 @@ impl States {
     pub fn bytes(&self) -> StateBytes {
         let w = self.precision.widths();
         let n = self.world_size.max(1) as f64;
-        let (w_share, g_share, o_share) = match self.strategy {
-            Strategy::NoShard => (1.0, 1.0, 1.0),
-            Strategy::Zero1 => (1.0, 1.0, 1.0 / n),
-            Strategy::ShardGradOp => (1.0, 1.0 / n, 1.0 / n),
-            Strategy::FullShard => (1.0 / n, 1.0 / n, 1.0 / n),
+        // DeepSpeed's accounting (stage_1_and_2.py, stage3.py and their estimators): under
+        // ZeRO-1/2 every GPU keeps the full 16-bit gradients (reduced bucket by bucket, then
+        // copied into its fp32 partition); under ZeRO-3 the gradients are reduce-scattered
+        // into the fp32 partition. The 16-bit gradients alone without mixed precision.
+        let (w_share, o_share) = match self.strategy {
+            Strategy::NoShard => (1.0, 1.0),
+            Strategy::Zero1 | Strategy::ShardGradOp => (1.0, 1.0 / n),
+            Strategy::FullShard => (1.0 / n, 1.0 / n),
+        };
+        let grad_bytes = match self.strategy {
+            Strategy::NoShard => w.grad,
+            Strategy::Zero1 | Strategy::ShardGradOp => w.grad + w.grad_partition / n,
+            Strategy::FullShard if w.grad_partition > 0.0 => w.grad_partition / n,
+            Strategy::FullShard => w.grad / n,
+        };
+        let loaded = if self.strategy == Strategy::FullShard {
+            self.largest_module
+        } else {
+            self.params
         };
         let mut s = StateBytes {
             weights: self.params * w.weight * w_share,
@@ -99,11 +142,12 @@ impl States {
             } else {
                 0.0
             },
-            grads: self.trainable * w.grad * g_share,
+            grads: self.trainable * grad_bytes,
             optimizer: self.trainable * w.optimizer * o_share,
             ..StateBytes::default()
         };
         let per_node = self.gpus_per_node.max(1) as f64;
+        s.host_loading_per_node = loaded * LOADING_BYTES * per_node;
         if self.offload_optimizer != Offload::None {
             // The gradients stream to the host bucket by bucket; the update runs there and
             // the new 16-bit weights come back.
@@ -128,9 +172,11 @@ impl States {
         s
     }
 
+    /// One node's host RAM as DeepSpeed's estimators count it: the larger of the offloaded
+    /// states and the loading peak, with its 1.5 margin.
     pub fn host_total(&self) -> f64 {
         let s = self.bytes();
-        s.host_optimizer_per_node + s.host_weights_per_node
+        s.host_peak() * HOST_BUFFER_FACTOR
     }
 
     pub fn gpu_total(&self) -> f64 {

@@ -58,6 +58,11 @@ pub struct MemoryArgs {
     /// Trainable parameters (the rest frozen), instead of all of them.
     #[arg(long)]
     pub trainable_params: Option<f64>,
+    /// Frozen parameters beside the model's shape, e.g. a multimodal model's vision towers
+    /// (MGM-2B: about 5e8 for CLIP ViT-L and ConvNeXt-L): 16-bit weights on the GPU, sharded
+    /// and offloaded with the parameters; their activations are not counted.
+    #[arg(long)]
+    pub frozen_params: Option<f64>,
     /// Tokens per sample.
     #[arg(long, default_value_t = 2048)]
     pub seq_len: u64,

@@ -254,9 +254,22 @@ fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
         || std::env::var("PYTORCH_CUDA_ALLOC_CONF")
             .is_ok_and(|v| v.replace(' ', "").contains("expandable_segments:True"));
     let trainable = trainable(args, &shape)?;
+    let frozen_params = match args.frozen_params {
+        Some(p) => {
+            let p = non_negative("--frozen-params", p, "parameters")?;
+            if p > 1e13 {
+                return Err(Failure::usage(format!(
+                    "--frozen-params: {p} parameters is beyond any model (at most 1e13)"
+                )));
+            }
+            p as u64
+        }
+        None => 0,
+    };
     let setup = Setup {
         shape,
         trainable,
+        frozen_params,
         world_size,
         gpus_per_node,
         strategy: strategy(&args.strategy),
@@ -294,6 +307,21 @@ fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
     if let Some(why) = setup.invalid() {
         return Err(Failure::usage(why));
     }
+    if setup.frozen_params > 0 {
+        notes.push(format!(
+            "{} frozen parameters beside the model's shape (--frozen-params): weights only, their activations not counted",
+            setup.frozen_params
+        ));
+    }
+    // What a measured peak holds beyond this accounting: a plan that fits by less than these
+    // may still fail (seed 004: about 18 GiB here with MGM-2B's towers, 23.15 GiB at its OOM).
+    notes.push(
+        "not counted: activations of modules outside the decoder (vision towers, adapters of \
+         a multimodal model), DeepSpeed's runtime buffers (ZeRO-3 prefetch and modules kept \
+         gathered by stage3_max_reuse_distance), other processes on the GPU, and memory \
+         PyTorch reserved but left unallocated beyond the reserve above"
+            .to_string(),
+    );
     if args.cuda_context_mb == 512.0 {
         notes.push(format!(
             "CUDA context taken as {} MiB (--cuda-context-mb)",

@@ -134,6 +134,9 @@ pub struct PlanSetup {
     pub offload_params: Offload,
     pub precision: TrainPrecision,
     pub trainable: Trainable,
+    /// Frozen parameters beside the model's shape (`--frozen-params`), weights only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frozen_params: u64,
     pub seq_len: u64,
     pub micro_batch: u64,
     pub checkpointing: Checkpointing,
@@ -250,4 +253,8 @@ impl super::read::Document for MemoryPlan {
         }
         Ok(())
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

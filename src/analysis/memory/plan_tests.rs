@@ -10,6 +10,7 @@ fn seed_004() -> Setup {
     Setup {
         shape: presets::preset("gemma-2b").unwrap_or_else(|e| panic!("{e}")),
         trainable: Trainable::Full,
+        frozen_params: 0,
         world_size: 1,
         gpus_per_node: 1,
         strategy: Strategy::FullShard,

@@ -17,6 +17,10 @@ use crate::documents::simulation::Strategy;
 pub struct Setup {
     pub shape: Shape,
     pub trainable: Trainable,
+    /// Frozen parameters outside the modelled decoder (a multimodal model's vision towers):
+    /// their weights only, sharded and offloaded with the parameters. Their activations are
+    /// not modelled (frozen towers usually run without keeping them).
+    pub frozen_params: u64,
     pub world_size: usize,
     pub gpus_per_node: usize,
     pub strategy: Strategy,
@@ -46,17 +50,18 @@ pub struct Estimate {
 }
 
 impl Setup {
-    /// (all parameters, trainable ones) with adapters counted.
+    /// (all parameters, trainable ones) with adapters and `frozen_params` counted.
     pub fn params(&self) -> (u64, u64) {
         let base = self.shape.params();
-        match &self.trainable {
+        let (all, trainable) = match &self.trainable {
             Trainable::Full => (base, base),
             Trainable::Lora { rank, modules } => {
                 let added = self.shape.lora_params(*rank, modules);
                 (base + added, added)
             }
             Trainable::Params { params } => (base, (*params).min(base)),
-        }
+        };
+        (all + self.frozen_params, trainable)
     }
 
     fn states(&self) -> States {
@@ -116,6 +121,7 @@ impl Setup {
             offload_params: self.offload_params,
             precision: self.precision,
             trainable: self.trainable.clone(),
+            frozen_params: self.frozen_params,
             seq_len: self.seq_len,
             micro_batch: self.micro_batch,
             checkpointing: self.checkpointing,

@@ -220,3 +220,143 @@ fn doctor_passes_the_loader_flags_to_its_simulation() {
         "{summary}"
     );
 }
+
+/// The tester's base command: 3 GPUs, batch 16 x accumulation 8, num_workers=0, 300 ms a batch.
+const BASE: &[&str] = &[
+    "simulate",
+    "ddp",
+    "--model",
+    "resnet50",
+    "--world-size",
+    "3",
+    "--busbw",
+    "20",
+    "--batch-size",
+    "16",
+    "--compute-ms",
+    "200",
+    "--accumulation",
+    "8",
+    "--bucket-cap-mb",
+    "25",
+    "--cpu-cores",
+    "20",
+    "--num-workers",
+    "0",
+    "--data-ms",
+    "300",
+];
+
+/// BASE with `extra` (a later value of a flag wins over BASE's), refused with exit 2 and a
+/// message containing each of `says`.
+fn refused(extra: &[&str], says: &[&str]) {
+    let mut args: Vec<&str> = BASE.to_vec();
+    // Drop BASE's own value of each flag `extra` gives again (clap refuses repeats).
+    for flag in extra.iter().filter(|a| a.starts_with("--")) {
+        let name = flag.split('=').next().unwrap_or(flag);
+        if let Some(i) = args.iter().position(|a| *a == name) {
+            args.drain(i..i + 2);
+        }
+    }
+    args.extend_from_slice(extra);
+    let mut assert = bin().args(&args).assert().code(2);
+    for s in says {
+        assert = assert.stderr(contains(*s));
+    }
+}
+
+#[test]
+fn a_fixed_compute_at_or_over_the_compute_is_refused_naming_both_flags() {
+    refused(
+        &["--compute-fixed-ms", "250"],
+        &["--compute-fixed-ms", "--compute-ms"],
+    );
+    refused(
+        &["--compute-fixed-ms", "200"],
+        &["--compute-fixed-ms", "200 ms"],
+    );
+    refused(&["--compute-fixed-ms=-5"], &["--compute-fixed-ms"]);
+}
+
+#[test]
+fn loader_times_and_sizes_have_upper_bounds_and_copies_are_not_empty() {
+    refused(
+        &["--data-ms=1e300"],
+        &["--data-ms: must be at most 10000000 milliseconds"],
+    );
+    refused(&["--data-ms=inf"], &["--data-ms"]);
+    refused(&["--data-ms=nan"], &["--data-ms"]);
+    let rest: &[&[&str]] = &[
+        &["--sample-ms=1e300"],
+        &["--compute-fixed-ms=1e300"],
+        &["--dataset-gb=1e300"],
+        &["--host-memory-gb=1e300"],
+        &["--h2d-gbps=1e300"],
+        &["--batch-bytes", "0"],
+        &["--sample-bytes", "0"],
+    ];
+    for extra in rest {
+        let flag = extra[0].split('=').next().unwrap_or(extra[0]);
+        let extra: Vec<&str> = extra
+            .iter()
+            .copied()
+            .filter(|a| *a != "--data-ms")
+            .collect();
+        if flag == "--sample-ms" {
+            // --sample-ms conflicts with BASE's --data-ms: give it alone.
+            let mut args: Vec<&str> = BASE[..BASE.len() - 2].to_vec();
+            args.extend_from_slice(&extra);
+            bin()
+                .args(&args)
+                .assert()
+                .code(2)
+                .stderr(contains("--sample-ms: must be at most"));
+            continue;
+        }
+        refused(&extra, &[flag]);
+    }
+}
+
+#[test]
+fn pytorch_refuses_prefetch_factor_and_persistent_workers_without_workers() {
+    refused(
+        &["--prefetch-factor", "4"],
+        &["prefetch_factor option could only be specified in multiprocessing"],
+    );
+    refused(
+        &["--persistent-workers"],
+        &["persistent_workers option needs num_workers > 0"],
+    );
+    // With workers both are what PyTorch takes.
+    let mut args: Vec<&str> = BASE[..BASE.len() - 4].to_vec();
+    args.extend_from_slice(&["--num-workers", "2", "--data-ms", "300"]);
+    args.extend_from_slice(&["--prefetch-factor", "4", "--persistent-workers"]);
+    bin().args(&args).assert().success();
+}
+
+#[test]
+fn doctor_refuses_loader_flags_without_a_model_before_any_step() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let out = dir.path().join("report");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
+    common::without_host_settings(&mut cmd);
+    let output = cmd
+        .args([
+            "doctor",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-e",
+            "1K",
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--num-workers", "4", "--data-ms", "nan"])
+        .output()
+        .unwrap_or_else(|e| panic!("doctor: {e}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the loader flags need --model"), "{stderr}");
+    assert!(!out.exists(), "doctor started before refusing its flags");
+}

@@ -360,3 +360,41 @@ fn doctor_refuses_loader_flags_without_a_model_before_any_step() {
     assert!(stderr.contains("the loader flags need --model"), "{stderr}");
     assert!(!out.exists(), "doctor started before refusing its flags");
 }
+
+#[test]
+fn csv_carries_the_whole_step_with_the_loader_like_the_table_and_json() {
+    let doc: DdpSimulation = json_stdout(bin().args(BASE).args(["--format", "json"]));
+    let output = bin()
+        .args(BASE)
+        .args(["--format", "csv"])
+        .output()
+        .unwrap_or_else(|e| panic!("csv: {e}"));
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &str| {
+        let i = header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} in {header:?}"));
+        row[i]
+    };
+    let num = |name: &str| {
+        col(name)
+            .parse::<f64>()
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let o = &doc.configurations[0];
+    let l = o.loader.unwrap_or_else(|| panic!("no loader step"));
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(close(num("step_time_s"), l.step_time_s), "{text}");
+    assert!(close(num("samples_per_s"), l.samples_per_s), "{text}");
+    assert!(close(num("iters_per_s"), 8.0 / l.step_time_s), "{text}");
+    assert!(close(num("comm_step_time_s"), o.step_time_s), "{text}");
+    assert!(close(num("data_interval_s"), l.data_interval_s), "{text}");
+    assert_eq!(col("bound"), "data", "{text}");
+    // Loading is most of this step: the communication-only step is far shorter.
+    assert!(num("step_time_s") > 2.0 * num("comm_step_time_s"), "{text}");
+}

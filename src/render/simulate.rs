@@ -196,9 +196,12 @@ fn loader_advice(out: &mut String, l: &LoaderSummary) {
     }
 }
 
-/// One row per configuration shown, SI units in the column names.
+/// One row per configuration shown, SI units in the column names. With the input pipeline
+/// modelled, step_time_s, iters_per_s and samples_per_s are the whole step's (as in the
+/// table), comm_step_time_s keeps the step without loading, and data_interval_s and bound
+/// are added; exposed_comm_s, comm_s and scaling_efficiency stay the communication's.
 pub fn ddp_csv(doc: &DdpSimulation) -> Result<String, csv::Error> {
-    let header = [
+    let mut header = vec![
         "bucket_cap_mb",
         "accumulation",
         "no_sync",
@@ -210,19 +213,42 @@ pub fn ddp_csv(doc: &DdpSimulation) -> Result<String, csv::Error> {
         "samples_per_s",
         "scaling_efficiency",
     ];
+    let loaded = doc.loader.is_some();
+    if loaded {
+        header.extend(["comm_step_time_s", "data_interval_s", "bound"]);
+    }
     let rows = doc.configurations.iter().map(|o| {
-        [
+        let (step, iters, samples) = match &o.loader {
+            Some(l) => (
+                l.step_time_s,
+                o.accumulation as f64 / l.step_time_s,
+                l.samples_per_s,
+            ),
+            None => (o.step_time_s, o.iters_per_s, o.samples_per_s),
+        };
+        let mut row = vec![
             o.bucket_cap_mb.to_string(),
             o.accumulation.to_string(),
             o.no_sync.to_string(),
             o.bucket_bytes.len().to_string(),
-            o.step_time_s.to_string(),
+            step.to_string(),
             o.exposed_comm_s.to_string(),
             o.comm_s.to_string(),
-            o.iters_per_s.to_string(),
-            o.samples_per_s.to_string(),
+            iters.to_string(),
+            samples.to_string(),
             o.scaling_efficiency.to_string(),
-        ]
+        ];
+        if loaded {
+            row.push(o.step_time_s.to_string());
+            match &o.loader {
+                Some(l) => {
+                    row.push(l.data_interval_s.to_string());
+                    row.push(l.bound_by.name().to_string());
+                }
+                None => row.extend([String::new(), String::new()]),
+            }
+        }
+        row
     });
     super::csv::table(&header, rows)
 }

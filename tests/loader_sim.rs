@@ -6,6 +6,7 @@ mod common;
 
 use common::{bin, json_stdout, Machine};
 use ncclprobe::documents::DdpSimulation;
+use predicates::prelude::PredicateBooleanExt;
 use predicates::str::contains;
 
 /// Seed 001: 150 ms of compute per batch of 16 (30 ms of it launch costs that do not grow
@@ -111,7 +112,7 @@ fn seed_003_warns_of_oversubscription_and_names_about_eight_workers() {
         ])
         .assert()
         .success()
-        .stdout(contains("* oversubscribed: 40 workers x 1 rank(s) = 40 worker processes on 20 cores"))
+        .stdout(contains("* oversubscribed: 40 workers x 1 rank = 40 worker processes on 20 cores"))
         .stdout(contains("use at most 19 workers per rank"))
         .stdout(contains("This DataLoader will create 40 worker processes in total. Our suggested max number of worker in current system is 20"))
         .stdout(contains("* num_workers can drop to 8 with pin_memory=True"))
@@ -397,4 +398,92 @@ fn csv_carries_the_whole_step_with_the_loader_like_the_table_and_json() {
     assert_eq!(col("bound"), "data", "{text}");
     // Loading is most of this step: the communication-only step is far shorter.
     assert!(num("step_time_s") > 2.0 * num("comm_step_time_s"), "{text}");
+}
+
+#[test]
+fn advised_workers_are_capped_by_host_memory_when_the_dataset_is_given() {
+    // 2 pinned workers hide loading, but 3 ranks x (1 + 2) = 9 processes x 4 GB = 36 GB on a
+    // 32 GB node; 1 worker (24 GB) fits under 90% and does not hide it.
+    let mut args: Vec<&str> = BASE.to_vec();
+    args.extend_from_slice(&["--dataset-gb", "4", "--host-memory-gb", "32"]);
+    bin()
+        .args(&args)
+        .assert()
+        .success()
+        .stdout(contains("* no num_workers both hides loading and fits in host memory: num_workers=2 with pin_memory=True would hide it"))
+        .stdout(contains("need 36.0 GB of the host's 32.0 GB (at most 1 worker per rank fits under 90%)"))
+        .stdout(contains("raise num_workers to").not());
+    // With 64 GB the same 2 workers fit, and are advised.
+    let mut args: Vec<&str> = BASE.to_vec();
+    args.extend_from_slice(&["--dataset-gb", "4", "--host-memory-gb", "64"]);
+    bin()
+        .args(&args)
+        .assert()
+        .success()
+        .stdout(contains("* raise num_workers to 2 with pin_memory=True"));
+}
+
+#[test]
+fn each_batch_tried_gets_the_workers_that_hide_loading_at_that_batch() {
+    // Seed 001: 6 pinned workers hide loading at batch 16; at 32 x 2 a batch takes one worker
+    // twice as long, the GPU less than twice (30 ms of it does not grow): 6 are too few.
+    let doc: DdpSimulation = json_stdout(bin().args(SEED_001).args(["--format", "json"]));
+    let loader = doc
+        .loader
+        .unwrap_or_else(|| panic!("no loader in the document"));
+    let options = &loader.batch_options;
+    assert_eq!(options[0].advised_workers, Some(6));
+    assert_eq!(options[1].batch_size, 32);
+    assert!(
+        options[1].advised_workers.is_some_and(|w| w > 6),
+        "{:?}",
+        options[1].advised_workers
+    );
+    for o in options {
+        let advised = o
+            .advised
+            .unwrap_or_else(|| panic!("batch {} has no advised step", o.batch_size));
+        assert_ne!(advised.bound_by.name(), "data", "batch {}", o.batch_size);
+    }
+}
+
+#[test]
+fn counts_of_one_read_in_the_singular() {
+    let args = [
+        "simulate",
+        "ddp",
+        "--model",
+        "resnet18",
+        "--world-size",
+        "1",
+        "--batch-size",
+        "256",
+        "--accumulation",
+        "1",
+        "--compute-ms",
+        "40",
+        "--busbw",
+        "10",
+        "--num-workers",
+        "4",
+        "--data-ms",
+        "300",
+        "--cpu-cores",
+        "3",
+    ];
+    let out = bin()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("simulate: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("# 1 GPU, batch 256 per GPU"), "{text}");
+    assert!(text.contains("1 rank per node"), "{text}");
+    assert!(
+        text.contains("4 workers x 1 rank = 4 worker processes on 3 cores"),
+        "{text}"
+    );
+    for wrong in ["1 GPUs", "(s)", "1 ranks", "at most 1 workers"] {
+        assert!(!text.contains(wrong), "{wrong}: {text}");
+    }
 }

@@ -320,7 +320,7 @@ pub fn advice(setup: &Setup, grid: &[Outcome], default_cap_mb: f64) -> Vec<Strin
         accumulation: 1,
         no_sync: true,
     });
-    let gpus = format!("{n} GPUs");
+    let gpus = format!("{n} {}", if n == 1 { "GPU" } else { "GPUs" });
     if default.samples_per_s < (setup.batch_size as f64) * one_gpu_it {
         lines.push(format!(
             "{gpus} over this link are slower than 1 ({:.1} vs {:.1} it/s, {:.0} vs {:.0} samples/s at bucket_cap_mb={default_cap_mb}): each step waits {:.0} ms for gradients",

@@ -39,6 +39,32 @@ pub struct Plan<'a> {
 /// Host memory above this fraction is pressure (page cache squeezed out, swap next).
 const MEMORY_PRESSURE: f64 = 0.9;
 
+/// The most workers per rank whose processes' memory stays under the pressure mark at this
+/// batch, when the dataset and the host's memory are known (0 when even none fit).
+fn memory_cap(loader: &Loader, batch_size: usize) -> Option<usize> {
+    loader.dataset_bytes?;
+    loader.host_memory_bytes?;
+    Some(
+        loader
+            .max_workers_in_memory(batch_size, MEMORY_PRESSURE)
+            .unwrap_or(0),
+    )
+}
+
+/// The smallest num_workers with `pin_memory` that hides loading and fits in memory (when
+/// the memory is modelled): what a batch is advised to run with.
+fn advised_workers(loader: &Loader, pin_memory: bool, ddp: &DdpStep) -> Option<usize> {
+    let hiding = loader.hiding_workers(pin_memory, ddp)?;
+    match memory_cap(loader, ddp.batch_size) {
+        Some(cap) if hiding > cap => None,
+        _ => Some(hiding),
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// What DDP gives an outcome of `setup`, without loading.
 pub fn ddp_step(setup: &Setup, o: &Outcome) -> DdpStep {
     DdpStep {
@@ -80,7 +106,7 @@ impl Plan<'_> {
         self.oversubscription(&mut advice);
         self.hiding(&now, &current, pinned, pageable, &mut advice);
         self.memory_advice(&mut advice);
-        let batch_options = self.batch_options(pinned, &mut advice);
+        let batch_options = self.batch_options(&mut advice);
         LoaderSummary {
             num_workers: loader.num_workers,
             sample_s: loader.sample_s,
@@ -118,8 +144,13 @@ impl Plan<'_> {
             )
         } else {
             format!(
-                "{} workers per rank deliver a batch every {}",
-                l.num_workers,
+                "{} per rank {} a batch every {}",
+                plural(l.num_workers, "worker", "workers"),
+                if l.num_workers == 1 {
+                    "delivers"
+                } else {
+                    "deliver"
+                },
                 ms(current.data_interval_s)
             )
         };
@@ -139,20 +170,20 @@ impl Plan<'_> {
         let l = self.loader;
         if l.oversubscribed() {
             advice.push(format!(
-                "oversubscribed: {} workers x {} rank(s) = {} worker processes on {} cores ({} left after the training processes): each worker runs {:.1}x slower than alone; use at most {} workers per rank",
-                l.num_workers,
-                l.ranks_per_node,
-                l.workers_on_node(),
-                l.cpu_cores,
+                "oversubscribed: {} x {} = {} on {} ({} left after the training processes): each worker runs {:.1}x slower than alone; use at most {} per rank",
+                plural(l.num_workers, "worker", "workers"),
+                plural(l.ranks_per_node, "rank", "ranks"),
+                plural(l.workers_on_node(), "worker process", "worker processes"),
+                plural(l.cpu_cores, "core", "cores"),
                 l.worker_cores(),
                 l.slowdown(),
-                l.max_workers_per_rank()
+                plural(l.max_workers_per_rank(), "worker", "workers")
             ));
         }
         if let Some(w) = l.pytorch_warning() {
             advice.push(format!(
-                "PyTorch warns of this itself (more workers than sched_getaffinity's {} CPUs): \"{w}\"",
-                l.cpu_cores
+                "PyTorch warns of this itself (more workers than sched_getaffinity's {}): \"{w}\"",
+                plural(l.cpu_cores, "CPU", "CPUs")
             ));
         }
     }
@@ -174,10 +205,15 @@ impl Plan<'_> {
                 s.samples_per_s / current.samples_per_s
             )
         };
+        let cap = memory_cap(l, now.batch_size);
+        let fits = |w: usize| cap.is_none_or(|c| w <= c);
         match (pinned, pageable) {
-            (Some(p), q) => {
+            (Some(p), q) if fits(p) => {
                 let pageable_copy = l.with(0, false).copy_s(now.batch_size);
                 let without = match q {
+                    Some(q) if !fits(q) => format!(
+                        "without pin_memory num_workers={q} would hide it, but does not fit in host memory"
+                    ),
                     Some(q) if pageable_copy > 0.0 => format!(
                         "without pin_memory num_workers={q} ({}: the pageable copy of {} per batch is not hidden)",
                         speed(q, false),
@@ -201,14 +237,37 @@ impl Plan<'_> {
                     speed(p, true)
                 ));
             }
+            (Some(p), _) => advice.push(self.hiding_past_memory(p, cap.unwrap_or(0), now.batch_size)),
             (None, _) => advice.push(format!(
-                "no num_workers up to {} hides loading on {} cores: a batch takes one worker {}, the GPU needs one every {}; make __getitem__ cheaper (cache decoded samples), or give the loader more cores",
+                "no num_workers up to {} hides loading on {}: a batch takes one worker {}, the GPU needs one every {}; make __getitem__ cheaper (cache decoded samples), or give the loader more cores",
                 super::loader::MAX_WORKERS,
-                l.cpu_cores,
+                plural(l.cpu_cores, "core", "cores"),
                 ms(l.batch_s(now.batch_size)),
                 ms(now.step_s / now.accumulation.max(1) as f64)
             )),
         }
+    }
+
+    /// The workers that would hide loading need more host memory than there is.
+    fn hiding_past_memory(&self, hiding: usize, cap: usize, batch_size: usize) -> String {
+        let l = self.loader;
+        let gb = |b: f64| format!("{:.1} GB", b / 1e9);
+        let need = l
+            .with(hiding, true)
+            .memory(batch_size, "")
+            .map_or(0.0, |m| m.total_bytes);
+        let fit = match cap {
+            0 => "not even num_workers=0 fits".to_string(),
+            1 => "at most 1 worker per rank fits".to_string(),
+            c => format!("at most {c} workers per rank fit"),
+        };
+        format!(
+            "no num_workers both hides loading and fits in host memory: num_workers={hiding} with pin_memory=True would hide it, but {} x (1 + {hiding}) processes, each with its own copy of the {} dataset, need {} of the host's {} ({fit} under 90%); load the dataset lazily (memory-map it, or read each sample in __getitem__) so the workers do not each hold a copy, or make __getitem__ cheaper",
+            plural(l.ranks_per_node, "rank", "ranks"),
+            gb(l.dataset_bytes.unwrap_or(0.0)),
+            gb(need),
+            gb(l.host_memory_bytes.unwrap_or(0.0))
+        )
     }
 
     fn memory_advice(&self, advice: &mut Vec<String>) {
@@ -226,13 +285,19 @@ impl Plan<'_> {
         }
         let fits = l
             .max_workers_in_memory(batch, MEMORY_PRESSURE)
-            .map(|w| format!("at most {w} workers per rank stay under 90%"))
+            .map(|w| {
+                format!(
+                    "at most {} per rank {} under 90%",
+                    plural(w, "worker", "workers"),
+                    if w == 1 { "stays" } else { "stay" }
+                )
+            })
             .unwrap_or_else(|| "even without workers it does not fit: load the dataset lazily (memory-map it) instead of holding it in Python objects".into());
         advice.push(format!(
-            "host memory: {} rank(s) x (1 + {} workers) = {} processes each end up with their own copy of the {} dataset (fork shares it copy-on-write, but reference counts write to every page they read){}: {} of {} ({}); {fits}",
-            l.ranks_per_node,
-            l.num_workers,
-            m.processes,
+            "host memory: {} x (1 + {}) = {} each end up with their own copy of the {} dataset (fork shares it copy-on-write, but reference counts write to every page they read){}: {} of {} ({}); {fits}",
+            plural(l.ranks_per_node, "rank", "ranks"),
+            plural(l.num_workers, "worker", "workers"),
+            plural(m.processes, "process", "processes"),
             gb(l.dataset_bytes.unwrap_or(0.0)),
             if l.persistent_workers { ", held across epochs with persistent_workers" } else { "" },
             gb(m.total_bytes),
@@ -244,12 +309,9 @@ impl Plan<'_> {
 
 impl Plan<'_> {
     /// The batch trained with, then each `--batch-sizes` choice: its step with the loader as
-    /// configured, and with `advised_workers` pinned when loading can be hidden.
-    fn batch_options(
-        &self,
-        advised_workers: Option<usize>,
-        advice: &mut Vec<String>,
-    ) -> Vec<BatchOption> {
+    /// configured, and with the workers (pinned) that hide loading at that batch and fit in
+    /// memory, when some do.
+    fn batch_options(&self, advice: &mut Vec<String>) -> Vec<BatchOption> {
         if self.batch_choices.is_empty() {
             return Vec::new();
         }
@@ -283,18 +345,13 @@ impl Plan<'_> {
         }
         let options: Vec<BatchOption> = choices
             .iter()
-            .map(|c| self.option(c.batch_size, c.accumulation.unwrap_or(1), advised_workers))
+            .map(|c| self.option(c.batch_size, c.accumulation.unwrap_or(1)))
             .collect();
-        self.batch_advice(&options, advised_workers, advice);
+        self.batch_advice(&options, advice);
         options
     }
 
-    fn option(
-        &self,
-        batch_size: usize,
-        accumulation: usize,
-        advised: Option<usize>,
-    ) -> BatchOption {
+    fn option(&self, batch_size: usize, accumulation: usize) -> BatchOption {
         let setup = Setup {
             batch_size,
             compute: scaled_compute(
@@ -306,36 +363,41 @@ impl Plan<'_> {
             ..self.setup.clone()
         };
         let ddp = self.trained(&setup, accumulation);
+        // Each batch's own: a larger batch takes longer to load and gives the GPU longer to
+        // take it, so the workers that hide loading differ from the batch trained with's.
+        let advised = advised_workers(self.loader, true, &ddp);
         BatchOption {
             batch_size,
             accumulation,
             effective_batch: batch_size * accumulation * setup.world_size,
             step: self.loader.step(&ddp),
+            advised_workers: advised,
             advised: advised.map(|w| self.loader.with(w, true).step(&ddp)),
         }
     }
 
-    fn batch_advice(
-        &self,
-        options: &[BatchOption],
-        advised: Option<usize>,
-        advice: &mut Vec<String>,
-    ) {
+    fn batch_advice(&self, options: &[BatchOption], advice: &mut Vec<String>) {
         let Some(now) = options.first() else {
             return;
         };
         // Held with the loader that hides loading when there is one: a larger batch does not
         // fix a starved loader, it only amortises what does not grow with the batch.
         let rate = |o: &BatchOption| o.advised.unwrap_or(o.step).samples_per_s;
-        let with = match advised {
-            Some(w) => format!(" (both with num_workers={w} and pin_memory)"),
-            None => String::new(),
-        };
         let Some(best) = options[1..]
             .iter()
             .max_by(|a, b| rate(a).total_cmp(&rate(b)))
         else {
             return;
+        };
+        let with = match (best.advised_workers, now.advised_workers) {
+            (Some(b), Some(n)) if b == n => {
+                format!(" (both with num_workers={b} and pin_memory)")
+            }
+            (Some(b), Some(n)) => format!(
+                " (with pin_memory and each batch's own num_workers: {b} at {} x {}, {n} at {} x {})",
+                best.batch_size, best.accumulation, now.batch_size, now.accumulation
+            ),
+            _ => String::new(),
         };
         let effective = if best.effective_batch == now.effective_batch {
             String::new()

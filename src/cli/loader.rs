@@ -29,9 +29,10 @@ pub struct LoaderArgs {
     /// non_blocking=True beside compute.
     #[arg(long)]
     pub pin_memory: bool,
-    /// DataLoader(prefetch_factor=N): batches each worker loads ahead.
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    pub prefetch_factor: usize,
+    /// DataLoader(prefetch_factor=N): batches each worker loads ahead (default 2; PyTorch
+    /// refuses it with num_workers=0).
+    #[arg(long, value_name = "N")]
+    pub prefetch_factor: Option<usize>,
     /// DataLoader(persistent_workers=True): workers (and their memory) live across epochs.
     #[arg(long)]
     pub persistent_workers: bool,
@@ -64,6 +65,28 @@ pub struct LoaderArgs {
 }
 
 impl LoaderArgs {
+    /// Whether any input pipeline flag was given (doctor refuses them without --model).
+    pub fn given(&self) -> bool {
+        self.data_ms.is_some() || self.sample_ms.is_some() || self.beyond_data_time()
+    }
+
+    /// Whether a flag other than the data time was given (they all need the data time).
+    pub fn beyond_data_time(&self) -> bool {
+        self.num_workers.is_some()
+            || self.cpu_cores.is_some()
+            || self.ranks_per_node.is_some()
+            || self.pin_memory
+            || self.persistent_workers
+            || self.prefetch_factor.is_some()
+            || self.dataset_gb.is_some()
+            || self.host_memory_gb.is_some()
+            || self.h2d_gbps.is_some()
+            || self.sample_bytes.is_some()
+            || self.batch_bytes.is_some()
+            || self.compute_fixed_ms != 0.0
+            || self.batch_sizes.is_some()
+    }
+
     /// The same flags as `simulate ddp` arguments (`--flag=value`, so a value starting with
     /// `-` reaches the simulation's own check).
     pub fn to_argv(&self) -> Vec<String> {
@@ -78,7 +101,10 @@ impl LoaderArgs {
         put("sample-ms", self.sample_ms.map(|x| x.to_string()));
         put("cpu-cores", self.cpu_cores.map(|n| n.to_string()));
         put("ranks-per-node", self.ranks_per_node.map(|n| n.to_string()));
-        put("prefetch-factor", Some(self.prefetch_factor.to_string()));
+        put(
+            "prefetch-factor",
+            self.prefetch_factor.map(|n| n.to_string()),
+        );
         put("dataset-gb", self.dataset_gb.map(|x| x.to_string()));
         put("host-memory-gb", self.host_memory_gb.map(|x| x.to_string()));
         put("h2d-gbps", self.h2d_gbps.map(|x| x.to_string()));

@@ -6,7 +6,7 @@ use crate::analysis::loader::{Loader, PAGEABLE_DEFAULT_BYTES_PER_S, PINNED_DEFAU
 use crate::analysis::loader_plan::{BatchChoice, Sources};
 use crate::cli::LoaderArgs;
 use crate::exit::Failure;
-use crate::flags::{count_in, non_negative, parse_list, positive};
+use crate::flags::{count_in, parse_list, positive};
 use crate::model::RunRecord;
 use std::path::Path;
 
@@ -22,20 +22,65 @@ pub struct Built {
 /// Ranks per node when not given: the world size, at most this many (one 8-GPU node).
 const RANKS_PER_NODE_CAP: usize = 8;
 
-fn any_given(a: &LoaderArgs) -> bool {
-    a.num_workers.is_some()
-        || a.cpu_cores.is_some()
-        || a.ranks_per_node.is_some()
-        || a.pin_memory
-        || a.persistent_workers
-        || a.prefetch_factor != 2
-        || a.dataset_gb.is_some()
-        || a.host_memory_gb.is_some()
-        || a.h2d_gbps.is_some()
-        || a.sample_bytes.is_some()
-        || a.batch_bytes.is_some()
-        || a.compute_fixed_ms != 0.0
-        || a.batch_sizes.is_some()
+/// The largest time a loader flag takes, in ms (under three hours: anything longer is a typo).
+const MAX_MS: f64 = 1e7;
+/// The largest memory or dataset, in GB (a petabyte).
+const MAX_GB: f64 = 1e6;
+/// The largest host-to-device bandwidth, in GB/s.
+const MAX_GBPS: f64 = 1e4;
+/// The largest sample or batch copied to the GPU, in bytes (a terabyte).
+const MAX_COPY_BYTES: f64 = 1e12;
+
+/// A finite number above zero and at most `most`.
+fn positive_at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
+    let v = positive(flag, value, unit)?;
+    if v <= most {
+        Ok(v)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be at most {} {unit}, got {}",
+            crate::units::plain(most),
+            crate::units::plain(v)
+        )))
+    }
+}
+
+/// PyTorch's DataLoader refuses these with num_workers=0 (torch/utils/data/dataloader.py,
+/// `DataLoader.__init__`); the messages quote its ValueError.
+fn pytorch_rules(a: &LoaderArgs, num_workers: usize) -> Result<(), Failure> {
+    if num_workers > 0 {
+        return Ok(());
+    }
+    if a.prefetch_factor.is_some() {
+        return Err(Failure::usage(
+            "--prefetch-factor needs --num-workers above 0: PyTorch's DataLoader raises ValueError(\"prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None.\")",
+        ));
+    }
+    if a.persistent_workers {
+        return Err(Failure::usage(
+            "--persistent-workers needs --num-workers above 0: PyTorch's DataLoader raises ValueError(\"persistent_workers option needs num_workers > 0\")",
+        ));
+    }
+    Ok(())
+}
+
+/// The part of a micro-step's compute that does not grow with the batch: below the forward
+/// and backward it is part of (else nothing would scale, and a larger batch would be free).
+fn compute_fixed(a: &LoaderArgs, micro_compute_s: f64) -> Result<f64, Failure> {
+    let fixed_ms = a.compute_fixed_ms;
+    if fixed_ms == 0.0 {
+        return Ok(0.0);
+    }
+    let fixed_ms = positive_at_most("--compute-fixed-ms", fixed_ms, "milliseconds", MAX_MS)?;
+    let micro_ms = micro_compute_s * 1e3;
+    if fixed_ms >= micro_ms {
+        return Err(Failure::usage(format!(
+            "--compute-fixed-ms: {} ms must be less than one micro-step's forward and backward ({} ms: --compute-ms less --optimizer-ms, or --forward-ms plus --backward-ms), of which it is the part that does not grow with the batch",
+            crate::units::plain(fixed_ms),
+            crate::units::plain(micro_ms)
+        )));
+    }
+    Ok(fixed_ms * 1e-3)
 }
 
 /// The loader, or `None` when no data time was given (and no other loader flag either).
@@ -43,12 +88,14 @@ pub fn build(
     a: &LoaderArgs,
     world_size: usize,
     batch_size: usize,
+    micro_compute_s: f64,
     curve: Option<&Path>,
 ) -> Result<Option<Built>, Failure> {
+    let ms = |flag: &str, v: f64| positive_at_most(flag, v, "milliseconds", MAX_MS);
     let sample_s = match (a.data_ms, a.sample_ms) {
-        (Some(ms), _) => positive("--data-ms", ms, "milliseconds")? * 1e-3 / batch_size as f64,
-        (None, Some(ms)) => positive("--sample-ms", ms, "milliseconds")? * 1e-3,
-        (None, None) if any_given(a) => {
+        (Some(v), _) => ms("--data-ms", v)? * 1e-3 / batch_size as f64,
+        (None, Some(v)) => ms("--sample-ms", v)? * 1e-3,
+        (None, None) if a.beyond_data_time() => {
             return Err(Failure::usage(
                 "the input pipeline flags need the data time: --data-ms (one worker, one batch) or --sample-ms",
             ))
@@ -75,6 +122,8 @@ pub fn build(
             format!("the world size capped at {RANKS_PER_NODE_CAP}; --ranks-per-node to change"),
         ),
     };
+    let num_workers = count_in("--num-workers", a.num_workers.unwrap_or(0), 0, 4096)?;
+    pytorch_rules(a, num_workers)?;
     let sample_bytes = match (&a.sample_bytes, &a.batch_bytes) {
         (Some(s), _) => size("--sample-bytes", s)?,
         (None, Some(b)) => size("--batch-bytes", b)? / batch_size as f64,
@@ -83,7 +132,7 @@ pub fn build(
     let (pinned, pageable, h2d_from) = copy_bandwidth(a, curve)?;
     let (host_memory_bytes, host_memory_from) = match a.host_memory_gb {
         Some(gb) => (
-            Some(positive("--host-memory-gb", gb, "GB")? * 1e9),
+            Some(positive_at_most("--host-memory-gb", gb, "GB", MAX_GB)? * 1e9),
             "--host-memory-gb".into(),
         ),
         None => match mem_total_bytes() {
@@ -92,19 +141,19 @@ pub fn build(
         },
     };
     let loader = Loader {
-        num_workers: count_in("--num-workers", a.num_workers.unwrap_or(0), 0, 4096)?,
+        num_workers,
         sample_s,
         cpu_cores,
         ranks_per_node,
         pin_memory: a.pin_memory,
-        prefetch_factor: count_in("--prefetch-factor", a.prefetch_factor, 1, 1024)?,
+        prefetch_factor: count_in("--prefetch-factor", a.prefetch_factor.unwrap_or(2), 1, 1024)?,
         persistent_workers: a.persistent_workers,
         sample_bytes,
         pinned_bytes_per_s: pinned,
         pageable_bytes_per_s: pageable,
         dataset_bytes: a
             .dataset_gb
-            .map(|gb| positive("--dataset-gb", gb, "GB").map(|g| g * 1e9))
+            .map(|gb| positive_at_most("--dataset-gb", gb, "GB", MAX_GB).map(|g| g * 1e9))
             .transpose()?,
         host_memory_bytes,
     };
@@ -121,16 +170,24 @@ pub fn build(
             host_memory_from,
         },
         choices,
-        compute_fixed_s: non_negative("--compute-fixed-ms", a.compute_fixed_ms, "milliseconds")?
-            * 1e-3,
+        compute_fixed_s: compute_fixed(a, micro_compute_s)?,
         compute_fixed_given: a.compute_fixed_ms > 0.0,
     }))
 }
 
+/// A size copied to the GPU: above zero (0 bytes would model no copy while claiming one)
+/// and at most a terabyte.
 fn size(flag: &str, text: &str) -> Result<f64, Failure> {
-    crate::units::parse_size(text)
+    let bytes = crate::units::parse_size(text)
         .map(|b| b as f64)
-        .map_err(|e| Failure::usage(format!("{flag}: {e}")))
+        .map_err(|e| Failure::usage(format!("{flag}: {e}")))?;
+    if bytes > 0.0 && bytes <= MAX_COPY_BYTES {
+        Ok(bytes)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be from 1 byte to 1T, got {text}"
+        )))
+    }
 }
 
 /// `B` or `BxK` items.
@@ -175,7 +232,7 @@ fn copy_bandwidth(a: &LoaderArgs, curve: Option<&Path>) -> Result<(f64, f64, Str
         ),
     };
     if let Some(gbps) = a.h2d_gbps {
-        let given = positive("--h2d-gbps", gbps, "GB/s")? * 1e9;
+        let given = positive_at_most("--h2d-gbps", gbps, "GB/s", MAX_GBPS)? * 1e9;
         if a.pin_memory {
             pinned = given;
         } else {

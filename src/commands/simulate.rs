@@ -224,6 +224,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         &args.loader,
         args.world_size,
         args.batch_size,
+        compute.forward_s + compute.backward_s,
         args.link.curve.as_deref(),
     )?;
     let accs = parse_list(

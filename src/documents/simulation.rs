@@ -167,7 +167,11 @@ pub struct BatchOption {
     pub effective_batch: usize,
     /// With the loader as configured.
     pub step: LoaderStep,
-    /// With the smallest num_workers that hides loading, and pin_memory (when one does).
+    /// The smallest num_workers that hides loading at this batch with pin_memory and fits in
+    /// host memory (when the dataset is given), when one does.
+    #[serde(default)]
+    pub advised_workers: Option<usize>,
+    /// With `advised_workers` and pin_memory.
     pub advised: Option<LoaderStep>,
 }
 
@@ -210,7 +214,8 @@ pub struct LoaderSummary {
     /// PyTorch's own warning, as its DataLoader would print it, when its rule fires.
     pub pytorch_warning: Option<String>,
     pub memory: Option<LoaderMemory>,
-    /// The smallest num_workers that hides loading at the configuration trained with.
+    /// The smallest num_workers that hides loading at the configuration trained with (host
+    /// memory aside: the advice says when it does not fit).
     pub hiding_workers_pinned: Option<usize>,
     pub hiding_workers_pageable: Option<usize>,
     pub batch_options: Vec<BatchOption>,

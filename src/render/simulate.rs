@@ -7,6 +7,14 @@ use crate::units::fixed;
 use crate::units::format_size;
 use std::fmt::Write;
 
+fn gpus(n: usize) -> &'static str {
+    if n == 1 {
+        "GPU"
+    } else {
+        "GPUs"
+    }
+}
+
 fn no_sync_cell(accumulation: usize, no_sync: bool) -> &'static str {
     match (accumulation, no_sync) {
         (1, _) => "-",
@@ -37,8 +45,9 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
     }
     let _ = writeln!(
         out,
-        "# {} GPUs, batch {} per GPU; one GPU: {} ms per step = {} it/s (forward {} ms, backward {} ms, optimizer {} ms)",
+        "# {} {}, batch {} per GPU; one GPU: {} ms per step = {} it/s (forward {} ms, backward {} ms, optimizer {} ms)",
         doc.world_size,
+        gpus(doc.world_size),
         doc.batch_size,
         fixed(c.step_s() * 1e3, 1),
         fixed(doc.one_gpu.iters_per_s, 2),
@@ -122,11 +131,13 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
 fn loader_header(out: &mut String, l: &LoaderSummary, batch_size: usize) {
     let _ = writeln!(
         out,
-        "# input pipeline: num_workers={} per rank, {} ranks per node ({}), {} cores ({}); pin_memory={}, prefetch_factor={}, persistent_workers={}",
+        "# input pipeline: num_workers={} per rank, {} {} per node ({}), {} {} ({}); pin_memory={}, prefetch_factor={}, persistent_workers={}",
         l.num_workers,
         l.ranks_per_node,
+        if l.ranks_per_node == 1 { "rank" } else { "ranks" },
         l.ranks_per_node_from,
         l.cpu_cores,
+        if l.cpu_cores == 1 { "core" } else { "cores" },
         l.cpu_cores_from,
         py_bool(l.pin_memory),
         l.prefetch_factor,
@@ -176,19 +187,29 @@ fn loader_advice(out: &mut String, l: &LoaderSummary) {
     }
     let _ = writeln!(
         out,
-        "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>18}",
-        "batch", "accum", "effective", "step_ms", "samples/s", "bound", "advised_samples/s"
+        "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>15} {:>18}",
+        "batch",
+        "accum",
+        "effective",
+        "step_ms",
+        "samples/s",
+        "bound",
+        "advised_workers",
+        "advised_samples/s"
     );
     for o in &l.batch_options {
         let _ = writeln!(
             out,
-            "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>18}",
+            "{:>8} {:>6} {:>10} {:>10} {:>10} {:>8} {:>15} {:>18}",
             o.batch_size,
             o.accumulation,
             o.effective_batch,
             fixed(o.step.step_time_s * 1e3, 1),
             fixed(o.step.samples_per_s, 1),
             o.step.bound_by.name(),
+            o.advised_workers
+                .map(|w| w.to_string())
+                .unwrap_or_else(|| "-".into()),
             o.advised
                 .map(|a| fixed(a.samples_per_s, 1))
                 .unwrap_or_else(|| "-".into())
@@ -196,9 +217,12 @@ fn loader_advice(out: &mut String, l: &LoaderSummary) {
     }
 }
 
-/// One row per configuration shown, SI units in the column names.
+/// One row per configuration shown, SI units in the column names. With the input pipeline
+/// modelled, step_time_s, iters_per_s and samples_per_s are the whole step's (as in the
+/// table), comm_step_time_s keeps the step without loading, and data_interval_s and bound
+/// are added; exposed_comm_s, comm_s and scaling_efficiency stay the communication's.
 pub fn ddp_csv(doc: &DdpSimulation) -> Result<String, csv::Error> {
-    let header = [
+    let mut header = vec![
         "bucket_cap_mb",
         "accumulation",
         "no_sync",
@@ -210,19 +234,42 @@ pub fn ddp_csv(doc: &DdpSimulation) -> Result<String, csv::Error> {
         "samples_per_s",
         "scaling_efficiency",
     ];
+    let loaded = doc.loader.is_some();
+    if loaded {
+        header.extend(["comm_step_time_s", "data_interval_s", "bound"]);
+    }
     let rows = doc.configurations.iter().map(|o| {
-        [
+        let (step, iters, samples) = match &o.loader {
+            Some(l) => (
+                l.step_time_s,
+                o.accumulation as f64 / l.step_time_s,
+                l.samples_per_s,
+            ),
+            None => (o.step_time_s, o.iters_per_s, o.samples_per_s),
+        };
+        let mut row = vec![
             o.bucket_cap_mb.to_string(),
             o.accumulation.to_string(),
             o.no_sync.to_string(),
             o.bucket_bytes.len().to_string(),
-            o.step_time_s.to_string(),
+            step.to_string(),
             o.exposed_comm_s.to_string(),
             o.comm_s.to_string(),
-            o.iters_per_s.to_string(),
-            o.samples_per_s.to_string(),
+            iters.to_string(),
+            samples.to_string(),
             o.scaling_efficiency.to_string(),
-        ]
+        ];
+        if loaded {
+            row.push(o.step_time_s.to_string());
+            match &o.loader {
+                Some(l) => {
+                    row.push(l.data_interval_s.to_string());
+                    row.push(l.bound_by.name().to_string());
+                }
+                None => row.extend([String::new(), String::new()]),
+            }
+        }
+        row
     });
     super::csv::table(&header, rows)
 }
@@ -239,8 +286,12 @@ pub fn fsdp_table(doc: &FsdpSimulation) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# model {}: {} parameters; {} GPUs; link: {}",
-        doc.model.name, doc.model.params, doc.world_size, doc.link
+        "# model {}: {} parameters; {} {}; link: {}",
+        doc.model.name,
+        doc.model.params,
+        doc.world_size,
+        gpus(doc.world_size),
+        doc.link
     );
     let _ = writeln!(
         out,

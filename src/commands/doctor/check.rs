@@ -16,6 +16,13 @@ const MAX_HOST_RANKS: usize = 1024;
 const MAX_PROCESSES: usize = 1 << 20;
 
 pub fn flags(args: &DoctorArgs) -> Result<(), Failure> {
+    // The input pipeline only exists in the DDP simulation: without --model no step would
+    // ever read (or check) these flags.
+    if args.model.is_none() && args.loader.given() {
+        return Err(Failure::usage(
+            "the loader flags need --model (and --compute-ms): they model the input pipeline of the DDP step doctor simulates for that model",
+        ));
+    }
     if let Some(text) = &args.hardware {
         crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
     }

@@ -171,11 +171,17 @@ fn seed_004_with_mgm_frozen_towers_counts_their_weights_and_names_what_is_left_o
     // 2 B per frozen parameter, on the weights, and nothing on gradients or optimizer.
     let added = term(&mgm, "weights") - term(&llm, "weights");
     assert!((added - 1e9).abs() < 1.0, "weights grew by {added}");
-    assert_eq!(mgm["model"]["trainable_params"], llm["model"]["trainable_params"]);
+    assert_eq!(
+        mgm["model"]["trainable_params"],
+        llm["model"]["trainable_params"]
+    );
     let grown = gpu_total(&mgm) - gpu_total(&llm);
     assert!(grown > 1e9 && grown < 1.1e9, "total grew by {grown}");
     let notes = mgm["notes"].to_string();
     assert!(notes.contains("frozen parameters"), "{notes}");
-    assert!(notes.contains("not counted: activations of modules outside the decoder"), "{notes}");
+    assert!(
+        notes.contains("not counted: activations of modules outside the decoder"),
+        "{notes}"
+    );
     assert!(notes.contains("reserved but left unallocated"), "{notes}");
 }

@@ -26,6 +26,27 @@ fn start(options: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
 
 /// Every file a sweep (or a pair matrix) reads and writes, for the output-path guard: checked
 /// before anything is measured.
+/// Check `files(args)` where this process writes them: on rank 0, or with no launcher. The
+/// other ranks of a launched job write nothing, and the directories their flags name may not
+/// exist yet when they start (doctor's rank 0 creates its report directory), so they check
+/// only what they read.
+fn check_files(args: &Options) -> Result<(), Failure> {
+    let torchrun_rank = std::env::var("RANK")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok());
+    let writes = crate::backend::mpi::launcher_rank() == 0 && torchrun_rank.unwrap_or(0) == 0;
+    if writes {
+        return files(args).check();
+    }
+    Files::new()
+        .input("--rules", args.gate.rules.rules.as_deref())
+        .input(
+            "--alltoallv-matrix",
+            args.what.traffic_matrix.as_ref().map(|(p, _)| p.as_path()),
+        )
+        .check()
+}
+
 pub fn files(args: &Options) -> Files {
     let perf_json = args.perf.as_ref().and_then(|p| p.json.as_deref());
     let files = Files::new()
@@ -41,7 +62,7 @@ pub fn files(args: &Options) -> Files {
 }
 
 fn collectives(args: &Options) -> Result<ExitCode, Failure> {
-    files(args).check()?;
+    check_files(args)?;
     args.report.destinations()?;
     if args.gate.requested() {
         // A bad rules file or profile is refused before anything is measured.
@@ -92,7 +113,7 @@ fn pairs(options: &Options, matrix: &MatrixOptions) -> Result<ExitCode, Failure>
             matrix.outlier
         )));
     }
-    files(options).check()?;
+    check_files(options)?;
     let env = Environment::detect();
     let backend = &options.backend;
     let selection = select_backend(backend.backend, &env, backend.nccl_lib.as_deref())?;

@@ -38,23 +38,22 @@ fn check_files(args: &Options) -> Result<(), Failure> {
     if writes {
         return files(args).check();
     }
+    inputs(args).check()
+}
+
+/// What a sweep reads (every rank).
+fn inputs(args: &Options) -> Files {
     Files::new()
         .input("--rules", args.gate.rules.rules.as_deref())
         .input(
             "--alltoallv-matrix",
             args.what.traffic_matrix.as_ref().map(|(p, _)| p.as_path()),
         )
-        .check()
 }
 
 pub fn files(args: &Options) -> Files {
     let perf_json = args.perf.as_ref().and_then(|p| p.json.as_deref());
-    let files = Files::new()
-        .input("--rules", args.gate.rules.rules.as_deref())
-        .input(
-            "--alltoallv-matrix",
-            args.what.traffic_matrix.as_ref().map(|(p, _)| p.as_path()),
-        )
+    let files = inputs(args)
         .output("--junit", args.gate.rules.junit.as_deref())
         .output("-J", perf_json);
     let files = args.report.files(files, "--report");

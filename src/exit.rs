@@ -28,7 +28,7 @@ pub const TABLE: &[(ExitCode, &str)] = &[
     (ExitCode::Usage, "usage or bad input (flags, sizes, files)"),
     (
         ExitCode::CheckFailed,
-        "check failed (`#wrong` > 0), a `qualify` gate failed, `diagnose --fail-on` found a finding that severe, or `doctor`'s verdict is failed",
+        "check failed (`#wrong` > 0), a `qualify` gate failed, `diagnose --fail-on` found a finding that severe, `doctor`'s verdict is failed, or `simulate memory`'s setup does not fit its GPU or host",
     ),
     (
         ExitCode::Timeout,

@@ -34,7 +34,8 @@ fn seed_004_without_offload_does_not_fit_and_offload_or_lora_does() {
         // Room for DeepSpeed's 16 B per offloaded parameter and its 1.5 margin (60 GB).
         .args(["--host-memory-gb", "64", "--format", "json"])
         .assert()
-        .success()
+        // Does not fit: a failed check, so a script can gate on it.
+        .code(3)
         .get_output()
         .stdout
         .clone();
@@ -67,7 +68,8 @@ fn seed_004_with_optimizer_offload_fits_the_gpu_term_by_term() {
         .args(SEED_004)
         .args(["--offload-optimizer", "cpu", "--host-memory-gb", "50"])
         .assert()
-        .success()
+        // The GPU fits; the host's 50 GB does not hold DeepSpeed's estimate (exit 3).
+        .code(3)
         .stdout(contains("GPU: fits: 14.70 GiB of 23.63 GiB"))
         .stdout(contains("logits and loss"))
         .stdout(contains("offloaded optimizer states"));
@@ -128,7 +130,7 @@ fn a_change_still_short_says_where_and_by_how_much() {
         .args(SEED_004)
         .args(["--host-memory-gb", "50"])
         .assert()
-        .success()
+        .code(3)
         .stdout(contains(
             "[still short] ZeRO-3 with the optimizer offloaded to CPU: GPU 14.70 GiB (8.93 GiB to spare); host 56.02 GiB needed, 46.57 GiB there, 9.45 GiB short",
         ))
@@ -184,4 +186,83 @@ fn seed_004_with_mgm_frozen_towers_counts_their_weights_and_names_what_is_left_o
         "{notes}"
     );
     assert!(notes.contains("reserved but left unallocated"), "{notes}");
+}
+
+/// Seed 004's error as its report pasted it: PyTorch's one line broken after each sentence.
+const SEED_004_OOM: &str = "CUDA out of memory. Tried to allocate 500.00 MiB. \n\
+GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free. \n\
+Including non-PyTorch memory, this process has 22.66 GiB memory in use.\n";
+
+#[test]
+fn seed_004_held_against_its_out_of_memory_error_is_short_beyond_the_failed_allocation() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let oom = dir.path().join("oom.txt");
+    std::fs::write(&oom, SEED_004_OOM).unwrap_or_else(|e| panic!("{e}"));
+    // The report's setup, without a GPU capacity flag: the error's 23.63 GiB is used.
+    let args = [
+        "simulate",
+        "memory",
+        "--model",
+        "gemma-2b",
+        "--strategy",
+        "zero3",
+        "--precision",
+        "fp16",
+        "--flash-attention",
+        "--micro-batch",
+        "1",
+        "--seq-len",
+        "1024",
+        "--expandable-segments",
+        "--offload-optimizer",
+        "cpu",
+        "--frozen-params",
+        "5e8",
+        "--host-memory-gb",
+        "64",
+    ];
+    bin()
+        .args(args)
+        .arg("--oom")
+        .arg(&oom)
+        .assert()
+        .code(3)
+        .stdout(contains(
+            "GPU 0 failed to allocate 500.00 MiB with 243.94 MiB free: 0.25 GiB short at that allocation; the process held 22.66 GiB",
+        ))
+        .stdout(contains("the allocation is the 16-bit logits, lm_head's output"))
+        .stdout(contains("capacity: --oom: GPU 0's total capacity"))
+        .stdout(contains("unexplained (observed)"))
+        .stdout(contains("[fits] --logits fused"));
+    let out = bin()
+        .args(args)
+        .arg("--oom")
+        .arg(&oom)
+        .args(["--format", "json"])
+        .assert()
+        .code(3)
+        .get_output()
+        .stdout
+        .clone();
+    let doc: Value = serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}"));
+    let observed = &doc["observed"];
+    let gib = (1u64 << 30) as f64;
+    let in_use = observed["in_use_bytes"].as_f64().unwrap_or(0.0);
+    assert!((in_use - 22.66 * gib).abs() < 1.0, "{observed}");
+    let unexplained = observed["unexplained_bytes"].as_f64().unwrap_or(0.0);
+    let before = observed["modelled_before_bytes"].as_f64().unwrap_or(0.0);
+    assert!((unexplained + before - in_use).abs() < 1.0, "{observed}");
+    // The peak is short by more than the 0.25 GiB the failed allocation lacked.
+    let headroom = doc["gpu"]["headroom_bytes"].as_f64().unwrap_or(0.0);
+    assert!(headroom < -0.25 * gib, "{headroom}");
+    // A file without an error is refused, naming it.
+    let empty = dir.path().join("log.txt");
+    std::fs::write(&empty, "step 1 loss 2.3\n").unwrap_or_else(|e| panic!("{e}"));
+    bin()
+        .args(args)
+        .arg("--oom")
+        .arg(&empty)
+        .assert()
+        .code(2)
+        .stderr(contains("holds no PyTorch CUDA out-of-memory error"));
 }

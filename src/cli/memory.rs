@@ -98,6 +98,11 @@ pub struct MemoryArgs {
     /// Host RAM per node in GB for offload, instead of /proc/meminfo's MemAvailable.
     #[arg(long)]
     pub host_memory_gb: Option<f64>,
+    /// A log or paste holding PyTorch's CUDA out-of-memory error of this setup: the plan is
+    /// held against what the process had in use, and carries what the model does not explain
+    /// into every figure (the GPU's capacity is the error's, unless a flag gives one).
+    #[arg(long, value_name = "FILE")]
+    pub oom: Option<PathBuf>,
     #[command(flatten)]
     pub link: OptionalLink,
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]

@@ -3,8 +3,8 @@
 //! Markdown or JSON.
 
 use crate::analysis::memory::{
-    self, overheads, presets, shape::Shape, Checkpointing, Logits, Offload, Setup, Strategy,
-    TrainPrecision, Trainable,
+    self, observed, overheads, presets, shape::Shape, Checkpointing, Logits, Offload, Setup,
+    Strategy, TrainPrecision, Trainable,
 };
 use crate::cli::{CheckpointArg, LinkArgs, LogitsArg, MemoryArgs, OffloadArg, OutputFormat};
 use crate::coll::Collective;
@@ -187,9 +187,10 @@ fn strategy(name: &str) -> Strategy {
     }
 }
 
-/// The GPU's capacity: the flag, else NVML's total for GPU 0.
+/// The GPU's capacity: the flag, else the out-of-memory error's, else NVML's total for GPU 0.
 fn gpu_capacity(
     args: &MemoryArgs,
+    oom: Option<&observed::Oom>,
     notes: &mut Vec<String>,
 ) -> Result<Option<(f64, String)>, Failure> {
     if let Some(gb) = args.gpu_memory_gb {
@@ -202,6 +203,16 @@ fn gpu_capacity(
         return Ok(Some((
             positive("--gpu-memory-gib", gib, "GiB")? * GIB,
             "--gpu-memory-gib".into(),
+        )));
+    }
+    if let Some((total, oom)) = oom.and_then(|o| o.capacity_bytes.map(|t| (t, o))) {
+        return Ok(Some((
+            total,
+            format!(
+                "--oom: GPU {}'s total capacity ({})",
+                oom.gpu.map_or("?".into(), |g| g.to_string()),
+                oom.source
+            ),
         )));
     }
     match crate::live::gpu_memory() {
@@ -239,8 +250,46 @@ fn host_capacity(args: &MemoryArgs) -> Result<Option<(f64, String)>, Failure> {
     }))
 }
 
+/// The out-of-memory error `--oom` names: the first in the file, its sentences read across
+/// the lines a paste wrapped them onto.
+fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Failure> {
+    let input = Input::open(path).map_err(input_failure)?;
+    let name = input.name.clone();
+    let (_, pasted) = crate::import::pastes::with_log(input).map_err(input_failure)?;
+    let Some(first) = pasted.ooms.first() else {
+        return Err(Failure::usage(format!(
+            "--oom {name}: holds no PyTorch CUDA out-of-memory error (\"CUDA out of memory. Tried to allocate ...\")"
+        )));
+    };
+    let mut notes = Vec::new();
+    if pasted.ooms.len() > 1 {
+        notes.push(format!(
+            "--oom: {} out-of-memory errors in {name}; the plan is held against the first (line {})",
+            pasted.ooms.len(),
+            first.evidence.line
+        ));
+    }
+    Ok((
+        observed::Oom {
+            source: format!("{}:{}", first.evidence.file, first.evidence.line),
+            gpu: first.gpu,
+            requested_bytes: first.tried_bytes,
+            capacity_bytes: first.total_bytes,
+            free_bytes: first.free_bytes,
+            process_in_use_bytes: first.process_in_use_bytes,
+            listed_processes_bytes: first.listed_processes_bytes.clone(),
+            reserved_unallocated_bytes: first.reserved_unallocated_bytes,
+        },
+        notes,
+    ))
+}
+
 /// The planner's options from the flags.
-fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
+fn setup(
+    args: &MemoryArgs,
+    oom: Option<&observed::Oom>,
+    notes: &mut Vec<String>,
+) -> Result<Setup, Failure> {
     let (shape, shape_notes) = shape(args)?;
     notes.extend(shape_notes);
     let world_size = count_in("--world-size", args.world_size, 1, 1 << 20)?;
@@ -301,8 +350,9 @@ fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
             .fragmentation
             .map(|f| crate::flags::fraction("--fragmentation", f))
             .transpose()?,
-        gpu_capacity: gpu_capacity(args, notes)?,
+        gpu_capacity: gpu_capacity(args, oom, notes)?,
         host_capacity: host_capacity(args)?,
+        observed_terms: Vec::new(),
     };
     if let Some(why) = setup.invalid() {
         return Err(Failure::usage(why));
@@ -333,7 +383,22 @@ fn setup(args: &MemoryArgs, notes: &mut Vec<String>) -> Result<Setup, Failure> {
 
 pub fn run(args: &MemoryArgs) -> Result<ExitCode, Failure> {
     let mut notes = Vec::new();
-    let setup = setup(args, &mut notes)?;
+    let oom = args.oom.as_deref().map(read_oom).transpose()?;
+    if let Some((_, oom_notes)) = &oom {
+        notes.extend(oom_notes.iter().cloned());
+    }
+    let oom = oom.map(|(o, _)| o);
+    let mut setup = setup(args, oom.as_ref(), &mut notes)?;
+    let observed = match &oom {
+        Some(oom) => {
+            let (observed, terms, oom_notes) = observed::calibrate(&setup, oom)
+                .map_err(|e| Failure::usage(format!("--oom {e}")))?;
+            setup.observed_terms = terms;
+            notes.extend(oom_notes);
+            Some(observed)
+        }
+        None => None,
+    };
     let link = &args.link;
     let (curve, link_text) = if link.curve.is_some() || link.busbw.is_some() {
         let link = LinkArgs {
@@ -357,12 +422,16 @@ pub fn run(args: &MemoryArgs) -> Result<ExitCode, Failure> {
     } else {
         (None, None)
     };
-    let doc = memory::plan(&setup, curve.as_ref(), link_text, notes);
+    let doc = memory::plan(&setup, curve.as_ref(), link_text, notes, observed);
     let text = match args.format {
         OutputFormat::Json => render::to_json(&doc)? + "\n",
         OutputFormat::Csv => render::memory::csv(&doc),
         OutputFormat::Table => render::memory::table(&doc),
     };
     crate::out!("{text}");
+    // A setup that does not fit is a failed check, so a script can gate on the plan.
+    if doc.gpu.fits() == Some(false) || doc.host.fits() == Some(false) {
+        return Ok(ExitCode::CheckFailed);
+    }
     Ok(ExitCode::Ok)
 }

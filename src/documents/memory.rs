@@ -237,6 +237,48 @@ pub struct MemoryPlan {
     /// Changes that make it fit first (cheapest first), then the others.
     pub changes: Vec<Change>,
     pub notes: Vec<String>,
+    /// The out-of-memory error this setup ended with (`--oom`), and what the plan learnt
+    /// from it: every figure above carries its unexplained memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Observed>,
+}
+
+/// A CUDA out-of-memory error the plan was held against: what the process had in use when
+/// one allocation failed, against what the model counts at that point of the step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observed {
+    /// The file and line of the error.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// The allocation that failed.
+    pub requested_bytes: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<f64>,
+    /// What the process held (PyTorch's "this process has X memory in use", or total minus
+    /// free where the message does not say).
+    pub in_use_bytes: f64,
+    /// Where `in_use_bytes` came from, in words.
+    pub in_use_basis: String,
+    /// Other processes on that GPU, as the message lists them.
+    #[serde(default)]
+    pub other_processes_bytes: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_unallocated_bytes: Option<f64>,
+    /// The model's tensor of the failed allocation's size, in words, where one matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<String>,
+    /// What the model counts on the GPU just before the failed allocation.
+    pub modelled_before_bytes: f64,
+    /// `in_use_bytes - modelled_before_bytes`, never below zero: memory the model does not
+    /// account for, carried unchanged into the plan and into every change.
+    pub unexplained_bytes: f64,
+    /// `requested - free`: what the failed allocation lacked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_at_failure_bytes: Option<f64>,
 }
 
 impl super::read::Document for MemoryPlan {

@@ -66,6 +66,12 @@ impl Pastes {
         }
         if let Some(e) = oom::parse(file, line) {
             self.ooms.push(e);
+        } else if let Some(last) = self.ooms.last_mut().filter(|o| {
+            o.evidence.file == file
+                && line.number > o.evidence.line
+                && line.number <= o.evidence.line + oom::CONTINUATION_LINES
+        }) {
+            last.continue_with(line.text.trim());
         }
         if let Some(sample) = self.gpu_reader.feed(file, line) {
             self.gpus.push(sample);

@@ -2,7 +2,9 @@
 //! 23.69 GiB total capacity; 21.5 GiB already allocated; 1.2 GiB free; 22.0 GiB reserved in
 //! total by PyTorch)") and as 2.x does ("Tried to allocate 500.00 MiB. GPU 0 has a total
 //! capacity of 23.63 GiB of which 243.94 MiB is free. ... Of the allocated memory 21.90 GiB
-//! is allocated by PyTorch, and 512.00 MiB is reserved by PyTorch but unallocated.").
+//! is allocated by PyTorch, and 512.00 MiB is reserved by PyTorch but unallocated."; 2.1
+//! spelt it "total capacty"). Pastes often break the 2.x message after its sentences; the
+//! lines that follow are read for the rest (`continue_with`).
 
 use crate::documents::diagnosis::Evidence;
 use crate::import::text::{static_regex, Line};
@@ -18,8 +20,19 @@ pub struct GpuOom {
     pub free_bytes: Option<f64>,
     /// Held by PyTorch's caching allocator but not by tensors (fragmentation).
     pub reserved_unallocated_bytes: Option<f64>,
+    /// "Including non-PyTorch memory, this process has X memory in use" (2.x): the whole
+    /// process, its CUDA context and the allocator's reserve counted.
+    pub process_in_use_bytes: Option<f64>,
+    /// "Process N has X memory in use", each: the processes PyTorch lists beside this one
+    /// (2.x). In a container whose PID namespace hides the host's PIDs, this process itself
+    /// is listed so, and no "this process" sentence appears.
+    pub listed_processes_bytes: Vec<f64>,
     pub evidence: Evidence,
 }
+
+/// The lines after the first that a pasted error may have been wrapped onto: PyTorch prints
+/// it on one line, a paste often breaks it after each sentence.
+pub const CONTINUATION_LINES: usize = 6;
 
 const AMOUNT: &str = r"([\d.]+ ?(?:[KMGT]i?B|bytes|B))";
 
@@ -35,7 +48,7 @@ fn capacity_new() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     static_regex(
         &R,
-        &format!(r"GPU (\d+) has a total capacity of {AMOUNT} of which {AMOUNT} is free"),
+        &format!(r"GPU (\d+) has a total capac(?:i)?ty of {AMOUNT} of which {AMOUNT} is free"),
     )
 }
 
@@ -55,6 +68,16 @@ fn unallocated() -> &'static Regex {
         &R,
         &format!(r"{AMOUNT} is reserved by PyTorch but unallocated"),
     )
+}
+
+fn this_process() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    static_regex(&R, &format!(r"this process has {AMOUNT} memory in use"))
+}
+
+fn other_process() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    static_regex(&R, &format!(r"Process \d+ has {AMOUNT} memory in use"))
 }
 
 /// `500.00 MiB`, `23.63 GiB`, `0 bytes` in bytes (PyTorch prints binary units).
@@ -88,23 +111,48 @@ pub fn parse(file: &str, line: &Line) -> Option<GpuOom> {
         total_bytes: None,
         free_bytes: None,
         reserved_unallocated_bytes: None,
+        process_in_use_bytes: None,
+        listed_processes_bytes: Vec::new(),
         evidence: Evidence {
             file: file.to_string(),
             line: line.number,
             text: t.to_string(),
         },
     };
-    if let Some(c) = capacity_new().captures(t) {
-        oom.gpu = c[1].parse().ok();
-        oom.total_bytes = bytes(&c[2]);
-        oom.free_bytes = bytes(&c[3]);
-        oom.reserved_unallocated_bytes = unallocated().captures(t).and_then(|c| bytes(&c[1]));
-    } else if let Some(c) = capacity_old().captures(t) {
+    if let Some(c) = capacity_old().captures(t) {
         oom.gpu = c[1].parse().ok();
         oom.total_bytes = bytes(&c[2]);
         oom.free_bytes = bytes(&c[4]);
         let (allocated, reserved) = (bytes(&c[3]), bytes(&c[5]));
         oom.reserved_unallocated_bytes = reserved.zip(allocated).map(|(r, a)| (r - a).max(0.0));
+    } else {
+        oom.continue_with(t);
     }
     Some(oom)
+}
+
+impl GpuOom {
+    /// The 2.x message's later sentences, on the error's own line or on a line it was wrapped
+    /// onto; a sentence already read is not read again.
+    pub fn continue_with(&mut self, text: &str) {
+        if self.total_bytes.is_none() {
+            if let Some(c) = capacity_new().captures(text) {
+                self.gpu = c[1].parse().ok();
+                self.total_bytes = bytes(&c[2]);
+                self.free_bytes = bytes(&c[3]);
+            }
+        }
+        if self.process_in_use_bytes.is_none() {
+            self.process_in_use_bytes = this_process().captures(text).and_then(|c| bytes(&c[1]));
+        }
+        self.listed_processes_bytes.extend(
+            other_process()
+                .captures_iter(text)
+                .filter_map(|c| bytes(&c[1])),
+        );
+        if self.reserved_unallocated_bytes.is_none() {
+            self.reserved_unallocated_bytes =
+                unallocated().captures(text).and_then(|c| bytes(&c[1]));
+        }
+    }
 }

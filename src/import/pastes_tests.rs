@@ -251,3 +251,48 @@ python train.py --num-workers 40 --batch-size 256
     assert_eq!(p.num_workers.as_ref().map(|c| c.value), Some(40));
     assert_eq!(p.worker_warnings.len(), 1);
 }
+
+#[test]
+fn an_out_of_memory_error_wrapped_after_each_sentence_is_read_whole() {
+    // Seed 004 pasted PyTorch's one-line error over three lines.
+    let p = read(
+        "CUDA out of memory. Tried to allocate 500.00 MiB. \n\
+         GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free. \n\
+         Including non-PyTorch memory, this process has 22.66 GiB memory in use.\n",
+    );
+    let [oom] = p.ooms.as_slice() else {
+        panic!("{:?}", p.ooms)
+    };
+    let gib = (1u64 << 30) as f64;
+    let mib = (1u64 << 20) as f64;
+    assert_eq!(oom.tried_bytes, 500.0 * mib);
+    assert_eq!(oom.gpu, Some(0));
+    assert_eq!(oom.total_bytes, Some(23.63 * gib));
+    assert_eq!(oom.free_bytes, Some(243.94 * mib));
+    assert_eq!(oom.process_in_use_bytes, Some(22.66 * gib));
+    assert_eq!(oom.evidence.line, 1);
+    // A sentence far below the error belongs to something else.
+    let far = read(&format!(
+        "CUDA out of memory. Tried to allocate 500.00 MiB.\n{}this process has 9.00 GiB memory in use.\n",
+        "other\n".repeat(10)
+    ));
+    assert_eq!(far.ooms[0].process_in_use_bytes, None);
+}
+
+#[test]
+fn pytorch_2_1s_capacty_and_a_containers_listed_process_are_read() {
+    // github.com/FoundationVision/GenerateU/issues/10: in a container PyTorch lists the
+    // process by PID, without "this process".
+    let p = read("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacty of 14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of the allocated memory 14.06 GiB is allocated by PyTorch, and 330.42 MiB is reserved by PyTorch but unallocated.\n");
+    let oom = &p.ooms[0];
+    let (gib, mib) = ((1u64 << 30) as f64, (1u64 << 20) as f64);
+    assert_eq!(oom.total_bytes, Some(14.75 * gib));
+    assert_eq!(oom.free_bytes, Some(235.06 * mib));
+    assert_eq!(oom.process_in_use_bytes, None);
+    assert_eq!(oom.listed_processes_bytes, vec![14.52 * gib]);
+    assert_eq!(oom.reserved_unallocated_bytes, Some(330.42 * mib));
+    // Both sentences: the listed one is another process.
+    let p = read("CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total capacity of 15.69 GiB of which 3.71 GiB is free. Process 811 has 1.25 GiB memory in use. Including non-PyTorch memory, this process has 10.71 GiB memory in use.\n");
+    assert_eq!(p.ooms[0].process_in_use_bytes, Some(10.71 * gib));
+    assert_eq!(p.ooms[0].listed_processes_bytes, vec![1.25 * gib]);
+}

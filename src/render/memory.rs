@@ -1,10 +1,11 @@
 //! A memory plan for people (the verdict first, the largest terms, the changes that fit,
 //! ranked) and as CSV (one row per term and per change).
 
-use crate::documents::memory::{Budget, Change, MemoryPlan, Trainable};
+use crate::documents::memory::{Budget, Change, MemoryPlan, Observed, Trainable};
 use std::fmt::Write;
 
 const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
 
 fn gib(bytes: f64) -> String {
     format!("{:.2} GiB", bytes / GIB)
@@ -66,10 +67,13 @@ pub fn table(doc: &MemoryPlan) -> String {
     };
     let _ = writeln!(
         out,
-        "# {} GPU(s), {} per node, {} (offload optimizer: {}, parameters: {}), {} precision, {trainable}; seq {} x micro-batch {}, checkpointing {}, FlashAttention {}, logits {}",
-        s.world_size, s.gpus_per_node, s.strategy.name(), s.offload_optimizer.name(), s.offload_params.name(), s.precision.name(),
+        "# {} GPU{}, {} per node, {} (offload optimizer: {}, parameters: {}), {} precision, {trainable}; seq {} x micro-batch {}, checkpointing {}, FlashAttention {}, logits {}",
+        s.world_size, if s.world_size == 1 { "" } else { "s" }, s.gpus_per_node, s.strategy.name(), s.offload_optimizer.name(), s.offload_params.name(), s.precision.name(),
         s.seq_len, s.micro_batch, s.checkpointing.name(), if s.flash_attention { "on" } else { "off" }, s.logits.name()
     );
+    if let Some(o) = &doc.observed {
+        observed_lines(&mut out, o, &doc.gpu);
+    }
     budget_lines(&mut out, "GPU", &doc.gpu);
     budget_lines(&mut out, "host (per node)", &doc.host);
     let t = &doc.traffic;
@@ -112,6 +116,51 @@ pub fn table(doc: &MemoryPlan) -> String {
     out
 }
 
+/// The out-of-memory error the plan was held against: how short the failed allocation was,
+/// what it was, and how far the step's peak lies beyond it.
+fn observed_lines(out: &mut String, o: &Observed, gpu: &Budget) {
+    let gpu_name = o.gpu.map_or("the GPU".into(), |g| format!("GPU {g}"));
+    let free = o
+        .free_bytes
+        .map(|f| format!(" with {:.2} MiB free", f / MIB))
+        .unwrap_or_default();
+    let short = o
+        .short_at_failure_bytes
+        .map(|s| format!(": {} short at that allocation", gib(s)))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "observed ({}): {gpu_name} failed to allocate {:.2} MiB{free}{short}; the process held {} ({})",
+        o.source,
+        o.requested_bytes / MIB,
+        gib(o.in_use_bytes),
+        o.in_use_basis
+    );
+    let what = o.matched.as_deref().map_or_else(
+        || "matches no tensor the model counts; taken as the step's peak".to_string(),
+        |m| format!("is {m}"),
+    );
+    let _ = writeln!(
+        out,
+        "  the allocation {what}; the model counts {} there: {} unexplained, carried into every figure below",
+        gib(o.modelled_before_bytes),
+        gib(o.unexplained_bytes)
+    );
+    if o.matched.is_some() {
+        let beyond = gpu.total_bytes - o.in_use_bytes - o.other_processes_bytes;
+        let peak = match gpu.headroom_bytes {
+            Some(h) if h < 0.0 => format!(": {} short at the peak", gib(-h)),
+            Some(h) => format!(": {} to spare at the peak", gib(h)),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  from there to the step's peak the model adds {} (the failed allocation included){peak}",
+            gib(beyond.max(0.0))
+        );
+    }
+}
+
 /// What a change leaves on the GPU, and on the host where the host is short: "GPU 20.1 GiB
 /// (3.5 GiB to spare); host 60.0 GiB needed, 46.6 GiB there, 13.4 GiB short".
 fn shortfall(c: &Change) -> String {
@@ -151,6 +200,16 @@ pub fn csv(doc: &MemoryPlan) -> String {
         ]);
         for t in &b.terms {
             let _ = w.write_record([section, &t.name, &format!("{:.0}", t.bytes), "", &t.basis]);
+        }
+    }
+    if let Some(o) = &doc.observed {
+        for (name, bytes) in [
+            ("requested", o.requested_bytes),
+            ("in use", o.in_use_bytes),
+            ("modelled before", o.modelled_before_bytes),
+            ("unexplained", o.unexplained_bytes),
+        ] {
+            let _ = w.write_record(["observed", name, &format!("{bytes:.0}"), "", &o.source]);
         }
     }
     for c in &doc.changes {

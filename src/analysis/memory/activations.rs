@@ -82,18 +82,54 @@ pub fn layers_bytes(shape: &Shape, batch: Batch, policy: Checkpointing) -> f64 {
 pub fn outside_layers_bytes(shape: &Shape, batch: Batch, logits: Logits) -> (f64, f64) {
     let sb = (batch.seq_len * batch.micro_batch) as f64;
     let h = shape.hidden as f64;
-    let sbv = sb * shape.vocab as f64;
     let edges = sb * h + 4.0 * sb * h * batch.bytes_per_value / 2.0;
-    let logits_bytes = match logits {
-        Logits::Fp32 => 4.0 * sbv,
-        // 16-bit logits (2), their fp32 upcast (4), the shifted contiguous copy (4), the
-        // log-softmax kept for backward (4), and its fp32 gradient at the start of backward (4).
-        Logits::HfUpcast => 18.0 * sbv,
-        // A chunked loss holds one chunk; counted as the 16-bit logits' gradient of one
-        // chunk, small beside the rest.
-        Logits::Fused => 0.0,
-    };
+    let logits_bytes = loss_allocations(shape, batch, logits)
+        .iter()
+        .map(|a| a.bytes)
+        .sum();
     (edges, logits_bytes)
+}
+
+/// One tensor the loss allocates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    pub what: String,
+    pub bytes: f64,
+}
+
+/// The loss's tensors in the order a step allocates them, all held at the peak (the start of
+/// backward). Hugging Face's causal LMs (`logits = logits.float()`, then `CrossEntropyLoss`
+/// on the shifted logits): the 16-bit logits, their fp32 upcast (none in fp32 training, where
+/// `.float()` returns the tensor itself), the shifted contiguous copy, the log-softmax kept
+/// for backward, and its fp32 gradient. A chunked loss holds one chunk, small beside them.
+pub fn loss_allocations(shape: &Shape, batch: Batch, logits: Logits) -> Vec<Allocation> {
+    let sbv = (batch.seq_len * batch.micro_batch) as f64 * shape.vocab as f64;
+    let w = batch.bytes_per_value;
+    let one = |what: &str, width: f64| Allocation {
+        what: format!("{what} (seq x micro-batch x vocab x {width} B)"),
+        bytes: width * sbv,
+    };
+    match logits {
+        Logits::Fp32 => vec![one("the fp32 logits", 4.0)],
+        Logits::HfUpcast => {
+            let mut out = vec![one(
+                if w < 4.0 {
+                    "the 16-bit logits, lm_head's output"
+                } else {
+                    "the logits, lm_head's output"
+                },
+                w,
+            )];
+            if w < 4.0 {
+                out.push(one("the logits' fp32 upcast", 4.0));
+            }
+            out.push(one("the shifted logits' contiguous copy", 4.0));
+            out.push(one("the log-softmax", 4.0));
+            out.push(one("the log-softmax's gradient", 4.0));
+            out
+        }
+        Logits::Fused => Vec::new(),
+    }
 }
 
 #[cfg(test)]

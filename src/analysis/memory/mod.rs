@@ -6,6 +6,7 @@
 
 pub mod activations;
 pub mod advice;
+pub mod observed;
 pub mod overheads;
 pub mod presets;
 pub mod setup;
@@ -14,8 +15,8 @@ pub mod states;
 
 use crate::analysis::curve::Curve;
 pub use crate::documents::memory::{
-    Budget, Change, Checkpointing, Logits, MemoryPlan, Offload, PlanSetup, ShapeSummary, Term,
-    Traffic, TrainPrecision, Trainable,
+    Budget, Change, Checkpointing, Logits, MemoryPlan, Observed, Offload, PlanSetup, ShapeSummary,
+    Term, Traffic, TrainPrecision, Trainable,
 };
 pub use crate::documents::simulation::Strategy;
 pub use setup::{Estimate, Setup};
@@ -26,6 +27,7 @@ pub fn plan(
     curve: Option<&Curve>,
     link: Option<String>,
     notes: Vec<String>,
+    observed: Option<Observed>,
 ) -> MemoryPlan {
     let e = setup.estimate(curve);
     let changes = advice::changes(setup, &e, curve);
@@ -41,5 +43,6 @@ pub fn plan(
         link,
         changes,
         notes,
+        observed,
     }
 }

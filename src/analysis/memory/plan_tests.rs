@@ -6,7 +6,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// Seed 004's setup: Gemma-2B (MGM-2B's language model), ZeRO-3 on one 24 GB GPU (23.63 GiB
 /// as its out-of-memory message says), fp16, FlashAttention, batch 1, sequence 1024,
 /// expandable segments, no offload (the zero3.json its report edits).
-fn seed_004() -> Setup {
+pub(crate) fn seed_004() -> Setup {
     Setup {
         shape: presets::preset("gemma-2b").unwrap_or_else(|e| panic!("{e}")),
         trainable: Trainable::Full,
@@ -27,6 +27,7 @@ fn seed_004() -> Setup {
         fragmentation: None,
         gpu_capacity: Some((23.63 * GIB, "test".into())),
         host_capacity: Some((50e9, "test".into())),
+        observed_terms: Vec::new(),
     }
 }
 
@@ -58,7 +59,7 @@ fn offload_and_lora_are_ranked_changes_that_fit_and_a_fitting_setup_gets_none() 
         host_capacity: Some((64.0 * GIB, "test".into())),
         ..seed_004()
     };
-    let doc = plan(&s, None, None, Vec::new());
+    let doc = plan(&s, None, None, Vec::new(), None);
     let fitting: Vec<&str> = doc
         .changes
         .iter()
@@ -83,7 +84,7 @@ fn offload_and_lora_are_ranked_changes_that_fit_and_a_fitting_setup_gets_none() 
         gpu_capacity: Some((80.0 * GIB, "test".into())),
         ..s
     };
-    assert!(plan(&fits, None, None, Vec::new()).changes.is_empty());
+    assert!(plan(&fits, None, None, Vec::new(), None).changes.is_empty());
 }
 
 #[test]

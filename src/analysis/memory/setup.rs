@@ -39,6 +39,9 @@ pub struct Setup {
     /// Bytes and where the figure came from.
     pub gpu_capacity: Option<(f64, String)>,
     pub host_capacity: Option<(f64, String)>,
+    /// GPU memory an observed out-of-memory error shows beyond this accounting (what the
+    /// model does not explain, other processes), carried into every estimate unchanged.
+    pub observed_terms: Vec<Term>,
 }
 
 /// The budgets and traffic of one setup.
@@ -133,12 +136,37 @@ impl Setup {
 
     /// Every term on one GPU and on one node's host, and the traffic per step.
     pub fn estimate(&self, curve: Option<&Curve>) -> Estimate {
+        let b = self.states().bytes();
+        let host_terms = self.host_terms(&b);
+        Estimate {
+            gpu: budget(self.gpu_terms(None), &self.gpu_capacity),
+            host: budget(host_terms, &self.host_capacity),
+            traffic: self.traffic(curve, b.host_device_bytes),
+        }
+    }
+
+    /// The GPU's total at a point of the step: the loss's tensors allocated so far (`None`:
+    /// all of them, the peak), with what an observation added.
+    pub fn gpu_total_at(&self, loss_bytes_held: Option<f64>) -> f64 {
+        self.gpu_terms(loss_bytes_held)
+            .iter()
+            .map(|t| t.bytes)
+            .sum()
+    }
+
+    /// The loss's tensors in the order the step allocates them.
+    pub fn loss_allocations(&self) -> Vec<activations::Allocation> {
+        activations::loss_allocations(&self.shape, self.batch(), self.logits)
+    }
+
+    fn gpu_terms(&self, loss_bytes_held: Option<f64>) -> Vec<Term> {
         let st = self.states();
         let b = st.bytes();
         let w = self.precision.widths();
         let batch = self.batch();
         let layers = activations::layers_bytes(&self.shape, batch, self.checkpointing);
         let (edges, logits) = activations::outside_layers_bytes(&self.shape, batch, self.logits);
+        let logits = loss_bytes_held.unwrap_or(logits);
         let n = self.world_size;
         let over_n = |what: String| {
             if n > 1 {
@@ -245,12 +273,8 @@ impl Setup {
             overheads::nccl_bytes(self.world_size),
             "2 peers x 2 x NCCL_BUFFSIZE x 16 channels".into(),
         ));
-        let host_terms = self.host_terms(&b);
-        Estimate {
-            gpu: budget(terms, &self.gpu_capacity),
-            host: budget(host_terms, &self.host_capacity),
-            traffic: self.traffic(curve, b.host_device_bytes),
-        }
+        terms.extend(self.observed_terms.iter().cloned());
+        terms
     }
 
     /// One node's host RAM as DeepSpeed's estimators count it: the offloaded states, the
@@ -290,8 +314,9 @@ impl Setup {
                 "loading the model",
                 (b.host_loading_per_node - b.host_states()).max(0.0),
                 format!(
-                    "{} B x {loaded} x {g} processes on the node, beyond the states (DeepSpeed counts the larger)",
-                    states::LOADING_BYTES
+                    "{} B x {loaded} x {g} process{} on the node, beyond the states (DeepSpeed counts the larger)",
+                    states::LOADING_BYTES,
+                    if g == 1 { "" } else { "es" }
                 ),
             ),
             term(
@@ -364,4 +389,4 @@ pub(super) fn budget(mut terms: Vec<Term>, capacity: &Option<(f64, String)>) -> 
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(super) mod tests;

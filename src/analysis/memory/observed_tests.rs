@@ -1,0 +1,194 @@
+use super::*;
+use crate::documents::memory::{Logits, Offload, Trainable};
+
+const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Seed 004 as the report ran it: the optimizer offloaded, MGM-2B's frozen towers beside
+/// Gemma-2B, on its 64 GB host.
+fn seed_004() -> Setup {
+    Setup {
+        offload_optimizer: Offload::Cpu,
+        frozen_params: 500_000_000,
+        host_capacity: Some((64e9, "test".into())),
+        ..super::super::setup::tests::seed_004()
+    }
+}
+
+/// The report's error: "Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.63 GiB
+/// of which 243.94 MiB is free. Including non-PyTorch memory, this process has 22.66 GiB
+/// memory in use."
+fn seed_004_oom() -> Oom {
+    Oom {
+        source: "seed:1".into(),
+        gpu: Some(0),
+        requested_bytes: 500.0 * MIB,
+        capacity_bytes: Some(23.63 * GIB),
+        free_bytes: Some(243.94 * MIB),
+        process_in_use_bytes: Some(22.66 * GIB),
+        listed_processes_bytes: Vec::new(),
+        reserved_unallocated_bytes: None,
+    }
+}
+
+fn calibrated(setup: &Setup, oom: &Oom) -> (Observed, Vec<Term>, Vec<String>) {
+    calibrate(setup, oom).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_500_mib_is_the_16_bit_logits_and_the_rest_of_what_the_process_held_is_unexplained() {
+    let s = seed_004();
+    let (o, terms, notes) = calibrated(&s, &seed_004_oom());
+    assert!(
+        o.matched
+            .as_deref()
+            .is_some_and(|m| m.contains("16-bit logits")),
+        "{o:?}"
+    );
+    // Before lm_head's output: everything but the loss's tensors.
+    let before = s.gpu_total_at(Some(0.0));
+    assert_eq!(o.modelled_before_bytes, before);
+    assert!((o.unexplained_bytes - (22.66 * GIB - before)).abs() < 1.0);
+    assert_eq!(terms.len(), 1);
+    assert_eq!(terms[0].bytes, o.unexplained_bytes);
+    // What the report saw: the allocation lacked 500 - 243.94 MiB.
+    let short = o.short_at_failure_bytes.unwrap_or(f64::NAN);
+    assert!((short - 256.06 * MIB).abs() < 1.0, "{short}");
+    // The backward reading (that tensor's gradient, at the peak) is stated with its figure.
+    let peak = s.gpu_total_at(None);
+    let alternative = (o.unexplained_bytes - (22.66 * GIB - peak)) / GIB;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!("{alternative:.2} GiB"))),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn the_plan_carries_the_unexplained_memory_into_the_verdict_and_every_change() {
+    let mut s = seed_004();
+    let (o, terms, _) = calibrated(&s, &seed_004_oom());
+    let alone = s.estimate(None).gpu.total_bytes;
+    s.observed_terms = terms;
+    let e = s.estimate(None);
+    assert!((e.gpu.total_bytes - (alone + o.unexplained_bytes)).abs() < 1.0);
+    // The peak lies beyond the failed allocation: short by more than the 0.25 GiB it lacked.
+    assert_eq!(e.gpu.fits(), Some(false));
+    let short = -e.gpu.headroom_bytes.unwrap_or(0.0);
+    assert!(short > o.short_at_failure_bytes.unwrap_or(0.0));
+    // Every change is judged with the same unexplained memory on top of its own accounting.
+    let changes = super::super::advice::changes(&s, &e, None);
+    assert!(!changes.is_empty());
+    let fused = changes
+        .iter()
+        .find(|c| c.change.starts_with("--logits fused"))
+        .unwrap_or_else(|| panic!("{changes:?}"));
+    let fused_setup = Setup {
+        logits: Logits::Fused,
+        ..s.clone()
+    };
+    assert_eq!(
+        fused.gpu_total_bytes,
+        fused_setup.estimate(None).gpu.total_bytes,
+        "{changes:#?}"
+    );
+    assert!(fused.gpu_total_bytes > o.unexplained_bytes);
+}
+
+#[test]
+fn an_allocation_rounded_up_to_2_mib_still_matches_its_tensor() {
+    // GPT-2's 50257 logits of 1024 tokens in fp16 are 98.16 MiB; PyTorch asks for 100.00 MiB.
+    let s = Setup {
+        shape: super::super::presets::preset("gpt2").unwrap_or_else(|e| panic!("{e}")),
+        trainable: Trainable::Full,
+        frozen_params: 0,
+        ..seed_004()
+    };
+    let oom = Oom {
+        requested_bytes: 100.0 * MIB,
+        ..seed_004_oom()
+    };
+    let (o, _, _) = calibrated(&s, &oom);
+    assert!(
+        o.matched
+            .as_deref()
+            .is_some_and(|m| m.contains("16-bit logits")),
+        "{o:?}"
+    );
+    // 4 MiB above is another tensor's size, not this one's.
+    let oom = Oom {
+        requested_bytes: 102.5 * MIB,
+        ..seed_004_oom()
+    };
+    assert_eq!(calibrated(&s, &oom).0.matched, None);
+}
+
+#[test]
+fn an_allocation_no_tensor_explains_is_taken_at_the_peak_as_a_lower_bound() {
+    let s = seed_004();
+    let oom = Oom {
+        requested_bytes: 37.0 * MIB,
+        ..seed_004_oom()
+    };
+    let (o, _, notes) = calibrated(&s, &oom);
+    assert_eq!(o.matched, None);
+    assert_eq!(o.modelled_before_bytes, s.gpu_total_at(None) - 37.0 * MIB);
+    assert!(notes.iter().any(|n| n.contains("lower bound")), "{notes:?}");
+}
+
+#[test]
+fn what_the_process_held_comes_from_its_sentence_the_one_listed_process_or_total_minus_free() {
+    let s = seed_004();
+    let listed = Oom {
+        process_in_use_bytes: None,
+        listed_processes_bytes: vec![14.52 * GIB],
+        ..seed_004_oom()
+    };
+    let (o, terms, _) = calibrated(&s, &listed);
+    assert_eq!(o.in_use_bytes, 14.52 * GIB);
+    assert_eq!(o.other_processes_bytes, 0.0);
+    assert!(terms.iter().all(|t| t.name != "other processes (observed)"));
+    // With its own sentence, the listed ones are other processes, carried as a term.
+    let both = Oom {
+        listed_processes_bytes: vec![1.5 * GIB, 0.5 * GIB],
+        ..seed_004_oom()
+    };
+    let (o, terms, _) = calibrated(&s, &both);
+    assert_eq!(o.in_use_bytes, 22.66 * GIB);
+    assert_eq!(o.other_processes_bytes, 2.0 * GIB);
+    assert!(terms
+        .iter()
+        .any(|t| t.name == "other processes (observed)" && t.bytes == 2.0 * GIB));
+    let neither = Oom {
+        process_in_use_bytes: None,
+        ..seed_004_oom()
+    };
+    let (o, _, _) = calibrated(&s, &neither);
+    assert!((o.in_use_bytes - (23.63 * GIB - 243.94 * MIB)).abs() < 1.0);
+    assert!(o.in_use_basis.contains("total capacity minus free"));
+    let nothing = Oom {
+        capacity_bytes: None,
+        ..neither
+    };
+    assert!(matches!(
+        calibrate(&s, &nothing),
+        Err(ObservedError::NoUsage(_))
+    ));
+}
+
+#[test]
+fn a_model_that_counts_more_than_the_process_held_carries_nothing_and_says_so() {
+    let s = seed_004();
+    let oom = Oom {
+        process_in_use_bytes: Some(4.0 * GIB),
+        ..seed_004_oom()
+    };
+    let (o, terms, notes) = calibrated(&s, &oom);
+    assert_eq!(o.unexplained_bytes, 0.0);
+    assert!(terms.is_empty());
+    assert!(
+        notes.iter().any(|n| n.contains("upper bounds")),
+        "{notes:?}"
+    );
+}

@@ -266,3 +266,41 @@ fn seed_004_held_against_its_out_of_memory_error_is_short_beyond_the_failed_allo
         .code(2)
         .stderr(contains("holds no PyTorch CUDA out-of-memory error"));
 }
+
+#[test]
+fn the_sequence_defaults_to_the_models_positions_and_learned_ones_bound_it() {
+    // GPT-2 has 1024 learned positions: the default 2048 would be no sequence it can take.
+    bin()
+        .args(["simulate", "memory", "--model", "gpt2"])
+        .args(["--gpu-memory-gb", "24", "--host-memory-gb", "64"])
+        .assert()
+        .success()
+        .stdout(contains("seq 1024 x micro-batch 1"))
+        .stdout(contains(
+            "--seq-len not given: 1024, gpt2's max_position_embeddings",
+        ));
+    bin()
+        .args(["simulate", "memory", "--model", "gpt2", "--seq-len", "2048"])
+        .args(["--gpu-memory-gb", "24", "--host-memory-gb", "64"])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "gpt2 has learned position embeddings for 1024 positions; it cannot take 2048 tokens",
+        ));
+    // Rotary positions run beyond what the model was trained on: counted, and said.
+    bin()
+        .args([
+            "simulate",
+            "memory",
+            "--model",
+            "gemma-2b",
+            "--seq-len",
+            "16384",
+        ])
+        .args(["--gpu-memory-gb", "80", "--host-memory-gb", "64"])
+        .assert()
+        .stdout(contains("seq 16384 x micro-batch 1"))
+        .stdout(contains(
+            "--seq-len 16384 is beyond gemma-2b's max_position_embeddings 8192",
+        ));
+}

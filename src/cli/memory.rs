@@ -63,9 +63,10 @@ pub struct MemoryArgs {
     /// and offloaded with the parameters; their activations are not counted.
     #[arg(long)]
     pub frozen_params: Option<f64>,
-    /// Tokens per sample.
-    #[arg(long, default_value_t = 2048)]
-    pub seq_len: u64,
+    /// Tokens per sample [default: 2048, or the model's max_position_embeddings when
+    /// shorter].
+    #[arg(long)]
+    pub seq_len: Option<u64>,
     /// Samples per GPU per micro-step.
     #[arg(long, default_value_t = 1)]
     pub micro_batch: u64,

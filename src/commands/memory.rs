@@ -250,6 +250,38 @@ fn host_capacity(args: &MemoryArgs) -> Result<Option<(f64, String)>, Failure> {
     }))
 }
 
+/// The sequence the plan counts: the flag, else 2048 or the model's max_position_embeddings
+/// when shorter. Beyond that maximum a model with learned positions has no embedding to
+/// look up (refused); a rotary one runs, untrained there (said).
+fn seq_len(flag: Option<u64>, shape: &Shape, notes: &mut Vec<String>) -> Result<u64, Failure> {
+    const DEFAULT: u64 = 2048;
+    let Some(n) = flag else {
+        let n = shape.max_positions.map_or(DEFAULT, |m| m.min(DEFAULT));
+        if n < DEFAULT {
+            notes.push(format!(
+                "--seq-len not given: {n}, {}'s max_position_embeddings",
+                shape.name
+            ));
+        }
+        return Ok(n);
+    };
+    let n = count_in("--seq-len", n.min(usize::MAX as u64) as usize, 1, 1 << 24)? as u64;
+    match shape.max_positions {
+        Some(most) if n > most && shape.learned_positions > 0 => Err(Failure::usage(format!(
+            "--seq-len: {} has learned position embeddings for {most} positions; it cannot take {n} tokens",
+            shape.name
+        ))),
+        Some(most) if n > most => {
+            notes.push(format!(
+                "--seq-len {n} is beyond {}'s max_position_embeddings {most}: it was not trained on that length (RoPE scaling needed); the memory is counted as given",
+                shape.name
+            ));
+            Ok(n)
+        }
+        _ => Ok(n),
+    }
+}
+
 /// The out-of-memory error `--oom` names: the first in the file, its sentences read across
 /// the lines a paste wrapped them onto.
 fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Failure> {
@@ -316,6 +348,7 @@ fn setup(
         None => 0,
     };
     let setup = Setup {
+        seq_len: seq_len(args.seq_len, &shape, notes)?,
         shape,
         trainable,
         frozen_params,
@@ -329,7 +362,6 @@ fn setup(
         } else {
             TrainPrecision::Mixed
         },
-        seq_len: count_in("--seq-len", args.seq_len as usize, 1, 1 << 24)? as u64,
         micro_batch: count_in("--micro-batch", args.micro_batch as usize, 1, 1 << 20)? as u64,
         checkpointing: match args.checkpointing {
             CheckpointArg::None => Checkpointing::None,

@@ -189,3 +189,46 @@ fn sharded_terms_say_over_how_many_gpus_and_never_over_one() {
     }
     assert!(one.host.terms.iter().all(|t| !t.basis.contains(" N")));
 }
+
+/// `accelerate estimate-memory bert-base-cased`, as Accelerate's model size estimator guide
+/// prints it (huggingface.co/docs/accelerate/usage_guides/model_size_estimator): float32
+/// largest layer 84.95 MB, total 413.18 MB, training using Adam 1.61 GB; float16 42.47 MB and
+/// 206.59 MB. Its "MB" are MiB. It builds `AutoModel` (BertModel: the pooler, no MLM head) on
+/// the meta device and counts buffers too: `position_ids` and `token_type_ids`, 512 int64
+/// each. Its training figure is 4x the total: weights, gradients and Adam's two moments.
+#[test]
+fn bert_base_cased_is_accelerates_estimate_memory_table() {
+    // huggingface.co/bert-base-cased/config.json (the fields the planner reads).
+    let config = r#"{"architectures": ["BertForMaskedLM"], "hidden_size": 768,
+        "intermediate_size": 3072, "max_position_embeddings": 512, "model_type": "bert",
+        "num_attention_heads": 12, "num_hidden_layers": 12, "type_vocab_size": 2,
+        "vocab_size": 28996}"#;
+    let (shape, _) =
+        presets::from_hf_config("bert-base-cased", config).unwrap_or_else(|e| panic!("{e}"));
+    const MIB: f64 = (1u64 << 20) as f64;
+    let buffers = 2.0 * 512.0 * 8.0;
+    let params = shape.params() as f64;
+    let largest = shape.largest_module_params() as f64;
+    assert_eq!(format!("{:.2}", 4.0 * largest / MIB), "84.95");
+    assert_eq!(format!("{:.2}", 2.0 * largest / MIB), "42.47");
+    assert_eq!(format!("{:.2}", (4.0 * params + buffers) / MIB), "413.18");
+    assert_eq!(format!("{:.2}", (2.0 * params + buffers) / MIB), "206.59");
+    // The planner's fp32 model states on one GPU: 4 + 4 + 8 B per parameter.
+    let s = Setup {
+        shape,
+        strategy: Strategy::NoShard,
+        offload_optimizer: Offload::None,
+        precision: TrainPrecision::Fp32,
+        ..seed_004()
+    };
+    let e = s.estimate(None);
+    let states: f64 = e
+        .gpu
+        .terms
+        .iter()
+        .filter(|t| ["weights", "gradients", "optimizer states"].contains(&t.name.as_str()))
+        .map(|t| t.bytes)
+        .sum();
+    assert_eq!(states, 16.0 * params);
+    assert_eq!(format!("{:.2}", states / GIB), "1.61");
+}

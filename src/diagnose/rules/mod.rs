@@ -192,7 +192,7 @@ pub static RULES: &[Rule] = &[
         id: "gpu.out-of-memory",
         severity: Severity::Error,
         explanation: "PyTorch could not allocate a tensor: the weights, gradients, optimizer states and activations of this step (and the caching allocator's reserve) do not fit the GPU. The step's peak is usually in the forward activations or the optimizer's first step; memory reserved but unallocated is fragmentation.",
-        fix: "Estimate the step with `ncclprobe simulate memory` and your setup (model, batch, sequence, precision, ZeRO stage), then pull the usual levers: a smaller micro-batch with gradient accumulation, activation checkpointing, ZeRO-3/FSDP full sharding or CPU offload, LoRA instead of full fine-tuning; with much reserved but unallocated, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        fix: "Hold your setup (model, batch, sequence, precision, ZeRO stage) against this error with `ncclprobe simulate memory ... --oom FILE`: it says which tensor failed, how far the step's peak lies beyond it and which change fits; then pull the usual levers: a smaller micro-batch with gradient accumulation, activation checkpointing, ZeRO-3/FSDP full sharding or CPU offload, LoRA instead of full fine-tuning; with much reserved but unallocated, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
         source: "PyTorch c10/cuda/CUDACachingAllocator.cpp out-of-memory message (1.x and 2.x formats); PyTorch CUDA semantics docs, memory management (expandable_segments)",
         check: loader::gpu_out_of_memory,
     },

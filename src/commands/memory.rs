@@ -193,6 +193,19 @@ fn gpu_capacity(
     oom: Option<&observed::Oom>,
     notes: &mut Vec<String>,
 ) -> Result<Option<(f64, String)>, Failure> {
+    let flagged = args
+        .gpu_memory_gb
+        .map(|gb| gb * 1e9)
+        .or(args.gpu_memory_gib.map(|gib| gib * GIB));
+    if let (Some(flag), Some(total)) = (flagged, oom.and_then(|o| o.capacity_bytes)) {
+        if (flag - total).abs() > 0.01 * total {
+            notes.push(format!(
+                "the GPU's capacity is the flag's {:.2} GiB, not the {:.2} GiB of the GPU that ran out of memory: the plan asks whether the failed job fits that GPU",
+                flag / GIB,
+                total / GIB
+            ));
+        }
+    }
     if let Some(gb) = args.gpu_memory_gb {
         return Ok(Some((
             positive("--gpu-memory-gb", gb, "GB")? * 1e9,
@@ -285,9 +298,10 @@ fn seq_len(flag: Option<u64>, shape: &Shape, notes: &mut Vec<String>) -> Result<
 /// The out-of-memory error `--oom` names: the first in the file, its sentences read across
 /// the lines a paste wrapped them onto.
 fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Failure> {
-    let input = Input::open(path).map_err(input_failure)?;
+    let refuse = |e: crate::import::text::InputError| Failure::usage(format!("--oom {e}"));
+    let input = Input::open(path).map_err(refuse)?;
     let name = input.name.clone();
-    let (_, pasted) = crate::import::pastes::with_log(input).map_err(input_failure)?;
+    let (_, pasted) = crate::import::pastes::with_log(input).map_err(refuse)?;
     let Some(first) = pasted.ooms.first() else {
         return Err(Failure::usage(format!(
             "--oom {name}: holds no PyTorch CUDA out-of-memory error (\"CUDA out of memory. Tried to allocate ...\")"
@@ -311,6 +325,7 @@ fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Fail
             process_in_use_bytes: first.process_in_use_bytes,
             listed_processes_bytes: first.listed_processes_bytes.clone(),
             reserved_unallocated_bytes: first.reserved_unallocated_bytes,
+            reserved_total_bytes: first.reserved_total_bytes,
         },
         notes,
     ))

@@ -27,6 +27,8 @@ pub struct GpuOom {
     /// (2.x). In a container whose PID namespace hides the host's PIDs, this process itself
     /// is listed so, and no "this process" sentence appears.
     pub listed_processes_bytes: Vec<f64>,
+    /// "X reserved in total by PyTorch" (1.x): the caching allocator's whole pool.
+    pub reserved_total_bytes: Option<f64>,
     pub evidence: Evidence,
 }
 
@@ -113,6 +115,7 @@ pub fn parse(file: &str, line: &Line) -> Option<GpuOom> {
         reserved_unallocated_bytes: None,
         process_in_use_bytes: None,
         listed_processes_bytes: Vec::new(),
+        reserved_total_bytes: None,
         evidence: Evidence {
             file: file.to_string(),
             line: line.number,
@@ -125,6 +128,7 @@ pub fn parse(file: &str, line: &Line) -> Option<GpuOom> {
         oom.free_bytes = bytes(&c[4]);
         let (allocated, reserved) = (bytes(&c[3]), bytes(&c[5]));
         oom.reserved_unallocated_bytes = reserved.zip(allocated).map(|(r, a)| (r - a).max(0.0));
+        oom.reserved_total_bytes = reserved;
     } else {
         oom.continue_with(t);
     }

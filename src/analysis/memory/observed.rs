@@ -25,6 +25,8 @@ pub struct Oom {
     /// Every "Process N has X memory in use".
     pub listed_processes_bytes: Vec<f64>,
     pub reserved_unallocated_bytes: Option<f64>,
+    /// "X reserved in total by PyTorch" (1.x).
+    pub reserved_total_bytes: Option<f64>,
 }
 
 /// Why an error cannot be held against the plan.
@@ -36,7 +38,7 @@ pub enum ObservedError {
 
 /// What the process held when the allocation failed, where that figure came from, and the
 /// other processes' share of the GPU.
-fn in_use(oom: &Oom) -> Result<(f64, String, f64), ObservedError> {
+fn in_use(oom: &Oom, cuda_context_bytes: f64) -> Result<(f64, String, f64), ObservedError> {
     let listed: f64 = oom.listed_processes_bytes.iter().sum();
     if let Some(mine) = oom.process_in_use_bytes {
         return Ok((
@@ -53,10 +55,20 @@ fn in_use(oom: &Oom) -> Result<(f64, String, f64), ObservedError> {
             0.0,
         ));
     }
+    if let Some(reserved) = oom.reserved_total_bytes {
+        return Ok((
+            reserved + cuda_context_bytes,
+            format!(
+                "reserved in total by PyTorch, plus the CUDA context taken as {:.0} MiB",
+                cuda_context_bytes / MIB
+            ),
+            0.0,
+        ));
+    }
     match (oom.capacity_bytes, oom.free_bytes) {
         (Some(total), Some(free)) => Ok((
             (total - free).max(0.0),
-            "total capacity minus free: everything on the GPU, other processes included (the message does not say what this process held)".into(),
+            "total capacity minus free: everything on the GPU, other processes included; the message does not say what this process held".into(),
             0.0,
         )),
         _ => Err(ObservedError::NoUsage(oom.source.clone())),
@@ -74,7 +86,7 @@ pub fn calibrate(
     setup: &Setup,
     oom: &Oom,
 ) -> Result<(Observed, Vec<Term>, Vec<String>), ObservedError> {
-    let (in_use_bytes, in_use_basis, others) = in_use(oom)?;
+    let (in_use_bytes, in_use_basis, others) = in_use(oom, setup.cuda_context_bytes)?;
     let mut notes = Vec::new();
     let allocations = setup.loss_allocations();
     let held_before = |i: usize| allocations[..i].iter().map(|a| a.bytes).sum::<f64>();

@@ -28,6 +28,7 @@ fn seed_004_oom() -> Oom {
         process_in_use_bytes: Some(22.66 * GIB),
         listed_processes_bytes: Vec::new(),
         reserved_unallocated_bytes: None,
+        reserved_total_bytes: None,
     }
 }
 
@@ -167,6 +168,14 @@ fn what_the_process_held_comes_from_its_sentence_the_one_listed_process_or_total
     let (o, _, _) = calibrated(&s, &neither);
     assert!((o.in_use_bytes - (23.63 * GIB - 243.94 * MIB)).abs() < 1.0);
     assert!(o.in_use_basis.contains("total capacity minus free"));
+    // PyTorch 1.x states the allocator's pool: that and the CUDA context.
+    let old = Oom {
+        reserved_total_bytes: Some(13.2 * GIB),
+        ..neither.clone()
+    };
+    let (o, _, _) = calibrated(&s, &old);
+    assert_eq!(o.in_use_bytes, 13.2 * GIB + s.cuda_context_bytes);
+    assert!(o.in_use_basis.contains("reserved in total by PyTorch"));
     let nothing = Oom {
         capacity_bytes: None,
         ..neither

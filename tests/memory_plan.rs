@@ -228,7 +228,7 @@ fn seed_004_held_against_its_out_of_memory_error_is_short_beyond_the_failed_allo
         .assert()
         .code(3)
         .stdout(contains(
-            "GPU 0 failed to allocate 500.00 MiB with 243.94 MiB free: 0.25 GiB short at that allocation; the process held 22.66 GiB",
+            "GPU 0 failed to allocate 500.00 MiB with 243.94 MiB free: 256.06 MiB short at that allocation; the process held 22.66 GiB",
         ))
         .stdout(contains("the allocation is the 16-bit logits, lm_head's output"))
         .stdout(contains("capacity: --oom: GPU 0's total capacity"))

@@ -320,12 +320,14 @@ fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Fail
             source: format!("{}:{}", first.evidence.file, first.evidence.line),
             gpu: first.gpu,
             requested_bytes: first.tried_bytes,
-            capacity_bytes: first.total_bytes,
+            // A capacity of 0 is no reading: the GPU's is then unknown, or a flag's.
+            capacity_bytes: first.total_bytes.filter(|t| *t > 0.0),
             free_bytes: first.free_bytes,
             process_in_use_bytes: first.process_in_use_bytes,
             listed_processes_bytes: first.listed_processes_bytes.clone(),
             reserved_unallocated_bytes: first.reserved_unallocated_bytes,
             reserved_total_bytes: first.reserved_total_bytes,
+            allocated_bytes: first.allocated_bytes,
         },
         notes,
     ))
@@ -412,13 +414,21 @@ fn setup(
     }
     // What a measured peak holds beyond this accounting: a plan that fits by less than these
     // may still fail (seed 004: about 18 GiB here with MGM-2B's towers, 23.15 GiB at its OOM).
-    notes.push(
+    notes.push(if oom.is_some() {
+        "the model itself does not count activations of modules outside the decoder (vision \
+         towers, adapters of a multimodal model), DeepSpeed's runtime buffers (ZeRO-3 prefetch \
+         and modules kept gathered by stage3_max_reuse_distance) or memory PyTorch reserved but \
+         left unallocated beyond the reserve above: at the error they are part of the \
+         unexplained memory"
+            .to_string()
+    } else {
         "not counted: activations of modules outside the decoder (vision towers, adapters of \
          a multimodal model), DeepSpeed's runtime buffers (ZeRO-3 prefetch and modules kept \
          gathered by stage3_max_reuse_distance), other processes on the GPU, and memory \
-         PyTorch reserved but left unallocated beyond the reserve above"
-            .to_string(),
-    );
+         PyTorch reserved but left unallocated beyond the reserve above (--oom holds the plan \
+         against a real failure)"
+            .to_string()
+    });
     if args.cuda_context_mb == 512.0 {
         notes.push(format!(
             "CUDA context taken as {} MiB (--cuda-context-mb)",

@@ -39,6 +39,8 @@ pub struct Pastes {
     pub num_workers: Option<Count>,
     /// The last processes per node a launcher line states (`--nproc_per_node`, ...).
     pub local_ranks: Option<Count>,
+    /// A line holding only "CUDA out of memory.": the rest may follow on the next.
+    oom_start: Option<Line>,
     /// Where the GPU rows of the latest `nvidia-smi` table start in `gpus`.
     table_start: usize,
     gpu_reader: gpu::GpuReader,
@@ -64,11 +66,27 @@ impl Pastes {
                 g.no_process_listed = g.format == "nvidia-smi";
             }
         }
+        let broken_start = self
+            .oom_start
+            .take()
+            .filter(|s| line.number <= s.number + 2)
+            // The rest starts at "Tried to allocate", past any rank prefix the line repeats.
+            .and_then(|s| {
+                let rest = &line.text[line.text.find("Tried to allocate")?..];
+                Some(Line {
+                    text: format!("{} {rest}", s.text.trim()),
+                    ..s
+                })
+            });
         if let Some(e) = oom::parse(file, line) {
             self.ooms.push(e);
+        } else if let Some(e) = broken_start.as_ref().and_then(|s| oom::parse(file, s)) {
+            self.ooms.push(e);
+        } else if oom::starts_alone(&line.text) {
+            self.oom_start = Some(line.clone());
         } else if let Some(last) = self.ooms.last_mut().filter(|o| {
             o.evidence.file == file
-                && line.number > o.evidence.line
+                && line.number >= o.evidence.line
                 && line.number <= o.evidence.line + oom::CONTINUATION_LINES
         }) {
             last.continue_with(line.text.trim());

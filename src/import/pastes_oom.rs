@@ -29,6 +29,9 @@ pub struct GpuOom {
     pub listed_processes_bytes: Vec<f64>,
     /// "X reserved in total by PyTorch" (1.x): the caching allocator's whole pool.
     pub reserved_total_bytes: Option<f64>,
+    /// "Of the allocated memory X is allocated by PyTorch" (2.x), or "X already allocated"
+    /// (1.x): what tensors held.
+    pub allocated_bytes: Option<f64>,
     pub evidence: Evidence,
 }
 
@@ -36,14 +39,34 @@ pub struct GpuOom {
 /// it on one line, a paste often breaks it after each sentence.
 pub const CONTINUATION_LINES: usize = 6;
 
-const AMOUNT: &str = r"([\d.]+ ?(?:[KMGT]i?B|bytes|B))";
+/// An amount as PyTorch's `format_size` prints it; a page copied from a browser may hold a
+/// no-break space before the unit.
+const AMOUNT: &str = r"([\d.]+[ \x{a0}]?(?:[KMGT]i?B|bytes|B))";
+
+/// The error's first words: ROCm builds print the same message with HIP for CUDA.
+const START: &str = r"(?:CUDA|HIP) out of memory\.";
 
 fn tried() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
+    static_regex(&R, &format!(r"{START}\s*Tried to allocate {AMOUNT}"))
+}
+
+fn start() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
+    static_regex(&R, &format!(r"{START}\s*$"))
+}
+
+fn allocated_new() -> &'static Regex {
+    static R: OnceLock<Regex> = OnceLock::new();
     static_regex(
         &R,
-        &format!(r"CUDA out of memory\. Tried to allocate {AMOUNT}"),
+        &format!(r"Of the allocated memory {AMOUNT} is allocated by PyTorch"),
     )
+}
+
+/// A line that holds only the error's first sentence: a paste broke it there.
+pub fn starts_alone(text: &str) -> bool {
+    start().is_match(text.trim())
 }
 
 fn capacity_new() -> &'static Regex {
@@ -59,7 +82,7 @@ fn capacity_old() -> &'static Regex {
     static_regex(
         &R,
         &format!(
-            r"\(GPU (\d+); {AMOUNT} total capacity; {AMOUNT} already allocated; {AMOUNT} free; {AMOUNT} reserved in total by PyTorch"
+            r"\(GPU (\d+); {AMOUNT} total capacity; {AMOUNT} already allocated; {AMOUNT} free; {AMOUNT} (reserved in total by PyTorch|cached)"
         ),
     )
 }
@@ -85,11 +108,11 @@ fn other_process() -> &'static Regex {
 /// `500.00 MiB`, `23.63 GiB`, `0 bytes` in bytes (PyTorch prints binary units).
 fn bytes(text: &str) -> Option<f64> {
     let split = text
-        .find(|c: char| c.is_ascii_alphabetic() || c == ' ')
+        .find(|c: char| c.is_alphabetic() || c.is_whitespace())
         .unwrap_or(text.len());
     let value: f64 = text[..split].parse().ok()?;
     let power = match text[split..]
-        .trim()
+        .trim_start_matches(|c: char| c.is_whitespace())
         .trim_end_matches("iB")
         .trim_end_matches('B')
     {
@@ -116,6 +139,7 @@ pub fn parse(file: &str, line: &Line) -> Option<GpuOom> {
         process_in_use_bytes: None,
         listed_processes_bytes: Vec::new(),
         reserved_total_bytes: None,
+        allocated_bytes: None,
         evidence: Evidence {
             file: file.to_string(),
             line: line.number,
@@ -126,9 +150,16 @@ pub fn parse(file: &str, line: &Line) -> Option<GpuOom> {
         oom.gpu = c[1].parse().ok();
         oom.total_bytes = bytes(&c[2]);
         oom.free_bytes = bytes(&c[4]);
-        let (allocated, reserved) = (bytes(&c[3]), bytes(&c[5]));
-        oom.reserved_unallocated_bytes = reserved.zip(allocated).map(|(r, a)| (r - a).max(0.0));
-        oom.reserved_total_bytes = reserved;
+        let (allocated, pool) = (bytes(&c[3]), bytes(&c[5]));
+        oom.allocated_bytes = allocated;
+        if &c[6] == "cached" {
+            // 1.0-1.3 printed the cache beyond what tensors hold as "cached".
+            oom.reserved_unallocated_bytes = pool;
+            oom.reserved_total_bytes = pool.zip(allocated).map(|(c, a)| c + a);
+        } else {
+            oom.reserved_unallocated_bytes = pool.zip(allocated).map(|(r, a)| (r - a).max(0.0));
+            oom.reserved_total_bytes = pool;
+        }
     } else {
         oom.continue_with(t);
     }
@@ -147,7 +178,15 @@ impl GpuOom {
             }
         }
         if self.process_in_use_bytes.is_none() {
-            self.process_in_use_bytes = this_process().captures(text).and_then(|c| bytes(&c[1]));
+            // "this process has 0 bytes memory in use" is what PyTorch prints where NVML
+            // cannot see the process (containers): not a reading.
+            self.process_in_use_bytes = this_process()
+                .captures(text)
+                .and_then(|c| bytes(&c[1]))
+                .filter(|b| *b > 0.0);
+        }
+        if self.allocated_bytes.is_none() {
+            self.allocated_bytes = allocated_new().captures(text).and_then(|c| bytes(&c[1]));
         }
         self.listed_processes_bytes.extend(
             other_process()

@@ -296,3 +296,35 @@ fn pytorch_2_1s_capacty_and_a_containers_listed_process_are_read() {
     assert_eq!(p.ooms[0].process_in_use_bytes, Some(10.71 * gib));
     assert_eq!(p.ooms[0].listed_processes_bytes, vec![1.25 * gib]);
 }
+
+#[test]
+fn hip_cached_zero_bytes_a_break_after_the_first_sentence_and_a_no_break_space_are_read() {
+    let (gib, mib, kib) = ((1u64 << 30) as f64, (1u64 << 20) as f64, 1024.0);
+    // ROCm (github.com/huggingface/autotrain-advanced/issues/737): the same message with HIP.
+    let p = read("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 124.00 MiB. GPU 0 has a total capacity of 19.94 GiB of which 554.47 MiB is free. Of the allocated memory 18.90 GiB is allocated by PyTorch, and 134.00 MiB is reserved by PyTorch but unallocated.\n");
+    assert_eq!(p.ooms[0].tried_bytes, 124.0 * mib);
+    assert_eq!(p.ooms[0].allocated_bytes, Some(18.90 * gib));
+    // PyTorch 1.0-1.3 (github.com/pytorch/examples/issues/621): "cached" is the pool beyond
+    // what tensors hold.
+    let p = read("RuntimeError: CUDA out of memory. Tried to allocate 1024.00 KiB (GPU 0; 11.17 GiB total capacity; 10.90 GiB already allocated; 576.00 KiB free; 30.96 MiB cached)\n");
+    let oom = &p.ooms[0];
+    assert_eq!(oom.free_bytes, Some(576.0 * kib));
+    assert_eq!(oom.reserved_unallocated_bytes, Some(30.96 * mib));
+    assert_eq!(oom.reserved_total_bytes, Some(30.96 * mib + 10.90 * gib));
+    // A container's "0 bytes" is no reading.
+    let p = read("CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 39.38 GiB of which 3.76 GiB is free. Including non-PyTorch memory, this process has 0 bytes memory in use. Of the allocated memory 34.94 GiB is allocated by PyTorch, and 175.15 MiB is reserved by PyTorch but unallocated.\n");
+    assert_eq!(p.ooms[0].process_in_use_bytes, None);
+    // Broken after "CUDA out of memory.", each line with its rank prefix.
+    let p = read("[rank0]: torch.OutOfMemoryError: CUDA out of memory.\n[rank0]: Tried to allocate 16.00 MiB.\n[rank0]: GPU 0 has a total capacity of 23.56 GiB of which 34.81 MiB is free.\n[rank0]: Process 26463 has 23.07 GiB memory in use.\n");
+    let [oom] = p.ooms.as_slice() else {
+        panic!("{:?}", p.ooms)
+    };
+    assert_eq!(oom.tried_bytes, 16.0 * mib);
+    assert_eq!(oom.evidence.line, 1);
+    assert_eq!(oom.total_bytes, Some(23.56 * gib));
+    assert_eq!(oom.listed_processes_bytes, vec![23.07 * gib]);
+    // A browser's copy of &nbsp; before the unit.
+    let p = read("CUDA out of memory. Tried to allocate 500.00\u{a0}MiB. GPU 0 has a total capacity of 23.63\u{a0}GiB of which 243.94\u{a0}MiB is free.\n");
+    assert_eq!(p.ooms[0].tried_bytes, 500.0 * mib);
+    assert_eq!(p.ooms[0].total_bytes, Some(23.63 * gib));
+}

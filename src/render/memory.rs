@@ -1,11 +1,11 @@
 //! A memory plan for people (the verdict first, the largest terms, the changes that fit,
 //! ranked) and as CSV (one row per term and per change).
 
+use crate::analysis::memory::observed::size_text;
 use crate::documents::memory::{Budget, Change, MemoryPlan, Observed, Trainable};
 use std::fmt::Write;
 
 const GIB: f64 = (1u64 << 30) as f64;
-const MIB: f64 = (1u64 << 20) as f64;
 
 fn gib(bytes: f64) -> String {
     format!("{:.2} GiB", bytes / GIB)
@@ -91,7 +91,15 @@ pub fn table(doc: &MemoryPlan) -> String {
         let _ = writeln!(out, "# link: {link}");
     }
     if !doc.changes.is_empty() {
-        let _ = writeln!(out, "changes, cheapest that fit first:");
+        let _ = writeln!(
+            out,
+            "{}",
+            if doc.changes.iter().any(|c| c.fits) {
+                "changes, cheapest that fit first:"
+            } else {
+                "changes (none fits, alone or in pairs), closest first:"
+            }
+        );
         for (i, c) in doc.changes.iter().enumerate() {
             let head = shortfall(c);
             let comm = c
@@ -122,17 +130,18 @@ fn observed_lines(out: &mut String, o: &Observed, gpu: &Budget) {
     let gpu_name = o.gpu.map_or("the GPU".into(), |g| format!("GPU {g}"));
     let free = o
         .free_bytes
-        .map(|f| format!(" with {:.2} MiB free", f / MIB))
+        .map(|f| format!(" with {} free", size_text(f)))
         .unwrap_or_default();
-    let short = o
-        .short_at_failure_bytes
-        .map(|s| format!(": {} short at that allocation", gib(s)))
-        .unwrap_or_default();
+    let short = match o.short_at_failure_bytes {
+        Some(s) if s > 0.0 => format!(": {} short at that allocation", size_text(s)),
+        Some(_) => ": less than was free, so the free memory was in pieces".into(),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "observed ({}): {gpu_name} failed to allocate {:.2} MiB{free}{short}; the process held {} ({})",
+        "observed ({}): {gpu_name} failed to allocate {}{free}{short}; the process held {} ({})",
         o.source,
-        o.requested_bytes / MIB,
+        size_text(o.requested_bytes),
         gib(o.in_use_bytes),
         o.in_use_basis
     );
@@ -198,18 +207,28 @@ pub fn csv(doc: &MemoryPlan) -> String {
             &fits,
             "",
         ]);
+        if let (Some(c), Some(h)) = (b.capacity_bytes, b.headroom_bytes) {
+            let source = b.capacity_source.clone().unwrap_or_default();
+            let _ = w.write_record([section, "capacity", &format!("{c:.0}"), "", &source]);
+            let _ = w.write_record([section, "headroom", &format!("{h:.0}"), "", ""]);
+        }
         for t in &b.terms {
             let _ = w.write_record([section, &t.name, &format!("{:.0}", t.bytes), "", &t.basis]);
         }
     }
     if let Some(o) = &doc.observed {
         for (name, bytes) in [
-            ("requested", o.requested_bytes),
-            ("in use", o.in_use_bytes),
-            ("modelled before", o.modelled_before_bytes),
-            ("unexplained", o.unexplained_bytes),
+            ("requested", Some(o.requested_bytes)),
+            ("free", o.free_bytes),
+            ("capacity", o.capacity_bytes),
+            ("in use", Some(o.in_use_bytes)),
+            ("other memory", Some(o.other_processes_bytes)),
+            ("modelled before", Some(o.modelled_before_bytes)),
+            ("unexplained", Some(o.unexplained_bytes)),
         ] {
-            let _ = w.write_record(["observed", name, &format!("{bytes:.0}"), "", &o.source]);
+            if let Some(bytes) = bytes {
+                let _ = w.write_record(["observed", name, &format!("{bytes:.0}"), "", &o.source]);
+            }
         }
     }
     for c in &doc.changes {

@@ -27,6 +27,8 @@ pub struct Oom {
     pub reserved_unallocated_bytes: Option<f64>,
     /// "X reserved in total by PyTorch" (1.x).
     pub reserved_total_bytes: Option<f64>,
+    /// What tensors held ("Of the allocated memory X is allocated by PyTorch").
+    pub allocated_bytes: Option<f64>,
 }
 
 /// Why an error cannot be held against the plan.
@@ -34,42 +36,50 @@ pub struct Oom {
 pub enum ObservedError {
     #[error("{0}: the error states neither what the process had in use nor the GPU's capacity and free memory (PyTorch 2.x prints both; give the whole message)")]
     NoUsage(String),
+    #[error("{0}: {1} is beyond any GPU (more than a PiB); is the message intact?")]
+    Absurd(String, String),
 }
 
-/// What the process held when the allocation failed, where that figure came from, and the
-/// other processes' share of the GPU.
-fn in_use(oom: &Oom, cuda_context_bytes: f64) -> Result<(f64, String, f64), ObservedError> {
-    let listed: f64 = oom.listed_processes_bytes.iter().sum();
-    if let Some(mine) = oom.process_in_use_bytes {
+/// A figure no GPU has: the message is damaged or made up.
+const MOST_BYTES: f64 = (1u64 << 50) as f64;
+
+/// What the process held when the allocation failed, and where that figure came from.
+fn in_use(oom: &Oom, cuda_context_bytes: f64) -> Result<(f64, String), ObservedError> {
+    if let Some(mine) = oom.process_in_use_bytes.filter(|b| *b > 0.0) {
         return Ok((
             mine,
             "PyTorch's \"this process has ... memory in use\": its CUDA context and the allocator's cache counted".into(),
-            listed,
         ));
     }
     if let [only] = oom.listed_processes_bytes.as_slice() {
         return Ok((
             *only,
-            "the one process the message lists (in a container PyTorch cannot tell it is this one)"
+            "the one process the message lists: in a container PyTorch cannot tell it is this one"
                 .into(),
-            0.0,
         ));
+    }
+    let context = format!(
+        "plus the CUDA context taken as {:.0} MiB",
+        cuda_context_bytes / MIB
+    );
+    if let (Some(a), Some(r)) = (oom.allocated_bytes, oom.reserved_unallocated_bytes) {
+        if oom.reserved_total_bytes.is_none() {
+            return Ok((
+                a + r + cuda_context_bytes,
+                format!("allocated by PyTorch and reserved but unallocated, {context}"),
+            ));
+        }
     }
     if let Some(reserved) = oom.reserved_total_bytes {
         return Ok((
             reserved + cuda_context_bytes,
-            format!(
-                "reserved in total by PyTorch, plus the CUDA context taken as {:.0} MiB",
-                cuda_context_bytes / MIB
-            ),
-            0.0,
+            format!("reserved in total by PyTorch, {context}"),
         ));
     }
     match (oom.capacity_bytes, oom.free_bytes) {
         (Some(total), Some(free)) => Ok((
             (total - free).max(0.0),
             "total capacity minus free: everything on the GPU, other processes included; the message does not say what this process held".into(),
-            0.0,
         )),
         _ => Err(ObservedError::NoUsage(oom.source.clone())),
     }
@@ -80,27 +90,90 @@ fn matches(requested: f64, size: f64) -> bool {
         && requested <= size + LARGE_ROUNDING_BYTES.max(0.005 * size)
 }
 
-/// The observation, and the GPU terms to carry into the setup (`Setup::observed_terms`).
-/// `setup` is the setup as it ran, without earlier observed terms.
+/// Memory on the GPU that was neither free nor this process's: the processes the message
+/// lists, or what capacity minus free minus this process leaves (a desktop's display server,
+/// another job), whichever is larger.
+fn others(oom: &Oom, in_use_bytes: f64) -> f64 {
+    let listed = 0.0 + oom.listed_processes_bytes.iter().sum::<f64>();
+    let listed = if oom.process_in_use_bytes.is_none() && oom.listed_processes_bytes.len() == 1 {
+        0.0
+    } else {
+        listed
+    };
+    let unaccounted = match (oom.capacity_bytes, oom.free_bytes) {
+        (Some(total), Some(free)) => total - free - in_use_bytes,
+        _ => 0.0,
+    };
+    // Below a MiB it is the rounding of the message's figures.
+    let larger = listed.max(unaccounted);
+    if larger >= MIB {
+        larger
+    } else {
+        0.0
+    }
+}
+
+/// Figures the message states that cannot all be true, in words.
+fn inconsistencies(oom: &Oom, in_use_bytes: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(total), Some(free)) = (oom.capacity_bytes, oom.free_bytes) {
+        if free > total {
+            out.push(format!(
+                "{}: {:.2} GiB free is more than the {:.2} GiB capacity; the figures are taken as stated",
+                oom.source,
+                free / GIB,
+                total / GIB
+            ));
+        }
+    }
+    if let Some(total) = oom.capacity_bytes {
+        if in_use_bytes > total * 1.01 {
+            out.push(format!(
+                "{}: the process held {:.2} GiB on a {:.2} GiB GPU (unified or oversubscribed memory?); the figures are taken as stated",
+                oom.source,
+                in_use_bytes / GIB,
+                total / GIB
+            ));
+        }
+    }
+    out
+}
+
+/// The observation, the GPU terms to carry into the setup (`Setup::observed_terms`) and
+/// notes. `setup` is the setup as it ran, without earlier observed terms.
 pub fn calibrate(
     setup: &Setup,
     oom: &Oom,
 ) -> Result<(Observed, Vec<Term>, Vec<String>), ObservedError> {
-    let (in_use_bytes, in_use_basis, others) = in_use(oom, setup.cuda_context_bytes)?;
-    let mut notes = Vec::new();
+    for (what, v) in [
+        ("the allocation", Some(oom.requested_bytes)),
+        ("the capacity", oom.capacity_bytes),
+        ("the free memory", oom.free_bytes),
+        ("the memory in use", oom.process_in_use_bytes),
+    ] {
+        if let Some(v) = v.filter(|v| !(0.0..=MOST_BYTES).contains(v)) {
+            return Err(ObservedError::Absurd(
+                oom.source.clone(),
+                format!("{what} ({v:.0} bytes)"),
+            ));
+        }
+    }
+    let (in_use_bytes, in_use_basis) = in_use(oom, setup.cuda_context_bytes)?;
+    let others = others(oom, in_use_bytes);
+    let mut notes = inconsistencies(oom, in_use_bytes);
     let allocations = setup.loss_allocations();
     let held_before = |i: usize| allocations[..i].iter().map(|a| a.bytes).sum::<f64>();
     let matched = allocations
         .iter()
         .position(|a| matches(oom.requested_bytes, a.bytes));
+    let peak = setup.gpu_total_at(None);
     let (matched_what, modelled_before_bytes) = match matched {
         Some(i) => {
             let what = allocations[i].what.clone();
             let before = setup.gpu_total_at(Some(held_before(i)));
-            // A later tensor of the same size (the 16-bit logits' gradient in backward) would
-            // leave less unexplained: say so with the figure.
+            // A later tensor of the same size (its gradient in backward) would leave less
+            // unexplained: say so with the figure.
             if i == 0 && allocations.len() > 1 {
-                let peak = setup.gpu_total_at(None);
                 notes.push(format!(
                     "the failed allocation is taken as {what} in the forward pass; if it was that tensor's gradient in backward, {:.2} GiB of the unexplained memory is the loss's and every figure is that much too high",
                     ((in_use_bytes - before).max(0.0) - (in_use_bytes - peak).max(0.0)) / GIB
@@ -108,13 +181,20 @@ pub fn calibrate(
             }
             (Some(what), before)
         }
-        None => {
-            let peak = setup.gpu_total_at(None);
+        None if oom.requested_bytes > peak => {
             notes.push(format!(
-                "no tensor the model counts is {:.2} MiB: the allocation is taken as the step's peak, so the unexplained memory is a lower bound",
-                oom.requested_bytes / MIB
+                "the failed allocation alone ({:.2} GiB) is larger than this setup's whole step ({:.2} GiB): the job allocated what the setup does not describe (check the model, batch and sequence given); it is counted as it was asked",
+                oom.requested_bytes / GIB,
+                peak / GIB
             ));
-            (None, (peak - oom.requested_bytes).max(0.0))
+            (None, 0.0)
+        }
+        None => {
+            notes.push(format!(
+                "no tensor the model counts is {}: the allocation is taken as the step's peak, so the unexplained memory is a lower bound",
+                size_text(oom.requested_bytes)
+            ));
+            (None, peak - oom.requested_bytes)
         }
     };
     let gap = in_use_bytes - modelled_before_bytes;
@@ -124,28 +204,49 @@ pub fn calibrate(
             -gap / GIB
         ));
     }
-    let unexplained_bytes = gap.max(0.0);
+    // The failed allocation did not fit beside what the GPU held: the plan's peak is never
+    // below that, whatever the model's own accounting says.
+    let mut floor = in_use_bytes + others + oom.requested_bytes;
+    // An allocation smaller than the free memory failed too: what was free was in pieces
+    // too small for it, so the GPU was full for this job.
+    if let (Some(total), Some(free)) = (oom.capacity_bytes, oom.free_bytes) {
+        if oom.requested_bytes > 0.0 && oom.requested_bytes <= free {
+            floor = floor.max(total + MIB);
+        }
+    }
+    let unexplained_bytes = gap.max(0.0).max(floor - peak - others).round();
+    if let Some(free) = oom.free_bytes.filter(|f| *f >= oom.requested_bytes) {
+        notes.push(format!(
+            "the failed allocation asked {} while {} was free: the free memory was in pieces too small for it, or another process took it first",
+            size_text(oom.requested_bytes),
+            size_text(free)
+        ));
+    }
     let mut terms = Vec::new();
     if unexplained_bytes > 0.0 {
         terms.push(Term {
             name: "unexplained (observed)".into(),
             bytes: unexplained_bytes,
             basis: format!(
-                "the process held {:.2} GiB at the failed {:.2} MiB allocation; the model counts {:.2} GiB there",
+                "the process held {:.2} GiB at the failed {} allocation; the model counts {:.2} GiB there",
                 in_use_bytes / GIB,
-                oom.requested_bytes / MIB,
+                size_text(oom.requested_bytes),
                 modelled_before_bytes / GIB
             ),
         });
     }
     if others > 0.0 {
         terms.push(Term {
-            name: "other processes (observed)".into(),
-            bytes: others,
+            name: "other memory (observed)".into(),
+            bytes: others.round(),
             basis: format!(
-                "{} other process(es) on GPU {} at the error",
-                oom.listed_processes_bytes.len(),
-                oom.gpu.map_or("?".into(), |g| g.to_string())
+                "on GPU {} beside this process at the error: {}",
+                oom.gpu.map_or("?".into(), |g| g.to_string()),
+                if oom.listed_processes_bytes.len() > 1 || oom.process_in_use_bytes.is_some() && !oom.listed_processes_bytes.is_empty() {
+                    "the other processes the message lists"
+                } else {
+                    "capacity minus free minus this process (a display server, another job, the driver)"
+                }
             ),
         });
     }
@@ -158,27 +259,38 @@ pub fn calibrate(
         }
     }
     notes.push(
-        "the unexplained memory is carried unchanged into every change below: a change that removes what it is made of saves more than shown"
+        "the unexplained memory is carried unchanged into every change listed: a change that removes what it is made of saves more than shown"
             .into(),
     );
     let observed = Observed {
         source: oom.source.clone(),
         gpu: oom.gpu,
-        requested_bytes: oom.requested_bytes,
-        free_bytes: oom.free_bytes,
-        capacity_bytes: oom.capacity_bytes,
-        in_use_bytes,
+        requested_bytes: oom.requested_bytes.round(),
+        free_bytes: oom.free_bytes.map(f64::round),
+        capacity_bytes: oom.capacity_bytes.map(f64::round),
+        in_use_bytes: in_use_bytes.round(),
         in_use_basis,
-        other_processes_bytes: others,
-        reserved_unallocated_bytes: oom.reserved_unallocated_bytes,
+        other_processes_bytes: others.round(),
+        reserved_unallocated_bytes: oom.reserved_unallocated_bytes.map(f64::round),
         matched: matched_what,
-        modelled_before_bytes,
+        modelled_before_bytes: modelled_before_bytes.round(),
         unexplained_bytes,
         short_at_failure_bytes: oom
             .free_bytes
-            .map(|free| (oom.requested_bytes - free).max(0.0)),
+            .map(|free| (oom.requested_bytes - free).max(0.0).round()),
     };
     Ok((observed, terms, notes))
+}
+
+/// A size as people read it: MiB below a GiB, GiB from there.
+pub fn size_text(bytes: f64) -> String {
+    if bytes < GIB {
+        format!("{:.2} MiB", bytes / MIB)
+    } else if bytes < 1024.0 * GIB {
+        format!("{:.2} GiB", bytes / GIB)
+    } else {
+        format!("{:.2} TiB", bytes / GIB / 1024.0)
+    }
 }
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -20,9 +20,26 @@ fn corpus(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Check an HTML report with plots: `check_page`, and every plot has alt text; returns the
+/// visible text.
+fn check_html(path: &Path) -> String {
+    let text = check_page(path);
+    let doc = scraper::Html::parse_document(&std::fs::read_to_string(path).expect("the page"));
+    let sel = scraper::Selector::parse("img").expect("selector");
+    let imgs: Vec<_> = doc.select(&sel).collect();
+    assert!(!imgs.is_empty(), "the report has plots");
+    for img in imgs {
+        assert!(
+            img.value().attr("alt").is_some_and(|a| !a.is_empty()),
+            "every plot has alt text"
+        );
+    }
+    text
+}
+
 /// Check an HTML report: one document with the CSP, images only as data URIs, nothing that
 /// runs or loads; returns the visible text.
-fn check_html(path: &Path) -> String {
+fn check_page(path: &Path) -> String {
     let text = std::fs::read_to_string(path).expect("the HTML report");
     let doc = scraper::Html::parse_document(&text);
     let sel = |s: &str| scraper::Selector::parse(s).expect("selector");
@@ -53,14 +70,6 @@ fn check_html(path: &Path) -> String {
     }
     for tag in ["link", "iframe", "object", "embed", "base", "form"] {
         assert_eq!(doc.select(&sel(tag)).count(), 0, "no <{tag}>");
-    }
-    let imgs: Vec<_> = doc.select(&sel("img")).collect();
-    assert!(!imgs.is_empty(), "the report has plots");
-    for img in imgs {
-        assert!(
-            img.value().attr("alt").is_some_and(|a| !a.is_empty()),
-            "every plot has alt text"
-        );
     }
     doc.root_element().text().collect::<Vec<_>>().join(" ")
 }
@@ -150,11 +159,20 @@ fn a_report_renders_html_markdown_png_and_svg_from_an_imported_run() {
 #[test]
 fn the_gallery_reports_are_pinned() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/gallery");
-    for name in ["a100-nvswitch-healthy", "rtx4090-pcie-degraded"] {
+    for name in [
+        "a100-nvswitch-healthy",
+        "rtx4090-pcie-degraded",
+        "gemma2b-24gb-out-of-memory",
+    ] {
         let dir = root.join(name);
         let md = std::fs::read_to_string(dir.join("summary.md")).expect("ci/gallery renders it");
         insta::assert_snapshot!(format!("gallery-{name}-markdown"), redact(&md));
-        let text = check_html(&dir.join("index.html"));
+        // A memory plan alone draws no plot.
+        let text = if name.contains("memory") {
+            check_page(&dir.join("index.html"))
+        } else {
+            check_html(&dir.join("index.html"))
+        };
         let words: Vec<&str> = text.split_whitespace().collect();
         insta::assert_snapshot!(
             format!("gallery-{name}-html-text"),
@@ -336,6 +354,201 @@ fn a_report_names_what_it_cannot_read() {
     std::fs::write(&log, "epoch 1 loss 0.53\nepoch 2 loss 0.41\n").unwrap();
     let err = bin().arg("report").arg(&log).stderr_if(2);
     assert!(String::from_utf8_lossy(&err).contains("diagnose --from"));
+}
+
+/// Seed 004's setup (Gemma-2B, ZeRO-3, fp16, FlashAttention, sequence 1024, batch 1, on a
+/// 23.63 GiB GPU and a 64 GB host) with `extra` flags: its memory plan as JSON, written to
+/// `name` in `dir`. `code` is the exit status the plan must give (3: it does not fit).
+fn memory_plan(dir: &Path, name: &str, extra: &[&str], code: i32) -> PathBuf {
+    let json = bin()
+        .args([
+            "simulate",
+            "memory",
+            "--model",
+            "gemma-2b",
+            "--strategy",
+            "zero3",
+            "--precision",
+            "fp16",
+            "--flash-attention",
+            "--seq-len",
+            "1024",
+            "--micro-batch",
+            "1",
+            "--gpu-memory-gib",
+            "23.63",
+            "--host-memory-gb",
+            "64",
+            "--expandable-segments",
+            "--format",
+            "json",
+        ])
+        .args(extra)
+        .stdout_if(code);
+    let path = dir.join(name);
+    std::fs::write(&path, json).unwrap();
+    path
+}
+
+/// `report` on `inputs`: the HTML page's visible text (checked as every page is) and the
+/// Markdown summary.
+fn report_of(dir: &Path, inputs: &[&Path]) -> (String, String) {
+    let (html, md) = (dir.join("r.html"), dir.join("s.md"));
+    bin()
+        .arg("report")
+        .args(inputs)
+        .arg("-o")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .stderr_if(0);
+    (check_page(&html), std::fs::read_to_string(&md).unwrap())
+}
+
+#[test]
+fn memory_plans_are_rendered_and_one_short_of_its_gpu_degrades_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = memory_plan(dir.path(), "short.json", &[], 3);
+    let fits = memory_plan(dir.path(), "fits.json", &["--offload-optimizer", "cpu"], 0);
+
+    let (text, summary) = report_of(dir.path(), &[&short, &fits]);
+    assert!(
+        summary.starts_with("### ncclprobe report: **DEGRADED**"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("the memory plan of gemma-2b (full-shard (zero-3) on 1 GPU, seq 1024 x micro-batch 1) on its GPU: does NOT fit: 53.16 GiB needed, 23.63 GiB there, 29.53 GiB short (modelled)"),
+        "the verdict names the shortfall: {summary}"
+    );
+    // Both plans have their section, each figure with its source.
+    assert_eq!(
+        summary
+            .matches("#### Memory plan: gemma-2b on 1 GPU")
+            .count(),
+        2,
+        "{summary}"
+    );
+    assert!(summary.contains("- **GPU (modelled)**: does NOT fit: 53.16 GiB needed"));
+    assert!(
+        summary.contains("- **GPU (modelled)**: fits: 14.70 GiB of 23.63 GiB, 8.93 GiB to spare")
+    );
+    // The cheapest change that fits is the plan's first, and the report's recommendation.
+    assert!(
+        summary.contains("1. **fits**: ZeRO-3 with the optimizer offloaded to CPU: GPU 14.70 GiB (8.93 GiB to spare) (modelled)"),
+        "{summary}"
+    );
+    let first = summary
+        .lines()
+        .find(|l| l.starts_with("1. "))
+        .expect("a first recommendation");
+    assert!(
+        first.contains("make gemma-2b fit in memory: ZeRO-3 with the optimizer offloaded to CPU, the cheapest change in its memory plan that fits")
+            && first.contains("(from simulate memory)"),
+        "{first}"
+    );
+    assert!(
+        summary.contains("short.json (memory plan)") || text.contains("short.json (memory plan)")
+    );
+    // The page says the same, as text.
+    for said in [
+        "Memory plan",
+        "gemma-2b on 1 GPU",
+        "does NOT fit: 53.16 GiB needed, 23.63 GiB there, 29.53 GiB short",
+        "fits: 14.70 GiB of 23.63 GiB",
+        "ZeRO-3 with the optimizer offloaded to CPU",
+        "optimizer states",
+        "short.json (memory plan)",
+    ] {
+        assert!(text.contains(said), "`{said}` on the page: {text:.3000}");
+    }
+
+    // The plan that fits, alone: healthy, and it says why.
+    let (_, summary) = report_of(dir.path(), &[&fits]);
+    assert!(
+        summary.starts_with("### ncclprobe report: **HEALTHY**"),
+        "{summary}"
+    );
+    assert!(summary.contains("fits: 14.70 GiB of 23.63 GiB, 8.93 GiB to spare (modelled)"));
+    assert!(!summary.contains("#### Recommendations"), "{summary}");
+}
+
+#[test]
+fn a_memory_plan_held_against_an_out_of_memory_error_shows_what_was_observed() {
+    let dir = tempfile::tempdir().unwrap();
+    let oom = dir.path().join("oom.txt");
+    std::fs::write(
+        &oom,
+        "CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free. Including non-PyTorch memory, this process has 22.66 GiB memory in use.\n",
+    )
+    .unwrap();
+    let oom_flag = oom.to_string_lossy().into_owned();
+    let plan = memory_plan(
+        dir.path(),
+        "seed-004.json",
+        &[
+            "--offload-optimizer",
+            "cpu",
+            "--frozen-params",
+            "5e8",
+            "--oom",
+            &oom_flag,
+        ],
+        3,
+    );
+    let summary = String::from_utf8(bin().arg("report").arg(&plan).stdout_if(0)).unwrap();
+    for said in [
+        "Observed out-of-memory error (",
+        "- GPU 0 failed to allocate 500.00 MiB (observed) with 243.94 MiB (observed) free: 0.25 GiB (observed) short at that allocation",
+        "- the process held 22.66 GiB (observed)",
+        "the allocation is the 16-bit logits",
+        "the model counts 11.13 GiB (modelled) there: 11.53 GiB (observed less modelled)",
+        "3.56 GiB short at the peak (modelled)",
+        "- **GPU (modelled, with the observed unexplained memory)**: does NOT fit: 27.19 GiB needed, 23.63 GiB there, 3.56 GiB short",
+        "1. **fits**: --logits fused",
+        "1. make gemma-2b fit in memory: --logits fused (a chunked or fused cross entropy), the cheapest change in its memory plan that fits",
+    ] {
+        assert!(summary.contains(said), "`{said}` in the summary:\n{summary}");
+    }
+    // The verdict carries the unexplained memory the error showed.
+    assert!(
+        summary.contains("3.56 GiB short (modelled with the 11.53 GiB the observed out-of-memory error leaves unexplained)"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_memory_plans_strings_stay_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = memory_plan(dir.path(), "plan.json", &[], 3);
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    value["model"]["name"] = serde_json::json!(format!("gemma{SCRIPT}"));
+    value["model"]["source"] = serde_json::json!(format!("config{IMG}"));
+    value["notes"] = serde_json::json!([format!("[click]({JS_URL}) {SCRIPT}")]);
+    std::fs::write(&plan, serde_json::to_vec(&value).unwrap()).unwrap();
+    let (text, summary) = report_of(dir.path(), &[&plan]);
+    assert!(
+        text.contains(&format!("gemma{SCRIPT} on 1 GPU")),
+        "the name is visible text: {text:.2000}"
+    );
+    assert!(text.contains("onerror=alert(1)"));
+    assert!(text.contains(JS_URL));
+    for raw in ["<script", "<img", "[click](javascript:"] {
+        assert!(!summary.contains(raw), "raw `{raw}` in the Markdown");
+    }
+    // Each one escaped where it is shown: the heading, the model line, the notes.
+    assert!(
+        summary.contains("#### Memory plan: gemma&lt;script>alert(1)&lt;/script> on 1 GPU"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("config\">&lt;img src=x onerror=alert(1)>"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("- note: \\[click\\](javascript:alert(1)) &lt;script>"),
+        "{summary}"
+    );
 }
 
 /// `doctor` reads this machine: what it finds there must be the fixture's, not the host's (a

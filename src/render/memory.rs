@@ -7,12 +7,13 @@ use std::fmt::Write;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-fn gib(bytes: f64) -> String {
+/// Bytes in GiB, two decimals.
+pub fn gib(bytes: f64) -> String {
     format!("{:.2} GiB", bytes / GIB)
 }
 
 /// A signed size: what a change adds (+) or removes (-).
-fn signed(bytes: f64) -> String {
+pub fn signed(bytes: f64) -> String {
     if bytes.abs() < 0.5 {
         "0".into()
     } else {
@@ -52,6 +53,15 @@ fn budget_lines(out: &mut String, title: &str, b: &Budget) {
     }
 }
 
+/// Which parameters train, in words: "full fine-tune", "LoRA r=8 on q,v".
+pub fn trainable(t: &Trainable) -> String {
+    match t {
+        Trainable::Full => "full fine-tune".to_string(),
+        Trainable::Lora { rank, modules } => format!("LoRA r={rank} on {}", modules.join(",")),
+        Trainable::Params { params } => format!("{params} trainable parameters"),
+    }
+}
+
 pub fn table(doc: &MemoryPlan) -> String {
     let mut out = String::new();
     let (m, s) = (&doc.model, &doc.setup);
@@ -60,11 +70,7 @@ pub fn table(doc: &MemoryPlan) -> String {
         "# model {}: {} parameters ({} trainable), {} layers, hidden {}, {} heads ({} kv), ffn {}, vocab {} ({})",
         m.name, m.params, m.trainable_params, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.source
     );
-    let trainable = match &s.trainable {
-        Trainable::Full => "full fine-tune".to_string(),
-        Trainable::Lora { rank, modules } => format!("LoRA r={rank} on {}", modules.join(",")),
-        Trainable::Params { params } => format!("{params} trainable parameters"),
-    };
+    let trainable = trainable(&s.trainable);
     let _ = writeln!(
         out,
         "# {} GPU{}, {} per node, {} (offload optimizer: {}, parameters: {}), {} precision, {trainable}; seq {} x micro-batch {}, checkpointing {}, FlashAttention {}, logits {}",
@@ -155,24 +161,31 @@ fn observed_lines(out: &mut String, o: &Observed, gpu: &Budget) {
         gib(o.modelled_before_bytes),
         gib(o.unexplained_bytes)
     );
-    if o.matched.is_some() {
-        let beyond = gpu.total_bytes - o.in_use_bytes - o.other_processes_bytes;
-        let peak = match gpu.headroom_bytes {
-            Some(h) if h < 0.0 => format!(": {} short at the peak", gib(-h)),
-            Some(h) => format!(": {} to spare at the peak", gib(h)),
-            None => String::new(),
-        };
-        let _ = writeln!(
-            out,
-            "  from there to the step's peak the model adds {} (the failed allocation included){peak}",
-            gib(beyond.max(0.0))
-        );
+    if let Some(peak) = to_the_peak(o, gpu) {
+        let _ = writeln!(out, "  {peak}");
     }
+}
+
+/// Where the failed allocation matched a tensor: how far the step's peak lies beyond it, "from
+/// there to the step's peak the model adds 4.53 GiB (the failed allocation included): 3.56 GiB
+/// short at the peak".
+pub fn to_the_peak(o: &Observed, gpu: &Budget) -> Option<String> {
+    o.matched.as_ref()?;
+    let beyond = gpu.total_bytes - o.in_use_bytes - o.other_processes_bytes;
+    let peak = match gpu.headroom_bytes {
+        Some(h) if h < 0.0 => format!(": {} short at the peak", gib(-h)),
+        Some(h) => format!(": {} to spare at the peak", gib(h)),
+        None => String::new(),
+    };
+    Some(format!(
+        "from there to the step's peak the model adds {} (the failed allocation included){peak}",
+        gib(beyond.max(0.0))
+    ))
 }
 
 /// What a change leaves on the GPU, and on the host where the host is short: "GPU 20.1 GiB
 /// (3.5 GiB to spare); host 60.0 GiB needed, 46.6 GiB there, 13.4 GiB short".
-fn shortfall(c: &Change) -> String {
+pub fn shortfall(c: &Change) -> String {
     let gpu = match c.gpu_headroom_bytes {
         Some(h) if h >= 0.0 => format!("GPU {} ({} to spare)", gib(c.gpu_total_bytes), gib(h)),
         Some(h) => format!(

@@ -1,16 +1,18 @@
 //! What a report is made of: the documents given (each recognised by its `kind`), what the
 //! reader must see first (`verdict`: healthy / degraded / failed and the recommendations,
 //! ranked by expected gain), how several runs are told apart (`label`), and the view the
-//! templates render (`view`).
+//! templates render (`view`; a memory plan's section is `memory`'s).
 
 pub mod figures;
 pub mod label;
+pub mod memory;
 pub mod output;
 pub mod reading;
 pub mod recommend;
 pub mod verdict;
 pub mod view;
 
+use crate::documents::memory::MemoryPlan;
 use crate::documents::read;
 use crate::documents::{
     Comparison, DdpSimulation, DiagnosisDocument, FsdpSimulation, Kind, Qualification, Simulator,
@@ -74,6 +76,7 @@ pub struct Documents {
     pub diagnoses: Vec<Named<DiagnosisDocument>>,
     pub ddp: Vec<Named<DdpSimulation>>,
     pub fsdp: Vec<Named<FsdpSimulation>>,
+    pub memory: Vec<Named<MemoryPlan>>,
     pub comparisons: Vec<Named<Comparison>>,
     pub qualifications: Vec<Named<Qualification>>,
     pub topologies: Vec<Named<TopologyDocument>>,
@@ -93,6 +96,7 @@ impl Documents {
             && self.diagnoses.is_empty()
             && self.ddp.is_empty()
             && self.fsdp.is_empty()
+            && self.memory.is_empty()
             && self.comparisons.is_empty()
             && self.qualifications.is_empty()
             && self.topologies.is_empty()
@@ -190,11 +194,10 @@ impl Documents {
                     "{file}: is the list of shipped expectations; a report renders runs and what was said about them"
                 )))
             }
-            Kind::MemoryPlan => {
-                return Err(Failure::usage(format!(
-                    "{file}: is a memory plan; a report renders runs and what was said about them (print the plan with `simulate memory`)"
-                )))
-            }
+            Kind::MemoryPlan => self.memory.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
         }
         Ok(())
     }

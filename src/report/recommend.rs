@@ -1,7 +1,8 @@
 //! What to do, each with its evidence, ranked by the gain expected where a number exists:
 //! measured alternatives (the same box without an override that forces a slower path), the
 //! compare model's alternative, gaps to the expectation, the DDP simulation's best
-//! configuration, then diagnose's fixes by severity.
+//! configuration, a memory plan's cheapest change that fits, then diagnose's fixes by
+//! severity.
 
 use super::label::short;
 use super::reading::{finished, forces_slower_path, forcing_overrides, plateau_below, same_file};
@@ -10,6 +11,7 @@ use crate::coll::{Collective, Placement};
 use crate::diagnose::Severity;
 use crate::documents::DdpSimulation;
 use crate::model::RunRecord;
+use crate::render::memory::{gib, shortfall, signed, verdict};
 use crate::units::format_size;
 use serde::Serialize;
 
@@ -21,7 +23,7 @@ pub struct Recommendation {
     pub gain: Option<String>,
     /// Where it came from: file:line of a log, a measured point, a document.
     pub evidence: Vec<String>,
-    /// `measured`, `modelled`, `diagnose`, `simulate`, `compare`.
+    /// `measured`, `modelled`, `diagnose`, `simulate`, `simulate memory`, `compare`.
     pub origin: String,
     /// The factor behind `gain` (new / old), for ranking.
     #[serde(skip)]
@@ -333,6 +335,50 @@ fn simulations(docs: &Documents, out: &mut Vec<Recommendation>) {
     }
 }
 
+/// A memory plan that does not fit: its cheapest change that does (the plan ranks the changes
+/// that fit first, cheapest first). No factor: it makes the job run at all, so it ranks with
+/// the warnings.
+fn memory_plans(docs: &Documents, out: &mut Vec<Recommendation>) {
+    for m in &docs.memory {
+        let plan = &m.doc;
+        let mut evidence: Vec<String> = [("GPU", &plan.gpu), ("host RAM per node", &plan.host)]
+            .into_iter()
+            .filter(|(_, b)| b.fits() == Some(false))
+            .map(|(what, b)| format!("{}: {what} {} (modelled)", m.file, verdict(b)))
+            .collect();
+        let Some(change) = plan.changes.iter().find(|c| c.fits) else {
+            continue;
+        };
+        if evidence.is_empty() {
+            continue;
+        }
+        evidence.push(format!("cost: {}", change.cost));
+        evidence.push(format!(
+            "NCCL {}, PCIe {} per GPU per step (modelled)",
+            signed(change.added_bus_bytes_per_gpu),
+            signed(change.added_host_device_bytes_per_gpu)
+        ));
+        if let Some(o) = &plan.observed {
+            evidence.push(format!(
+                "{}: the out-of-memory error the plan holds ({} unexplained, observed less modelled)",
+                o.source,
+                gib(o.unexplained_bytes)
+            ));
+        }
+        out.push(Recommendation {
+            action: format!(
+                "make {} fit in memory: {}, the cheapest change in its memory plan that fits",
+                plan.model.name, change.change
+            ),
+            gain: Some(format!("{} (modelled)", shortfall(change))),
+            evidence,
+            origin: "simulate memory".into(),
+            factor: None,
+            severity: Some(Severity::Warning),
+        });
+    }
+}
+
 /// Every recommendation, numbers first (largest gain first), then by severity.
 pub fn recommendations(docs: &Documents) -> Vec<Recommendation> {
     let mut out = Vec::new();
@@ -340,6 +386,7 @@ pub fn recommendations(docs: &Documents) -> Vec<Recommendation> {
     modelled_alternatives(docs, &mut out);
     unexplained_gaps(docs, &mut out);
     simulations(docs, &mut out);
+    memory_plans(docs, &mut out);
     findings(docs, &mut out);
     out.sort_by(|a, b| match (a.factor, b.factor) {
         (Some(x), Some(y)) => y.total_cmp(&x),

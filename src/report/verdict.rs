@@ -132,6 +132,7 @@ pub fn verdict(docs: &Documents) -> Verdict {
         }
     }
     simulations(docs, &mut degraded);
+    memory_plans(docs, &mut degraded, &mut fine);
     let (state, reasons) = if !failed.is_empty() {
         (State::Failed, failed)
     } else if !degraded.is_empty() {
@@ -179,6 +180,49 @@ fn simulations(docs: &Documents, degraded: &mut Vec<String>) {
                     s.doc.one_gpu.samples_per_s
                 ));
             }
+        }
+    }
+}
+
+/// What the memory plans say: a setup short of its GPU's or its host's memory degrades the
+/// report (the job would end out of memory), one that fits is said as such.
+fn memory_plans(docs: &Documents, degraded: &mut Vec<String>, fine: &mut Vec<String>) {
+    for m in &docs.memory {
+        let plan = &m.doc;
+        let s = &plan.setup;
+        let basis = match &plan.observed {
+            Some(o) => format!(
+                "modelled with the {} the observed out-of-memory error leaves unexplained",
+                crate::render::memory::gib(o.unexplained_bytes)
+            ),
+            None => "modelled".into(),
+        };
+        let setup = format!(
+            "{} on {} GPU{}, seq {} x micro-batch {}",
+            s.strategy.name(),
+            s.world_size,
+            if s.world_size == 1 { "" } else { "s" },
+            s.seq_len,
+            s.micro_batch
+        );
+        let budgets = [("its GPU", &plan.gpu), ("its host's RAM", &plan.host)];
+        let mut short = false;
+        for (what, budget) in budgets {
+            if budget.fits() == Some(false) {
+                short = true;
+                degraded.push(format!(
+                    "the memory plan of {} ({setup}) on {what}: {} ({basis})",
+                    plan.model.name,
+                    crate::render::memory::verdict(budget)
+                ));
+            }
+        }
+        if !short && plan.gpu.fits() == Some(true) {
+            fine.push(format!(
+                "the memory plan of {} ({setup}) on its GPU: {} ({basis})",
+                plan.model.name,
+                crate::render::memory::verdict(&plan.gpu)
+            ));
         }
     }
 }

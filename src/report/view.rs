@@ -4,9 +4,10 @@
 //! (one environment value cannot swell the page); the templates' formatter escapes them for
 //! each format and strips control characters and bidi overrides.
 
+use super::memory::{memory_view, MemoryView};
 use super::recommend::{recommendations, Recommendation};
 use super::verdict::{verdict, Verdict};
-use super::{gbps, Documents, Note, Timing};
+use super::{gbps, Documents, Named, Note, Timing};
 use crate::model::RunRecord;
 use crate::render::plots::draw::colour;
 use crate::render::report::PlotView;
@@ -33,6 +34,7 @@ pub struct Report {
     pub findings: Vec<FindingView>,
     pub simulations: Vec<SimulationView>,
     pub fsdp: Vec<FsdpView>,
+    pub memory: Vec<MemoryView>,
     pub topologies: Vec<TopologyView>,
     pub plots: Vec<PlotView>,
     pub timings: Vec<Timing>,
@@ -531,38 +533,29 @@ fn topology_view(t: &crate::documents::TopologyDocument) -> TopologyView {
     }
 }
 
+/// The report's input list: each document's file and what it is.
+fn listed<'a, T>(docs: &'a [Named<T>], kind: &'a str) -> impl Iterator<Item = InputView> + 'a {
+    docs.iter().map(move |d| InputView {
+        file: d.file.clone(),
+        kind: kind.to_string(),
+    })
+}
+
 /// The whole report but its plots (added by the renderer once drawn).
 pub fn build(docs: &Documents, title: &str) -> Report {
     let run_labels = docs.run_labels();
     let (qualifications, findings) = others(docs);
     let (simulations, fsdp) = simulations(docs);
     let tool = crate::buildinfo::tool_info();
-    let mut inputs = Vec::new();
-    let mut list = |file: &str, kind: &str| {
-        inputs.push(InputView {
-            file: file.to_string(),
-            kind: kind.to_string(),
-        })
-    };
-    docs.runs.iter().for_each(|d| list(&d.file, "run"));
-    docs.diagnoses
-        .iter()
-        .for_each(|d| list(&d.file, "diagnosis"));
-    docs.ddp
-        .iter()
-        .for_each(|d| list(&d.file, "simulation (ddp)"));
-    docs.fsdp
-        .iter()
-        .for_each(|d| list(&d.file, "simulation (fsdp)"));
-    docs.comparisons
-        .iter()
-        .for_each(|d| list(&d.file, "comparison"));
-    docs.qualifications
-        .iter()
-        .for_each(|d| list(&d.file, "qualification"));
-    docs.topologies
-        .iter()
-        .for_each(|d| list(&d.file, "topology"));
+    let inputs = listed(&docs.runs, "run")
+        .chain(listed(&docs.diagnoses, "diagnosis"))
+        .chain(listed(&docs.ddp, "simulation (ddp)"))
+        .chain(listed(&docs.fsdp, "simulation (fsdp)"))
+        .chain(listed(&docs.memory, "memory plan"))
+        .chain(listed(&docs.comparisons, "comparison"))
+        .chain(listed(&docs.qualifications, "qualification"))
+        .chain(listed(&docs.topologies, "topology"))
+        .collect();
     Report {
         title: title.to_string(),
         tool: format!("{} {}", tool.name, tool.version),
@@ -585,6 +578,11 @@ pub fn build(docs: &Documents, title: &str) -> Report {
         findings,
         simulations,
         fsdp,
+        memory: docs
+            .memory
+            .iter()
+            .map(|m| memory_view(&m.file, &m.doc))
+            .collect(),
         topologies: docs
             .topologies
             .iter()

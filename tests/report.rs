@@ -498,12 +498,12 @@ fn a_memory_plan_held_against_an_out_of_memory_error_shows_what_was_observed() {
     let summary = String::from_utf8(bin().arg("report").arg(&plan).stdout_if(0)).unwrap();
     for said in [
         "Observed out-of-memory error (",
-        "- GPU 0 failed to allocate 500.00 MiB (observed) with 243.94 MiB (observed) free: 0.25 GiB (observed) short at that allocation",
+        "- GPU 0 failed to allocate 500.00 MiB (observed) with 243.94 MiB (observed) free: 256.06 MiB (observed) short at that allocation",
         "- the process held 22.66 GiB (observed)",
         "the allocation is the 16-bit logits",
         "the model counts 11.13 GiB (modelled) there: 11.53 GiB (observed less modelled)",
-        "3.56 GiB short at the peak (modelled)",
-        "- **GPU (modelled, with the observed unexplained memory)**: does NOT fit: 27.19 GiB needed, 23.63 GiB there, 3.56 GiB short",
+        "4.29 GiB short at the peak (modelled)",
+        "- **GPU (modelled, with the observed unexplained memory)**: does NOT fit: 27.92 GiB needed, 23.63 GiB there, 4.29 GiB short",
         "1. **fits**: --logits fused",
         "1. make gemma-2b fit in memory: --logits fused (a chunked or fused cross entropy), the cheapest change in its memory plan that fits",
     ] {
@@ -511,7 +511,7 @@ fn a_memory_plan_held_against_an_out_of_memory_error_shows_what_was_observed() {
     }
     // The verdict carries the unexplained memory the error showed.
     assert!(
-        summary.contains("3.56 GiB short (modelled with the 11.53 GiB the observed out-of-memory error leaves unexplained)"),
+        summary.contains("4.29 GiB short (modelled with the 11.53 GiB the observed out-of-memory error leaves unexplained)"),
         "{summary}"
     );
 }

@@ -1,8 +1,8 @@
 //! A memory plan for people (the verdict first, the largest terms, the changes that fit,
 //! ranked) and as CSV (one row per term and per change).
 
-use crate::analysis::memory::observed::size_text;
 use crate::documents::memory::{Budget, Change, MemoryPlan, Observed, Trainable};
+use crate::units::size_text;
 use std::fmt::Write;
 
 const GIB: f64 = (1u64 << 30) as f64;

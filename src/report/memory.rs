@@ -7,9 +7,8 @@ use crate::documents::memory::{Budget, Change, MemoryPlan, Observed};
 use crate::render::memory::{gib, shortfall, signed, to_the_peak, trainable, verdict};
 use crate::render::safe;
 use crate::units::format_size;
+use crate::units::size_text;
 use serde::Serialize;
-
-const MIB: f64 = (1u64 << 20) as f64;
 
 /// A value from the plan's input (a model name, a config path, a log line), capped.
 fn input(text: &str) -> String {
@@ -134,11 +133,13 @@ fn observed(o: &Observed, gpu: &Budget) -> ObservedView {
     ObservedView {
         source: input(&o.source),
         gpu: o.gpu.map_or("the GPU".into(), |g| format!("GPU {g}")),
-        requested: format!("{:.2} MiB (observed)", o.requested_bytes / MIB),
+        requested: format!("{} (observed)", size_text(o.requested_bytes)),
         free: o.free_bytes.map_or("not given".into(), |f| {
-            format!("{:.2} MiB (observed)", f / MIB)
+            format!("{} (observed)", size_text(f))
         }),
-        short: o.short_at_failure_bytes.map_or("-".into(), observed),
+        short: o
+            .short_at_failure_bytes
+            .map_or("-".into(), |s| format!("{} (observed)", size_text(s))),
         in_use: observed(o.in_use_bytes),
         in_use_basis: input(&o.in_use_basis),
         other_processes: (o.other_processes_bytes > 0.0).then(|| observed(o.other_processes_bytes)),

@@ -6,6 +6,7 @@
 
 use super::setup::Setup;
 use crate::documents::memory::{Observed, Term};
+use crate::units::size_text;
 
 /// PyTorch rounds an allocation above 10 MiB up to a multiple of 2 MiB before it asks the
 /// driver, and prints the rounded size (CUDACachingAllocator's `get_allocation_size`).
@@ -280,17 +281,6 @@ pub fn calibrate(
             .map(|free| (oom.requested_bytes - free).max(0.0).round()),
     };
     Ok((observed, terms, notes))
-}
-
-/// A size as people read it: MiB below a GiB, GiB from there.
-pub fn size_text(bytes: f64) -> String {
-    if bytes < GIB {
-        format!("{:.2} MiB", bytes / MIB)
-    } else if bytes < 1024.0 * GIB {
-        format!("{:.2} GiB", bytes / GIB)
-    } else {
-        format!("{:.2} TiB", bytes / GIB / 1024.0)
-    }
 }
 
 const GIB: f64 = (1u64 << 30) as f64;

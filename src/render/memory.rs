@@ -167,7 +167,7 @@ fn observed_lines(out: &mut String, o: &Observed, gpu: &Budget) {
 }
 
 /// Where the failed allocation matched a tensor: how far the step's peak lies beyond it, "from
-/// there to the step's peak the model adds 4.53 GiB (the failed allocation included): 3.56 GiB
+/// there to the step's peak the model adds 4.53 GiB (the failed allocation included): 4.29 GiB
 /// short at the peak".
 pub fn to_the_peak(o: &Observed, gpu: &Budget) -> Option<String> {
     o.matched.as_ref()?;

@@ -80,6 +80,20 @@ pub fn fixed(value: f64, decimals: usize) -> String {
     }
 }
 
+/// A size as people read it, two decimals in binary units: MiB below a GiB, GiB below a
+/// TiB, TiB from there (`500.00 MiB`, `23.63 GiB`), as PyTorch's messages print them.
+pub fn size_text(bytes: f64) -> String {
+    const MIB: f64 = (1u64 << 20) as f64;
+    const GIB: f64 = (1u64 << 30) as f64;
+    if bytes < GIB {
+        format!("{:.2} MiB", bytes / MIB)
+    } else if bytes < 1024.0 * GIB {
+        format!("{:.2} GiB", bytes / GIB)
+    } else {
+        format!("{:.2} TiB", bytes / GIB / 1024.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,19 +139,5 @@ mod tests {
         assert_eq!(format_size(8), "8 B");
         assert_eq!(format_size(64 << 20), "64 MiB");
         assert_eq!(format_size(1536), "1.5 KiB");
-    }
-}
-
-/// A size as people read it, two decimals in binary units: MiB below a GiB, GiB below a
-/// TiB, TiB from there (`500.00 MiB`, `23.63 GiB`), as PyTorch's messages print them.
-pub fn size_text(bytes: f64) -> String {
-    const MIB: f64 = (1u64 << 20) as f64;
-    const GIB: f64 = (1u64 << 30) as f64;
-    if bytes < GIB {
-        format!("{:.2} MiB", bytes / MIB)
-    } else if bytes < 1024.0 * GIB {
-        format!("{:.2} GiB", bytes / GIB)
-    } else {
-        format!("{:.2} TiB", bytes / GIB / 1024.0)
     }
 }

@@ -220,43 +220,10 @@ pub fn memory_view(file: &str, plan: &MemoryPlan) -> MemoryView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::memory::observed::tests::{seed_004, seed_004_oom};
     use crate::analysis::memory::observed::{calibrate, Oom};
-    use crate::analysis::memory::{
-        overheads, plan, presets, Checkpointing, Logits, Offload, Setup, Strategy, TrainPrecision,
-        Trainable,
-    };
+    use crate::analysis::memory::{plan, Setup};
     use crate::report::{recommend, verdict, Documents, Named};
-
-    const GIB: f64 = (1u64 << 30) as f64;
-    const MIB: f64 = (1u64 << 20) as f64;
-
-    /// Seed 004 as its report ran it: Gemma-2B with MGM-2B's 5e8 frozen tower parameters,
-    /// ZeRO-3 with the optimizer offloaded to a 64 GB host, fp16, FlashAttention, sequence
-    /// 1024, batch 1, on a 23.63 GiB GPU.
-    fn seed_004() -> Setup {
-        Setup {
-            shape: presets::preset("gemma-2b").unwrap_or_else(|e| panic!("{e}")),
-            trainable: Trainable::Full,
-            frozen_params: 500_000_000,
-            world_size: 1,
-            gpus_per_node: 1,
-            strategy: Strategy::FullShard,
-            offload_optimizer: Offload::Cpu,
-            offload_params: Offload::None,
-            precision: TrainPrecision::Mixed,
-            seq_len: 1024,
-            micro_batch: 1,
-            checkpointing: Checkpointing::None,
-            flash_attention: true,
-            logits: Logits::HfUpcast,
-            expandable_segments: true,
-            cuda_context_bytes: overheads::CUDA_CONTEXT_BYTES,
-            fragmentation: None,
-            gpu_capacity: Some((23.63 * GIB, "test".into())),
-            host_capacity: Some((64e9, "test".into())),
-            observed_terms: Vec::new(),
-        }
-    }
 
     /// The plan with the report's error held against it ("Tried to allocate 500.00 MiB ...
     /// 243.94 MiB is free ... this process has 22.66 GiB memory in use").
@@ -264,15 +231,7 @@ mod tests {
         let mut setup = seed_004();
         let oom = Oom {
             source: "oom.txt:1".into(),
-            gpu: Some(0),
-            requested_bytes: 500.0 * MIB,
-            capacity_bytes: Some(23.63 * GIB),
-            free_bytes: Some(243.94 * MIB),
-            process_in_use_bytes: Some(22.66 * GIB),
-            listed_processes_bytes: Vec::new(),
-            reserved_unallocated_bytes: None,
-            reserved_total_bytes: None,
-            allocated_bytes: None,
+            ..seed_004_oom()
         };
         let (observed, terms, notes) = calibrate(&setup, &oom).unwrap_or_else(|e| panic!("{e}"));
         setup.observed_terms = terms;

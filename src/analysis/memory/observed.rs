@@ -288,4 +288,4 @@ const MIB: f64 = (1u64 << 20) as f64;
 
 #[cfg(test)]
 #[path = "observed_tests.rs"]
-mod tests;
+pub(crate) mod tests;

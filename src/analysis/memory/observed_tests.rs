@@ -6,7 +6,7 @@ const MIB: f64 = (1u64 << 20) as f64;
 
 /// Seed 004 as the report ran it: the optimizer offloaded, MGM-2B's frozen towers beside
 /// Gemma-2B, on its 64 GB host.
-fn seed_004() -> Setup {
+pub(crate) fn seed_004() -> Setup {
     Setup {
         offload_optimizer: Offload::Cpu,
         frozen_params: 500_000_000,
@@ -18,7 +18,7 @@ fn seed_004() -> Setup {
 /// The report's error: "Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.63 GiB
 /// of which 243.94 MiB is free. Including non-PyTorch memory, this process has 22.66 GiB
 /// memory in use."
-fn seed_004_oom() -> Oom {
+pub(crate) fn seed_004_oom() -> Oom {
     Oom {
         source: "seed:1".into(),
         gpu: Some(0),

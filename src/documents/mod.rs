@@ -12,6 +12,7 @@ pub mod qualification;
 pub mod read;
 pub mod simulation;
 pub mod stragglers;
+pub mod nccl_dump;
 pub mod topology;
 
 use crate::model::ToolInfo;

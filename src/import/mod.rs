@@ -3,6 +3,7 @@
 //! the host (GPU utilisation, `free`, `nproc`, PyTorch's DataLoader warning).
 
 pub mod input;
+pub mod nccl_dump;
 pub mod nccl_causes;
 mod nccl_lines;
 pub mod nccl_log;

@@ -1,0 +1,197 @@
+use super::*;
+
+fn corpus(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/nccl-dumps")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A made-up two-socket box in NCCL 2.19+'s schema (not a real dump: the layout the rules
+/// must catch, written for them): per socket a PCIe switch with two H100s and one 400G
+/// mlx5 port, NVLinks to four NVSwitches; the ring graph's channels leave GPU 3 (socket 1) by
+/// mlx5_0 (socket 0) although mlx5_1 sits beside it.
+pub const TWO_SOCKET: &str = r#"<system version="1">
+  <cpu host_hash="0x1" numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+    <pci busid="0000:15:00.0" class="0x060400" vendor="0x1000" device="0xc030" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:18:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+        <gpu dev="0" sm="90" rank="0" gdr="1">
+          <nvlink target="0000:05:00.0" count="18" tclass="0x068000"/>
+        </gpu>
+      </pci>
+      <pci busid="0000:2a:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+        <gpu dev="1" sm="90" rank="1" gdr="1">
+          <nvlink target="0000:05:00.0" count="18" tclass="0x068000"/>
+        </gpu>
+      </pci>
+      <pci busid="0000:19:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16">
+        <nic>
+          <net name="mlx5_0" dev="0" speed="400000" port="1" latency="0" guid="0xa088c20300e1b2c4" maxconn="131072" gdr="1" coll="1"/>
+        </nic>
+      </pci>
+    </pci>
+  </cpu>
+  <cpu host_hash="0x1" numaid="1" affinity="ffff0000" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+    <pci busid="0000:95:00.0" class="0x060400" vendor="0x1000" device="0xc030" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:9a:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+        <gpu dev="2" sm="90" rank="2" gdr="1">
+          <nvlink target="0000:05:00.0" count="18" tclass="0x068000"/>
+        </gpu>
+      </pci>
+      <pci busid="0000:ab:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
+        <gpu dev="3" sm="90" rank="3" gdr="1">
+          <nvlink target="0000:05:00.0" count="18" tclass="0x068000"/>
+        </gpu>
+      </pci>
+      <pci busid="0000:9b:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16">
+        <nic>
+          <net name="mlx5_1" dev="1" speed="100000" port="1" latency="0" guid="0xa088c20300e1b2c5" maxconn="131072" gdr="0" coll="1"/>
+        </nic>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+<graphs version="1">
+  <graph id="0" pattern="4" crossnic="0" nchannels="2" bwintra="40" bwinter="12" latencyinter="0" typeintra="NVL" typeinter="SYS" samechannels="1">
+    <channel>
+      <net dev="0"/>
+      <gpu dev="0"/>
+      <gpu dev="1"/>
+      <gpu dev="2"/>
+      <gpu dev="3"/>
+      <net dev="0"/>
+    </channel>
+    <channel>
+      <net dev="0"/>
+      <gpu dev="0"/>
+      <gpu dev="1"/>
+      <gpu dev="2"/>
+      <gpu dev="3"/>
+      <net dev="0"/>
+    </channel>
+  </graph>
+  <graph id="4" pattern="5" crossnic="0" nchannels="0" bwintra="0" bwinter="0" latencyinter="0" typeintra="LOC" typeinter="LOC" samechannels="0"/>
+</graphs>
+"#;
+
+#[test]
+fn a_real_one_gpu_dump_and_its_graphs() {
+    let sys = from_text("t", &corpus("90-h100x1-vm-nccl2.28.3-topo.xml")).unwrap();
+    let s = sys.system.as_ref().unwrap();
+    assert_eq!(s.cpus.len(), 1);
+    assert_eq!(s.cpus[0].numa, Some(-1));
+    assert_eq!(s.gpus.len(), 1);
+    let g = &s.gpus[0];
+    assert_eq!((g.dev, g.sm, g.gdr), (Some(0), Some(90), Some(true)));
+    assert_eq!(g.bus_id.as_deref(), Some("0000:00:06.0"));
+    // `link_width="0"` is NCCL saying it could not read the width.
+    assert_eq!(g.place.link_width, None);
+    assert_eq!(s.nets.len(), 1);
+    let n = &s.nets[0];
+    assert_eq!((n.name.as_str(), n.speed_mbps, n.gdr), ("eth0", Some(10000), Some(false)));
+    assert!(!n.rdma(), "a socket device (guid 0x0)");
+    // The virtio NIC hangs off the CPU: one socket, no switch between.
+    assert_eq!(sys.rails.len(), 1);
+    assert_eq!(sys.rails[0].path, Some(PathKind::Phb));
+    assert_eq!(sys.rails[0].gdr, Some(false));
+
+    let graphs = from_text("t", &corpus("91-h100x1-vm-nccl2.28.3-graph.xml")).unwrap();
+    let gs = graphs.graphs.unwrap();
+    assert_eq!(gs.graphs.len(), 5);
+    let ring = gs.used(PATTERN_RING).next().unwrap();
+    assert_eq!((ring.nchannels, ring.channels.len()), (32, 32));
+    assert_eq!(ring.bw_intra, Some(60.0), "2.28 still writes speedintra");
+    assert_eq!(ring.type_intra.as_deref(), Some("LOC"));
+    assert!(gs.searched(PATTERN_NVLS) && gs.used(PATTERN_NVLS).next().is_none());
+}
+
+#[test]
+fn topology_files_that_list_devices_by_pci_class() {
+    // Azure's NDv4 file: GPUs and HDR NICs as PCI functions only, two of each per NUMA node.
+    let d = from_text("t", &corpus("01-azure-ndv4-a100x8-8ib-topo.xml")).unwrap();
+    let s = d.system.unwrap();
+    assert_eq!((s.cpus.len(), s.gpus.len(), s.nets.len()), (4, 8, 8));
+    assert!(s.nets.iter().all(DumpNet::rdma), "class 0x0207 is InfiniBand");
+    assert!(d.rails.iter().all(|r| r.path == Some(PathKind::Pix)));
+    assert!(d.rails.iter().all(|r| r.gpu_numa == r.net_numa));
+    // AWS p5: 8 H100s, 32 EFA devices with small-integer GUIDs, four behind each GPU's switch.
+    let d = from_text("t", &corpus("02-aws-p5-48xl-h100x8-32efa-topo.xml")).unwrap();
+    let s = d.system.unwrap();
+    assert_eq!((s.gpus.len(), s.nets.len()), (8, 32));
+    assert!(s.nets.iter().all(DumpNet::rdma));
+    assert!(d.rails.iter().all(|r| r.path == Some(PathKind::Pix) && r.gdr == Some(true)));
+}
+
+#[test]
+fn rails_follow_the_ring_channels_and_name_a_nearer_nic() {
+    let d = from_text("made-up", TWO_SOCKET).unwrap();
+    let s = d.system.as_ref().unwrap();
+    assert_eq!(s.nvswitches, 1);
+    assert_eq!(s.gpus[0].nvlinks[0].count, 18);
+    let rail = |gpu: u32| d.rails.iter().find(|r| r.gpu_dev == Some(gpu)).unwrap();
+    // GPU 0 receives from mlx5_0 behind its own switch.
+    let r0 = rail(0);
+    assert_eq!((r0.net, r0.channels, r0.path), (Some(0), 2, Some(PathKind::Pix)));
+    assert_eq!(r0.gdr, Some(true));
+    assert_eq!(r0.nearest, None);
+    // GPU 3 sends by mlx5_0 on the other socket; mlx5_1 sits behind its own switch.
+    let r3 = rail(3);
+    assert_eq!((r3.net, r3.path), (Some(0), Some(PathKind::Sys)));
+    assert_eq!((r3.gpu_numa, r3.net_numa), (Some(1), Some(0)));
+    assert_eq!(r3.gdr, Some(false), "SYS is beyond NCCL's default GDR level");
+    assert_eq!(r3.nearest.as_deref(), Some("mlx5_1 (NET 1)"));
+    assert_eq!(r3.nearest_path, Some(PathKind::Pix));
+    // GPUs 1 and 2 are inside the ring: no NIC of theirs is used; the nearest stands in.
+    assert_eq!((rail(2).net, rail(2).channels), (Some(1), 0));
+}
+
+#[test]
+fn blocks_inside_other_text_and_bad_xml_are_told_apart() {
+    let pasted = format!("some log line\nNCCL INFO ...\n{TWO_SOCKET}\ntrailing words\n");
+    let d = from_text("paste", &pasted).unwrap();
+    assert!(d.system.is_some() && d.graphs.is_some());
+    // `<systemd>` is not `<system>`.
+    let e = from_text("x", "<systemd version=\"1\"/>\n").unwrap_err();
+    assert!(e.to_string().contains("no <system"), "{e}");
+    let broken = "line one\n<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci busid=\"x\"\n";
+    let e = from_text("cut.xml", broken).unwrap_err().to_string();
+    assert!(e.contains("cut.xml") && e.contains("not well-formed"), "{e}");
+    let twice = format!("{TWO_SOCKET}{TWO_SOCKET}");
+    let e = from_text("two.xml", &twice).unwrap_err().to_string();
+    assert!(e.contains("a second <system>"), "{e}");
+    // A DTD (entity expansion) is refused by the parser, not expanded.
+    let dtd = "<!DOCTYPE system [<!ENTITY a \"aaaa\">]>\n<system version=\"1\">&a;</system>\n";
+    assert!(from_text("dtd.xml", dtd).is_err());
+}
+
+#[test]
+fn paths_between_placements() {
+    let at = |cpu, path: &[&str]| Placement {
+        cpu,
+        pci_path: path.iter().map(|s| s.to_string()).collect(),
+        ..Placement::default()
+    };
+    assert_eq!(path_between(&at(0, &["s", "g"]), &at(0, &["s", "n"])), PathKind::Pix);
+    assert_eq!(path_between(&at(0, &["s", "a", "g"]), &at(0, &["s", "b", "n"])), PathKind::Pxb);
+    assert_eq!(path_between(&at(0, &["s", "g"]), &at(0, &["t", "n"])), PathKind::Phb);
+    assert_eq!(path_between(&at(0, &["g"]), &at(0, &[])), PathKind::Phb);
+    assert_eq!(path_between(&at(0, &["s", "g"]), &at(1, &["s", "n"])), PathKind::Sys);
+}
+
+#[test]
+fn the_dump_as_a_link_matrix() {
+    let d = from_text("made-up", TWO_SOCKET).unwrap();
+    let t = d.system.unwrap().to_topology();
+    assert_eq!(t.gpus(), ["GPU0", "GPU1", "GPU2", "GPU3"]);
+    assert_eq!(t.link("GPU0", "GPU3"), Some("NV18"), "through the NVSwitches");
+    assert_eq!(t.link("GPU0", "NIC0"), Some("PIX"));
+    assert_eq!(t.link("GPU3", "NIC0"), Some("SYS"));
+    assert_eq!(t.nic_names["NIC1"], "mlx5_1");
+    assert_eq!(t.info["GPU2"].numa_affinity.as_deref(), Some("1"));
+    assert_eq!(t.info["GPU0"].pci_bus_id.as_deref(), Some("0000:18:00.0"));
+    // Azure's file: GPUs of two NUMA nodes are SYS apart, a pair on one switch PIX.
+    let d = from_text("t", &corpus("01-azure-ndv4-a100x8-8ib-topo.xml")).unwrap();
+    let t = d.system.unwrap().to_topology();
+    assert_eq!(t.link("GPU0", "GPU1"), Some("PIX"));
+    assert_eq!(t.link("GPU0", "GPU2"), Some("SYS"));
+}

@@ -145,9 +145,10 @@ pub struct BaselinesArgs {
 
 #[derive(Debug, Args)]
 pub struct TopoArgs {
-    /// A pasted `nvidia-smi topo -m` output instead of this machine.
+    /// A pasted `nvidia-smi topo -m` output, or NCCL's dumps (NCCL_TOPO_DUMP_FILE and/or
+    /// NCCL_GRAPH_DUMP_FILE, repeat --from for the second), instead of this machine.
     #[arg(long)]
-    pub from: Option<PathBuf>,
+    pub from: Vec<PathBuf>,
     /// table: the matrix and what it means; csv: `from,to,link` per ordered pair; json: everything.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,

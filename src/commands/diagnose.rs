@@ -6,7 +6,7 @@ use crate::documents::DiagnosisDocument;
 use crate::exit::{ExitCode, Failure};
 use crate::import::input::{input_failure, open, Kind};
 use crate::import::nccl_log::LogFacts;
-use crate::import::{nccl_tests, pastes, topo};
+use crate::import::{nccl_dump, nccl_tests, pastes, topo};
 use crate::render;
 
 pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
@@ -40,6 +40,13 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
                 name.clone(),
                 topo::from_input(input).map_err(input_failure)?,
             )),
+            Kind::NcclDump => {
+                let dump = nccl_dump::from_input(input).map_err(input_failure)?;
+                if let Some(s) = &dump.system {
+                    inputs.topos.push((name.clone(), s.to_topology()));
+                }
+                inputs.dumps.push((name.clone(), dump));
+            }
             Kind::Smi => {
                 let (table, pasted) = pastes::with_smi(input).map_err(input_failure)?;
                 inputs.smis.push((name.clone(), table));

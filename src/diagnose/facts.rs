@@ -22,6 +22,8 @@ pub struct Inputs {
     /// `ncclprobe matrix` documents, with their file names.
     pub matrices: Vec<(String, crate::documents::matrix::MatrixDocument)>,
     pub topos: Vec<(String, Topology)>,
+    /// NCCL's topology and graph dumps, with their file names.
+    pub dumps: Vec<(String, crate::import::nccl_dump::NcclDump)>,
     pub smis: Vec<(String, Smi)>,
     /// What the text inputs paste about the host: GPU utilisation and memory, `free`, the
     /// CPU count, PyTorch's DataLoader warnings, `num_workers` and ranks per node.

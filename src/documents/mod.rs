@@ -60,6 +60,9 @@ pub struct TopologyDocument {
     /// Where the matrix came from: a file's name, or `(live)`.
     pub source: String,
     pub topology: Topology,
+    /// What NCCL's own dumps said, when the source was one: its system, graphs and rails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<nccl_dump::NcclDump>,
 }
 
 impl TopologyDocument {
@@ -70,6 +73,7 @@ impl TopologyDocument {
             tool: crate::buildinfo::tool_info(),
             source,
             topology,
+            nccl: None,
         }
     }
 }

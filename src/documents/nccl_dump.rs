@@ -182,6 +182,17 @@ pub struct NcclGraphs {
     pub graphs: Vec<DumpGraph>,
 }
 
+/// What a graph is for: by its id where NCCL wrote one (`src/init.cc`: ring 0, tree 1,
+/// CollNet chain 2, NVLS 3, CollNet direct 4; the CollNet chain searches the tree pattern),
+/// else by NCCL's pattern (`src/include/graph.h`, `NCCL_TOPO_PATTERN_*`).
+pub fn graph_name(id: Option<u32>, pattern: u32) -> &'static str {
+    match (id, pattern) {
+        (Some(2), 3) => "CollNet chain",
+        (Some(4), 6) | (_, 6) => "CollNet direct",
+        _ => pattern_name(pattern),
+    }
+}
+
 /// NCCL's pattern names (`src/include/graph.h`, `NCCL_TOPO_PATTERN_*`).
 pub fn pattern_name(pattern: u32) -> &'static str {
     match pattern {
@@ -206,6 +217,13 @@ impl NcclGraphs {
     /// Whether the dump states the pattern at all (searched, channels or none).
     pub fn searched(&self, pattern: u32) -> bool {
         self.graphs.iter().any(|g| g.pattern == pattern)
+    }
+
+    /// The CollNet graphs (chain and direct), with channels or none.
+    pub fn collnet(&self) -> impl Iterator<Item = &DumpGraph> {
+        self.graphs
+            .iter()
+            .filter(|g| g.pattern_name.starts_with("CollNet"))
     }
 }
 

@@ -65,13 +65,27 @@ pub fn situation(
         Some(path) => {
             let (input, kind) = open(path)?;
             let name = input.name.clone();
-            if kind != Kind::Topo {
-                return Err(Failure::usage(format!(
-                    "--topo {name}: is {} output, not `nvidia-smi topo -m`",
-                    kind.name()
-                )));
+            match kind {
+                Kind::Topo => Some((name, topo::from_input(input).map_err(input_failure)?)),
+                Kind::NcclDump => {
+                    let dump =
+                        crate::import::nccl_dump::from_input(input).map_err(input_failure)?;
+                    let system = dump.system.ok_or_else(|| {
+                        Failure::usage(format!(
+                            "--topo {name}: is NCCL's graph dump; --topo takes its system \
+                             dump (NCCL_TOPO_DUMP_FILE) or `nvidia-smi topo -m`"
+                        ))
+                    })?;
+                    Some((name, system.to_topology()))
+                }
+                _ => {
+                    return Err(Failure::usage(format!(
+                        "--topo {name}: is {} output, not `nvidia-smi topo -m` or an NCCL \
+                         topology dump",
+                        kind.name()
+                    )))
+                }
             }
-            Some((name, topo::from_input(input).map_err(input_failure)?))
         }
         None => None,
     };

@@ -24,6 +24,8 @@ pub enum Kind {
     NcclTestsJson,
     NcclTests,
     Topo,
+    /// NCCL's system or graph XML (`NCCL_TOPO_DUMP_FILE`, `NCCL_GRAPH_DUMP_FILE`).
+    NcclDump,
     Smi,
     /// NCCL_DEBUG or PyTorch output, told by its content (NCCL, torch, CUDA or MPI lines).
     Log,
@@ -46,6 +48,7 @@ impl Kind {
             Kind::NcclTestsJson => "nccl-tests JSON",
             Kind::NcclTests => "nccl-tests output",
             Kind::Topo => "nvidia-smi topo -m",
+            Kind::NcclDump => "NCCL topology/graph dump",
             Kind::Smi => "nvidia-smi",
             Kind::Log => "NCCL/PyTorch log",
             Kind::Empty => "an empty file",
@@ -217,6 +220,9 @@ pub fn detect(input: &Input) -> Kind {
         return Kind::SweepCsv;
     }
     let any = |f: &dyn Fn(&str) -> bool| body.iter().any(|l| f(l));
+    if super::nccl_dump::looks_like(&body) {
+        return Kind::NcclDump;
+    }
     if any(&|l| l.contains("NVIDIA-SMI") || (l.contains("Processes:") && l.starts_with('|'))) {
         return Kind::Smi;
     }
@@ -400,6 +406,11 @@ mod tests {
             kind_of("node1:123:123 [0] NCCL INFO Bootstrap : Using eth0\n"),
             Kind::Log
         );
+        assert_eq!(
+            kind_of("<!-- source: x -->\n<system version=\"1\">\n  <cpu numaid=\"0\">\n"),
+            Kind::NcclDump
+        );
+        assert_eq!(kind_of("<graphs version=\"1\">\n"), Kind::NcclDump);
         // A topology inside a web page is a topology.
         assert_eq!(
             kind_of("<pre>&nbsp;GPU0&nbsp;&nbsp;GPU1<br>GPU0&nbsp;&nbsp;X&nbsp;&nbsp;NV12<br>GPU1&nbsp;&nbsp;NV12&nbsp;&nbsp;X</pre>\n"),

@@ -272,7 +272,7 @@ fn graph(node: Node) -> DumpGraph {
     DumpGraph {
         id: attr(node, "id"),
         pattern,
-        pattern_name: pattern_name(pattern).to_string(),
+        pattern_name: graph_name(attr(node, "id"), pattern).to_string(),
         nchannels: attr(node, "nchannels").unwrap_or(0),
         crossnic: attr(node, "crossnic"),
         bw_intra: either("bwintra", "speedintra"),
@@ -303,9 +303,6 @@ fn graph(node: Node) -> DumpGraph {
 /// Each GPU's NIC: the ones the ring channels enter and leave by (the GPU a channel starts at
 /// receives from its entry NIC, the one it ends at sends by its exit NIC), else the nearest.
 pub fn rails(system: Option<&NcclSystem>, graphs: Option<&NcclGraphs>) -> Vec<Rail> {
-    let Some(sys) = system else {
-        return Vec::new();
-    };
     let mut used: std::collections::BTreeMap<(u32, u32), u32> = Default::default();
     for g in graphs.into_iter().flat_map(|g| g.used(PATTERN_RING)) {
         for ch in &g.channels {
@@ -317,6 +314,27 @@ pub fn rails(system: Option<&NcclSystem>, graphs: Option<&NcclGraphs>) -> Vec<Ra
             }
         }
     }
+    let Some(sys) = system else {
+        // A graph alone names devices by index only: the NICs each GPU's channels use.
+        return used
+            .iter()
+            .map(|((g, n), c)| Rail {
+                gpu: format!("GPU {g}"),
+                gpu_dev: Some(*g),
+                gpu_bus_id: None,
+                gpu_numa: None,
+                net: Some(*n),
+                net_name: Some(format!("NET {n}")),
+                net_numa: None,
+                net_bus_id: None,
+                channels: *c,
+                path: None,
+                gdr: None,
+                nearest: None,
+                nearest_path: None,
+            })
+            .collect();
+    };
     let mut out = Vec::new();
     for gpu in &sys.gpus {
         let nearest = nearest_net(sys, gpu);

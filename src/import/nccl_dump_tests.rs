@@ -195,3 +195,24 @@ fn the_dump_as_a_link_matrix() {
     assert_eq!(t.link("GPU0", "GPU1"), Some("PIX"));
     assert_eq!(t.link("GPU0", "GPU2"), Some("SYS"));
 }
+
+#[test]
+fn a_graph_alone_still_names_each_channels_nics() {
+    // NCCL's maintainer's example: traffic enters by NET 3 at GPU 0 and leaves by NET 0 at GPU 3.
+    let d = from_text("t", &corpus("04-nccl-issue524-4gpu-2nic-ring-tree-graph-no-latencyinter.xml"))
+        .unwrap();
+    let g = d.graphs.as_ref().unwrap();
+    assert_eq!(g.graphs[0].latency_inter, None, "older dumps lack latencyinter");
+    assert_eq!(g.graphs[2].pattern_name, "CollNet chain", "id 2 searches the tree pattern");
+    let pairs: Vec<(Option<u32>, Option<u32>, u32)> =
+        d.rails.iter().map(|r| (r.gpu_dev, r.net, r.channels)).collect();
+    assert_eq!(pairs, [(Some(0), Some(3), 2), (Some(3), Some(0), 2)]);
+    // The IBM Cloud VM: an NCCL 2.22 dump with NVSwitch links and eight 200G RoCE ports.
+    let d = from_text("t", &corpus("03-ibm-vsi-h100x8-nvswitch-8roce-vm-linkwidth0-topo.xml"))
+        .unwrap();
+    let s = d.system.as_ref().unwrap();
+    assert_eq!((s.gpus.len(), s.nets.len()), (8, 8));
+    assert!(s.nvswitches > 0);
+    assert!(s.nets.iter().all(|n| n.rdma() && n.speed_mbps == Some(200_000)));
+    assert_eq!(s.to_topology().link("GPU0", "GPU7"), Some("NV18"));
+}

@@ -5,6 +5,7 @@ pub mod csv;
 pub mod expect;
 pub mod findings;
 pub mod matrix;
+pub mod nccl_dump;
 pub mod memory;
 pub mod perf;
 pub mod perf_json;

@@ -132,6 +132,19 @@ impl Documents {
                 });
                 Ok(())
             }
+            FileKind::NcclDump => {
+                let dump = crate::import::nccl_dump::from_input(input).map_err(input_failure)?;
+                let topology = dump
+                    .system
+                    .as_ref()
+                    .map(|s| s.to_topology())
+                    .unwrap_or_default();
+                self.topo_file.get_or_insert_with(|| path.to_path_buf());
+                let mut doc = TopologyDocument::new(file.clone(), topology);
+                doc.nccl = Some(dump);
+                self.topologies.push(Named { doc, file });
+                Ok(())
+            }
             FileKind::Log | FileKind::Smi => Err(Failure::usage(format!(
                 "{file}: is {}, which a report does not render; run `ncclprobe diagnose --from {file} --format json` and give the report its document",
                 kind.is_what()

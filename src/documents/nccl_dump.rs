@@ -395,3 +395,58 @@ impl NcclSystem {
 }
 
 use crate::documents::topology::{DeviceInfo, Topology};
+
+/// One choice NCCL's tuner stated for a collective call: the algorithm, the protocol and the
+/// channels it ran on, for a message size.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlgoChoice {
+    /// `AllReduce`, ... (NCCL 2.23+ name it; 2.19-2.22 print sizes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<String>,
+    /// Bytes NCCL tuned for (the message, as NCCL counts it for the collective).
+    pub bytes: u64,
+    /// `Ring`, `Tree`, `NVLS`, `NVLSTree`, `CollNetDirect`, `CollNetChain`, `PAT`.
+    pub algo: String,
+    /// `LL`, `LL128`, `Simple`.
+    pub proto: String,
+    /// Channels used (2.23+: `channel{Lo..Hi}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<u32>,
+}
+
+/// NCCL's algorithm names (`ncclAlgoStr`), by number (`NCCL_ALGO_*`) or upper-case name
+/// (`ncclAlgoToString`).
+pub fn algo_name(text: &str) -> Option<&'static str> {
+    Some(match text.to_ascii_uppercase().as_str() {
+        "0" | "TREE" => "Tree",
+        "1" | "RING" => "Ring",
+        "2" | "COLLNET_DIRECT" | "COLLNETDIRECT" => "CollNetDirect",
+        "3" | "COLLNET_CHAIN" | "COLLNETCHAIN" => "CollNetChain",
+        "4" | "NVLS" => "NVLS",
+        "5" | "NVLS_TREE" | "NVLSTREE" => "NVLSTree",
+        "6" | "PAT" => "PAT",
+        _ => return None,
+    })
+}
+
+/// NCCL's protocol names (`ncclProtoStr`), by number (`NCCL_PROTO_*`) or name.
+pub fn proto_name(text: &str) -> Option<&'static str> {
+    Some(match text.to_ascii_uppercase().as_str() {
+        "0" | "LL" => "LL",
+        "1" | "LL128" => "LL128",
+        "2" | "SIMPLE" => "Simple",
+        _ => return None,
+    })
+}
+
+/// Channel counts NCCL states after init (`%d coll channels, %d collnet channels, %d nvls
+/// channels, %d p2p channels, ...`; older versions lack the middle two).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelCounts {
+    pub coll: Option<u32>,
+    pub collnet: Option<u32>,
+    pub nvls: Option<u32>,
+    pub p2p: Option<u32>,
+}

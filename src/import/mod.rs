@@ -5,7 +5,7 @@
 pub mod input;
 pub mod nccl_dump;
 pub mod nccl_causes;
-mod nccl_lines;
+pub(crate) mod nccl_lines;
 pub mod nccl_log;
 pub mod nccl_tests;
 pub mod pastes;

@@ -216,3 +216,50 @@ fn a_graph_alone_still_names_each_channels_nics() {
     assert!(s.nets.iter().all(|n| n.rdma() && n.speed_mbps == Some(200_000)));
     assert_eq!(s.to_topology().link("GPU0", "GPU7"), Some("NV18"));
 }
+
+fn log(name: &str) -> crate::import::nccl_log::LogFacts {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/nccl-dumps")
+        .join(name);
+    crate::import::nccl_log::from_input(Input::open(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn what_nccl_says_it_chose_in_real_logs() {
+    // 2.19-2.22: numbers only, rank 0, no collective name.
+    let l = log("07-h100-multinode-ibext-v8-rank0-algo-proto-numeric-tuning-excerpt.log");
+    let (first, n) = l.choices.iter().next().unwrap();
+    assert_eq!((first.bytes, first.algo.as_str(), first.proto.as_str()), (4, "Tree", "LL"));
+    assert!(*n >= 6 && first.collective.is_none() && first.channels.is_none());
+    assert!(l.gdrdma, "channels via NET/IBext_v8/7/GDRDMA");
+    // One host found no IB device and fell back to sockets; the other used IB.
+    let l = log("08-ib-host-no-device-socket-over-ipoib-fallback-vs-ib-host-excerpt.log");
+    assert!(l.networks.contains_key("Socket") && l.networks.contains_key("IB"));
+    assert!(!l.ib_no_device.is_empty());
+    assert!(l.net_devices.iter().any(|d| d.ends_with("/RoCE")));
+    // 2.16: GDR per HCA and per GPU/NIC pair, and the old channel-count line.
+    let l = log("06-a100pcie-2node-roce-plus-ib-nccl2.16.5-gdr-sys-topo-pattern.log");
+    assert!(!l.gdr_enabled.is_empty());
+    let (counts, _) = l.channel_counts.clone().unwrap();
+    assert!(counts.coll.is_some() && counts.nvls.is_none());
+}
+
+#[test]
+fn tuner_lines_of_each_version() {
+    use crate::import::nccl_lines::algo_choice;
+    let new = "h:1:2 [0] NCCL INFO AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..7} cgaClusterSize 4";
+    let c = algo_choice(new).unwrap();
+    assert_eq!(c.collective.as_deref(), Some("AllReduce"));
+    assert_eq!((c.bytes, c.algo.as_str(), c.proto.as_str(), c.channels), (4194304, "Ring", "Simple", Some(8)));
+    let c = algo_choice("h:1:2 [0] NCCL INFO 65536 Bytes -> Algo 4 proto 1 time 12.5").unwrap();
+    assert_eq!((c.algo.as_str(), c.proto.as_str()), ("NVLS", "LL128"));
+    let c = algo_choice("ReduceScatter: 8 Bytes -> Algo NVLS_TREE proto LL channel{Lo..Hi}={2..2}").unwrap();
+    assert_eq!((c.algo.as_str(), c.channels), ("NVLSTree", Some(1)));
+    assert!(algo_choice("12 Bytes -> Algo 9 proto 0 time 1").is_none(), "unknown algorithm");
+    assert!(algo_choice("channel{Lo..Hi}={5..2} 1 Bytes -> Algo 1 proto 0").is_some());
+    let counts = crate::import::nccl_lines::channel_counts(
+        "NCCL INFO 64 coll channels, 64 collnet channels, 0 nvls channels, 64 p2p channels, 64 p2p channels per peer",
+    )
+    .unwrap();
+    assert_eq!((counts.coll, counts.collnet, counts.nvls, counts.p2p), (Some(64), Some(64), Some(0), Some(64)));
+}

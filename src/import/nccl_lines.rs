@@ -168,3 +168,51 @@ mod tests {
         assert_eq!(host_of("NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"), None);
     }
 }
+
+/// A tuner line (`src/enqueue.cc`): NCCL 2.19-2.22 `%ld Bytes -> Algo %d proto %d time %f`
+/// (rank 0, numbers); 2.23+ `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}`
+/// (names, and the channels used), maybe followed by more fields.
+pub(crate) fn algo_choice(t: &str) -> Option<crate::documents::nccl_dump::AlgoChoice> {
+    use crate::documents::nccl_dump::{algo_name, proto_name, AlgoChoice};
+    static R: OnceLock<Regex> = OnceLock::new();
+    let re = static_regex(
+        &R,
+        r"(?:\b(?P<coll>[A-Z][A-Za-z]+): )?(?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)(?: time [\d.eE+-]+)?(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?",
+    );
+    let c = re.captures(t)?;
+    let channels = match (c.name("lo"), c.name("hi")) {
+        (Some(lo), Some(hi)) => {
+            let (lo, hi): (u32, u32) = (lo.as_str().parse().ok()?, hi.as_str().parse().ok()?);
+            Some(hi.checked_sub(lo)? + 1)
+        }
+        _ => None,
+    };
+    Some(AlgoChoice {
+        collective: c.name("coll").map(|m| m.as_str().to_string()),
+        bytes: c["bytes"].parse().ok()?,
+        algo: algo_name(&c["algo"])?.to_string(),
+        proto: proto_name(&c["proto"])?.to_string(),
+        channels,
+    })
+}
+
+/// `32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, ...`.
+pub(crate) fn channel_counts(t: &str) -> Option<crate::documents::nccl_dump::ChannelCounts> {
+    if !t.contains(" coll channels") {
+        return None;
+    }
+    let count = |what: &str| -> Option<u32> {
+        let i = t.find(&format!(" {what} channels"))?;
+        t[..i]
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some(crate::documents::nccl_dump::ChannelCounts {
+        coll: count("coll"),
+        collnet: count("collnet"),
+        nvls: count("nvls"),
+        p2p: count("p2p"),
+    })
+}

@@ -12,6 +12,7 @@ use super::nccl_lines::{
     prefix_of,
 };
 use super::text::{self, InputError, Line};
+use crate::documents::nccl_dump::{AlgoChoice, ChannelCounts};
 pub use crate::documents::diagnosis::Evidence;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,6 +64,20 @@ pub struct LogFacts {
     /// Lines that name a known cause (`nccl_causes::cause_of`), by cause.
     pub causes: BTreeMap<&'static str, Vec<Evidence>>,
     pub bootstrap: Vec<Evidence>,
+    /// Every network plugin a `Using network` line names (hosts may differ), with the lines.
+    pub networks: BTreeMap<String, Vec<Evidence>>,
+    /// `NET/IB : No device found.`: the IB plugin saw no usable device on that host.
+    pub ib_no_device: Vec<Evidence>,
+    /// `GPU Direct RDMA Enabled for GPU ... / HCA ...`.
+    pub gdr_enabled: Vec<Evidence>,
+    /// `NVLS multicast support is [not ]available on dev N`: the last one's verdict.
+    pub nvls_support: Option<(bool, Evidence)>,
+    /// The channel counts after init, with their line.
+    pub channel_counts: Option<(ChannelCounts, Evidence)>,
+    /// The tuner's per-call choices (algorithm, protocol, channels by size), each kept once
+    /// with the number of lines that stated it (kept out of JSON: a map keyed by a struct).
+    #[serde(skip)]
+    pub choices: BTreeMap<AlgoChoice, u64>,
     pub lines: usize,
     /// Lines that were NCCL's own (INFO/WARN/TRACE), to tell a log from something else.
     pub nccl_lines: usize,
@@ -297,6 +312,39 @@ impl LogFacts {
         }
         if t.contains("Bootstrap : Using") {
             keep(&mut self.bootstrap, ev);
+        }
+        self.choice_line(t, ev);
+    }
+
+    /// What NCCL says it chose: networks, GPUDirect RDMA, NVLS, channel counts, and the
+    /// tuner's algorithm and protocol per call.
+    fn choice_line(&mut self, t: &str, ev: &dyn Fn() -> Evidence) {
+        if let Some(i) = t.find("Using network ") {
+            let name = t[i + 14..].trim().to_string();
+            if !name.is_empty() && (self.networks.len() < 16 || self.networks.contains_key(&name)) {
+                keep(self.networks.entry(name).or_default(), ev);
+            }
+        }
+        if t.contains("NET/IB : No device found") {
+            keep(&mut self.ib_no_device, ev);
+        }
+        if t.contains("GPU Direct RDMA Enabled for") {
+            keep(&mut self.gdr_enabled, ev);
+        }
+        if let Some(i) = t.find("NVLS multicast support is ") {
+            let rest = &t[i + 26..];
+            self.nvls_support = Some((!rest.starts_with("not "), ev()));
+        }
+        if let Some(c) = super::nccl_lines::channel_counts(t) {
+            self.channel_counts = Some((c, ev()));
+        }
+        if t.contains(" Bytes -> Algo ") {
+            if let Some(choice) = super::nccl_lines::algo_choice(t) {
+                // A sweep states the same few choices thousands of times.
+                if self.choices.len() < 4096 || self.choices.contains_key(&choice) {
+                    *self.choices.entry(choice).or_default() += 1;
+                }
+            }
         }
     }
 

@@ -33,7 +33,10 @@ pub fn read(path: &std::path::Path) -> Result<TopologyDocument, Failure> {
 
 /// Several files: NCCL's system dump and its graph dump, read as one.
 fn read_all(paths: &[std::path::PathBuf]) -> Result<TopologyDocument, Failure> {
-    let mut docs = paths.iter().map(|p| read(p)).collect::<Result<Vec<_>, _>>()?;
+    let mut docs = paths
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>, _>>()?;
     if docs.len() == 1 {
         return Ok(docs.remove(0));
     }

@@ -31,6 +31,7 @@ mod tests {
             cpu: None,
             nics: Vec::new(),
             infiniband: Vec::new(),
+            ib_ports: Vec::new(),
             iommu_units: Vec::new(),
             iommu_cmdline: Vec::new(),
             env: BTreeMap::new(),

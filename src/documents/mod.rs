@@ -8,11 +8,11 @@ pub mod expectations;
 pub mod kind;
 pub mod matrix;
 pub mod memory;
+pub mod nccl_dump;
 pub mod qualification;
 pub mod read;
 pub mod simulation;
 pub mod stragglers;
-pub mod nccl_dump;
 pub mod topology;
 
 use crate::model::ToolInfo;

@@ -100,9 +100,11 @@ impl DumpNet {
             .guid
             .as_deref()
             .is_some_and(|g| !matches!(g.trim_start_matches("0x"), "" | "0"));
-        let rdma_name = ["mlx5_", "mlx4_", "bnxt_re", "irdma", "ibp", "rdmap", "efa_", "hfi1_", "qedr", "ionic_"]
-            .iter()
-            .any(|p| self.name.starts_with(p));
+        let rdma_name = [
+            "mlx5_", "mlx4_", "bnxt_re", "irdma", "ibp", "rdmap", "efa_", "hfi1_", "qedr", "ionic_",
+        ]
+        .iter()
+        .any(|p| self.name.starts_with(p));
         let ib_class = self
             .pci_class
             .as_deref()
@@ -325,7 +327,10 @@ impl NcclSystem {
         let to = |g: &DumpGpu, bus: &Option<String>| -> u32 {
             g.nvlinks
                 .iter()
-                .filter(|l| bus.as_deref().is_some_and(|b| l.target.eq_ignore_ascii_case(b)))
+                .filter(|l| {
+                    bus.as_deref()
+                        .is_some_and(|b| l.target.eq_ignore_ascii_case(b))
+                })
                 .map(|l| l.count)
                 .sum()
         };
@@ -357,7 +362,10 @@ impl NcclSystem {
             let cpu = self.cpus.get(p.cpu);
             DeviceInfo {
                 cpu_affinity: cpu.and_then(|c| c.affinity.clone()),
-                numa_affinity: cpu.and_then(|c| c.numa).filter(|n| *n >= 0).map(|n| n.to_string()),
+                numa_affinity: cpu
+                    .and_then(|c| c.numa)
+                    .filter(|n| *n >= 0)
+                    .map(|n| n.to_string()),
                 gpu_numa_id: None,
                 pci_bus_id: bus.clone(),
             }
@@ -367,7 +375,11 @@ impl NcclSystem {
         }
         for (name, n) in nic_names.iter().zip(&self.nets) {
             t.info.insert(name.clone(), info(&n.place, &n.bus_id));
-            let label = if n.name.is_empty() { n.label() } else { n.name.clone() };
+            let label = if n.name.is_empty() {
+                n.label()
+            } else {
+                n.name.clone()
+            };
             t.nic_names.insert(name.clone(), label);
         }
         let places: Vec<(&String, &Placement)> = gpu_names

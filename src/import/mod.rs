@@ -3,8 +3,8 @@
 //! the host (GPU utilisation, `free`, `nproc`, PyTorch's DataLoader warning).
 
 pub mod input;
-pub mod nccl_dump;
 pub mod nccl_causes;
+pub mod nccl_dump;
 pub(crate) mod nccl_lines;
 pub mod nccl_log;
 pub mod nccl_tests;

@@ -8,7 +8,8 @@ use super::text::{Input, InputError};
 pub use crate::documents::nccl_dump::*;
 use roxmltree::Node;
 
-pub const EXPECTED: &str = "an NCCL topology or graph dump (NCCL_TOPO_DUMP_FILE, NCCL_GRAPH_DUMP_FILE)";
+pub const EXPECTED: &str =
+    "an NCCL topology or graph dump (NCCL_TOPO_DUMP_FILE, NCCL_GRAPH_DUMP_FILE)";
 
 /// Whether text holds one of NCCL's dumps: a `<system` or `<graphs` root with NCCL's
 /// version attribute, from the first lines.
@@ -226,9 +227,7 @@ fn place(parent: Node, cpu: usize, path: &[String]) -> Placement {
     Placement {
         cpu,
         pci_path: if own_pci { path.to_vec() } else { Vec::new() },
-        link_speed: own_pci
-            .then(|| text_attr(parent, "link_speed"))
-            .flatten(),
+        link_speed: own_pci.then(|| text_attr(parent, "link_speed")).flatten(),
         link_width: own_pci
             .then(|| attr(parent, "link_width"))
             .flatten()
@@ -389,4 +388,4 @@ pub fn nearest_net<'a>(sys: &'a NcclSystem, gpu: &DumpGpu) -> Option<(&'a DumpNe
 
 #[cfg(test)]
 #[path = "nccl_dump_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -12,8 +12,8 @@ use super::nccl_lines::{
     prefix_of,
 };
 use super::text::{self, InputError, Line};
-use crate::documents::nccl_dump::{AlgoChoice, ChannelCounts};
 pub use crate::documents::diagnosis::Evidence;
+use crate::documents::nccl_dump::{AlgoChoice, ChannelCounts};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -68,6 +68,8 @@ pub struct LogFacts {
     pub networks: BTreeMap<String, Vec<Evidence>>,
     /// `NET/IB : No device found.`: the IB plugin saw no usable device on that host.
     pub ib_no_device: Vec<Evidence>,
+    /// `NET/Socket : Using [0]eth0:10.0.0.1<0> ...`: the interfaces the socket plugin took.
+    pub socket_interfaces: Vec<Evidence>,
     /// `GPU Direct RDMA Enabled for GPU ... / HCA ...`.
     pub gdr_enabled: Vec<Evidence>,
     /// `NVLS multicast support is [not ]available on dev N`: the last one's verdict.
@@ -298,7 +300,8 @@ impl LogFacts {
         }
         if let Some(i) = t.find("NET/IB : Using ") {
             for tok in t[i + 15..].split_whitespace() {
-                if tok.starts_with(';') {
+                // `[RO]; OOB ib0:10.0.0.1<0>`: the out-of-band interface is not an RDMA port.
+                if tok.starts_with(';') || tok.starts_with("OOB") || tok.ends_with(';') {
                     break;
                 }
                 let dev = tok.split_once(']').map_or(tok, |(_, d)| d);
@@ -327,6 +330,9 @@ impl LogFacts {
         }
         if t.contains("NET/IB : No device found") {
             keep(&mut self.ib_no_device, ev);
+        }
+        if t.contains("NET/Socket : Using ") {
+            keep(&mut self.socket_interfaces, ev);
         }
         if t.contains("GPU Direct RDMA Enabled for") {
             keep(&mut self.gdr_enabled, ev);

@@ -78,6 +78,8 @@ pub struct Facts {
     pub cpu: Option<String>,
     pub nics: Vec<(String, Option<u64>)>,
     pub infiniband: Vec<String>,
+    /// Every port of those devices: rate, state and link layer as the kernel states them.
+    pub ib_ports: Vec<IbPort>,
     /// IOMMU units in sysfs (`dmar0`, `ivhd0`…) and the iommu settings on the kernel command line.
     pub iommu_units: Vec<String>,
     pub iommu_cmdline: Vec<String>,
@@ -85,6 +87,70 @@ pub struct Facts {
     /// `RANK` / `LOCAL_RANK` of this process, when a launcher started it as one rank of a job.
     pub job_rank_vars: BTreeMap<String, String>,
     pub topology: Option<Topology>,
+}
+
+/// One RDMA port as `/sys/class/infiniband/<dev>/ports/<n>/` states it (what `ibstatus`
+/// prints): `rate` `400 Gb/sec (4X NDR)`, `state` `4: ACTIVE`, `phys_state` `5: LinkUp`,
+/// `link_layer` `InfiniBand` or `Ethernet` (RoCE).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IbPort {
+    pub device: String,
+    pub port: u32,
+    pub rate: Option<String>,
+    pub state: Option<String>,
+    pub phys_state: Option<String>,
+    pub link_layer: Option<String>,
+}
+
+impl IbPort {
+    /// The rate in Gb/s (`400 Gb/sec (4X NDR)` → 400; `2.5 Gb/sec (1X SDR)` → 2.5).
+    pub fn gbps(&self) -> Option<f64> {
+        self.rate
+            .as_deref()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// Whether the port is up (`4: ACTIVE`).
+    pub fn active(&self) -> bool {
+        self.state.as_deref().is_some_and(|s| s.contains("ACTIVE"))
+    }
+
+    /// `mlx5_0:1`, as NCCL_IB_HCA and NCCL's log name a port.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.device, self.port)
+    }
+}
+
+/// Every port of every RDMA device in sysfs, sorted by device and port.
+pub fn ib_ports(roots: &Roots) -> Vec<IbPort> {
+    let mut out = Vec::new();
+    let Ok(devices) = std::fs::read_dir(roots.sys.join("class/infiniband")) else {
+        return out;
+    };
+    for dev in devices.flatten() {
+        let Ok(ports) = std::fs::read_dir(dev.path().join("ports")) else {
+            continue;
+        };
+        for port in ports.flatten() {
+            let Ok(n) = port.file_name().to_string_lossy().parse() else {
+                continue;
+            };
+            let p = port.path();
+            out.push(IbPort {
+                device: dev.file_name().to_string_lossy().into_owned(),
+                port: n,
+                rate: read(&p.join("rate")),
+                state: read(&p.join("state")),
+                phys_state: read(&p.join("phys_state")),
+                link_layer: read(&p.join("link_layer")),
+            });
+        }
+    }
+    out.sort_by(|a, b| a.device.cmp(&b.device).then(a.port.cmp(&b.port)));
+    out
 }
 
 fn read(path: &Path) -> Option<String> {
@@ -455,6 +521,7 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
         cpu,
         nics,
         infiniband,
+        ib_ports: ib_ports(roots),
         iommu_units,
         iommu_cmdline,
         env: crate::model::relevant_env(),

@@ -48,9 +48,10 @@ fn system(out: &mut String, s: &NcclSystem) {
             numa(s.cpus.get(g.place.cpu).and_then(|c| c.numa)),
             yes_no(g.gdr),
             nvlinks,
-            g.place
-                .link_width
-                .map_or(String::new(), |w| format!("  PCIe x{w} {}", g.place.link_speed.as_deref().unwrap_or(""))),
+            g.place.link_width.map_or(String::new(), |w| format!(
+                "  PCIe x{w} {}",
+                g.place.link_speed.as_deref().unwrap_or("")
+            )),
         );
     }
     for n in &s.nets {

@@ -4,6 +4,7 @@
 //! from the row's); everything a reader of the finding needs besides is in the row.
 
 mod causes;
+mod fallback;
 mod host;
 mod links;
 mod loader;
@@ -115,6 +116,62 @@ pub static RULES: &[Rule] = &[
         fix: "Load nvidia-peermem (or use dma-buf), and check NCCL_NET_GDR_LEVEL against the topology.",
         source: "reference/anchors.md §6.5",
         check: links::gdr_disabled,
+    },
+    Rule {
+        id: "net.socket-fallback",
+        severity: Severity::Error,
+        explanation: "NCCL picked its socket (TCP) transport while RDMA NICs exist: the IB plugin found no usable device on a host (no libibverbs or /dev/infiniband in the container, NCCL_IB_DISABLE, a missing net plugin such as aws-ofi-nccl) and NCCL carried on over TCP, often over IPoIB interfaces, at a fraction of the fabric's rate. Nothing fails: the run is just slow, or hosts that chose different transports cannot connect at all.",
+        fix: "On each host: `ibv_devinfo` inside the job's container (mount /dev/infiniband, install rdma-core/libibverbs), unset NCCL_IB_DISABLE and NCCL_NET=Socket, install the fabric's net plugin; then check that every rank's log says `Using network IB` (or the plugin's name). Gate it: `ncclprobe qualify --forbid socket`.",
+        source: "NCCL environment variables (NCCL_IB_DISABLE, NCCL_NET) and troubleshooting; nccl-tests#188 (one host on Socket, the other on IB); aws-samples EFA checks (grep for the provider)",
+        check: fallback::socket_fallback,
+    },
+    Rule {
+        id: "net.gdr-unavailable",
+        severity: Severity::Warning,
+        explanation: "NCCL's dump says the NIC cannot reach GPU memory (net gdr=0) although it is an RDMA NIC within NCCL's GPUDirect distance of a GPU that supports it: the peer-memory module (nvidia-peermem / nv_peer_mem) is not loaded or dma-buf is unavailable, so every network transfer is staged through host memory.",
+        fix: "Load nvidia-peermem (`modprobe nvidia-peermem`) or use a kernel and driver with dma-buf (NCCL_DMABUF_ENABLE=1, the open kernel modules); check with NCCL_DEBUG=INFO that channels say `via NET/IB/N/GDRDMA`. Gate it: `ncclprobe qualify --require gdr`.",
+        source: "NCCL src/graph/topo.cc (net gdr from the plugin's ptrSupport), paths.cc ncclTopoCheckGdr; NCCL troubleshooting: GPU Direct RDMA",
+        check: fallback::gdr_unavailable,
+    },
+    Rule {
+        id: "nvls.unused",
+        severity: Severity::Warning,
+        explanation: "Hopper (sm 90) and later GPUs on NVSwitches can run all-reduce and reduce-scatter in the switch (NVLS, NVLink SHARP), which NCCL prefers from medium sizes up; here NCCL built no NVLS channel or says multicast is unavailable: the Fabric Manager or IMEX is not running, the driver/CUDA lacks multicast, the process has too little memory for NVLS buffers, or NCCL_NVLS_ENABLE=0 was set.",
+        fix: "Check `nvidia-smi -q | grep -i fabric` (state Completed), the nvidia-fabricmanager service, CUDA driver >= 530 and NCCL >= 2.17; unset NCCL_NVLS_ENABLE; rerun with NCCL_DEBUG=INFO and look for `NVLS multicast support is available`. Gate it: `ncclprobe qualify --require nvls`.",
+        source: "NCCL environment variables (NCCL_NVLS_ENABLE); NCCL src/transport/nvls.cc; NVIDIA reference recipes split the NCCL gate into network and NVLS parts",
+        check: fallback::nvls_unused,
+    },
+    Rule {
+        id: "rail.nic-across-socket",
+        severity: Severity::Warning,
+        explanation: "NCCL's graph sends a GPU's inter-node traffic through a NIC under the other CPU while a NIC sits beside the GPU: each transfer crosses the CPU interconnect, GPUDirect RDMA is off at that distance, and the rails are unbalanced. Usually NCCL_IB_HCA or NCCL_CROSS_NIC constraints, a NIC that is down, or a stale NCCL_TOPO_FILE.",
+        fix: "Check that every NIC beside a GPU is up and listed in NCCL_IB_HCA, drop a stale NCCL_TOPO_FILE, leave NCCL_CROSS_NIC at its default; rerun and compare `ncclprobe topo --from <graph dump>` rails.",
+        source: "NCCL src/graph/search.cc (channel NIC choice), NCCL_CROSS_NIC and NCCL_IB_HCA in NCCL's environment variables",
+        check: fallback::rail_across_socket,
+    },
+    Rule {
+        id: "net.port-below-peers",
+        severity: Severity::Warning,
+        explanation: "An RDMA port runs at half the rate of its peers or less, or is not ACTIVE: a link that trained down (a bad cable or transceiver, a switch port set to a lower speed) or lost its link. NCCL spreads channels evenly over the rails, so the slowest port sets the pace of every collective that crosses it.",
+        fix: "`ibstat` / `ibstatus` on the node, `mlxlink -d <dev> -m` for the cable and the negotiated speed, reseat or replace the cable, and check the switch port's speed; keep the node out of the pool until every port runs at its rate.",
+        source: "Linux sysfs /sys/class/infiniband/<dev>/ports/<n>/{rate,state,phys_state}; NCCL src/graph/topo.cc (net speed); published cluster report of downtrained links halving all-reduce",
+        check: fallback::port_below_peers,
+    },
+    Rule {
+        id: "net.ib-hca-mismatch",
+        severity: Severity::Error,
+        explanation: "NCCL_IB_HCA decides which RDMA ports NCCL uses. A name that matches no port is silently ignored (and NCCL may fall back to sockets if nothing is left); an Ethernet (RoCE) port among InfiniBand rails, often the node's front-end or storage NIC, gets its share of channels and slows every collective to its rate. Lists copied from another node type go stale this way.",
+        fix: "List exactly the compute rails (`NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,...`, `=` for exact names), from `ibv_devinfo` / `ibdev2netdev` on this node type; or exclude the front-end port (`NCCL_IB_HCA=^mlx5_bond_0`).",
+        source: "NCCL environment variables: NCCL_IB_HCA (prefix matching, ^ and =); published cluster report tracing a 2x loss to a stale HCA list",
+        check: fallback::ib_hca_mismatch,
+    },
+    Rule {
+        id: "collnet.unused",
+        severity: Severity::Warning,
+        explanation: "NCCL_COLLNET_ENABLE=1 asks for in-network reductions (SHARP) but NCCL built no CollNet channel: the SHARP plugin (libnccl-net with coll support) is not loaded, the fabric has no aggregation manager, or the job's layout does not fit CollNet. The run silently uses ring/tree instead.",
+        fix: "Check for `Loaded coll plugin SHARP` in NCCL_DEBUG=INFO output, the HPC-X / nccl-rdma-sharp-plugins install, and the SHARP aggregation manager; or drop NCCL_COLLNET_ENABLE if SHARP is not part of this fabric.",
+        source: "NCCL environment variables: NCCL_COLLNET_ENABLE; NCCL src/transport/coll_net.cc; Mellanox/nccl-rdma-sharp-plugins",
+        check: fallback::collnet_unused,
     },
     Rule {
         id: "topo.nic-far-from-gpu",

@@ -197,6 +197,7 @@ impl PointRunner<'_> {
                 budget_s,
             }),
             per_iteration,
+            nccl_algo: None,
         })
     }
 

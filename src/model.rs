@@ -56,6 +56,10 @@ pub struct RunRecord {
     /// The gate's verdict when the sweep ran with `--qualify` or rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qualification: Option<crate::documents::qualification::Qualification>,
+    /// What NCCL said about the run (nccl backend): network, transports, GPUDirect RDMA,
+    /// NVLS, channels, its topology and graph dumps with the rail map.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::documents::nccl_dump::NcclObserved>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -302,6 +306,7 @@ impl RunRecord {
             error: None,
             retried_points: Vec::new(),
             qualification: None,
+            nccl: None,
         }
     }
 }
@@ -434,6 +439,9 @@ pub struct Point {
     /// `-I` (nccl-tests' per-iteration timing): each timed call of the sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_iteration: Option<PerIteration>,
+    /// The algorithm, protocol and channels NCCL's tuner chose at this size (`--show-algo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_algo: Option<crate::documents::nccl_dump::AlgoUsed>,
 }
 
 /// Where one point's time went. The parts are the slowest rank's call times, the same on

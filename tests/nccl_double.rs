@@ -1190,3 +1190,129 @@ fn calls_of_a_batch_rotate_through_the_buffers_as_nccl_tests_does() {
         );
     }
 }
+
+/// What NCCL says about itself reaches the record: the double plays NCCL 2.28 (its tuner
+/// lines name the collective and the channels) and 2.21 (numbers only, rank 0), writes its
+/// topology and graph dumps where the backend points them, and the table gains the tuner's
+/// column with --show-algo. The variables set to get them stay out of the record's env and
+/// their directory is gone after the run.
+#[test]
+fn the_record_keeps_what_nccl_said_and_show_algo_fills_the_column() {
+    let d = doubles();
+    for (version, channels) in [("22805", true), ("22105", false)] {
+        let out_dir = tempfile::tempdir().unwrap();
+        let json = out_dir.path().join("run.json");
+        let mut c = probe(d.path());
+        c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+            .env("TMPDIR", out_dir.path())
+            .args([
+                "sweep",
+                "-b",
+                "8",
+                "-e",
+                "16M",
+                "-f",
+                "8",
+                "--max-samples",
+                "4",
+            ])
+            .args([
+                "--point-budget",
+                "0.02",
+                "--warmup-time=0.001",
+                "--show-algo",
+                "--json",
+            ])
+            .arg(&json);
+        let (out, _) = run(c);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        assert!(stdout.contains("algo/proto/channels"), "{stdout}");
+        let row = |size: &str| {
+            stdout
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(size))
+                .unwrap_or_else(|| panic!("no {size} row in\n{stdout}"))
+                .to_string()
+        };
+        let (small, mid, large) = if channels {
+            ("Tree/LL/2ch", "Ring/LL128/4ch", "Ring/Simple/8ch")
+        } else {
+            ("Tree/LL", "Ring/LL128", "Ring/Simple")
+        };
+        assert!(row("512").ends_with(small), "{}", row("512"));
+        assert!(row("262144").ends_with(mid), "{}", row("262144"));
+        assert!(row("16777216").ends_with(large), "{}", row("16777216"));
+        assert!(
+            stdout.contains("# NCCL chose (all_reduce): Tree/LL up to 32 KiB, Ring/LL128 to 2 MiB, Ring/Simple above"),
+            "{stdout}"
+        );
+        let r = read_record(&json);
+        let n = r.nccl.as_ref().expect("the record's nccl");
+        assert_eq!(n.networks, ["Socket"]);
+        assert!(n.tuner_lines > 0);
+        let dump = n.dump.as_ref().expect("the dumps were read");
+        assert_eq!(dump.system.as_ref().unwrap().gpus.len(), 2);
+        assert_eq!(dump.graphs.as_ref().unwrap().used(4).count(), 1);
+        let p = r.points.iter().find(|p| p.size_bytes == 16 << 20).unwrap();
+        let a = p.nccl_algo.as_ref().unwrap();
+        assert_eq!((a.algo.as_str(), a.proto.as_str()), ("Ring", "Simple"));
+        assert!(!r.env.contains_key("NCCL_DEBUG") && !r.env.contains_key("NCCL_TOPO_DUMP_FILE"));
+        let left: Vec<_> = std::fs::read_dir(out_dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ncclprobe-nccl-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+    // NCCL 2.18 (the double's default) states no choice at INFO: the column says so.
+    let mut c = probe(d.path());
+    c.args([
+        "sweep",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-f",
+        "4",
+        "--max-samples",
+        "4",
+        "--show-algo",
+    ]);
+    let (out, _) = run(c);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("# --show-algo: NCCL stated no tuner choice"),
+        "{stdout}"
+    );
+}
+
+/// A variable the user set is theirs: read, not replaced, and not removed.
+#[test]
+fn a_dump_file_the_user_named_is_read_and_kept() {
+    let d = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let topo = dir.path().join("mine.xml");
+    let json = dir.path().join("run.json");
+    let mut c = probe(d.path());
+    c.env("NCCL_TOPO_DUMP_FILE", &topo)
+        .env("NCCLPROBE_TEST_DOUBLE_NET", "ib")
+        .args(SMALL)
+        .arg("--json")
+        .arg(&json);
+    let (out, _) = run(c);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(topo.exists());
+    let r = read_record(&json);
+    assert_eq!(
+        r.env.get("NCCL_TOPO_DUMP_FILE").map(PathBuf::from),
+        Some(topo.clone())
+    );
+    let n = r.nccl.unwrap();
+    assert_eq!(n.networks, ["IB"]);
+    let sys = n.dump.unwrap().system.unwrap();
+    assert!(sys.nets.iter().all(|n| n.rdma() && n.gdr == Some(true)));
+    assert!(n.files.contains(&"mine.xml".to_string()));
+}

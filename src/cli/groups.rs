@@ -109,6 +109,11 @@ pub struct BackendArgs {
     /// windows (NCCL 2.27+). 0 = plain cuMemAlloc buffers.
     #[arg(short = 'R', long = "register", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub register: u8,
+    /// nccl backend: a column with the algorithm, protocol and channels NCCL's tuner chose at
+    /// each size (from its NCCL_DEBUG_SUBSYS=TUNING lines; NCCL 2.19 and later print them,
+    /// one line per call on rank 0, which costs a little at the smallest sizes).
+    #[arg(long)]
+    pub show_algo: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -139,6 +144,7 @@ impl BackendArgs {
             cta_policy: None,
             stream_null: false,
             split: None,
+            show_algo: self.show_algo,
         }
     }
 }

@@ -462,3 +462,77 @@ pub struct ChannelCounts {
     pub nvls: Option<u32>,
     pub p2p: Option<u32>,
 }
+
+/// What NCCL's tuner used at one point of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlgoUsed {
+    pub algo: String,
+    pub proto: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<u32>,
+    /// Tuner lines that stated this choice for the point's size.
+    pub calls: u64,
+    /// Other choices stated for the same size (`Tree/LL x3`), when NCCL changed its mind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
+}
+
+impl AlgoUsed {
+    /// `Ring/LL128/8ch`, as the table's column prints it.
+    pub fn short(&self) -> String {
+        match self.channels {
+            Some(c) => format!("{}/{}/{c}ch", self.algo, self.proto),
+            None => format!("{}/{}", self.algo, self.proto),
+        }
+    }
+
+    /// The choice that the most lines state for one (collective, size), the rest in `also`.
+    pub fn from_choices<'a>(
+        choices: impl Iterator<Item = (&'a AlgoChoice, u64)>,
+    ) -> Option<AlgoUsed> {
+        let mut all: Vec<(&AlgoChoice, u64)> = choices.collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let (first, calls) = *all.first()?;
+        Some(AlgoUsed {
+            algo: first.algo.clone(),
+            proto: first.proto.clone(),
+            channels: first.channels,
+            calls,
+            also: all[1..]
+                .iter()
+                .map(|(c, n)| {
+                    let ch = c.channels.map_or(String::new(), |c| format!("/{c}ch"));
+                    format!("{}/{}{ch} x{n}", c.algo, c.proto)
+                })
+                .collect(),
+        })
+    }
+}
+
+/// What a run's NCCL said about itself: read from the debug log and dumps the NCCL backend
+/// asked it to write (or the user's own, when they set the variables).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcclObserved {
+    /// Files read (file names), and the variables ncclprobe set to get them.
+    pub files: Vec<String>,
+    pub set_by_ncclprobe: Vec<String>,
+    pub version: Option<String>,
+    /// `Using network ...` (every distinct one).
+    pub networks: Vec<String>,
+    /// NCCL's IB plugin's ports (`mlx5_0:1/IB`).
+    pub net_devices: Vec<String>,
+    /// Transports the channels used (`P2P/CUMEM`, `SHM`, `NET/IB/GDRDMA` ...).
+    pub transports: Vec<String>,
+    pub gdr: bool,
+    pub nvls_support: Option<bool>,
+    pub channels: Option<ChannelCounts>,
+    /// The topology and graphs NCCL dumped, with the rail map.
+    pub dump: Option<NcclDump>,
+    /// Tuner lines read (per-call choices).
+    pub tuner_lines: u64,
+    /// NCCL's own warnings (first few).
+    pub warnings: Vec<String>,
+    pub notes: Vec<String>,
+}

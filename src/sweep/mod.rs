@@ -7,6 +7,7 @@ pub mod budget;
 mod entry;
 mod gate_checks;
 pub mod launch;
+pub mod observe;
 pub mod options;
 mod orphan;
 pub mod rank;

@@ -148,6 +148,8 @@ pub struct BackendOptions {
     pub stream_null: bool,
     /// NCCL_TESTS_SPLIT / _MASK: processes grouped by color, a communicator per group.
     pub split: Option<super::split::Split>,
+    /// `--show-algo`: NCCL's tuner lines on, and a column with its choice per size.
+    pub show_algo: bool,
 }
 
 /// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.

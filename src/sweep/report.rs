@@ -166,7 +166,20 @@ impl Rank0 {
             "#\n# Collective test starting: {}_perf",
             coll.name()
         ));
-        self.println(&table::header());
+        let mut header = table::header();
+        if super::observe::showing() {
+            // The tuner's column, after nccl-tests' last.
+            header = header
+                .lines()
+                .enumerate()
+                .map(|(i, l)| match i {
+                    2 => format!("{l}  algo/proto/channels"),
+                    _ => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        self.println(&header);
     }
 
     pub fn collective_footer(
@@ -203,6 +216,13 @@ impl Rank0 {
                 perf::row(style, oop, inp)
             }
             None => table::row(oop, inp),
+        };
+        let row = match super::observe::showing().then(|| {
+            super::observe::algo_for(oop.collective, oop.size_bytes)
+                .map_or("-".to_string(), |a| a.short())
+        }) {
+            Some(algo) => format!("{row}  {algo}"),
+            None => row,
         };
         self.println(&row);
         let groups = self.groups.get().map_or(&[][..], Vec::as_slice);
@@ -382,12 +402,20 @@ impl Rank0 {
         self.progress.finish_and_clear();
         let record = self.with_sink(|sink| {
             let r = &mut sink.record;
+            super::observe::fill(r);
             let status = record::status(r, &result);
             let error = result.as_ref().err().map(|f| f.message.as_str());
             record::close(r, status, error);
             sink.flush().map(|_| sink.record.clone())
         })?;
         let record = record.map_err(|e| Failure::internal(format!("{e:#}")))?;
+        // NCCL's own warnings went to its debug file: a failed run shows them here.
+        if result.is_err() {
+            for w in record.nccl.iter().flat_map(|n| n.warnings.iter()) {
+                eprintln!("ncclprobe: NCCL said: {w}");
+            }
+        }
+        super::observe::disarm();
         let error = result.as_ref().err().map(|f| f.message.as_str());
         self.with_perf_json(|json| json.finish(error));
         let verdict = match &self.gate {

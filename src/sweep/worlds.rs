@@ -159,6 +159,12 @@ fn configure(comm: &mut NcclComm, plan: &Plan) -> Result<(), Failure> {
 /// NCCL on GPUs: one process per GPU when launched so (torchrun variables or an MPI launcher),
 /// else every visible GPU (or `-g N`) from this process.
 pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> {
+    // NCCL reads its debug and dump variables once, at its first call.
+    let collectives = match args.what.collective.as_str() {
+        "all" => 7,
+        list => list.split(',').count(),
+    };
+    super::observe::arm(args.backend.show_algo, collectives);
     let found = nccl::find_nccl(args.backend.nccl_lib.as_deref()).map_err(|a| {
         Failure::unavailable(format!("--backend nccl: {}", nccl::describe_attempts(&a)))
     })?;

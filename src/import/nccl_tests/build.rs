@@ -123,6 +123,7 @@ fn point(
         nccl_model_time_s: None,
         cost: None,
         per_iteration,
+        nccl_algo: None,
     })
 }
 

@@ -194,6 +194,19 @@ unsafe fn collective(
     let comm = live_comm(c, name);
     let (sp, rp) = (send as usize, recv as usize);
     let ts = dtype.size();
+    // NCCL's nBytes: the per-rank count times the ranks for AllGather and ReduceScatter.
+    let tuned_bytes = match kind {
+        Coll::AllGather | Coll::ReduceScatter => count * ts * comm.nranks,
+        _ => count * ts,
+    };
+    super::debug::tuner_line(
+        name.trim_start_matches("nccl"),
+        tuned_bytes,
+        comm.rank,
+        comm.nranks,
+        comm.device,
+        super::playing(),
+    );
     let stream = s as usize;
     // Launched at the group's end (a call outside a group is a group of one, as in NCCL;
     // never, if the group is only simulated). The sequence number is taken at launch, so a

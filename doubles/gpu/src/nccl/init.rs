@@ -81,6 +81,12 @@ fn new_comm(
         connected: AtomicBool::new(false),
         premulsums: Mutex::new(Vec::new()),
     });
+    let gpu = crate::cuda::device::visible()
+        .get(device as usize)
+        .copied()
+        .unwrap_or(device as usize);
+    let bus = crate::cuda::device::pci_bus_id(device);
+    super::debug::init_lines(rank, nranks, device, gpu, &bus, super::playing());
     Ok(Box::into_raw(comm) as *mut c_void)
 }
 

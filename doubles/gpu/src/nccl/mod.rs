@@ -7,6 +7,7 @@
 
 pub(crate) mod collectives;
 pub(crate) mod comms;
+pub(crate) mod debug;
 pub(crate) mod faults;
 pub(crate) mod group;
 pub(crate) mod init;

@@ -1316,3 +1316,45 @@ fn a_dump_file_the_user_named_is_read_and_kept() {
     assert!(sys.nets.iter().all(|n| n.rdma() && n.gdr == Some(true)));
     assert!(n.files.contains(&"mine.xml".to_string()));
 }
+
+/// `sweep --qualify` with `--forbid socket`: the double's NCCL says `Using network Socket`
+/// (no InfiniBand), so the gate fails (exit 3) naming the line; with two IB ports and
+/// GPUDirect RDMA it passes, `--require transport=IB` too.
+#[test]
+fn sweep_gates_a_socket_fallback_by_what_nccl_said() {
+    let d = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("gate.xml");
+    let mut c = probe(d.path());
+    c.args(SMALL)
+        .args(["--forbid", "socket", "--junit"])
+        .arg(&junit);
+    let (out, _) = run(c);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("forbid socket") && xml.contains("Using network Socket"),
+        "{xml}"
+    );
+    let mut c = probe(d.path());
+    c.env("NCCLPROBE_TEST_DOUBLE_NET", "ib").args(SMALL).args([
+        "--forbid",
+        "socket",
+        "--require",
+        "transport=IB",
+    ]);
+    let (out, _) = run(c);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}

@@ -68,6 +68,13 @@ pub struct RuleArgs {
     /// Write the verdict as JUnit XML here (one test case per rule and collective).
     #[arg(long)]
     pub junit: Option<PathBuf>,
+    /// What NCCL must have used (repeatable): `gdr` (GPUDirect RDMA), `nvls`, or
+    /// `transport=NAME` (NET/IB, IB, P2P, SHM ...), judged on NCCL's own lines and dumps.
+    #[arg(long, value_name = "WHAT")]
+    pub require: Vec<String>,
+    /// A transport or network NCCL must not have used (repeatable), e.g. `--forbid socket`.
+    #[arg(long, value_name = "NAME")]
+    pub forbid: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,6 +182,8 @@ impl RuleArgs {
             min_ratio: self.min_ratio,
             rules: self.rules.clone(),
             junit: self.junit.clone(),
+            require: self.require.clone(),
+            forbid: self.forbid.clone(),
         }
     }
 }

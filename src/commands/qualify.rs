@@ -70,10 +70,22 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
     if loaded.run.backend.nranks == 1 {
         crate::expect::gate::one_rank(&rules, &expectation.profile)?;
     }
+    // --log wins over the lines the run's own output carried.
+    let log = match &expectation.log {
+        Some(path) => {
+            let input = crate::import::text::Input::open(path)
+                .map_err(crate::import::input::input_failure)?;
+            Some(
+                crate::import::nccl_log::from_input(input)
+                    .map_err(crate::import::input::input_failure)?,
+            )
+        }
+        None => loaded.log,
+    };
     let q = judge(
         &loaded.name,
         &loaded.run,
-        loaded.log.as_ref(),
+        log.as_ref(),
         &rules,
         &expectation,
         1,
@@ -93,6 +105,8 @@ fn run_rules_given(
         (rules.max_skew.is_some(), "--max-skew"),
         (rules.min_ratio.is_some(), "--min-ratio"),
         (rules.rules.is_some(), "--rules"),
+        (!rules.require.is_empty(), "--require"),
+        (!rules.forbid.is_empty(), "--forbid"),
         (expectation.profile.is_some(), "--profile"),
         (expectation.topo.is_some(), "--topo"),
         (expectation.log.is_some(), "--log"),

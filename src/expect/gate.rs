@@ -89,10 +89,11 @@ pub fn judge(
     choose_when_empty: bool,
 ) -> Result<Qualification, Failure> {
     let (mut rules, profile) = rules_from(args, &expectation.profile)?;
+    let gates = gates_from(args)?;
     let mut exp = expectation.clone();
     exp.profile = profile.clone();
     let wants_ratio = rules.iter().any(|r| matches!(r, Rule::MinRatio { .. }));
-    let only_always = rules.is_empty() && choose_when_empty;
+    let only_always = rules.is_empty() && gates.is_empty() && choose_when_empty;
     // An expectation is needed for a profile, for min-ratio, and when nothing else is asked.
     let chosen: Option<Choice> = if profile.is_some() || wants_ratio || only_always {
         Some(choice(run, log, &exp)?)
@@ -104,14 +105,31 @@ pub fn judge(
             rules.extend(qualify::profile_rules(c, run));
         }
     }
-    Ok(qualify::qualify(
+    let mut q = qualify::qualify(
         name,
         run,
         &rules,
         chosen.as_ref(),
         chosen.as_ref().map(baseline_ref),
         attempts,
-    ))
+    );
+    if !gates.is_empty() {
+        q.results
+            .extend(super::fallback_gate::judge(&gates, run, log));
+        (q.passed, q.summary) = qualify::conclude(&q.results, attempts);
+    }
+    Ok(q)
+}
+
+/// `--require` and `--forbid`, read.
+fn gates_from(args: &RuleArgs) -> Result<Vec<super::fallback_gate::Gate>, Failure> {
+    use super::fallback_gate::Gate;
+    let required = args.require.iter().map(|t| Gate::require(t));
+    let forbidden = args.forbid.iter().map(|t| Gate::forbid(t));
+    required
+        .chain(forbidden)
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(Failure::usage)
 }
 
 /// With one rank no link is measured: busbw is 0 by definition and there is no skew between

@@ -31,6 +31,9 @@ pub struct Rules {
     pub rules: Option<PathBuf>,
     /// Where the verdict goes as JUnit XML.
     pub junit: Option<PathBuf>,
+    /// `--require gdr|nvls|transport=NAME` and `--forbid NAME`: what NCCL must (not) have used.
+    pub require: Vec<String>,
+    pub forbid: Vec<String>,
 }
 
 /// A gate after measuring (`sweep --qualify`, rules flags, `--retries`).
@@ -54,6 +57,8 @@ impl GateRules {
             || r.min_ratio.is_some()
             || r.rules.is_some()
             || r.junit.is_some()
+            || !r.require.is_empty()
+            || !r.forbid.is_empty()
     }
 
     pub fn expectation(&self) -> Expectation {

@@ -478,6 +478,29 @@ pub fn qualify(
             ),
         }
     }
+    let (passed, summary) = conclude(&results, attempts);
+    let mut avg = BTreeMap::new();
+    for h in &run.headlines {
+        avg.entry(h.collective.name().to_string())
+            .or_insert(h.avg_busbw_bytes_per_s);
+    }
+    Qualification {
+        schema_version: SCHEMA_VERSION,
+        kind: Kind::Qualification,
+        tool: crate::buildinfo::tool_info(),
+        run: run_name.into(),
+        run_id: Some(crate::model::check::identity(run)),
+        profile,
+        passed,
+        results,
+        attempts: attempts.max(1),
+        avg_busbw_bytes_per_s: avg,
+        summary,
+    }
+}
+
+/// Whether every result passed, and the one-line summary saying so.
+pub fn conclude(results: &[RuleResult], attempts: usize) -> (bool, String) {
     let failed: Vec<&RuleResult> = results.iter().filter(|r| !r.passed).collect();
     let passed = failed.is_empty();
     let retries = match attempts {
@@ -498,24 +521,7 @@ pub fn qualify(
                 .join("; ")
         )
     };
-    let mut avg = BTreeMap::new();
-    for h in &run.headlines {
-        avg.entry(h.collective.name().to_string())
-            .or_insert(h.avg_busbw_bytes_per_s);
-    }
-    Qualification {
-        schema_version: SCHEMA_VERSION,
-        kind: Kind::Qualification,
-        tool: crate::buildinfo::tool_info(),
-        run: run_name.into(),
-        run_id: Some(crate::model::check::identity(run)),
-        profile,
-        passed,
-        results,
-        attempts: attempts.max(1),
-        avg_busbw_bytes_per_s: avg,
-        summary,
-    }
+    (passed, summary)
 }
 
 /// The sizes a failed rule points at, per collective: what `sweep --retries` measures again.

@@ -72,6 +72,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Baselines(args) => commands::baselines::run(args),
         cli::Command::Report(args) => commands::report::run(args),
         cli::Command::Doctor(args) => commands::doctor::run(args),
+        cli::Command::Bundle(args) => commands::bundle::run_bundle(args),
         cli::Command::Aliases(args) => commands::perf::aliases(&args.dir, args.mpi),
     });
     match result {

@@ -1358,3 +1358,85 @@ fn sweep_gates_a_socket_fallback_by_what_nccl_said() {
         text(&out.stderr)
     );
 }
+
+/// `bundle -o DIR --redact` on the double: the short run's per-process debug file and NCCL's
+/// dumps are there, the tuner's choices in its record, the summary follows NCCL's issue
+/// template, addresses and user paths are replaced in every file, and the archive holds the
+/// same files. Without nvidia-smi or IB the bundle says what is missing instead of failing.
+#[test]
+fn bundle_collects_what_nccls_issue_template_asks_for() {
+    let d = doubles();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("bug");
+    let mut c = probe(d.path());
+    c.env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22805")
+        .env("NCCL_TOPO_FILE", "/home/alice-test/topo.xml")
+        .env("PATH", "/usr/bin:/bin")
+        .args(["bundle", "--redact", "--timeout", "30", "-o"])
+        .arg(&out_dir);
+    let (out, _) = run(c);
+    let summary = text(&out.stdout);
+    assert!(out.status.success(), "{summary}\n{}", text(&out.stderr));
+    for field in [
+        "## How is this issue impacting you?",
+        "## Share Your Debug Logs",
+        "## Steps to Reproduce the Issue",
+        "## NCCL Version",
+        "## Your platform details",
+        "## Error Message & Behavior",
+    ] {
+        assert!(summary.contains(field), "{field} in\n{summary}");
+    }
+    assert!(summary.contains("2.28.5"), "{summary}");
+    let nccl: Vec<String> = std::fs::read_dir(out_dir.join("nccl"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(nccl.iter().any(|n| n.starts_with("ncclDebug.")), "{nccl:?}");
+    assert!(
+        nccl.contains(&"ncclSystem.xml".to_string()) && nccl.contains(&"ncclGraph.xml".to_string())
+    );
+    let debug = nccl.iter().find(|n| n.starts_with("ncclDebug.")).unwrap();
+    let log = std::fs::read_to_string(out_dir.join("nccl").join(debug)).unwrap();
+    assert!(
+        log.contains("Using network Socket") && !log.contains("10.0.0.2"),
+        "{log}"
+    );
+    assert!(log.contains("192.0.2."), "{log}");
+    let env = std::fs::read_to_string(out_dir.join("environment.txt")).unwrap();
+    assert!(
+        env.contains("NCCL_TOPO_FILE=/home/user-1/topo.xml"),
+        "{env}"
+    );
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("run.json")).unwrap()).unwrap();
+    assert!(record["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["nccl_algo"]["algo"] == "Ring"));
+    assert!(
+        summary.contains("`nvidia-smi.txt`: nvidia-smi — missing"),
+        "{summary}"
+    );
+    // The archive beside the directory holds the same files.
+    let archive = dir.path().join("bug.tar.gz");
+    let gz = flate2::read::GzDecoder::new(std::fs::File::open(&archive).unwrap());
+    let names: Vec<String> = tar::Archive::new(gz)
+        .entries()
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().unwrap().display().to_string())
+        .collect();
+    assert!(names.contains(&"bug/summary.md".to_string()), "{names:?}");
+    assert!(
+        names.iter().any(|n| n.starts_with("bug/nccl/ncclDebug.")),
+        "{names:?}"
+    );
+    // A second bundle into the same directory is refused: nothing is overwritten.
+    let mut c = probe(d.path());
+    c.args(["bundle", "--no-run", "-o"]).arg(&out_dir);
+    let (out, _) = run(c);
+    assert_eq!(out.status.code(), Some(2));
+}

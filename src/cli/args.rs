@@ -155,6 +155,23 @@ pub struct TopoArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The directory to collect into (new or empty); DIR.tar.gz is written beside it.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+    /// Replace host names, IP addresses and user names consistently in every file, for a
+    /// bundle that gets posted publicly.
+    #[arg(long)]
+    pub redact: bool,
+    /// Leave out the short NCCL run (collect the machine's state only).
+    #[arg(long)]
+    pub no_run: bool,
+    /// Seconds the short run's collectives may make no progress (the sweep's --timeout).
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+}
+
+#[derive(Debug, Args)]
 pub struct DiagnoseArgs {
     /// Files to read instead of this machine (repeatable): NCCL_DEBUG logs, nccl-tests output,
     /// `nvidia-smi topo -m`, `nvidia-smi`, ncclprobe run records. The kind is detected.

@@ -11,9 +11,9 @@ pub mod perf;
 mod sweep;
 
 pub use args::{
-    BaselinesArgs, CompareArgs, ComputeArgs, DdpArgs, DiagnoseArgs, DocFormat, DoctorArgs,
-    FsdpArgs, ImportArgs, LinkArgs, QualifyArgs, ReportArgs, Severity, SimulateCommand, Strategy,
-    TopoArgs,
+    BaselinesArgs, BundleArgs, CompareArgs, ComputeArgs, DdpArgs, DiagnoseArgs, DocFormat,
+    DoctorArgs, FsdpArgs, ImportArgs, LinkArgs, QualifyArgs, ReportArgs, Severity, SimulateCommand,
+    Strategy, TopoArgs,
 };
 use clap::{Parser, Subcommand};
 pub use groups::{
@@ -63,6 +63,10 @@ pub enum Command {
     /// This machine end to end: topology, a short sweep (and one without the overrides that
     /// force a slower path), diagnosis, compare, simulate (with --model), and the report.
     Doctor(Box<DoctorArgs>),
+    /// What NCCL's issue template asks for, in one directory and a .tar.gz: a short NCCL run
+    /// with NCCL_DEBUG=INFO and its dumps, nvidia-smi, IB ports, versions, environment,
+    /// nccl.conf files, ACS/IOMMU, and a summary laid out as the template (--redact to post it).
+    Bundle(BundleArgs),
     /// Links named as nccl-tests' binaries (all_reduce_perf, ...) to this ncclprobe: called by
     /// one of those names it takes that binary's flags and prints its output.
     Aliases(AliasesArgs),

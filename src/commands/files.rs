@@ -45,7 +45,8 @@ fn files(command: &Command) -> Files {
             .input("--curve", a.link.curve.as_deref())
             .input("--model-config", a.model_config.as_deref()),
         // doctor checks its directory itself (a marker of what an earlier run wrote).
-        Command::Doctor(_)
+        Command::Bundle(_)
+        | Command::Doctor(_)
         | Command::Sweep(_)
         | Command::Matrix(_)
         | Command::Baselines(_)

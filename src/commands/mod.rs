@@ -2,6 +2,7 @@
 //! result to `render`.
 
 pub mod baselines;
+pub mod bundle;
 pub mod compare;
 pub mod diagnose;
 pub mod doctor;

@@ -46,6 +46,7 @@ fn point(size: u64, placement: Placement, time_s: f64, wrong: Option<u64>) -> Po
         arrivals: None,
         cost: None,
         per_iteration: None,
+        nccl_algo: None,
     }
 }
 

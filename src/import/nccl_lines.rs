@@ -150,25 +150,6 @@ pub(super) fn is_error(l: &str) -> bool {
         || (l.contains("nccl error") && !l.contains("nccl_"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn host_prefixes() {
-        assert_eq!(host_of("h-1.x:12:34 [0] NCCL INFO a"), Some("h-1.x"));
-        assert_eq!(
-            host_of("[2025-05-12 17:31:38] AIS:2374:2645 [0] graph"),
-            Some("AIS")
-        );
-        assert_eq!(
-            host_of("pod-0: pod-0:19491:21059 [7] proxy.cc"),
-            Some("pod-0")
-        );
-        assert_eq!(host_of("NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"), None);
-    }
-}
-
 /// A tuner line (`src/enqueue.cc`): NCCL 2.19-2.22 `%ld Bytes -> Algo %d proto %d time %f`
 /// (rank 0, numbers); 2.23+ `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}`
 /// (names, and the channels used), maybe followed by more fields.
@@ -215,4 +196,23 @@ pub(crate) fn channel_counts(t: &str) -> Option<crate::documents::nccl_dump::Cha
         nvls: count("nvls"),
         p2p: count("p2p"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_prefixes() {
+        assert_eq!(host_of("h-1.x:12:34 [0] NCCL INFO a"), Some("h-1.x"));
+        assert_eq!(
+            host_of("[2025-05-12 17:31:38] AIS:2374:2645 [0] graph"),
+            Some("AIS")
+        );
+        assert_eq!(
+            host_of("pod-0: pod-0:19491:21059 [7] proxy.cc"),
+            Some("pod-0")
+        );
+        assert_eq!(host_of("NCCL INFO Bootstrap : Using lo:127.0.0.1<0>"), None);
+    }
 }

@@ -257,6 +257,61 @@ pub fn imported(file: &str, record: &RunRecord) -> String {
     crate::render::safe::display(&out).into_owned()
 }
 
+/// NCCL's tuner choices across sizes, one collective's points (out-of-place) at a time: `Ring/LL
+/// up to 64 KiB, Tree/LL128 to 8 MiB, NVLS/Simple above`. `None` when no point has one.
+pub fn algo_ranges(points: &[Point]) -> Vec<String> {
+    use crate::coll::Placement;
+    let mut out = Vec::new();
+    let mut colls: Vec<crate::coll::Collective> = Vec::new();
+    for p in points {
+        if !colls.contains(&p.collective) {
+            colls.push(p.collective);
+        }
+    }
+    for coll in colls {
+        let mut pts: Vec<&Point> = points
+            .iter()
+            .filter(|p| p.collective == coll && p.placement == Placement::OutOfPlace)
+            .filter(|p| p.nccl_algo.is_some())
+            .collect();
+        pts.sort_by_key(|p| p.size_bytes);
+        pts.dedup_by_key(|p| p.size_bytes);
+        // Runs of one algorithm/protocol: (label, last size).
+        let mut runs: Vec<(String, u64)> = Vec::new();
+        for p in &pts {
+            let a = p
+                .nccl_algo
+                .as_ref()
+                .map(|a| format!("{}/{}", a.algo, a.proto));
+            let a = a.unwrap_or_default();
+            match runs.last_mut() {
+                Some((label, last)) if *label == a => *last = p.size_bytes,
+                _ => runs.push((a, p.size_bytes)),
+            }
+        }
+        if runs.is_empty() {
+            continue;
+        }
+        let n = runs.len();
+        let parts: Vec<String> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, (label, last))| match i {
+                _ if n == 1 => format!("{label} at every size"),
+                0 => format!("{label} up to {}", crate::units::format_size(*last)),
+                _ if i + 1 == n => format!("{label} above"),
+                _ => format!("{label} to {}", crate::units::format_size(*last)),
+            })
+            .collect();
+        out.push(format!(
+            "# NCCL chose ({}): {}",
+            coll.name(),
+            parts.join(", ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,59 +368,4 @@ mod tests {
         assert_eq!(format_g(0.00001234), "1.234e-05");
         assert_eq!(format_g(12.0), "12");
     }
-}
-
-/// NCCL's tuner choices across sizes, one collective's points (out-of-place) at a time: `Ring/LL
-/// up to 64 KiB, Tree/LL128 to 8 MiB, NVLS/Simple above`. `None` when no point has one.
-pub fn algo_ranges(points: &[Point]) -> Vec<String> {
-    use crate::coll::Placement;
-    let mut out = Vec::new();
-    let mut colls: Vec<crate::coll::Collective> = Vec::new();
-    for p in points {
-        if !colls.contains(&p.collective) {
-            colls.push(p.collective);
-        }
-    }
-    for coll in colls {
-        let mut pts: Vec<&Point> = points
-            .iter()
-            .filter(|p| p.collective == coll && p.placement == Placement::OutOfPlace)
-            .filter(|p| p.nccl_algo.is_some())
-            .collect();
-        pts.sort_by_key(|p| p.size_bytes);
-        pts.dedup_by_key(|p| p.size_bytes);
-        // Runs of one algorithm/protocol: (label, last size).
-        let mut runs: Vec<(String, u64)> = Vec::new();
-        for p in &pts {
-            let a = p
-                .nccl_algo
-                .as_ref()
-                .map(|a| format!("{}/{}", a.algo, a.proto));
-            let a = a.unwrap_or_default();
-            match runs.last_mut() {
-                Some((label, last)) if *label == a => *last = p.size_bytes,
-                _ => runs.push((a, p.size_bytes)),
-            }
-        }
-        if runs.is_empty() {
-            continue;
-        }
-        let n = runs.len();
-        let parts: Vec<String> = runs
-            .iter()
-            .enumerate()
-            .map(|(i, (label, last))| match i {
-                _ if n == 1 => format!("{label} at every size"),
-                0 => format!("{label} up to {}", crate::units::format_size(*last)),
-                _ if i + 1 == n => format!("{label} above"),
-                _ => format!("{label} to {}", crate::units::format_size(*last)),
-            })
-            .collect();
-        out.push(format!(
-            "# NCCL chose ({}): {}",
-            coll.name(),
-            parts.join(", ")
-        ));
-    }
-    out
 }

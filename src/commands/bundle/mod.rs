@@ -7,143 +7,20 @@
 //! (no GPU, no NCCL, no `nvidia-smi`) is said, not fatal. `--redact` replaces host names,
 //! addresses and user names consistently in every file.
 
+mod collect;
+mod process;
 mod redact;
+mod summary;
+
+use collect::Bundle;
+use process::run;
+use summary::{redact_all, summary};
 
 use crate::cli::BundleArgs;
 use crate::exit::{ExitCode, Failure};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// What one collected item came to.
-struct Item {
-    file: String,
-    what: String,
-    /// `None`: written; `Some(why)`: not there, and why.
-    missing: Option<String>,
-}
-
-struct Bundle {
-    dir: PathBuf,
-    items: Vec<Item>,
-}
-
-impl Bundle {
-    fn write(&mut self, file: &str, what: &str, text: &str) {
-        let path = self.dir.join(file);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let missing = std::fs::write(&path, text).err().map(|e| e.to_string());
-        self.items.push(Item {
-            file: file.into(),
-            what: what.into(),
-            missing,
-        });
-    }
-
-    fn missing(&mut self, file: &str, what: &str, why: impl Into<String>) {
-        self.items.push(Item {
-            file: file.into(),
-            what: what.into(),
-            missing: Some(why.into()),
-        });
-    }
-
-    /// A command's output into `file`, or why there is none.
-    fn command(&mut self, file: &str, what: &str, argv: &[&str], timeout: Duration) {
-        match run(argv, &[], timeout) {
-            Ok(out) if out.status_ok || !out.stdout.is_empty() => {
-                let mut text = out.stdout;
-                if !out.stderr.trim().is_empty() {
-                    let _ = write!(text, "\n# stderr:\n{}", out.stderr);
-                }
-                self.write(file, what, &text)
-            }
-            Ok(out) => self.missing(
-                file,
-                what,
-                format!("`{}` failed: {}", argv.join(" "), out.stderr.trim()),
-            ),
-            Err(why) => self.missing(file, what, why),
-        }
-    }
-}
-
-struct Output {
-    status_ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Run a program with a wall-clock limit; the whole process group is killed past it.
-fn run(argv: &[&str], env: &[(&str, String)], timeout: Duration) -> Result<Output, String> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let (program, args) = argv.split_first().ok_or("nothing to run")?;
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("`{program}` is not installed here"),
-        _ => format!("cannot run `{program}`: {e}"),
-    })?;
-    // At most 64 MiB of each stream is kept.
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(p) = pipe {
-                let _ = p.take(64 << 20).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait().map_err(|e| e.to_string())? {
-            Some(s) => break Some(s),
-            None if start.elapsed() > timeout => {
-                // The group: a launcher's children and anything holding the pipes go too.
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                let _ = child.wait();
-                break None;
-            }
-            None => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
-    let stdout = out.join().unwrap_or_default();
-    let mut stderr = err.join().unwrap_or_default();
-    if status.is_none() {
-        let _ = write!(stderr, "\n(ended after {} s)", timeout.as_secs());
-    }
-    Ok(Output {
-        status_ok: status.is_some_and(|s| s.success()),
-        stdout,
-        stderr,
-    })
-}
+use std::time::Duration;
 
 /// The directory must be new or empty: a bundle never mixes with, or replaces, other files.
 fn prepare(dir: &Path, archive: &Path) -> Result<(), Failure> {
@@ -482,7 +359,7 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
         nccl.as_deref().unwrap_or("(not found)"),
     );
     b.write("versions.txt", "versions", &versions);
-    let diagnosis = diagnose_bundle(&b, &facts);
+    let diagnosis = diagnose_bundle(&b);
     b.write(
         "diagnosis.txt",
         "ncclprobe diagnose over the bundle",
@@ -490,7 +367,7 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
     );
     let mut redactor = redact::Redactor::default();
     if args.redact {
-        redact_all(&b, &facts, &mut redactor);
+        redact_all(&b, &mut redactor);
     }
     let summary = summary(&b, args, &redactor);
     let summary = if args.redact {
@@ -514,7 +391,7 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
 }
 
 /// ncclprobe's own diagnosis of what was collected.
-fn diagnose_bundle(b: &Bundle, facts: &crate::live::Facts) -> String {
+fn diagnose_bundle(b: &Bundle) -> String {
     let mut from: Vec<PathBuf> = Vec::new();
     if let Ok(entries) = std::fs::read_dir(b.dir.join("nccl")) {
         from.extend(entries.flatten().map(|e| e.path()));
@@ -532,7 +409,6 @@ fn diagnose_bundle(b: &Bundle, facts: &crate::live::Facts) -> String {
         format: crate::cli::OutputFormat::Table,
         fail_on: None,
     };
-    let _ = facts;
     match super::diagnose::gather(&args) {
         Ok(inputs) => {
             let findings = crate::diagnose::rules(&inputs);
@@ -540,145 +416,6 @@ fn diagnose_bundle(b: &Bundle, facts: &crate::live::Facts) -> String {
         }
         Err(f) => format!("diagnose could not read the bundle: {}\n", f.message),
     }
-}
-
-fn redact_all(b: &Bundle, facts: &crate::live::Facts, r: &mut redact::Redactor) {
-    if let Ok(h) = hostname::get() {
-        let h = h.to_string_lossy().into_owned();
-        r.host(&h);
-        if let Some(short) = h.split('.').next() {
-            r.host(short);
-        }
-    }
-    if let Some(u) = std::env::var_os("USER").or_else(|| std::env::var_os("LOGNAME")) {
-        r.user(&u.to_string_lossy());
-    }
-    let _ = facts;
-    // Host names the NCCL logs print (`host:pid:tid`).
-    let files = every_file(&b.dir);
-    for f in &files {
-        if let Ok(text) = std::fs::read_to_string(f) {
-            for c in nccl_prefix().captures_iter(&text) {
-                r.host(&c[1]);
-            }
-        }
-    }
-    for f in files {
-        if let Ok(text) = std::fs::read_to_string(&f) {
-            let _ = std::fs::write(&f, r.redact(&text));
-        }
-        // File names carry host names too (ncclDebug.%h.%p).
-        if let Some(name) = f.file_name().map(|n| n.to_string_lossy().into_owned()) {
-            let renamed = r.redact(&name);
-            if renamed != name {
-                let _ = std::fs::rename(&f, f.with_file_name(renamed));
-            }
-        }
-    }
-}
-
-/// NCCL's line prefix, `host:pid:tid [dev] NCCL INFO`: its host.
-fn nccl_prefix() -> &'static regex::Regex {
-    static R: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    crate::import::text::static_regex(
-        &R,
-        r"(?m)(?:^|\s)([A-Za-z0-9][A-Za-z0-9._-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE)",
-    )
-}
-
-fn every_file(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn first_warn(dir: &Path) -> Option<String> {
-    every_file(&dir.join("nccl"))
-        .into_iter()
-        .chain([dir.join("run.txt")])
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .find_map(|t| {
-            t.lines()
-                .find(|l| l.contains("NCCL WARN"))
-                .map(str::to_string)
-        })
-}
-
-/// `summary.md`: the issue template's fields, filled from the bundle.
-fn summary(b: &Bundle, args: &BundleArgs, r: &redact::Redactor) -> String {
-    let mut m = String::new();
-    let read = |f: &str| std::fs::read_to_string(b.dir.join(f)).ok();
-    let _ = writeln!(m, "# NCCL issue bundle\n");
-    let _ = writeln!(
-        m,
-        "Collected by `ncclprobe bundle` ({}).",
-        crate::buildinfo::tool_info().version
-    );
-    if args.redact {
-        let (h, a, u) = r.counts();
-        let _ = writeln!(m, "Redacted: {h} host names, {a} IP addresses and {u} user names replaced consistently (host-N, 192.0.2.N, user-N).");
-    }
-    let _ = writeln!(m, "\n## How is this issue impacting you?\n\n(Lower performance than expected / Application crash / Data corruption / Application hang: say which.)\n");
-    let _ = writeln!(m, "## Share Your Debug Logs\n");
-    for i in &b.items {
-        match &i.missing {
-            None => {
-                let _ = writeln!(m, "- `{}`: {}", i.file, i.what);
-            }
-            Some(why) => {
-                let _ = writeln!(m, "- `{}`: {} — missing: {why}", i.file, i.what);
-            }
-        }
-    }
-    for f in every_file(&b.dir.join("nccl")) {
-        if let Ok(rel) = f.strip_prefix(&b.dir) {
-            let _ = writeln!(m, "- `{}`", rel.display());
-        }
-    }
-    let _ = writeln!(m, "\n## Steps to Reproduce the Issue\n\n`ncclprobe sweep --backend nccl -b 8 -e 64M -f 8 --show-algo` with NCCL_DEBUG=INFO (see `run.txt`); add your own steps.\n");
-    let nccl = read("versions.txt")
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("NCCL:"))
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "NCCL: (not found)".into());
-    let _ = writeln!(
-        m,
-        "## NCCL Version\n\n{}\n",
-        nccl.trim_start_matches("NCCL: ")
-    );
-    let _ = writeln!(m, "## Your platform details\n");
-    if let Some(t) = read("nvidia-smi-topo-m.txt") {
-        let _ = writeln!(m, "`nvidia-smi topo -m`:\n\n```\n{}\n```\n", t.trim_end());
-    }
-    if let Some(t) = read("platform.txt") {
-        let _ = writeln!(m, "```\n{}\n```\n", t.trim_end());
-    }
-    let _ = writeln!(m, "## Error Message & Behavior\n");
-    match first_warn(&b.dir) {
-        Some(w) => {
-            let _ = writeln!(m, "First NCCL WARN:\n\n```\n{w}\n```\n");
-        }
-        None => {
-            let _ = writeln!(m, "No `NCCL WARN` line in the logs.\n");
-        }
-    }
-    if let Some(t) = read("diagnosis.txt") {
-        let _ = writeln!(m, "ncclprobe's diagnosis:\n\n```\n{}\n```", t.trim_end());
-    }
-    m
 }
 
 /// `DIR.tar.gz`, written beside the directory under a temporary name and renamed into place.

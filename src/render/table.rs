@@ -312,6 +312,38 @@ pub fn algo_ranges(points: &[Point]) -> Vec<String> {
     out
 }
 
+/// What NCCL said about the run, in one or two lines: the network and transports it used, and
+/// why no tuner column could be filled.
+pub fn nccl_said(record: &crate::model::RunRecord) -> Vec<String> {
+    let Some(n) = &record.nccl else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut said = Vec::new();
+    if !n.networks.is_empty() {
+        said.push(format!("network {}", n.networks.join("+")));
+    }
+    if !n.transports.is_empty() {
+        said.push(format!("transports {}", n.transports.join(", ")));
+    }
+    if let Some(c) = &n.channels {
+        if let Some(coll) = c.coll {
+            said.push(format!("{coll} channels"));
+        }
+    }
+    if let Some(s) = n.nvls_support {
+        said.push(format!(
+            "NVLS {}",
+            if s { "available" } else { "unavailable" }
+        ));
+    }
+    if !said.is_empty() {
+        out.push(format!("# NCCL said: {}", said.join("; ")));
+    }
+    out.extend(n.notes.iter().map(|note| format!("# {note}")));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

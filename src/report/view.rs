@@ -239,10 +239,17 @@ fn run_view(file: &str, label: &str, index: usize, r: &RunRecord) -> RunView {
             .map(|(k, v)| (input(k), input(v)))
             .collect(),
         started_at: input(&r.started_at),
+        // The record's notes, then what NCCL said and chose (the lines after a sweep's table).
         notes: r
             .notes
             .iter()
             .map(|n| safe::cap(n, safe::TEXT_CHARS).into_owned())
+            .chain(
+                crate::render::table::algo_ranges(&r.points)
+                    .into_iter()
+                    .chain(crate::render::table::nccl_said(r))
+                    .map(|l| input(l.trim_start_matches("# "))),
+            )
             .collect(),
         wrong: r.total_wrong(),
         points: r

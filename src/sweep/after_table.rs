@@ -22,7 +22,7 @@ pub fn lines(record: &RunRecord) -> Vec<String> {
     lines.extend(cost_model_lines(record));
     lines.extend(interval_line(record));
     lines.extend(table::algo_ranges(&record.points));
-    lines.extend(nccl_lines(record));
+    lines.extend(table::nccl_said(record));
     if record.settings.as_ref().is_some_and(|s| s.stragglers) && !one_rank {
         lines.push(match crate::arrivals::straggler(&record.points) {
             Some(s) => format!(
@@ -36,38 +36,6 @@ pub fn lines(record: &RunRecord) -> Vec<String> {
         });
     }
     lines
-}
-
-/// What NCCL said about the run, in one or two lines: the network and transports it used, and
-/// why no tuner column could be filled.
-fn nccl_lines(record: &RunRecord) -> Vec<String> {
-    let Some(n) = &record.nccl else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut said = Vec::new();
-    if !n.networks.is_empty() {
-        said.push(format!("network {}", n.networks.join("+")));
-    }
-    if !n.transports.is_empty() {
-        said.push(format!("transports {}", n.transports.join(", ")));
-    }
-    if let Some(c) = &n.channels {
-        if let Some(coll) = c.coll {
-            said.push(format!("{coll} channels"));
-        }
-    }
-    if let Some(s) = n.nvls_support {
-        said.push(format!(
-            "NVLS {}",
-            if s { "available" } else { "unavailable" }
-        ));
-    }
-    if !said.is_empty() {
-        out.push(format!("# NCCL said: {}", said.join("; ")));
-    }
-    out.extend(n.notes.iter().map(|note| format!("# {note}")));
-    out
 }
 
 /// How many points reached `--target-ci`, and which did not (with the interval they have).

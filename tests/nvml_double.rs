@@ -269,3 +269,71 @@ fn a_gpu_with_links_down_behind_nvswitches_is_named() {
     );
     assert!(!evidence.contains("GPU 0"), "{evidence}");
 }
+
+/// Health counters through NVML: a healthy machine raises none of their findings; planted
+/// counters (uncorrectable ECC, a pending row remap, PCIe replays, NVLink CRC errors, thermal
+/// slowdown, persistence off) each raise theirs, naming the GPU and the figure.
+#[test]
+fn health_counters_become_findings_with_the_gpu_and_the_figure() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let ids = |out: &Output| -> Vec<String> {
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("diagnosis JSON");
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let health = [
+        "gpu.ecc-uncorrectable",
+        "gpu.memory-repair",
+        "pcie.replays",
+        "nvlink.errors",
+        "gpu.throttled",
+        "gpu.persistence-off",
+    ];
+    let out = probe(d.path(), &["diagnose", "--format", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let found = ids(&out);
+    assert!(
+        health.iter().all(|h| !found.contains(&h.to_string())),
+        "{found:?}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args(["diagnose", "--format", "json"])
+        .env("LD_LIBRARY_PATH", d.path())
+        .env("NCCLPROBE_SYSFS_ROOT", Machine::bare().sys())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+        .env("NCCLPROBE_TEST_DOUBLE_LINKS", LINKS)
+        .env(
+            "NCCLPROBE_TEST_DOUBLE_HEALTH",
+            "1:ecc_unc=2,remap_unc=1,remap_pending=1;2:replay=40,throttle=0x41;0:nvlink_crc=12,persistence=0",
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let found = ids(&out);
+    for h in health {
+        assert!(found.contains(&h.to_string()), "{h} in {found:?}");
+    }
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let evidence = |id: &str| -> String {
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == id)
+            .map(|f| f["evidence"][0]["text"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert!(
+        evidence("gpu.ecc-uncorrectable").starts_with("GPU1 (00000000:28:00.0): 2 uncorrectable")
+    );
+    assert!(evidence("pcie.replays").contains("PCIe replay counter 40"));
+    assert!(
+        evidence("nvlink.errors").starts_with("GPU0")
+            && evidence("nvlink.errors").contains("CRC flit 12")
+    );
+    assert!(evidence("gpu.throttled").contains("HW thermal slowdown"));
+}

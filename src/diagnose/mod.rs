@@ -173,6 +173,7 @@ mod tests {
             index,
             name: name.into(),
             nvlinks_active: links,
+            health: Default::default(),
             ..Default::default()
         };
         let with = |gpus: Vec<crate::live::NvmlGpu>| {
@@ -205,6 +206,7 @@ mod tests {
             pcie_width: Some((4, 16)),
             processes: Vec::new(),
             nvlinks_active: 0,
+            health: Default::default(),
         }]);
         let f = rules(&Inputs {
             live: Some(facts),

@@ -356,6 +356,7 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
     }
 }
 
+pub mod health;
 mod nvml;
 use nvml::nvml_facts;
 pub use nvml::{gpu_memory, NvmlGpu, NVML_OVERRIDE};

@@ -87,6 +87,10 @@ pub(super) fn nvml_facts() -> (
         Err(e) => return (Err(format!("NVML could not count GPUs: {e}")), driver, None),
     };
     let mut gpus = Vec::new();
+    // SAFETY: loading the library NVML already has open (dlopen hands back the same instance).
+    let raw = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(nvml_lib()) }
+        .or_else(|_| unsafe { nvml_wrapper_sys::bindings::NvmlLib::new("libnvidia-ml.so") })
+        .ok();
     for i in 0..count {
         let Ok(d) = nvml.device_by_index(i) else {
             continue;
@@ -120,6 +124,7 @@ pub(super) fn nvml_facts() -> (
             processes,
             // Counted with the links below.
             nvlinks_active: 0,
+            health: super::health::read(&d, raw.as_ref()),
         });
     }
     // Pairwise links: active NVLinks to the peer's bus id, else the PCIe common ancestor.
@@ -128,10 +133,6 @@ pub(super) fn nvml_facts() -> (
         ..Default::default()
     };
     topo.devices = (0..count).map(|i| format!("GPU{i}")).collect();
-    // SAFETY: loading the library NVML already has open (dlopen hands back the same instance).
-    let raw = unsafe { nvml_wrapper_sys::bindings::NvmlLib::new(nvml_lib()) }
-        .or_else(|_| unsafe { nvml_wrapper_sys::bindings::NvmlLib::new("libnvidia-ml.so") })
-        .ok();
     let gpu_buses: Vec<String> = gpus.iter().map(|g| g.bus_id.to_lowercase()).collect();
     let mut links_of: Vec<NvLinks> = Vec::new();
     for i in 0..count {
@@ -298,6 +299,8 @@ pub struct NvmlGpu {
     pub processes: Vec<(u32, Option<u64>)>,
     /// NVLinks NVML reports active.
     pub nvlinks_active: u32,
+    /// ECC, row remapping, PCIe replays, NVLink errors, throttling, persistence.
+    pub health: super::health::GpuHealth,
 }
 
 /// GPU 0's total memory in bytes and its name, as NVML reports them (the memory planner's

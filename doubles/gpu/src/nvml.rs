@@ -408,3 +408,170 @@ pub unsafe extern "C" fn nvmlDeviceGetP2PStatus(
     };
     SUCCESS
 }
+
+/// A GPU's health counters as `NCCLPROBE_TEST_DOUBLE_HEALTH=GPU:key=value,...;GPU:...` states
+/// them (`ecc_unc`, `ecc_unc_agg`, `ecc_corr`, `remap_unc`, `remap_corr`, `remap_pending`,
+/// `remap_failure`, `replay`, `throttle` (hex or decimal bits), `persistence`, `nvlink_crc`,
+/// `nvlink_replay`, `nvlink_recovery`); unstated counters are those of a healthy GPU: ECC on, no
+/// errors, nothing remapped, idle clocks (`GpuIdle`), persistence on.
+fn health(i: usize, key: &str) -> u64 {
+    let spec = std::env::var("NCCLPROBE_TEST_DOUBLE_HEALTH").unwrap_or_default();
+    for gpu in spec.split(';') {
+        let Some((g, kvs)) = gpu.split_once(':') else {
+            continue;
+        };
+        if g.trim().parse::<usize>().ok() != Some(i) {
+            continue;
+        }
+        for kv in kvs.split(',') {
+            if let Some((k, v)) = kv.split_once('=') {
+                if k.trim() == key {
+                    let v = v.trim();
+                    return match v.strip_prefix("0x") {
+                        Some(hex) => u64::from_str_radix(hex, 16).unwrap_or(0),
+                        None => v.parse().unwrap_or(0),
+                    };
+                }
+            }
+        }
+    }
+    match key {
+        "throttle" => 0x1,
+        "persistence" => 1,
+        _ => 0,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetEccMode(
+    d: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    if index_of(d).is_none() || current.is_null() || pending.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    *current = 1;
+    *pending = 1;
+    SUCCESS
+}
+
+/// `errorType` 0 corrected, 1 uncorrected; `counterType` 0 volatile, 1 aggregate.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
+    d: nvmlDevice_t,
+    error_type: c_uint,
+    counter_type: c_uint,
+    out: *mut u64,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    if out.is_null() || error_type > 1 || counter_type > 1 {
+        return INVALID_ARGUMENT;
+    }
+    *out = match (error_type, counter_type) {
+        (1, 0) => health(i, "ecc_unc"),
+        // The lifetime count includes this boot's.
+        (1, _) => health(i, "ecc_unc_agg").max(health(i, "ecc_unc")),
+        (_, _) => health(i, "ecc_corr"),
+    };
+    SUCCESS
+}
+
+/// Page retirement is for GPUs before Ampere; the double's GPUs (compute capability 8.0 and
+/// 9.0) remap rows instead, and NVML says so.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
+    d: nvmlDevice_t,
+    _out: *mut c_uint,
+) -> NvmlReturn {
+    if index_of(d).is_none() {
+        return INVALID_ARGUMENT;
+    }
+    NOT_SUPPORTED
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    d: nvmlDevice_t,
+    corr: *mut c_uint,
+    unc: *mut c_uint,
+    pending: *mut c_uint,
+    failure: *mut c_uint,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    if corr.is_null() || unc.is_null() || pending.is_null() || failure.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    *corr = health(i, "remap_corr") as c_uint;
+    *unc = health(i, "remap_unc") as c_uint;
+    *pending = health(i, "remap_pending") as c_uint;
+    *failure = health(i, "remap_failure") as c_uint;
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(
+    d: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    *out = health(i, "replay") as c_uint;
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
+    d: nvmlDevice_t,
+    out: *mut u64,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    *out = health(i, "throttle");
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
+    d: nvmlDevice_t,
+    out: *mut c_uint,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    *out = health(i, "persistence") as c_uint;
+    SUCCESS
+}
+
+/// `counter`: 0 DL replay, 1 DL recovery, 2 DL CRC flit, 3 DL CRC data. Links that are not
+/// there answer INVALID_ARGUMENT; the stated counts land on link 0.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
+    d: nvmlDevice_t,
+    l: c_uint,
+    counter: c_uint,
+    out: *mut u64,
+) -> NvmlReturn {
+    let Some(i) = index_of(d) else {
+        return INVALID_ARGUMENT;
+    };
+    let links = switch_links(i)
+        .unwrap_or_else(|| (0..gpus()).filter(|&b| b != i).map(|b| nvlinks(i, b)).sum());
+    if l as usize >= links || counter > 3 || out.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let key = [
+        "nvlink_replay",
+        "nvlink_recovery",
+        "nvlink_crc",
+        "nvlink_crc_data",
+    ][counter as usize];
+    *out = if l == 0 { health(i, key) } else { 0 };
+    SUCCESS
+}

@@ -5,6 +5,7 @@
 
 mod causes;
 mod fallback;
+mod health;
 mod host;
 mod links;
 mod loader;
@@ -44,6 +45,54 @@ pub static RULES: &[Rule] = &[
         fix: "Check `nvidia-smi nvlink -s` and the error counters (`nvidia-smi nvlink -e`), reseat bridges, run DCGM diagnostics (`dcgmi diag -r 2`), and keep the node out of the job pool until all links are up.",
         source: "reference/anchors.md §6.5 (NVLink down; DCGM gpu_nvlinks_expected_up)",
         check: links::nvlink_down,
+    },
+    Rule {
+        id: "gpu.ecc-uncorrectable",
+        severity: Severity::Error,
+        explanation: "Uncorrectable (double-bit) ECC errors mean data in GPU memory was lost: NVIDIA's Xid 48 event; the application that touched it may have computed on garbage or crashed, and the GPU needs a reset to retire or remap the row. Collectives on this GPU are not trustworthy until then.",
+        fix: "Drain the node, reset the GPU (`nvidia-smi -r` with no processes, or reboot), and check `nvidia-smi -q -d ECC,ROW_REMAPPER` afterwards; repeated events mean an RMA.",
+        source: "NVIDIA GPU memory error management (docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt); NVIDIA Xid catalog (Xid 48: double-bit ECC error); NVML nvmlDeviceGetTotalEccErrors",
+        check: health::ecc_uncorrected,
+    },
+    Rule {
+        id: "gpu.memory-repair",
+        severity: Severity::Error,
+        explanation: "A100 and later GPUs replace a failing memory row at the next reset (row remapping; older GPUs retire the page). Pending: the GPU runs with the bad row until it is reset. Failed: no spare row was left, and the GPU must be replaced.",
+        fix: "Pending: drain and reset the GPU (`nvidia-smi -r`, or reboot) so the remapping takes effect. Failed: take the GPU out of service and open an RMA.",
+        source: "NVIDIA GPU memory error management: row remapping (pending, failure) and page retirement; NVML nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPagesPendingStatus",
+        check: health::memory_repair,
+    },
+    Rule {
+        id: "pcie.replays",
+        severity: Severity::Warning,
+        explanation: "PCIe replays are link-level retransmissions after a corrupted packet: a marginal riser, slot, cable or retimer. A link that replays keeps working but loses bandwidth, and a rising count precedes the GPU falling off the bus (Xid 79).",
+        fix: "Compare the counter between runs (`nvidia-smi -q -d PCIE` shows Replays); reseat the GPU or riser, check the slot's lane width and generation under load, and keep the node out of the pool if the count grows.",
+        source: "NVML nvmlDeviceGetPcieReplayCounter; DCGM health watches (PCIe replay rate); NVIDIA Xid catalog (Xid 79)",
+        check: health::pcie_replays,
+    },
+    Rule {
+        id: "nvlink.errors",
+        severity: Severity::Warning,
+        explanation: "NVLink CRC errors are corrupted flits or data caught by the link; replays retransmit them; a recovery retrains the link. A few over months are normal; a link that keeps counting loses bandwidth to retransmission and may go down, taking NCCL's NVLink paths with it.",
+        fix: "Watch `nvidia-smi nvlink -e` between runs; reset the counters and re-run a sweep; a link that keeps counting needs the baseboard or NVSwitch tray serviced (`dcgmi diag -r 3`).",
+        source: "NVML nvmlDeviceGetNvLinkErrorCounter (DL replay, recovery, CRC flit, CRC data); DCGM NVLink health watch",
+        check: health::nvlink_errors,
+    },
+    Rule {
+        id: "gpu.throttled",
+        severity: Severity::Warning,
+        explanation: "The GPU's clocks are being held down by its thermal or power protection (not by idling or by a configured cap): every kernel, NCCL's included, runs slower, and ranks on this GPU turn into stragglers.",
+        fix: "Check `nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`: airflow, fan and inlet temperature, power supply and brake signals; compare with the other GPUs of the node.",
+        source: "NVML nvmlDeviceGetCurrentClocksThrottleReasons (HW slowdown, SW/HW thermal slowdown, HW power brake)",
+        check: health::throttled,
+    },
+    Rule {
+        id: "gpu.persistence-off",
+        severity: Severity::Info,
+        explanation: "Without persistence mode the driver tears the GPU state down when the last client exits and rebuilds it at the next start: each job pays seconds of initialisation, and counters read between jobs start from nothing.",
+        fix: "Run nvidia-persistenced (the recommended way) or `nvidia-smi -pm 1` as root on compute nodes.",
+        source: "NVIDIA driver persistence documentation (docs.nvidia.com/deploy/driver-persistence); NVML nvmlDeviceGetPersistenceMode",
+        check: health::persistence_off,
     },
     Rule {
         id: "env.cuda-visible-devices-unset",

@@ -9,8 +9,11 @@ use std::collections::BTreeMap;
 
 pub use crate::buildinfo::ToolInfo;
 
+mod calibration;
 pub mod check;
+pub mod health;
 mod schedule;
+pub use calibration::{Calibration, CopyBandwidth};
 pub use schedule::{Blocking, GpuMemory, IterationTiming, PerIteration, Schedule};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -60,6 +63,10 @@ pub struct RunRecord {
     /// NVLS, channels, its topology and graph dumps with the rail map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<crate::documents::nccl_dump::NcclObserved>,
+    /// The health counters of the GPUs of the machine that wrote the record, read through
+    /// NVML as the run started (what `--max-ecc-uncorrected` and `--require-link-width` judge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_health: Vec<health::GpuState>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -306,6 +313,7 @@ impl RunRecord {
             error: None,
             retried_points: Vec::new(),
             qualification: None,
+            gpu_health: Vec::new(),
             nccl: None,
         }
     }
@@ -370,29 +378,6 @@ impl AcrossRanks {
             AcrossRanks::Max => per_rank.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         }
     }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Calibration {
-    pub memcpy_bytes_per_s: Option<f64>,
-    pub memcpy_size_bytes: Option<u64>,
-    /// Host↔device copy bandwidth per GPU, both directions, pageable and pinned (nccl backend):
-    /// the evidence behind "turn on pin_memory".
-    #[serde(default)]
-    pub copy_bandwidth: Vec<CopyBandwidth>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct CopyBandwidth {
-    pub device: usize,
-    pub name: String,
-    /// `host-to-device` or `device-to-host`.
-    pub direction: String,
-    pub pinned: bool,
-    pub size_bytes: u64,
-    pub bytes_per_s: f64,
 }
 
 /// One (collective, dtype, op, root, size, placement) measurement.

@@ -337,3 +337,96 @@ fn health_counters_become_findings_with_the_gpu_and_the_figure() {
     );
     assert!(evidence("gpu.throttled").contains("HW thermal slowdown"));
 }
+
+/// A sweep keeps each GPU's health as the run starts; `--max-ecc-uncorrected` and
+/// `--require-link-width` fail on the GPU the double makes sick (uncorrectable ECC errors on
+/// GPU 1, GPU 3 trained to x8), each a JUnit case naming it; `qualify` later judges the record
+/// alone, on a machine without NVML.
+#[test]
+fn health_gates_judge_the_counters_the_record_kept() {
+    let d = common::test_double_dir(&["libnvidia-ml.so.1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (json, junit) = (dir.path().join("run.json"), dir.path().join("q.xml"));
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .args([
+            "sweep",
+            "--backend",
+            "host",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ])
+        .args([
+            "--max-ecc-uncorrected",
+            "0",
+            "--require-link-width",
+            "--junit",
+        ])
+        .arg(&junit)
+        .arg("--json")
+        .arg(&json)
+        .env("LD_LIBRARY_PATH", d.path())
+        .env("NCCLPROBE_SYSFS_ROOT", Machine::bare().sys())
+        .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
+        .env("NCCLPROBE_TEST_DOUBLE_LINKS", LINKS)
+        .env("NCCLPROBE_TEST_DOUBLE_PCIE_WIDTH", "3:8")
+        .env("NCCLPROBE_TEST_DOUBLE_HEALTH", "1:ecc_unc=2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let failure = |name: &str| -> String {
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some(name))
+            .unwrap_or_else(|| panic!("a test case {name} in {xml}"));
+        case.children()
+            .find(|n| n.has_tag_name("failure"))
+            .and_then(|n| n.attribute("message"))
+            .unwrap_or_else(|| panic!("{name} failed in {xml}"))
+            .to_string()
+    };
+    let ecc = failure("max-ecc-uncorrected 0");
+    assert!(
+        ecc.contains("GPU1 (00000000:28:00.0): 2 uncorrectable ECC errors"),
+        "{ecc}"
+    );
+    assert!(!ecc.contains("GPU0"), "{ecc}");
+    let width = failure("require-link-width max");
+    assert!(
+        width.contains("GPU3 (00000000:48:00.0): PCIe x8 of x16"),
+        "{width}"
+    );
+
+    let record: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(record["gpu_health"].as_array().map(Vec::len), Some(4));
+    assert_eq!(
+        record["gpu_health"][1]["health"]["ecc_uncorrected_volatile"],
+        2
+    );
+    // The record alone, where NVML cannot be read: the same verdicts; x8 is enough when
+    // stated; the ECC gate still fails on GPU 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .arg("qualify")
+        .arg(&json)
+        .args(["--require-link-width=8", "--format", "json"])
+        .env("NCCLPROBE_NVML_LIBRARY", "none")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let out = Command::new(env!("CARGO_BIN_EXE_ncclprobe"))
+        .arg("qualify")
+        .arg(&json)
+        .args(["--max-ecc-uncorrected", "1"])
+        .env("NCCLPROBE_NVML_LIBRARY", "none")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("GPU1"), "{}", text(&out.stdout));
+}

@@ -75,6 +75,20 @@ pub struct RuleArgs {
     /// A transport or network NCCL must not have used (repeatable), e.g. `--forbid socket`.
     #[arg(long, value_name = "NAME")]
     pub forbid: Vec<String>,
+    /// Most uncorrectable ECC errors (since the driver loaded) any GPU may have, and no failed
+    /// row remapping: judged on the counters NVML gave as the run started.
+    #[arg(long, value_name = "N")]
+    pub max_ecc_uncorrected: Option<u64>,
+    /// Each GPU's PCIe link at its maximum width, or at least N lanes with
+    /// `--require-link-width=N` (the value only after `=`, so a file after the flag stays a file).
+    #[arg(
+        long,
+        value_name = "max|N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "max"
+    )]
+    pub require_link_width: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -184,6 +198,8 @@ impl RuleArgs {
             junit: self.junit.clone(),
             require: self.require.clone(),
             forbid: self.forbid.clone(),
+            max_ecc_uncorrected: self.max_ecc_uncorrected,
+            require_link_width: self.require_link_width.clone(),
         }
     }
 }

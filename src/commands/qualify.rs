@@ -107,6 +107,8 @@ fn run_rules_given(
         (rules.rules.is_some(), "--rules"),
         (!rules.require.is_empty(), "--require"),
         (!rules.forbid.is_empty(), "--forbid"),
+        (rules.max_ecc_uncorrected.is_some(), "--max-ecc-uncorrected"),
+        (rules.require_link_width.is_some(), "--require-link-width"),
         (expectation.profile.is_some(), "--profile"),
         (expectation.topo.is_some(), "--topo"),
         (expectation.log.is_some(), "--log"),

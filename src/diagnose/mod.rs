@@ -37,6 +37,7 @@ mod tests {
             env: BTreeMap::new(),
             job_rank_vars: BTreeMap::new(),
             topology: None,
+            xids: Err("not read".into()),
         }
     }
 

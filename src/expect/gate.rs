@@ -90,10 +90,12 @@ pub fn judge(
 ) -> Result<Qualification, Failure> {
     let (mut rules, profile) = rules_from(args, &expectation.profile)?;
     let gates = gates_from(args)?;
+    let health = health_gates_from(args)?;
     let mut exp = expectation.clone();
     exp.profile = profile.clone();
     let wants_ratio = rules.iter().any(|r| matches!(r, Rule::MinRatio { .. }));
-    let only_always = rules.is_empty() && gates.is_empty() && choose_when_empty;
+    let only_always =
+        rules.is_empty() && gates.is_empty() && health.is_empty() && choose_when_empty;
     // An expectation is needed for a profile, for min-ratio, and when nothing else is asked.
     let chosen: Option<Choice> = if profile.is_some() || wants_ratio || only_always {
         Some(choice(run, log, &exp)?)
@@ -113,9 +115,10 @@ pub fn judge(
         chosen.as_ref().map(baseline_ref),
         attempts,
     );
-    if !gates.is_empty() {
+    if !gates.is_empty() || !health.is_empty() {
         q.results
             .extend(super::fallback_gate::judge(&gates, run, log));
+        q.results.extend(super::health_gate::judge(&health, run));
         (q.passed, q.summary) = qualify::conclude(&q.results, attempts);
     }
     Ok(q)
@@ -130,6 +133,19 @@ fn gates_from(args: &RuleArgs) -> Result<Vec<super::fallback_gate::Gate>, Failur
         .chain(forbidden)
         .collect::<Result<Vec<_>, String>>()
         .map_err(Failure::usage)
+}
+
+/// `--max-ecc-uncorrected` and `--require-link-width`, read.
+fn health_gates_from(args: &RuleArgs) -> Result<Vec<super::health_gate::HealthGate>, Failure> {
+    use super::health_gate::HealthGate;
+    let ecc = args.max_ecc_uncorrected.map(HealthGate::MaxEccUncorrected);
+    let width = args
+        .require_link_width
+        .as_deref()
+        .map(HealthGate::link_width)
+        .transpose()
+        .map_err(Failure::usage)?;
+    Ok(ecc.into_iter().chain(width).collect())
 }
 
 /// With one rank no link is measured: busbw is 0 by definition and there is no skew between

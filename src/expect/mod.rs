@@ -11,6 +11,7 @@ pub mod cost;
 pub mod fallback_gate;
 pub mod gate;
 pub mod hardware;
+pub mod health_gate;
 pub mod options;
 mod path;
 pub mod qualify;

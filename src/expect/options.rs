@@ -34,6 +34,10 @@ pub struct Rules {
     /// `--require gdr|nvls|transport=NAME` and `--forbid NAME`: what NCCL must (not) have used.
     pub require: Vec<String>,
     pub forbid: Vec<String>,
+    /// `--max-ecc-uncorrected N`: uncorrectable ECC errors allowed per GPU.
+    pub max_ecc_uncorrected: Option<u64>,
+    /// `--require-link-width max|N`: each GPU's PCIe link width.
+    pub require_link_width: Option<String>,
 }
 
 /// A gate after measuring (`sweep --qualify`, rules flags, `--retries`).
@@ -59,6 +63,8 @@ impl GateRules {
             || r.junit.is_some()
             || !r.require.is_empty()
             || !r.forbid.is_empty()
+            || r.max_ecc_uncorrected.is_some()
+            || r.require_link_width.is_some()
     }
 
     pub fn expectation(&self) -> Expectation {

@@ -12,3 +12,4 @@ pub mod pastes;
 pub mod smi;
 pub mod text;
 pub mod topo;
+pub mod xid;

@@ -2,7 +2,7 @@
 //! file (alone, several blocks together, or inside a log): GPU utilisation and memory
 //! (`nvidia-smi`'s table, `--query-gpu` CSV, `dmon`), host memory (`free`), the CPU count
 //! (`nproc`, `lscpu`), PyTorch's DataLoader worker warning, and the `num_workers` and ranks
-//! per node a command line states. `diagnose` reads every text input through here as well as
+//! per node a command line states, and the driver's Xid events in a kernel log. `diagnose` reads every text input through here as well as
 //! through its own reader (`with_log`, `with_smi`).
 
 #[path = "pastes_gpu.rs"]
@@ -21,7 +21,7 @@ use crate::import::smi::{self, Smi};
 use crate::import::text::{self, Input, InputError, Line};
 
 /// The host state `diagnose` reads, as its refusal of other text lists it.
-pub const HOST_STATE: &str = "host state pasted as the commands print it: nvidia-smi (its table, `--query-gpu=utilization.gpu,memory.used,memory.total --format=csv` with or without header, or `dmon`), `free -h` or /proc/meminfo, `nproc` or `lscpu`, PyTorch's DataLoader worker warning (\"This DataLoader will create N worker processes\"), or PyTorch's CUDA out-of-memory error";
+pub const HOST_STATE: &str = "host state pasted as the commands print it: nvidia-smi (its table, `--query-gpu=utilization.gpu,memory.used,memory.total --format=csv` with or without header, or `dmon`), `free -h` or /proc/meminfo, `nproc` or `lscpu`, PyTorch's DataLoader worker warning (\"This DataLoader will create N worker processes\"), PyTorch's CUDA out-of-memory error, or the NVIDIA driver's Xid lines from `dmesg`";
 
 /// Everything found, in the order the lines gave it.
 #[derive(Debug, Default)]
@@ -39,6 +39,8 @@ pub struct Pastes {
     pub num_workers: Option<Count>,
     /// The last processes per node a launcher line states (`--nproc_per_node`, ...).
     pub local_ranks: Option<Count>,
+    /// The NVIDIA driver's Xid events in a pasted kernel log (`dmesg`, `journalctl -k`).
+    pub xids: crate::import::xid::XidReader,
     /// A line holding only "CUDA out of memory.": the rest may follow on the next.
     oom_start: Option<Line>,
     /// Where the GPU rows of the latest `nvidia-smi` table start in `gpus`.
@@ -91,6 +93,7 @@ impl Pastes {
         }) {
             last.continue_with(line.text.trim());
         }
+        self.xids.feed(file, line);
         if let Some(sample) = self.gpu_reader.feed(file, line) {
             self.gpus.push(sample);
         }
@@ -140,6 +143,7 @@ impl Pastes {
             && self.nproc.is_none()
             && self.lscpu_cpus.is_none()
             && self.worker_warnings.is_empty()
+            && self.xids.events.is_empty()
     }
 
     /// The CPUs a DataLoader's workers share: `nproc` (affinity and cgroups counted), else

@@ -1,51 +1,9 @@
-//! A GPU's health counters as NVML keeps them: ECC mode and error counts, row remapping (A100
-//! and later) or page retirement (earlier GPUs), the PCIe replay counter, NVLink error counters
-//! per link, the clock throttle reasons and persistence mode. A counter the GPU or driver does
-//! not support (`NVML_ERROR_NOT_SUPPORTED`) is `None`, never 0.
+//! Reading a GPU's health counters through NVML (the counters and what they mean are in
+//! `model::health`, where a run's record keeps them).
 
+pub use crate::model::health::{GpuHealth, NvLinkErrors, RemappedRows, THROTTLE_BAD};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
-use serde::Serialize;
-
-/// Row remapping (`nvmlDeviceGetRemappedRows`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct RemappedRows {
-    pub correctable: u32,
-    pub uncorrectable: u32,
-    /// A remapping waits for the GPU's next reset.
-    pub pending: bool,
-    /// A remapping failed: the row could not be replaced.
-    pub failure: bool,
-}
-
-/// One NVLink's error counters (`nvmlDeviceGetNvLinkErrorCounter`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct NvLinkErrors {
-    pub link: u32,
-    pub replay: u64,
-    pub recovery: u64,
-    pub crc_flit: u64,
-    pub crc_data: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct GpuHealth {
-    pub ecc_enabled: Option<bool>,
-    /// Uncorrectable (double-bit) ECC errors since the driver loaded, and over the GPU's life.
-    pub ecc_uncorrected_volatile: Option<u64>,
-    pub ecc_uncorrected_aggregate: Option<u64>,
-    pub ecc_corrected_volatile: Option<u64>,
-    /// Pages retired and waiting for a reset (GPUs before A100).
-    pub retired_pages_pending: Option<bool>,
-    pub remapped_rows: Option<RemappedRows>,
-    /// PCIe link-level retries since the driver loaded.
-    pub pcie_replays: Option<u32>,
-    /// `nvmlClocksThrottleReasons` bits.
-    pub throttle_reasons: Option<u64>,
-    pub persistence: Option<bool>,
-    /// Active links' error counters.
-    pub nvlink_errors: Vec<NvLinkErrors>,
-}
 
 /// Read every counter NVML answers for device `d`; `raw` (NVML's library) for the calls the
 /// wrapper lacks (row remapping).
@@ -103,13 +61,3 @@ fn remapped_rows(
         failure: failure != 0,
     })
 }
-
-/// The throttle reasons that slow a GPU down against its will, by NVML's bit
-/// (`nvmlClocksThrottleReasons*`): hardware slowdown, software and hardware thermal slowdown,
-/// the power brake. Idle, the application clock setting and the software power cap are not.
-pub const THROTTLE_BAD: &[(u64, &str)] = &[
-    (0x8, "HW slowdown (thermal or power brake assertion)"),
-    (0x20, "SW thermal slowdown"),
-    (0x40, "HW thermal slowdown"),
-    (0x80, "HW power brake slowdown"),
-];

@@ -87,6 +87,8 @@ pub struct Facts {
     /// `RANK` / `LOCAL_RANK` of this process, when a launcher started it as one rank of a job.
     pub job_rank_vars: BTreeMap<String, String>,
     pub topology: Option<Topology>,
+    /// The NVIDIA driver's Xid events in the kernel log since boot, or why it was unreadable.
+    pub xids: Result<Vec<crate::import::xid::XidEvent>, String>,
 }
 
 /// One RDMA port as `/sys/class/infiniband/<dev>/ports/<n>/` states it (what `ibstatus`
@@ -357,6 +359,7 @@ pub fn link_from_paths(a: &PciGpu, b: &PciGpu) -> String {
 }
 
 pub mod health;
+mod kmsg;
 mod nvml;
 use nvml::nvml_facts;
 pub use nvml::{gpu_memory, NvmlGpu, NVML_OVERRIDE};
@@ -531,6 +534,7 @@ pub fn collect(roots: &Roots, with_nvml: bool) -> Facts {
             .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
             .collect(),
         topology,
+        xids: kmsg::xids(&roots.dev),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod memory;
 pub mod output;
 pub mod reading;
 pub mod recommend;
+pub mod topology_view;
 pub mod verdict;
 pub mod view;
 

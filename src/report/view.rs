@@ -6,6 +6,7 @@
 
 use super::memory::{memory_view, MemoryView};
 use super::recommend::{recommendations, Recommendation};
+use super::topology_view::{topology_view, TopologyView};
 use super::verdict::{verdict, Verdict};
 use super::{gbps, Documents, Named, Note, Timing};
 use crate::model::RunRecord;
@@ -184,13 +185,6 @@ pub struct FsdpView {
     pub world_size: usize,
     pub link: String,
     pub rows: Vec<(String, String, String, String)>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TopologyView {
-    pub source: String,
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
 }
 
 pub fn hex(index: usize) -> String {
@@ -516,28 +510,6 @@ fn simulations(docs: &Documents) -> (Vec<SimulationView>, Vec<FsdpView>) {
         })
         .collect();
     (ddp, fsdp)
-}
-
-fn topology_view(t: &crate::documents::TopologyDocument) -> TopologyView {
-    let devices = &t.topology.devices;
-    TopologyView {
-        source: t.source.clone(),
-        header: devices.clone(),
-        rows: devices
-            .iter()
-            .map(|a| {
-                std::iter::once(a.clone())
-                    .chain(devices.iter().map(|b| {
-                        if a == b {
-                            "X".into()
-                        } else {
-                            t.topology.link(a, b).unwrap_or("?").to_string()
-                        }
-                    }))
-                    .collect()
-            })
-            .collect(),
-    }
 }
 
 /// The report's input list: each document's file and what it is.

@@ -30,6 +30,20 @@ pub fn new_record(
     let facts = crate::live::collect(&crate::live::Roots::default(), true);
     record.wsl2_evidence = facts.wsl2_evidence.clone();
     record.topology = facts.topology.and_then(|t| serde_json::to_value(t).ok());
+    // Each GPU's health as the run starts, for the gates judged on the record later.
+    record.gpu_health = facts
+        .nvml
+        .iter()
+        .flatten()
+        .map(|g| model::health::GpuState {
+            index: g.index,
+            name: g.name.clone(),
+            bus_id: g.bus_id.clone(),
+            pcie_gen: g.pcie_gen,
+            pcie_width: g.pcie_width,
+            health: g.health.clone(),
+        })
+        .collect();
     record.notes = plan.notes.clone();
     record
 }

@@ -6,13 +6,33 @@ use super::super::facts::Inputs;
 use super::super::finding::{value_ev, Evidence, Hit, Severity};
 use crate::live::health::{GpuHealth, THROTTLE_BAD};
 
-/// Every GPU NVML answered for, with its health: (`GPU0 (00000000:18:00.0)`, health).
+/// Every GPU NVML answered for on this machine, with its health: (`GPU0 (00000000:18:00.0)`,
+/// health); without NVML here, the GPUs the records given kept as their runs started.
 fn gpus(inp: &Inputs) -> Vec<(String, &GpuHealth)> {
-    let Some(Ok(list)) = inp.live.as_ref().map(|l| &l.nvml) else {
-        return Vec::new();
-    };
-    list.iter()
-        .map(|g| (format!("GPU{} ({})", g.index, g.bus_id), &g.health))
+    if let Some(Ok(list)) = inp.live.as_ref().map(|l| &l.nvml) {
+        if !list.is_empty() {
+            return list
+                .iter()
+                .map(|g| (format!("GPU{} ({})", g.index, g.bus_id), &g.health))
+                .collect();
+        }
+    }
+    inp.runs
+        .iter()
+        .flat_map(|r| {
+            let host = r
+                .backend
+                .hosts
+                .first()
+                .map(|h| format!(" on {h}"))
+                .unwrap_or_default();
+            r.gpu_health.iter().map(move |g| {
+                (
+                    format!("{}{host}, as the run started", g.label()),
+                    &g.health,
+                )
+            })
+        })
         .collect()
 }
 
@@ -137,6 +157,90 @@ pub fn persistence_off(inp: &Inputs) -> Vec<Hit> {
     )
 }
 
+/// A GPU's name for an Xid's PCI address (`0000:18:00`): `GPU0 (0000:18:00)` when NVML here
+/// knows the GPU at that address.
+fn xid_gpu(inp: &Inputs, address: &str) -> String {
+    let index = inp
+        .live
+        .as_ref()
+        .and_then(|l| l.nvml.as_ref().ok())
+        .and_then(|gpus| {
+            gpus.iter()
+                .find(|g| g.bus_id.to_ascii_lowercase().contains(address))
+        })
+        .map(|g| g.index);
+    match index {
+        Some(i) => format!("GPU{i} ({address})"),
+        None => address.to_string(),
+    }
+}
+
+/// The driver's Xid events, from kernel logs given and this machine's `/dev/kmsg`: one line of
+/// evidence per GPU and Xid (its count, what NVIDIA says it means, the first line), the
+/// severity of the worst class.
+pub fn xid_events(inp: &Inputs) -> Vec<Hit> {
+    use crate::import::xid::{meaning, XidClass, XidEvent};
+    let live = inp.live.as_ref().and_then(|l| l.xids.as_ref().ok());
+    let events = inp
+        .pastes
+        .iter()
+        .flat_map(|p| p.xids.events.iter())
+        .chain(live.into_iter().flatten());
+    let mut groups: Vec<(&XidEvent, usize)> = Vec::new();
+    for e in events {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| g.gpu == e.gpu && g.code == e.code)
+        {
+            Some((_, n)) => *n += 1,
+            None => groups.push((e, 1)),
+        }
+    }
+    if groups.is_empty() {
+        return Vec::new();
+    }
+    let rank = |c: XidClass| match c {
+        XidClass::Hardware => 3,
+        XidClass::Degraded => 2,
+        XidClass::Unknown => 1,
+        XidClass::Application => 0,
+    };
+    groups.sort_by_key(|(e, _)| std::cmp::Reverse(rank(meaning(e.code).1)));
+    let worst = meaning(groups[0].0.code);
+    let evidence = groups
+        .iter()
+        .map(|(e, n)| {
+            let times = if *n == 1 {
+                String::new()
+            } else {
+                format!(", {n} times")
+            };
+            Evidence {
+                text: format!(
+                    "Xid {} on {}{times}: {}. First: {}",
+                    e.code,
+                    xid_gpu(inp, &e.gpu),
+                    meaning(e.code).0,
+                    e.evidence.text
+                ),
+                ..e.evidence.clone()
+            }
+        })
+        .collect();
+    let title = format!(
+        "The NVIDIA driver reported Xid {} ({}) on {}",
+        groups[0].0.code,
+        worst.0,
+        xid_gpu(inp, &groups[0].0.gpu)
+    );
+    let hit = Hit::new(title, evidence);
+    vec![match worst.1 {
+        XidClass::Hardware => hit,
+        XidClass::Degraded | XidClass::Unknown => hit.with_severity(Severity::Warning),
+        XidClass::Application => hit.with_severity(Severity::Info),
+    }]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,5 +341,88 @@ mod tests {
         };
         let hits = memory_repair(&inputs(vec![failed]));
         assert!(hits[0].severity.is_none() && hits[0].title.contains("could not remap"));
+    }
+
+    #[test]
+    fn a_record_brings_its_gpus_health_where_this_machine_has_no_nvml() {
+        let mut run =
+            crate::model::RunRecord::blank(crate::model::Source::Measured, "nccl", String::new());
+        run.backend.hosts = vec!["gpu-node-07".into()];
+        run.gpu_health = vec![crate::model::health::GpuState {
+            index: 3,
+            bus_id: "00000000:9A:00.0".into(),
+            health: GpuHealth {
+                pcie_replays: Some(7),
+                ..Default::default()
+            },
+            ..Default::default()
+        }];
+        let inp = Inputs {
+            runs: vec![run],
+            ..Default::default()
+        };
+        let hits = pcie_replays(&inp);
+        assert_eq!(
+            hits[0].evidence[0].text,
+            "GPU3 (00000000:9A:00.0) on gpu-node-07, as the run started: PCIe replay counter 7 since the driver loaded"
+        );
+    }
+
+    #[test]
+    fn xid_events_are_grouped_per_gpu_and_ranked_by_the_worst() {
+        let mut pasted = crate::import::pastes::Pastes::default();
+        let log = "\
+[ 100.1] NVRM: Xid (PCI:0000:cb:00): 13, pid=12, name=python, Graphics SM Warp Exception on (GPC 7, TPC 1, SM 0): Out Of Range Address
+[ 100.2] NVRM: Xid (PCI:0000:cb:00): 13, pid=12, name=python, Graphics SM Warp Exception on (GPC 7, TPC 1, SM 1): Out Of Range Address
+[ 900.5] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.
+";
+        for (i, raw) in log.lines().enumerate() {
+            pasted.feed(
+                "dmesg.txt",
+                &crate::import::text::Line {
+                    number: i + 1,
+                    raw: raw.into(),
+                    text: raw.into(),
+                    tag_rank: None,
+                },
+            );
+        }
+        let mut inp = inputs(vec![GpuHealth::default()]);
+        inp.pastes.push(pasted);
+        let hits = xid_events(&inp);
+        assert_eq!(hits.len(), 1);
+        // Xid 79 outranks the application's Xid 13, and NVML here names the GPU.
+        assert!(
+            hits[0].severity.is_none(),
+            "hardware: the rule's own severity"
+        );
+        assert!(
+            hits[0]
+                .title
+                .contains("Xid 79 (GPU has fallen off the bus) on GPU0 (0000:18:00)"),
+            "{}",
+            hits[0].title
+        );
+        assert_eq!(hits[0].evidence.len(), 2);
+        assert_eq!(hits[0].evidence[0].line, 3);
+        assert!(hits[0].evidence[1]
+            .text
+            .starts_with("Xid 13 on 0000:cb:00, 2 times: graphics engine exception"));
+        // The application's faults alone are information.
+        let mut only_13 = crate::import::pastes::Pastes::default();
+        only_13.feed(
+            "dmesg.txt",
+            &crate::import::text::Line {
+                number: 1,
+                raw: String::new(),
+                text: log.lines().next().unwrap().into(),
+                tag_rank: None,
+            },
+        );
+        let inp = Inputs {
+            pastes: vec![only_13],
+            ..Default::default()
+        };
+        assert_eq!(xid_events(&inp)[0].severity, Some(Severity::Info));
     }
 }

@@ -95,6 +95,14 @@ pub static RULES: &[Rule] = &[
         check: health::persistence_off,
     },
     Rule {
+        id: "gpu.xid",
+        severity: Severity::Error,
+        explanation: "The NVIDIA driver logs an Xid event when a GPU reports an error: some are the application's own fault (13, 31, 43: a bad address, a killed context), others are the GPU, its memory or its links failing (48, 64, 74, 79, 95, 119 ...). A collective that hung or slowed near one of the latter was not NCCL's doing.",
+        fix: "Look the number up in NVIDIA's Xid catalog; for hardware Xids drain the node, reset the GPU (or reboot), run `dcgmi diag -r 3`, and open an RMA if it repeats; for application Xids fix the program, and suspect the GPU only when they recur across jobs.",
+        source: "NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors); kernel log via /dev/kmsg or pasted dmesg",
+        check: health::xid_events,
+    },
+    Rule {
         id: "env.cuda-visible-devices-unset",
         severity: Severity::Warning,
         explanation: "Without CUDA_VISIBLE_DEVICES (or an early torch.cuda.set_device), every process sees every GPU and libraries may create contexts on GPU 0 or on all GPUs.",

@@ -472,6 +472,11 @@ fn findings_from_the_corpus() {
         // Two 4090s in a container at 2.2 GB/s: 0.12x of even host-memory SHM.
         (&[("nccl-tests", "24-")], &["result.below-expected"]),
         (&[("nccl-tests", "21-"), ("topo", "09-")], &[]),
+        // The driver's Xid events in kernel logs.
+        (&[("kernel-logs", "01-")], &["gpu.xid"]),
+        (&[("kernel-logs", "02-")], &["gpu.xid"]),
+        (&[("kernel-logs", "03-")], &["gpu.xid"]),
+        (&[("kernel-logs", "04-")], &["gpu.xid"]),
     ];
     for (inputs, expected) in cases {
         let files: Vec<PathBuf> = inputs.iter().map(|(d, p)| corpus(d, p)).collect();
@@ -508,4 +513,90 @@ fn facts_have_the_documented_keys() {
         .iter()
         .any(|t| t == "NET/IB"));
     assert_eq!(facts["env"]["NCCL_SOCKET_IFNAME"], "eth0");
+}
+
+/// What a maintainer reads in each kernel log: the application's Xid 13 and 109 are
+/// information; cleanup Xids that name an NVLink5 Xid as their cause are the link's error; a GPU
+/// that fell off the bus without an Xid number is Xid 79; a fatal NVLink5 Xid outranks the
+/// non-fatal ones and the contained ECC error beside it.
+#[test]
+fn xid_events_in_kernel_logs_are_weighed_as_nvidia_catalogs_them() {
+    let finding = |prefix: &str| -> Value {
+        let (_, v) = findings(&[corpus("kernel-logs", prefix)]);
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "gpu.xid")
+            .cloned()
+            .expect("gpu.xid")
+    };
+    let texts = |f: &Value| -> Vec<String> {
+        f["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let app = finding("01-");
+    assert_eq!(app["severity"], "info", "{app}");
+    let t = texts(&app);
+    assert_eq!(t.len(), 2, "{t:?}");
+    assert!(
+        t.iter()
+            .any(|e| e.starts_with("Xid 13 on 0000:cb:00, 3 times")),
+        "{t:?}"
+    );
+    assert!(
+        t.iter().any(|e| e.starts_with("Xid 109 on 0000:cb:00:")),
+        "{t:?}"
+    );
+
+    let cleanup = finding("02-");
+    assert_eq!(cleanup["severity"], "error", "{cleanup}");
+    let t = texts(&cleanup);
+    assert_eq!(t.len(), 4, "one line per GPU: {t:?}");
+    assert!(
+        t.iter()
+            .all(|e| e.contains("cleanup after an earlier hardware Xid")),
+        "{t:?}"
+    );
+    assert!(
+        t.iter()
+            .any(|e| e.starts_with("Xid 45 on 0000:dc:00, 2 times")),
+        "{t:?}"
+    );
+
+    let fell = finding("03-");
+    assert_eq!(fell["severity"], "error");
+    assert!(
+        fell["title"]
+            .as_str()
+            .unwrap()
+            .contains("Xid 79 (GPU has fallen off the bus) on 0000:b3:00"),
+        "{fell}"
+    );
+    assert_eq!(fell["evidence"][0]["line"], 2);
+
+    let nvlink5 = finding("04-");
+    assert_eq!(nvlink5["severity"], "error");
+    assert!(
+        nvlink5["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("The NVIDIA driver reported Xid 149 (NVLink5 link error"),
+        "{nvlink5}"
+    );
+    let t = texts(&nvlink5);
+    assert!(
+        t.iter()
+            .any(|e| e.starts_with("Xid 145 on 0018:01:00: NVLink5 non-fatal")),
+        "{t:?}"
+    );
+    assert!(
+        t.iter()
+            .any(|e| e.starts_with("Xid 94 on 0000:9b:00: contained ECC error")),
+        "{t:?}"
+    );
 }

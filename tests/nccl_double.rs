@@ -1420,6 +1420,8 @@ fn bundle_collects_what_nccls_issue_template_asks_for() {
         summary.contains("`nvidia-smi.txt`: nvidia-smi — missing"),
         "{summary}"
     );
+    // The kernel's Xid lines, or why /dev/kmsg could not be read here: listed either way.
+    assert!(summary.contains("`kernel-xid.txt`"), "{summary}");
     // The archive beside the directory holds the same files.
     let archive = dir.path().join("bug.tar.gz");
     let gz = flate2::read::GzDecoder::new(std::fs::File::open(&archive).unwrap());

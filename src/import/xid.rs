@@ -74,6 +74,42 @@ pub fn meaning(code: u32) -> (&'static str, XidClass) {
     }
 }
 
+/// An event's meaning and class, reading what the number alone does not say: NVLink5's Xids
+/// 144-150 state `Fatal` or `Nonfatal` in their message, and Xid 45 (a cleanup) takes the
+/// class of the Xid it says caused it ("caused by previous Xid 149").
+pub fn classify(code: u32, message: &str) -> (&'static str, XidClass) {
+    if (144..=150).contains(&code) {
+        return if message.contains("Nonfatal") {
+            (
+                "NVLink5 non-fatal link event (SAW, RLW, NETIR ... unit)",
+                XidClass::Degraded,
+            )
+        } else {
+            (
+                "NVLink5 link error (SAW, RLW, NETIR ... unit), fatal or not stated",
+                XidClass::Hardware,
+            )
+        };
+    }
+    if code == 45 {
+        let cause = message
+            .split("caused by previous Xid")
+            .nth(1)
+            .and_then(|rest| rest.trim().split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some(cause) = cause.filter(|c| *c != 45) {
+            let (_, class) = classify(cause, "");
+            if class != XidClass::Application {
+                return (
+                    "cleanup after an earlier hardware Xid: the job's channels were torn down",
+                    class,
+                );
+            }
+        }
+    }
+    meaning(code)
+}
+
 fn xid_line() -> &'static regex::Regex {
     static RE: OnceLock<regex::Regex> = OnceLock::new();
     // `(PCI:0000:cb:00)` today; `(0000:cb:00)` and `(GPU-<uuid>)` have been seen too.
@@ -214,6 +250,26 @@ Mar 05 23:33:35 node7 kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off
         assert_eq!(meaning(13).1, XidClass::Application);
         assert_eq!(meaning(63).1, XidClass::Degraded);
         assert_eq!(meaning(7777).1, XidClass::Unknown);
+        assert_eq!(
+            classify(149, "NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x025001c6)").1,
+            XidClass::Hardware
+        );
+        assert_eq!(
+            classify(145, "RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2)").1,
+            XidClass::Degraded
+        );
+        assert_eq!(
+            classify(45, "Ch 00000001 caused by previous Xid 149").1,
+            XidClass::Hardware
+        );
+        assert_eq!(
+            classify(45, "Ch 00000001 caused by previous Xid 13").1,
+            XidClass::Application
+        );
+        assert_eq!(
+            classify(45, "Preemptive Cleanup, due to previous errors").1,
+            XidClass::Application
+        );
     }
 
     #[test]

@@ -151,6 +151,16 @@ fn last_line(text: &str) -> String {
         .to_string()
 }
 
+/// The Xid lines as the kernel logged them, or a line saying there were none.
+fn xid_lines(xids: &[crate::import::xid::XidEvent]) -> String {
+    if xids.is_empty() {
+        return "no Xid event in the kernel log since boot\n".into();
+    }
+    xids.iter()
+        .map(|x| format!("{}\n", x.evidence.text))
+        .collect()
+}
+
 /// `/sys/class/infiniband/*/ports/*` as ibstatus prints it.
 fn ib_sysfs(ports: &[crate::live::IbPort]) -> String {
     let mut t = String::new();
@@ -315,6 +325,14 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
             "InfiniBand port state",
             "no ibstatus and no /sys/class/infiniband devices",
         ),
+    }
+    match &facts.xids {
+        Ok(xids) => b.write(
+            "kernel-xid.txt",
+            "the NVIDIA driver's Xid events in the kernel log since boot (/dev/kmsg)",
+            &xid_lines(xids),
+        ),
+        Err(why) => b.missing("kernel-xid.txt", "the driver's Xid events", why.clone()),
     }
     b.write(
         "environment.txt",

@@ -179,37 +179,43 @@ fn xid_gpu(inp: &Inputs, address: &str) -> String {
 /// evidence per GPU and Xid (its count, what NVIDIA says it means, the first line), the
 /// severity of the worst class.
 pub fn xid_events(inp: &Inputs) -> Vec<Hit> {
-    use crate::import::xid::{meaning, XidClass, XidEvent};
+    use crate::import::xid::{classify, XidClass, XidEvent};
     let live = inp.live.as_ref().and_then(|l| l.xids.as_ref().ok());
     let events = inp
         .pastes
         .iter()
         .flat_map(|p| p.xids.events.iter())
         .chain(live.into_iter().flatten());
-    let mut groups: Vec<(&XidEvent, usize)> = Vec::new();
-    for e in events {
-        match groups
-            .iter_mut()
-            .find(|(g, _)| g.gpu == e.gpu && g.code == e.code)
-        {
-            Some((_, n)) => *n += 1,
-            None => groups.push((e, 1)),
-        }
-    }
-    if groups.is_empty() {
-        return Vec::new();
-    }
     let rank = |c: XidClass| match c {
         XidClass::Hardware => 3,
         XidClass::Degraded => 2,
         XidClass::Unknown => 1,
         XidClass::Application => 0,
     };
-    groups.sort_by_key(|(e, _)| std::cmp::Reverse(rank(meaning(e.code).1)));
-    let worst = meaning(groups[0].0.code);
+    // (first event, count, the worst meaning and class among them) per GPU and number.
+    let mut groups: Vec<(&XidEvent, usize, (&str, XidClass))> = Vec::new();
+    for e in events {
+        let m = classify(e.code, &e.message);
+        match groups
+            .iter_mut()
+            .find(|(g, _, _)| g.gpu == e.gpu && g.code == e.code)
+        {
+            Some((_, n, worst)) => {
+                *n += 1;
+                if rank(m.1) > rank(worst.1) {
+                    *worst = m;
+                }
+            }
+            None => groups.push((e, 1, m)),
+        }
+    }
+    groups.sort_by_key(|(_, _, m)| std::cmp::Reverse(rank(m.1)));
+    let Some(&(first, _, worst)) = groups.first() else {
+        return Vec::new();
+    };
     let evidence = groups
         .iter()
-        .map(|(e, n)| {
+        .map(|(e, n, m)| {
             let times = if *n == 1 {
                 String::new()
             } else {
@@ -220,7 +226,7 @@ pub fn xid_events(inp: &Inputs) -> Vec<Hit> {
                     "Xid {} on {}{times}: {}. First: {}",
                     e.code,
                     xid_gpu(inp, &e.gpu),
-                    meaning(e.code).0,
+                    m.0,
                     e.evidence.text
                 ),
                 ..e.evidence.clone()
@@ -229,9 +235,9 @@ pub fn xid_events(inp: &Inputs) -> Vec<Hit> {
         .collect();
     let title = format!(
         "The NVIDIA driver reported Xid {} ({}) on {}",
-        groups[0].0.code,
+        first.code,
         worst.0,
-        xid_gpu(inp, &groups[0].0.gpu)
+        xid_gpu(inp, &first.gpu)
     );
     let hit = Hit::new(title, evidence);
     vec![match worst.1 {

@@ -1,5 +1,8 @@
 //! Reading a GPU's health counters through NVML (the counters and what they mean are in
-//! `model::health`, where a run's record keeps them).
+//! `model::health`, where a run's record keeps them), and its PCIe Advanced Error Reporting
+//! counters through sysfs, which need no driver.
+
+use serde::Serialize;
 
 pub use crate::model::health::{GpuHealth, NvLinkErrors, RemappedRows, THROTTLE_BAD};
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
@@ -59,5 +62,55 @@ fn remapped_rows(
         uncorrectable: unc,
         pending: pending != 0,
         failure: failure != 0,
+    })
+}
+
+/// A device's PCIe Advanced Error Reporting counters since boot, as the kernel keeps them in
+/// `aer_dev_correctable`, `aer_dev_nonfatal` and `aer_dev_fatal` (one `Name count` per line,
+/// `TOTAL_ERR_*` last). Correctable errors are the link-level ones the hardware retried
+/// (`BadTLP`, `BadDLLP`, `Rollover` and `Timeout` of the replay timer, `RxErr`); non-fatal and
+/// fatal ones were not recovered by the link.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Aer {
+    /// Each non-zero correctable counter but the total, by the kernel's name.
+    pub correctable: Vec<(String, u64)>,
+    pub nonfatal_total: u64,
+    pub fatal_total: u64,
+}
+
+/// The AER counters of the PCI device at `dir`; `None` when the kernel exposes none (no AER
+/// capability, or a kernel before 5.x).
+pub fn aer(dir: &std::path::Path) -> Option<Aer> {
+    let counts = |file: &str| -> Option<Vec<(String, u64)>> {
+        let text = std::fs::read_to_string(dir.join(file)).ok()?;
+        Some(
+            text.lines()
+                .filter_map(|l| {
+                    let (name, n) = l.trim().rsplit_once(char::is_whitespace)?;
+                    Some((name.trim().to_string(), n.parse().ok()?))
+                })
+                .collect(),
+        )
+    };
+    let total = |v: &[(String, u64)]| {
+        v.iter()
+            .filter(|(k, _)| k.starts_with("TOTAL_ERR"))
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let correctable = counts("aer_dev_correctable");
+    let nonfatal = counts("aer_dev_nonfatal");
+    let fatal = counts("aer_dev_fatal");
+    if correctable.is_none() && nonfatal.is_none() && fatal.is_none() {
+        return None;
+    }
+    Some(Aer {
+        correctable: correctable
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, n)| *n > 0 && !k.starts_with("TOTAL_ERR"))
+            .collect(),
+        nonfatal_total: total(&nonfatal.unwrap_or_default()),
+        fatal_total: total(&fatal.unwrap_or_default()),
     })
 }

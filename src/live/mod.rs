@@ -65,6 +65,8 @@ pub struct PciGpu {
     pub acs_redirecting: Vec<(String, u16)>,
     /// Bridges above the GPU whose extended config space could not be read (not root).
     pub acs_unreadable: usize,
+    /// PCIe Advanced Error Reporting counters since boot, when the kernel exposes them.
+    pub aer: Option<health::Aer>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -328,6 +330,7 @@ pub fn sysfs_gpus(roots: &Roots) -> Vec<PciGpu> {
                 current_link_width: read(&p.join("current_link_width"))
                     .and_then(|s| s.parse().ok()),
                 max_link_width: read(&p.join("max_link_width")).and_then(|s| s.parse().ok()),
+                aer: health::aer(&p),
                 pci_path,
             })
         })

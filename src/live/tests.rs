@@ -194,3 +194,34 @@ fn reads_a_fake_machine() {
     assert_eq!(topo.info["GPU0"].numa_affinity.as_deref(), Some("1"));
     assert_eq!(facts.iommu_cmdline, ["intel_iommu=on"]);
 }
+
+#[test]
+fn aer_counters_are_read_as_the_kernel_writes_them() {
+    let d = tempfile::tempdir().unwrap();
+    assert_eq!(super::health::aer(d.path()), None);
+    std::fs::write(
+        d.path().join("aer_dev_correctable"),
+        "RxErr 0\nBadTLP 3\nBadDLLP 5\nRollover 0\nTimeout 2\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 10\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("aer_dev_fatal"),
+        "Undefined 0\nDLP 0\nSDES 0\nTLP 0\nFCP 0\nCmpltTO 0\nCmpltAbrt 0\nUnxCmplt 0\nRxOF 0\nMalfTLP 0\nECRC 0\nUnsupReq 0\nACSViol 0\nUncorrIntErr 0\nBlockedTLP 0\nAtomicOpBlocked 0\nTLPBlockedErr 0\nPoisonTLPBlocked 0\nTOTAL_ERR_FATAL 0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("aer_dev_nonfatal"),
+        "Undefined 0\nCmpltTO 1\nTOTAL_ERR_NONFATAL 1\n",
+    )
+    .unwrap();
+    let a = super::health::aer(d.path()).unwrap();
+    assert_eq!(
+        a.correctable,
+        [
+            ("BadTLP".to_string(), 3),
+            ("BadDLLP".to_string(), 5),
+            ("Timeout".to_string(), 2)
+        ]
+    );
+    assert_eq!((a.fatal_total, a.nonfatal_total), (0, 1));
+}

@@ -101,15 +101,55 @@ pub fn memory_repair(inp: &Inputs) -> Vec<Hit> {
         .collect()
 }
 
+/// The GPUs' AER counters in sysfs (no driver needed): (`0000:18:00.0`, counters).
+fn aer(inp: &Inputs) -> Vec<(&str, &crate::live::health::Aer)> {
+    inp.live
+        .iter()
+        .flat_map(|l| &l.sysfs_gpus)
+        .filter_map(|g| Some((g.address.as_str(), g.aer.as_ref()?)))
+        .collect()
+}
+
 pub fn pcie_replays(inp: &Inputs) -> Vec<Hit> {
+    let mut evidence = each(inp, |g, h| {
+        h.pcie_replays
+            .filter(|n| *n > 0)
+            .map(|n| format!("{g}: PCIe replay counter {n} since the driver loaded"))
+    });
+    evidence.extend(
+        aer(inp)
+            .into_iter()
+            .filter(|(_, a)| !a.correctable.is_empty())
+            .map(|(address, a)| {
+                let counts: Vec<String> = a
+                    .correctable
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                value_ev(format!(
+                    "{address}: corrected PCIe errors since boot: {} (sysfs aer_dev_correctable)",
+                    counts.join(", ")
+                ))
+            }),
+    );
     hit(
-        "PCIe link-level replays on a GPU's link",
-        each(inp, |g, h| {
-            h.pcie_replays
-                .filter(|n| *n > 0)
-                .map(|n| format!("{g}: PCIe replay counter {n} since the driver loaded"))
-        }),
+        "PCIe link-level replays or corrected errors on a GPU's link",
+        evidence,
     )
+}
+
+pub fn pcie_uncorrectable(inp: &Inputs) -> Vec<Hit> {
+    let evidence = aer(inp)
+        .into_iter()
+        .filter(|(_, a)| a.fatal_total + a.nonfatal_total > 0)
+        .map(|(address, a)| {
+            value_ev(format!(
+                "{address}: {} fatal and {} non-fatal uncorrectable PCIe errors since boot (sysfs aer_dev_fatal, aer_dev_nonfatal)",
+                a.fatal_total, a.nonfatal_total
+            ))
+        })
+        .collect();
+    hit("Uncorrectable PCIe errors on a GPU's link", evidence)
 }
 
 pub fn nvlink_errors(inp: &Inputs) -> Vec<Hit> {
@@ -430,5 +470,39 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(xid_events(&inp)[0].severity, Some(Severity::Info));
+    }
+
+    #[test]
+    fn aer_counters_in_sysfs_raise_replays_and_uncorrectable_errors() {
+        let mut inp = inputs(Vec::new());
+        let live = inp.live.as_mut().unwrap();
+        live.sysfs_gpus = vec![
+            crate::live::PciGpu {
+                address: "0000:18:00.0".into(),
+                aer: Some(crate::live::health::Aer::default()),
+                ..Default::default()
+            },
+            crate::live::PciGpu {
+                address: "0000:9a:00.0".into(),
+                aer: Some(crate::live::health::Aer {
+                    correctable: vec![("BadDLLP".into(), 5), ("Timeout".into(), 2)],
+                    nonfatal_total: 1,
+                    fatal_total: 0,
+                }),
+                ..Default::default()
+            },
+        ];
+        let replays = pcie_replays(&inp);
+        assert_eq!(replays[0].evidence.len(), 1);
+        assert_eq!(
+            replays[0].evidence[0].text,
+            "0000:9a:00.0: corrected PCIe errors since boot: BadDLLP 5, Timeout 2 (sysfs aer_dev_correctable)"
+        );
+        let unc = pcie_uncorrectable(&inp);
+        assert!(unc[0].evidence[0]
+            .text
+            .starts_with("0000:9a:00.0: 0 fatal and 1 non-fatal"));
+        inp.live.as_mut().unwrap().sysfs_gpus.remove(1);
+        assert!(pcie_replays(&inp).is_empty() && pcie_uncorrectable(&inp).is_empty());
     }
 }

@@ -67,8 +67,16 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "PCIe replays are link-level retransmissions after a corrupted packet: a marginal riser, slot, cable or retimer. A link that replays keeps working but loses bandwidth, and a rising count precedes the GPU falling off the bus (Xid 79).",
         fix: "Compare the counter between runs (`nvidia-smi -q -d PCIE` shows Replays); reseat the GPU or riser, check the slot's lane width and generation under load, and keep the node out of the pool if the count grows.",
-        source: "NVML nvmlDeviceGetPcieReplayCounter; DCGM health watches (PCIe replay rate); NVIDIA Xid catalog (Xid 79)",
+        source: "NVML nvmlDeviceGetPcieReplayCounter; Linux AER sysfs aer_dev_correctable (BadTLP, BadDLLP, replay Rollover/Timeout); DCGM health watches (PCIe replay rate); NVIDIA Xid catalog (Xid 79)",
         check: health::pcie_replays,
+    },
+    Rule {
+        id: "pcie.aer-uncorrectable",
+        severity: Severity::Error,
+        explanation: "The PCIe link to the GPU delivered errors its link layer could not recover (AER non-fatal or fatal: a poisoned or malformed packet, a completion timeout, a surprise link down). Transfers to and from the GPU may have failed or stalled; it often comes before Xid 79 (the GPU falls off the bus).",
+        fix: "Drain the node; check `lspci -vvv -s ADDRESS` (UESta) and the kernel log for `AER:` lines, reseat the GPU, riser or cable, update the BIOS and retimer firmware, and keep the node out of the pool until a sweep runs clean.",
+        source: "Linux PCIe AER sysfs ABI (Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats: aer_dev_fatal, aer_dev_nonfatal); NVIDIA Xid catalog (Xid 79)",
+        check: health::pcie_uncorrectable,
     },
     Rule {
         id: "nvlink.errors",

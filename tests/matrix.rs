@@ -469,11 +469,14 @@ fn a_late_rank_is_named_by_stragglers() {
     // Rank 2 is late by 1 ms at every point. Where a busy machine makes the call itself
     // cost more than that, the point may name nobody, but never another rank, and the run
     // names rank 2 (above) only when most points do.
-    let mut named = 0;
+    let (mut named, mut late) = (0, 0);
     for p in &record.points {
         let a = p.arrivals.as_ref().expect("arrival times at every point");
-        // Half the injected lateness: a busy machine delays the others' arrivals too.
-        assert!(a.late_s[2] > 500e-6, "{:?}", a.late_s);
+        // Half the injected lateness: a busy machine delays the others' arrivals too, and a
+        // descheduled rank can be the late one at a point (counted below, not per point).
+        if a.late_s[2] > 500e-6 {
+            late += 1;
+        }
         match a.straggler() {
             Some(2) => named += 1,
             None => {}
@@ -483,6 +486,11 @@ fn a_late_rank_is_named_by_stragglers() {
     assert!(
         named * 2 >= record.points.len(),
         "{named} of {}",
+        record.points.len()
+    );
+    assert!(
+        late * 4 >= record.points.len() * 3,
+        "rank 2 late by half the injection at {late} of {} points",
         record.points.len()
     );
     assert_eq!(

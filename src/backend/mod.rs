@@ -6,6 +6,8 @@
 mod barrier;
 pub mod cuda;
 pub mod host;
+pub mod hostlist;
+pub mod launcher;
 pub mod mpi;
 pub mod nccl;
 pub mod rendezvous;

@@ -2,9 +2,10 @@
 //! backend has none of its own: ranks as threads of one process, or processes started
 //! torchrun-style that meet over TCP.
 
+use super::launcher::Meeting;
 use super::BackendError;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Control-plane exchange between ranks (results, decisions, the unique id).
 pub trait ControlPlane: Send {
@@ -40,97 +41,261 @@ impl ControlPlane for InProcess {
     }
 }
 
-/// Ranks in separate processes started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR): a star
-/// over TCP with rank 0 at the centre. torchrun's own store already listens on MASTER_PORT, so
-/// the rendezvous uses MASTER_PORT + 1 (or NCCLPROBE_RENDEZVOUS_PORT).
+/// Ranks in separate processes that meet over TCP (see `launcher`): a star with the hub at the
+/// centre. The hub need not be rank 0; exchanges still come back in rank order.
 pub struct Tcp {
     rank: usize,
-    peers: Vec<std::net::TcpStream>,
+    hub: bool,
+    /// The hub's: (rank, stream) of every other rank, in rank order. A peer's: the hub.
+    peers: Vec<(usize, std::net::TcpStream)>,
 }
 
 fn io(what: &str, e: std::io::Error) -> BackendError {
     BackendError::Failed(format!("rendezvous {what}: {e}"))
 }
 
+/// What a peer says first: this word, the job's key, its rank and the job's size; the hub
+/// answers with the word. Anything else on the port is not this job's rendezvous.
+const HELLO: &[u8; 8] = b"ncclprb1";
+
 impl Tcp {
     pub fn connect(
         rank: usize,
         nranks: usize,
-        addr: &str,
-        port: u16,
-        timeout: std::time::Duration,
+        meet: &Meeting,
+        timeout: Duration,
     ) -> Result<Tcp, BackendError> {
-        use std::io::{Read, Write};
         let deadline = Instant::now() + timeout;
-        if rank == 0 {
-            // Listen on every interface, as torchrun's TCPStore does: MASTER_ADDR is the name
-            // peers use to reach rank 0, and on Debian/Ubuntu a host's own name often resolves
-            // to 127.0.1.1 (/etc/hosts), where a listener would be reachable from no other host.
-            let listener = std::net::TcpListener::bind(("0.0.0.0", port))
-                .map_err(|e| io(&format!("listening on port {port} (for {addr})"), e))?;
-            listener
-                .set_nonblocking(true)
-                .map_err(|e| io("listener", e))?;
-            let mut slots: Vec<Option<std::net::TcpStream>> =
-                (0..nranks.saturating_sub(1)).map(|_| None).collect();
-            while slots.iter().any(Option::is_none) {
-                match listener.accept() {
-                    Ok((mut s, _)) => {
-                        s.set_nonblocking(false).map_err(|e| io("accept", e))?;
-                        // Small control messages: without this, Nagle + delayed ACK add 40 ms.
-                        s.set_nodelay(true).map_err(|e| io("accept", e))?;
-                        let mut r = [0u8; 8];
-                        s.read_exact(&mut r)
-                            .map_err(|e| io("reading a peer's rank", e))?;
-                        let peer = u64::from_le_bytes(r) as usize;
-                        if peer == 0 || peer >= nranks {
-                            return Err(BackendError::Failed(format!(
-                                "rendezvous: a peer claims rank {peer} of {nranks}"
-                            )));
-                        }
-                        slots[peer - 1] = Some(s);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        if Instant::now() > deadline {
-                            let missing: Vec<usize> = slots
-                                .iter()
-                                .enumerate()
-                                .filter(|(_, s)| s.is_none())
-                                .map(|(i, _)| i + 1)
-                                .collect();
-                            return Err(BackendError::Failed(format!("rendezvous on {addr}:{port}: ranks {missing:?} did not connect within {:?}", timeout)));
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                    }
-                    Err(e) => return Err(io("accept", e)),
-                }
-            }
-            Ok(Tcp {
-                rank,
-                peers: slots.into_iter().flatten().collect(),
-            })
+        if meet.hub {
+            hub(rank, nranks, meet, timeout, deadline)
         } else {
-            loop {
-                match std::net::TcpStream::connect((addr, port)) {
-                    Ok(mut s) => {
-                        // Both ends: a frame held back by Nagle's algorithm until the peer's
-                        // delayed ACK (40 ms on Linux) would add that to every exchange.
-                        s.set_nodelay(true).map_err(|e| io("connect", e))?;
-                        s.write_all(&(rank as u64).to_le_bytes())
-                            .map_err(|e| io("sending our rank", e))?;
-                        return Ok(Tcp {
-                            rank,
-                            peers: vec![s],
-                        });
-                    }
-                    Err(e) if Instant::now() > deadline => {
-                        return Err(io(&format!("connecting to rank 0 at {addr}:{port}"), e))
-                    }
-                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            spoke(rank, nranks, meet, timeout, deadline)
+        }
+    }
+}
+
+/// The listening end: every other rank's hello, checked, within the deadline.
+fn hub(
+    rank: usize,
+    nranks: usize,
+    meet: &Meeting,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<Tcp, BackendError> {
+    let port = meet.port;
+    // Listen on every interface, as torchrun's TCPStore does: the name peers use may resolve
+    // here to 127.0.1.1 (Debian's /etc/hosts), where a listener would be reachable from no
+    // other host.
+    let listener = std::net::TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
+        let taken = e.kind() == std::io::ErrorKind::AddrInUse;
+        BackendError::Failed(if taken {
+            format!("rendezvous: port {port} on {} ({}) is taken by another program; give every rank a free port with NCCLPROBE_RENDEZVOUS_PORT", meet.hosts.join(" or "), meet.source)
+        } else {
+            format!("rendezvous: cannot listen on port {port} ({}): {e}", meet.source)
+        })
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io("listener", e))?;
+    let mut slots: Vec<Option<std::net::TcpStream>> = (0..nranks).map(|_| None).collect();
+    let mut strangers = 0usize;
+    // Each hello is read on a thread of its own: a connection that says nothing (a port
+    // scanner, a health check) must not hold up the ranks behind it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    while (0..nranks).any(|r| r != rank && slots[r].is_none()) {
+        match listener.accept() {
+            Ok((s, from)) => {
+                let tx = tx.clone();
+                let key = meet.key;
+                std::thread::spawn(move || {
+                    let _ = tx.send((from, greet(s, (rank, key), nranks, deadline)));
+                });
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(io("accept", e)),
+        }
+        while let Ok((from, greeting)) = rx.try_recv() {
+            match greeting {
+                Ok((peer, s)) if peer != rank && peer < nranks && slots[peer].is_none() => {
+                    slots[peer] = Some(s)
                 }
+                Ok((peer, _)) => {
+                    return Err(BackendError::Failed(format!(
+                        "rendezvous: {from} says it is rank {peer} of {nranks}, which is taken or out of range: two jobs share rank numbers, or the launcher started a rank twice"
+                    )))
+                }
+                Err(Greeting::Stranger) => strangers += 1,
+                Err(Greeting::Fatal(m)) => return Err(BackendError::Failed(m)),
+            }
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<usize> = (0..nranks)
+                .filter(|&r| r != rank && slots[r].is_none())
+                .collect();
+            let noise = match strangers {
+                0 => String::new(),
+                n => format!("; {n} connection(s) from something else (another job, or not ncclprobe) were turned away"),
+            };
+            return Err(BackendError::Failed(format!(
+                "rendezvous: rank {rank} listened on port {port} of {} ({}) but ranks {} did not connect within {timeout:?}{noise}; are they running, and can they reach this host on that port?",
+                meet.hosts.join(" or "), meet.source, list(&missing)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let peers = slots
+        .into_iter()
+        .enumerate()
+        .filter_map(|(r, s)| Some((r, s?)))
+        .collect();
+    Ok(Tcp {
+        rank,
+        hub: true,
+        peers,
+    })
+}
+
+/// "1, 2, 5" (the first twenty, then a count).
+fn list(ranks: &[usize]) -> String {
+    let mut out: Vec<String> = ranks.iter().take(20).map(usize::to_string).collect();
+    if ranks.len() > 20 {
+        out.push(format!("and {} more", ranks.len() - 20));
+    }
+    out.join(", ")
+}
+
+enum Greeting {
+    /// Not this job's ncclprobe: turned away, the wait goes on.
+    Stranger,
+    /// This job's, but wrong: the run cannot go on.
+    Fatal(String),
+}
+
+/// A connecting peer's hello, read within the deadline, and the answer.
+fn greet(
+    mut s: std::net::TcpStream,
+    (rank, key): (usize, u64),
+    nranks: usize,
+    deadline: Instant,
+) -> Result<(usize, std::net::TcpStream), Greeting> {
+    use std::io::{Read, Write};
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
+    let setup = s
+        .set_nonblocking(false)
+        .and_then(|_| s.set_read_timeout(Some(left.min(Duration::from_secs(10)))))
+        // Small control messages: without this, Nagle + delayed ACK add 40 ms.
+        .and_then(|_| s.set_nodelay(true));
+    let mut hello = [0u8; 32];
+    if setup.and_then(|_| s.read_exact(&mut hello)).is_err() || &hello[..8] != HELLO {
+        return Err(Greeting::Stranger);
+    }
+    let field = |i: usize| u64::from_le_bytes(hello[i..i + 8].try_into().unwrap_or([0; 8]));
+    if field(8) != key {
+        return Err(Greeting::Stranger);
+    }
+    let (peer, size) = (field(16) as usize, field(24) as usize);
+    if size != nranks {
+        return Err(Greeting::Fatal(format!(
+            "rendezvous: rank {peer} says the job has {size} ranks, this rank was told {nranks}: the launcher's variables disagree between processes"
+        )));
+    }
+    let mut answer = HELLO.to_vec();
+    answer.extend_from_slice(&(rank as u64).to_le_bytes());
+    s.write_all(&answer)
+        .and_then(|_| s.set_read_timeout(None))
+        .map_err(|_| Greeting::Stranger)?;
+    Ok((peer, s))
+}
+
+/// The connecting end: the hub's hosts in turn until one answers as this job's hub.
+fn spoke(
+    rank: usize,
+    nranks: usize,
+    meet: &Meeting,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<Tcp, BackendError> {
+    let mut last = String::from("nothing tried");
+    loop {
+        for host in &meet.hosts {
+            match hello(host, rank, nranks, meet, deadline) {
+                Ok((hub, s)) => {
+                    return Ok(Tcp {
+                        rank,
+                        hub: false,
+                        peers: vec![(hub, s)],
+                    })
+                }
+                Err(e) => last = format!("{host}:{}: {e}", meet.port),
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(BackendError::Failed(format!(
+                "rendezvous: rank {rank} could not reach the rank that listens at {}:{} ({}) within {timeout:?}; last attempt: {last}",
+                meet.hosts.join(" or "),
+                meet.port,
+                meet.source
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One attempt at `host`: connect, say hello, hear it back.
+fn hello(
+    host: &str,
+    rank: usize,
+    nranks: usize,
+    meet: &Meeting,
+    deadline: Instant,
+) -> Result<(usize, std::net::TcpStream), String> {
+    use std::io::{Read, Write};
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<_> = (host, meet.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve the host name: {e}"))?
+        .collect();
+    let left = deadline.saturating_duration_since(Instant::now());
+    let wait = left.clamp(Duration::from_millis(100), Duration::from_secs(5));
+    let mut last = String::from("no address");
+    for addr in addrs {
+        let mut s = match std::net::TcpStream::connect_timeout(&addr, wait) {
+            Ok(s) => s,
+            Err(e) => {
+                last = e.to_string();
+                continue;
+            }
+        };
+        let mut frame = Vec::with_capacity(32);
+        frame.extend_from_slice(HELLO);
+        for n in [meet.key, rank as u64, nranks as u64] {
+            frame.extend_from_slice(&n.to_le_bytes());
+        }
+        // Both ends: a frame held back by Nagle's algorithm until the peer's delayed ACK
+        // (40 ms on Linux) would add that to every exchange.
+        let mut answer = [0u8; 16];
+        let said = s
+            .set_nodelay(true)
+            // A hub answers as soon as it reads the hello; wait for that to the deadline, so
+            // that a slow hub is not left holding a rank that has gone.
+            .and_then(|_| s.set_read_timeout(Some(left.max(Duration::from_millis(100)))))
+            .and_then(|_| s.write_all(&frame))
+            .and_then(|_| s.read_exact(&mut answer));
+        match said {
+            Ok(()) if &answer[..8] == HELLO => {
+                s.set_read_timeout(None).map_err(|e| e.to_string())?;
+                let hub = u64::from_le_bytes(answer[8..].try_into().unwrap_or([0; 8]));
+                return Ok((hub as usize, s));
+            }
+            _ => {
+                last = "something answers on this port that is not this job's rendezvous (another program, or another job's ncclprobe)".into()
             }
         }
     }
+    Err(last)
 }
 
 /// One frame (length, then bytes) in one write: two small writes would be two segments, the
@@ -164,24 +329,31 @@ impl ControlPlane for Tcp {
         let lost = |r: usize, e: std::io::Error| {
             BackendError::PeerLost(format!("rank {r} is gone (rendezvous connection: {e})"))
         };
-        if self.rank == 0 {
-            let mut all = vec![data.to_vec()];
-            for (i, s) in self.peers.iter_mut().enumerate() {
-                all.push(read_frame(s).map_err(|e| lost(i + 1, e))?);
+        if self.hub {
+            let mut all = Vec::with_capacity(self.peers.len() + 1);
+            for (r, s) in self.peers.iter_mut() {
+                if all.len() == self.rank {
+                    all.push(data.to_vec());
+                }
+                all.push(read_frame(s).map_err(|e| lost(*r, e))?);
+            }
+            if all.len() == self.rank {
+                all.push(data.to_vec());
             }
             let mut packed = Vec::new();
             for part in &all {
                 packed.extend_from_slice(&(part.len() as u64).to_le_bytes());
                 packed.extend_from_slice(part);
             }
-            for (i, s) in self.peers.iter_mut().enumerate() {
-                write_frame(s, &packed).map_err(|e| lost(i + 1, e))?;
+            for (r, s) in self.peers.iter_mut() {
+                write_frame(s, &packed).map_err(|e| lost(*r, e))?;
             }
             Ok(all)
         } else {
-            let s = &mut self.peers[0];
-            write_frame(s, data).map_err(|e| lost(0, e))?;
-            let packed = read_frame(s).map_err(|e| lost(0, e))?;
+            let (hub, s) = &mut self.peers[0];
+            let hub = *hub;
+            write_frame(s, data).map_err(|e| lost(hub, e))?;
+            let packed = read_frame(s).map_err(|e| lost(hub, e))?;
             let mut all = Vec::new();
             let mut at = 0;
             while at + 8 <= packed.len() {
@@ -202,6 +374,16 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn meet(hosts: &str, port: u16, hub: bool) -> Meeting {
+        Meeting {
+            hosts: hosts.split(',').map(str::to_string).collect(),
+            port,
+            hub,
+            source: "a test".into(),
+            key: 7,
+        }
+    }
+
     fn free_port() -> u16 {
         std::net::TcpListener::bind(("127.0.0.1", 0))
             .and_then(|l| l.local_addr())
@@ -215,10 +397,17 @@ mod tests {
         // its peer reaches the same host through another address, as a remote rank would.
         let port = free_port();
         let peer = std::thread::spawn(move || {
-            let mut t = Tcp::connect(1, 2, "127.0.0.1", port, Duration::from_secs(5)).unwrap();
+            let mut t = Tcp::connect(
+                1,
+                2,
+                &meet("127.0.0.1", port, false),
+                Duration::from_secs(5),
+            )
+            .unwrap();
             t.allgather(b"one").unwrap()
         });
-        let mut zero = Tcp::connect(0, 2, "127.0.1.1", port, Duration::from_secs(5)).unwrap();
+        let mut zero =
+            Tcp::connect(0, 2, &meet("127.0.1.1", port, true), Duration::from_secs(5)).unwrap();
         let all = zero.allgather(b"zero").unwrap();
         assert_eq!(all, peer.join().unwrap());
     }
@@ -227,12 +416,24 @@ mod tests {
     fn tcp_ranks_exchange_in_rank_order_and_a_vanished_peer_is_lost_not_failed() {
         let port = free_port();
         let peer = std::thread::spawn(move || {
-            let mut t = Tcp::connect(1, 2, "127.0.0.1", port, Duration::from_secs(10)).unwrap();
+            let mut t = Tcp::connect(
+                1,
+                2,
+                &meet("127.0.0.1", port, false),
+                Duration::from_secs(10),
+            )
+            .unwrap();
             let all = t.allgather(b"one").unwrap();
             assert_eq!(all, vec![b"zero".to_vec(), b"one".to_vec()]);
             // Rank 1 goes away without another word, as a crashed process would.
         });
-        let mut zero = Tcp::connect(0, 2, "127.0.0.1", port, Duration::from_secs(10)).unwrap();
+        let mut zero = Tcp::connect(
+            0,
+            2,
+            &meet("127.0.0.1", port, true),
+            Duration::from_secs(10),
+        )
+        .unwrap();
         assert_eq!(
             zero.allgather(b"zero").unwrap(),
             vec![b"zero".to_vec(), b"one".to_vec()]
@@ -253,14 +454,26 @@ mod tests {
         let port = free_port();
         const ROUNDS: usize = 50;
         let peer = std::thread::spawn(move || {
-            let mut t = Tcp::connect(1, 2, "127.0.0.1", port, Duration::from_secs(10)).unwrap();
-            assert!(t.peers.iter().all(|s| s.nodelay().unwrap()));
+            let mut t = Tcp::connect(
+                1,
+                2,
+                &meet("127.0.0.1", port, false),
+                Duration::from_secs(10),
+            )
+            .unwrap();
+            assert!(t.peers.iter().all(|(_, s)| s.nodelay().unwrap()));
             for _ in 0..ROUNDS {
                 t.allgather(b"one").unwrap();
             }
         });
-        let mut zero = Tcp::connect(0, 2, "127.0.0.1", port, Duration::from_secs(10)).unwrap();
-        assert!(zero.peers.iter().all(|s| s.nodelay().unwrap()));
+        let mut zero = Tcp::connect(
+            0,
+            2,
+            &meet("127.0.0.1", port, true),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(zero.peers.iter().all(|(_, s)| s.nodelay().unwrap()));
         let start = Instant::now();
         for _ in 0..ROUNDS {
             zero.allgather(b"zero").unwrap();
@@ -271,5 +484,130 @@ mod tests {
             took < Duration::from_millis(1500),
             "{ROUNDS} exchanges took {took:?}: each waits for a delayed ACK"
         );
+    }
+
+    #[test]
+    fn the_hub_need_not_be_rank_zero_and_exchanges_stay_in_rank_order() {
+        // Slurm and Open MPI put the listener on the first local process of the first host,
+        // which is not always rank 0.
+        let port = free_port();
+        let spokes: Vec<_> = [0usize, 1, 3]
+            .into_iter()
+            .map(|r| {
+                std::thread::spawn(move || {
+                    let mut t = Tcp::connect(
+                        r,
+                        4,
+                        &meet("127.0.0.1", port, false),
+                        Duration::from_secs(10),
+                    )
+                    .unwrap();
+                    t.allgather(format!("r{r}").as_bytes()).unwrap()
+                })
+            })
+            .collect();
+        let mut hub = Tcp::connect(
+            2,
+            4,
+            &meet("127.0.0.1", port, true),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let all = hub.allgather(b"r2").unwrap();
+        let want: Vec<Vec<u8>> = (0..4).map(|r| format!("r{r}").into_bytes()).collect();
+        assert_eq!(all, want);
+        for s in spokes {
+            assert_eq!(s.join().unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn strangers_on_the_port_are_turned_away_and_the_wait_goes_on() {
+        use std::io::Write;
+        let port = free_port();
+        let hub = std::thread::spawn(move || {
+            Tcp::connect(
+                0,
+                2,
+                &meet("127.0.0.1", port, true),
+                Duration::from_secs(10),
+            )
+            .map(|mut t| t.allgather(b"zero").unwrap())
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        // A port scanner, then another job's ncclprobe (another key).
+        let mut junk = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut other = meet("127.0.0.1", port, false);
+        other.key = 8;
+        let e = Tcp::connect(1, 2, &other, Duration::from_millis(600))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("not this job's rendezvous"), "{e}");
+        let mut one = Tcp::connect(
+            1,
+            2,
+            &meet("127.0.0.1", port, false),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(one.allgather(b"one").unwrap(), hub.join().unwrap().unwrap());
+    }
+
+    #[test]
+    fn a_missing_peer_and_an_unreachable_hub_are_named_within_the_timeout() {
+        let port = free_port();
+        let start = Instant::now();
+        let e = Tcp::connect(
+            0,
+            3,
+            &meet("node01", port, true),
+            Duration::from_millis(500),
+        )
+        .err()
+        .unwrap();
+        let m = e.to_string();
+        assert!(
+            m.contains(&format!("port {port} of node01 (a test)")),
+            "{m}"
+        );
+        assert!(m.contains("ranks 1, 2 did not connect within 500ms"), "{m}");
+        // Nobody listens: the peer names the host, the port and what it heard.
+        let e = Tcp::connect(
+            1,
+            3,
+            &meet("127.0.0.1", port, false),
+            Duration::from_millis(500),
+        )
+        .err()
+        .unwrap();
+        let m = e.to_string();
+        assert!(
+            m.contains(&format!(
+                "could not reach the rank that listens at 127.0.0.1:{port} (a test) within 500ms"
+            )),
+            "{m}"
+        );
+        assert!(m.contains("refused"), "{m}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_taken_port_is_said_with_the_variable_that_moves_it() {
+        let taken = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let e = Tcp::connect(0, 2, &meet("gpu01", port, true), Duration::from_secs(1))
+            .err()
+            .unwrap();
+        let m = e.to_string();
+        assert!(
+            m.contains(&format!("port {port} on gpu01 (a test) is taken")),
+            "{m}"
+        );
+        assert!(m.contains("NCCLPROBE_RENDEZVOUS_PORT"), "{m}");
     }
 }

@@ -135,6 +135,19 @@ pub struct BackendArgs {
     /// one line per call on rank 0, which costs a little at the smallest sizes).
     #[arg(long)]
     pub show_algo: bool,
+    /// nccl backend, several processes: how they exchange NCCL's unique id and results. tcp:
+    /// read the launcher's variables (torchrun, Slurm srun, Open MPI mpirun, MPICH mpiexec,
+    /// Kubernetes LeaderWorkerSet/JobSet/MPIJob) and meet over TCP; mpi: MPI's collectives
+    /// (built with the `mpi` feature); auto: mpi when built with it under an MPI launcher, else tcp.
+    #[arg(long, value_enum, default_value_t = BootstrapChoice::Auto)]
+    pub bootstrap: BootstrapChoice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BootstrapChoice {
+    Auto,
+    Tcp,
+    Mpi,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -166,6 +179,11 @@ impl BackendArgs {
             stream_null: false,
             split: None,
             show_algo: self.show_algo,
+            bootstrap: match self.bootstrap {
+                BootstrapChoice::Auto => crate::sweep::options::Bootstrap::Auto,
+                BootstrapChoice::Tcp => crate::sweep::options::Bootstrap::Tcp,
+                BootstrapChoice::Mpi => crate::sweep::options::Bootstrap::Mpi,
+            },
         }
     }
 }

@@ -31,10 +31,8 @@ fn start(options: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
 /// exist yet when they start (doctor's rank 0 creates its report directory), so they check
 /// only what they read.
 fn check_files(args: &Options) -> Result<(), Failure> {
-    let torchrun_rank = std::env::var("RANK")
-        .ok()
-        .and_then(|r| r.parse::<usize>().ok());
-    let writes = crate::backend::mpi::launcher_rank() == 0 && torchrun_rank.unwrap_or(0) == 0;
+    let launched = crate::backend::launcher::from_env().map_or(0, |l| l.rank);
+    let writes = crate::backend::mpi::launcher_rank() == 0 && launched == 0;
     if writes {
         return files(args).check();
     }

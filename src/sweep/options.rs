@@ -150,6 +150,19 @@ pub struct BackendOptions {
     pub split: Option<super::split::Split>,
     /// `--show-algo`: NCCL's tuner lines on, and a column with its choice per size.
     pub show_algo: bool,
+    /// How the processes of a launched NCCL job exchange the unique id and results.
+    pub bootstrap: Bootstrap,
+}
+
+/// `--bootstrap`: MPI's collectives (an MPI build under an MPI launcher), or the launcher's
+/// variables and a TCP rendezvous (any build, any launcher).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// MPI when built with it and launched by an MPI launcher, else TCP.
+    #[default]
+    Auto,
+    Tcp,
+    Mpi,
 }
 
 /// Everything a sweep (or the matrix, which runs on the sweep's launch) takes.

@@ -3,9 +3,11 @@
 //! with one GPU per process (torchrun-style or under an MPI launcher), and MPI on host memory.
 
 use super::launch::{launch, Start};
+use super::options::Bootstrap;
 use super::options::Options;
 use super::record;
 use super::select::Selection;
+use crate::backend::launcher::Launch;
 use crate::backend::mpi as mpi_backend;
 use crate::backend::nccl::{self, Api, NcclComm, RegistrationMode};
 use crate::backend::rendezvous::{ControlPlane, Tcp};
@@ -175,26 +177,70 @@ pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
     if let Some(line) = nccl::cta_policy_for(args.backend.cta_policy, api.nccl.version_code).said {
         crate::outln!("{line}");
     }
-    if let Some(tr) = Torchrun::from_env() {
-        let launch_info = PerProcess {
-            rank: tr.rank,
-            world: tr.world,
-            local: tr.local,
-            local_world: tr.local_world,
-            how: "torchrun-style environment",
-        };
-        let (rank, world) = (tr.rank, tr.world);
-        // The unique id travels over our TCP rendezvous.
-        let plane = move |timeout: Duration| {
-            Tcp::connect(rank, world, &tr.addr, tr.port, timeout)
-                .map(|t| Box::new(t) as Box<dyn ControlPlane>)
-        };
-        return nccl_per_process(args, selection, api, launch_info, plane, None);
+    let launch = crate::backend::launcher::from_env();
+    let mpi_world = mpi_backend::launcher_world_size().filter(|&n| n > 1);
+    match args.backend.bootstrap {
+        Bootstrap::Mpi => match mpi_world {
+            Some(world) => nccl_under_mpi(args, selection, api, world),
+            None => Err(Failure::usage(
+                "--bootstrap mpi: this process was not started by an MPI launcher with several ranks",
+            )),
+        },
+        Bootstrap::Tcp => match launch {
+            Some(l) => nccl_over_tcp(args, selection, api, l),
+            None => Err(Failure::usage(format!(
+                "--bootstrap tcp: no launcher's variables found; {LAUNCHER_VARIABLES}"
+            ))),
+        },
+        Bootstrap::Auto => match (launch, mpi_world) {
+            // An MPI build under an MPI launcher keeps MPI (torchrun's variables win: they
+            // are what the user set).
+            (Some(l), Some(world)) if cfg!(feature = "mpi") && l.mpi_launcher => {
+                nccl_under_mpi(args, selection, api, world)
+            }
+            (Some(l), _) if l.world > 1 || !l.mpi_launcher => {
+                nccl_over_tcp(args, selection, api, l)
+            }
+            _ => nccl_group(args, selection, api),
+        },
     }
-    if let Some(world) = mpi_backend::launcher_world_size().filter(|&n| n > 1) {
-        return nccl_under_mpi(args, selection, api, world);
-    }
-    nccl_group(args, selection, api)
+}
+
+/// What `--bootstrap tcp` reads, for the error when none is set.
+const LAUNCHER_VARIABLES: &str = "start the processes with torchrun (RANK, WORLD_SIZE, MASTER_ADDR), srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST), mpirun (OMPI_COMM_WORLD_RANK/SIZE), mpiexec (PMI_RANK/PMI_SIZE), or in Kubernetes a LeaderWorkerSet (LWS_*) or an Indexed Job/JobSet (JOB_COMPLETION_INDEX with WORLD_SIZE)";
+
+/// One process per GPU, as the launcher placed them, meeting over TCP.
+fn nccl_over_tcp(
+    args: &Options,
+    selection: &Selection,
+    api: Arc<Api>,
+    launch: Launch,
+) -> Result<ExitCode, Failure> {
+    let meet = launch.meet.map_err(|why| {
+        Failure::usage(format!(
+            "--backend nccl, started by {}: {why}",
+            launch.launcher
+        ))
+    })?;
+    let at = PerProcess {
+        rank: launch.rank,
+        world: launch.world,
+        local: launch.local,
+        local_world: launch.local_world,
+        how: format!(
+            "{}; rendezvous {}:{}{}",
+            launch.launcher,
+            meet.hosts.first().map_or("", String::as_str),
+            meet.port,
+            if meet.hub { ", listening here" } else { "" }
+        ),
+    };
+    let (rank, world) = (launch.rank, launch.world);
+    // The unique id travels over our TCP rendezvous.
+    let plane = move |timeout: Duration| {
+        Tcp::connect(rank, world, &meet, timeout).map(|t| Box::new(t) as Box<dyn ControlPlane>)
+    };
+    nccl_per_process(args, selection, api, at, plane, None)
 }
 
 /// `-g N`: several GPUs driven by this process, one rank thread each.
@@ -256,49 +302,13 @@ fn nccl_group(args: &Options, selection: &Selection, api: Arc<Api>) -> Result<Ex
     launch(args, selection, start)
 }
 
-/// torchrun-style environment.
-struct Torchrun {
-    rank: usize,
-    world: usize,
-    local: usize,
-    local_world: Option<usize>,
-    addr: String,
-    port: u16,
-}
-
-impl Torchrun {
-    fn from_env() -> Option<Torchrun> {
-        let get = |k: &str| std::env::var(k).ok();
-        let rank = get("RANK")?.parse().ok()?;
-        let world = get("WORLD_SIZE")?.parse().ok()?;
-        let local = get("LOCAL_RANK")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(rank);
-        let local_world = get("LOCAL_WORLD_SIZE").and_then(|v| v.parse().ok());
-        let addr = get("MASTER_ADDR")?;
-        // torchrun's own store listens on MASTER_PORT; the rendezvous takes the next port.
-        let port: u16 = match get("NCCLPROBE_RENDEZVOUS_PORT") {
-            Some(p) => p.parse().ok()?,
-            None => get("MASTER_PORT")?.parse::<u16>().ok()?.checked_add(1)?,
-        };
-        Some(Torchrun {
-            rank,
-            world,
-            local,
-            local_world,
-            addr,
-            port,
-        })
-    }
-}
-
 /// Where this process sits in a one-GPU-per-process job.
 struct PerProcess {
     rank: usize,
     world: usize,
     local: usize,
     local_world: Option<usize>,
-    how: &'static str,
+    how: String,
 }
 
 type PlaneResult = Result<Box<dyn ControlPlane>, BackendError>;
@@ -460,7 +470,7 @@ fn nccl_under_mpi(
     world: usize,
 ) -> Result<ExitCode, Failure> {
     Err(Failure::unavailable(format!(
-        "--backend nccl: launched by an MPI launcher with {world} ranks, but this build has no MPI support to exchange the NCCL unique id; rebuild with --features mpi, or launch with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+        "--backend nccl: launched by an MPI launcher with {world} ranks, but this build has no MPI support to exchange the NCCL unique id; rebuild with --features mpi, or use --bootstrap tcp"
     )))
 }
 
@@ -497,7 +507,7 @@ fn nccl_under_mpi(
         world,
         local,
         local_world: mpi_backend::launcher_local_size(),
-        how: "MPI launcher",
+        how: "MPI launcher".into(),
     };
     let plane = move |_| Ok(Box::new(MpiPlane(comm)) as Box<dyn ControlPlane>);
     nccl_per_process(args, selection, api, at, plane, Some(Box::new(universe)))

@@ -1,0 +1,160 @@
+//! Slurm's compressed host lists (`gpu[01-04,07]`, `rack[1-2]-n[1-2]`, `a1,b[3-4]`) expanded
+//! as `scontrol show hostnames` does: commas outside brackets separate entries, a bracket holds
+//! numbers and ranges whose zero padding is kept, and several brackets in one entry multiply.
+
+/// Every host name of `list`, in Slurm's order; `Err` says what is malformed.
+pub fn expand(list: &str) -> Result<Vec<String>, String> {
+    let mut hosts = Vec::new();
+    for entry in top_level_entries(list)? {
+        hosts.extend(expand_entry(entry)?);
+    }
+    Ok(hosts)
+}
+
+/// The first host of `list` (the one Slurm gives task 0 under its default distribution).
+pub fn first(list: &str) -> Result<String, String> {
+    let entry = top_level_entries(list)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("host list `{list}` is empty"))?;
+    expand_entry(entry)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| format!("host list `{list}` is empty"))
+}
+
+/// Split at commas that are not inside brackets.
+fn top_level_entries(list: &str) -> Result<Vec<&str>, String> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' if depth == 0 => depth = 1,
+            '[' => return Err(format!("host list `{list}`: nested `[`")),
+            ']' if depth == 1 => depth = 0,
+            ']' => return Err(format!("host list `{list}`: `]` without `[`")),
+            ',' if depth == 0 => {
+                out.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("host list `{list}`: `[` without `]`"));
+    }
+    out.push(&list[start..]);
+    Ok(out
+        .into_iter()
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect())
+}
+
+/// One entry: text and bracketed ranges, every combination in order (the last bracket varies
+/// fastest).
+fn expand_entry(entry: &str) -> Result<Vec<String>, String> {
+    let Some(open) = entry.find('[') else {
+        return Ok(vec![entry.to_string()]);
+    };
+    let close = open
+        + entry[open..]
+            .find(']')
+            .ok_or_else(|| format!("host list entry `{entry}`: `[` without `]`"))?;
+    let (prefix, inner, rest) = (&entry[..open], &entry[open + 1..close], &entry[close + 1..]);
+    let tails = expand_entry(rest)?;
+    let mut out = Vec::new();
+    for number in bracket_numbers(inner).map_err(|e| format!("host list entry `{entry}`: {e}"))? {
+        for tail in &tails {
+            out.push(format!("{prefix}{number}{tail}"));
+        }
+    }
+    Ok(out)
+}
+
+/// The numbers a bracket names, as text with the padding of the range's low bound.
+fn bracket_numbers(inner: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for part in inner.split(',').map(str::trim) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(lo) || !digits(hi) {
+            return Err(format!("`{part}` is not a number or a range of numbers"));
+        }
+        let parse = |s: &str| s.parse::<u64>().map_err(|e| format!("`{s}`: {e}"));
+        let (a, b) = (parse(lo)?, parse(hi)?);
+        if b < a {
+            return Err(format!("range `{part}` runs backwards"));
+        }
+        if b - a >= 1 << 20 {
+            return Err(format!("range `{part}` names more than a million hosts"));
+        }
+        let width = if lo.starts_with('0') { lo.len() } else { 0 };
+        out.extend((a..=b).map(|n| format!("{n:0width$}")));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(list: &str) -> Vec<String> {
+        expand(list).unwrap()
+    }
+
+    #[test]
+    fn ranges_lists_and_padding_as_slurm_documents_them() {
+        // Slurm's documentation: "tux[1-3,5]" is tux1, tux2, tux3, tux5; "linux[00-02]" keeps
+        // two digits.
+        assert_eq!(hosts("tux[1-3,5]"), ["tux1", "tux2", "tux3", "tux5"]);
+        assert_eq!(hosts("linux[00-02]"), ["linux00", "linux01", "linux02"]);
+        assert_eq!(
+            hosts("gpu[01-04,07]"),
+            ["gpu01", "gpu02", "gpu03", "gpu04", "gpu07"]
+        );
+        // Padding comes from the low bound; a range may cross a power of ten.
+        assert_eq!(hosts("n[8-11]"), ["n8", "n9", "n10", "n11"]);
+        assert_eq!(hosts("n[098-101]"), ["n098", "n099", "n100", "n101"]);
+    }
+
+    #[test]
+    fn several_entries_and_several_brackets() {
+        assert_eq!(
+            hosts("a1,b[3-4],c"),
+            ["a1", "b3", "b4", "c"],
+            "commas outside brackets separate entries"
+        );
+        assert_eq!(
+            hosts("rack[1-2]-node[01-02]"),
+            [
+                "rack1-node01",
+                "rack1-node02",
+                "rack2-node01",
+                "rack2-node02"
+            ]
+        );
+        assert_eq!(
+            hosts("dgx-h100-[7,9].ib"),
+            ["dgx-h100-7.ib", "dgx-h100-9.ib"]
+        );
+        assert_eq!(hosts("single-host"), ["single-host"]);
+        assert_eq!(first("gpu[12-15],cpu1").unwrap(), "gpu12");
+    }
+
+    #[test]
+    fn malformed_lists_are_refused_with_the_reason() {
+        for (bad, why) in [
+            ("gpu[1-4", "without `]`"),
+            ("gpu1-4]", "without `[`"),
+            ("gpu[a-b]", "not a number"),
+            ("gpu[4-1]", "backwards"),
+            ("gpu[[1]]", "nested"),
+            ("gpu[0-99999999]", "million"),
+            ("", "empty"),
+        ] {
+            let e = first(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Launches read from each launcher's variables as it sets them (one process's view each).
+
+use super::*;
+
+/// A process of a job: its variables, its host name, the addresses that are its own.
+fn launch(vars: &[(&str, &str)], host: &str, local_ips: &[&str]) -> Option<Launch> {
+    let env: std::collections::HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let var = |k: &str| env.get(k).cloned();
+    let local = |ip: &str| local_ips.contains(&ip);
+    detect(&Machine {
+        var: &var,
+        is_local_address: &local,
+        host_name: host.into(),
+        parent_pid: 4242,
+    })
+}
+
+fn meeting(l: &Launch) -> &Meeting {
+    l.meet.as_ref().expect("a meeting place")
+}
+
+/// srun -N2 -n4 on gpu[07-08], task `rank`, as slurmstepd sets it (block distribution).
+fn srun(rank: usize, more: &[(&str, &str)]) -> Launch {
+    let (node, local) = (rank / 2, rank % 2);
+    let (procid, localid, nodeid) = (rank.to_string(), local.to_string(), node.to_string());
+    let name = format!("gpu0{}", 7 + node);
+    let mut vars = vec![
+        ("SLURM_JOB_ID", "81234"),
+        ("SLURM_STEP_ID", "0"),
+        ("SLURM_PROCID", procid.as_str()),
+        ("SLURM_LOCALID", localid.as_str()),
+        ("SLURM_NODEID", nodeid.as_str()),
+        ("SLURM_NTASKS", "4"),
+        ("SLURM_STEP_NUM_TASKS", "4"),
+        ("SLURM_STEP_NODELIST", "gpu[07-08]"),
+        ("SLURM_JOB_NODELIST", "gpu[07-08]"),
+        ("SLURM_STEP_TASKS_PER_NODE", "2(x2)"),
+        ("SLURMD_NODENAME", name.as_str()),
+    ];
+    vars.extend_from_slice(more);
+    launch(&vars, &name, &[]).expect("srun's variables are a launch")
+}
+
+#[test]
+fn srun_tasks_meet_at_the_first_local_task_of_the_first_host() {
+    let all: Vec<Launch> = (0..4).map(|r| srun(r, &[])).collect();
+    for (r, l) in all.iter().enumerate() {
+        assert_eq!((l.rank, l.world, l.local), (r, 4, r % 2));
+        assert_eq!(l.local_world, Some(2));
+        assert!(l.mpi_launcher);
+        assert!(l.launcher.starts_with("Slurm srun"), "{}", l.launcher);
+        let m = meeting(l);
+        assert_eq!(m.hosts, ["gpu07"]);
+        assert_eq!(m.hub, r == 0, "rank {r}");
+        assert!(m.source.contains("first host of SLURM_STEP_NODELIST"));
+    }
+    // One port and one key for the step; (20000, 30000) is where job-derived ports fall.
+    let port = meeting(&all[0]).port;
+    assert!((20000..30000).contains(&port), "{port}");
+    assert!(all.iter().all(|l| meeting(l).port == port));
+    assert!(all.iter().all(|l| meeting(l).key == meeting(&all[0]).key));
+    // The next step of the job meets elsewhere, and is told apart.
+    let next = srun(0, &[("SLURM_STEP_ID", "1")]);
+    assert_ne!(meeting(&next).key, meeting(&all[0]).key);
+    // srun --resv-ports: the step's own reserved port.
+    let reserved = srun(3, &[("SLURM_STEP_RESV_PORTS", "12010-12013")]);
+    assert_eq!(meeting(&reserved).port, 12010);
+}
+
+#[test]
+fn a_batch_script_outside_a_step_is_not_a_launch() {
+    // sbatch's script has SLURM_PROCID=0 and the allocation's task count, but no step: it is
+    // one process, not rank 0 of 4 waiting for peers that will never come.
+    let vars = [
+        ("SLURM_JOB_ID", "81234"),
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "4"),
+        ("SLURM_JOB_NODELIST", "gpu[07-08]"),
+    ];
+    assert_eq!(launch(&vars, "gpu07", &[]), None);
+}
+
+#[test]
+fn srun_with_a_malformed_node_list_says_so() {
+    let l = srun(1, &[("SLURM_STEP_NODELIST", "gpu[07-")]);
+    let e = l.meet.unwrap_err();
+    assert!(e.contains("`[` without `]`"), "{e}");
+}
+
+/// mpirun's variables for rank `rank` of `world`, `local_size` per host.
+fn ompi(rank: usize, world: usize, local_size: usize) -> Vec<(&'static str, String)> {
+    vec![
+        ("OMPI_COMM_WORLD_RANK", rank.to_string()),
+        ("OMPI_COMM_WORLD_SIZE", world.to_string()),
+        (
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            (rank % local_size).to_string(),
+        ),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", local_size.to_string()),
+        ("OMPI_MCA_ess_base_jobid", "378601473".into()),
+        ("PMIX_RANK", rank.to_string()),
+        (
+            "OMPI_MCA_orte_hnp_uri",
+            "378601472.0;tcp://10.0.0.1,192.168.1.1:41043;tcp6://[fd00::2]:34077".into(),
+        ),
+        (
+            "OMPI_MCA_orte_num_nodes",
+            world.div_ceil(local_size).to_string(),
+        ),
+    ]
+}
+
+fn borrowed<'a>(vars: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
+    vars.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[test]
+fn mpirun_on_one_host_meets_on_loopback_and_across_hosts_at_mpiruns_host() {
+    let one = ompi(1, 4, 4);
+    let l = launch(&borrowed(&one), "vm", &[]).unwrap();
+    assert_eq!(
+        (l.rank, l.world, l.local, l.local_world),
+        (1, 4, 1, Some(4))
+    );
+    assert!(l.launcher.starts_with("Open MPI mpirun"));
+    let m = meeting(&l);
+    assert_eq!(
+        (m.hosts.as_slice(), m.hub),
+        (&["127.0.0.1".to_string()][..], false)
+    );
+    // Two hosts: mpirun's addresses, IPv4 only; the first local rank where one of them is
+    // this host's listens.
+    let zero = ompi(0, 4, 2);
+    let l = launch(&borrowed(&zero), "node1", &["192.168.1.1"]).unwrap();
+    assert_eq!(meeting(&l).hosts, ["10.0.0.1", "192.168.1.1"]);
+    assert!(meeting(&l).hub);
+    let two = ompi(2, 4, 2);
+    let l = launch(&borrowed(&two), "node2", &["10.0.0.2"]).unwrap();
+    assert!(!meeting(&l).hub, "local rank 0 of a host mpirun is not on");
+    let three = ompi(3, 4, 2);
+    let l = launch(&borrowed(&three), "node1", &["10.0.0.1"]).unwrap();
+    assert!(!meeting(&l).hub, "local rank 1 of mpirun's host");
+}
+
+#[test]
+fn mpirun_with_master_addr_meets_there_and_without_an_hnp_uri_says_what_to_add() {
+    let mut vars = ompi(2, 4, 2);
+    vars.push(("MASTER_ADDR", "node1".into()));
+    vars.push(("MASTER_PORT", "6000".into()));
+    let l = launch(&borrowed(&vars), "node2", &[]).unwrap();
+    assert!(l.launcher.starts_with("Open MPI"), "{}", l.launcher);
+    assert_eq!(
+        (meeting(&l).hosts[0].as_str(), meeting(&l).port),
+        ("node1", 6001)
+    );
+    // Open MPI 5 (PRRTE) passes no HNP URI; its job namespace names mpirun's host.
+    let mut v5: Vec<_> = ompi(0, 4, 2)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("OMPI_MCA_"))
+        .collect();
+    v5.push(("PMIX_NAMESPACE", "prterun-dgx-a-07-12345@1".into()));
+    let l = launch(&borrowed(&v5), "dgx-a-07.cluster", &[]).unwrap();
+    assert_eq!(meeting(&l).hosts, ["dgx-a-07"]);
+    assert!(meeting(&l).hub);
+    v5.retain(|(k, _)| *k != "PMIX_NAMESPACE");
+    let e = launch(&borrowed(&v5), "node2", &[])
+        .unwrap()
+        .meet
+        .unwrap_err();
+    assert!(e.contains("-x MASTER_ADDR=<the first host>"), "{e}");
+}
+
+#[test]
+fn an_mpijob_meets_at_worker_zero_not_at_the_launcher_pod() {
+    let mut vars = ompi(0, 4, 2);
+    vars.push(("K_MPI_JOB_ROLE", "worker".into()));
+    let l = launch(&borrowed(&vars), "bench-worker-0", &[]).unwrap();
+    let m = meeting(&l);
+    assert_eq!(m.hosts, ["bench-worker-0.bench", "bench-worker-0"]);
+    assert!(m.hub);
+    let mut vars = ompi(2, 4, 2);
+    vars.push(("K_MPI_JOB_ROLE", "worker".into()));
+    let l = launch(&borrowed(&vars), "bench-worker-1", &[]).unwrap();
+    assert!(!meeting(&l).hub);
+}
+
+#[test]
+fn mpich_hydra_meets_on_one_host_and_asks_for_master_addr_across_hosts() {
+    let local = [
+        ("PMI_RANK", "1"),
+        ("PMI_SIZE", "2"),
+        ("PMI_FD", "6"),
+        ("MPI_LOCALRANKID", "1"),
+        ("MPI_LOCALNRANKS", "2"),
+    ];
+    let l = launch(&local, "vm", &[]).unwrap();
+    assert!(l.launcher.starts_with("MPICH Hydra"));
+    assert_eq!((l.rank, l.world, l.local), (1, 2, 1));
+    assert_eq!(meeting(&l).hosts, ["127.0.0.1"]);
+    let spread = [
+        ("PMI_RANK", "3"),
+        ("PMI_SIZE", "4"),
+        ("MPI_LOCALNRANKS", "2"),
+    ];
+    let e = launch(&spread, "vm", &[]).unwrap().meet.unwrap_err();
+    assert!(e.contains("-genv MASTER_ADDR"), "{e}");
+}
+
+#[test]
+fn torchrun_meets_one_port_above_its_store_and_says_which_it_is() {
+    let vars = [
+        ("RANK", "3"),
+        ("WORLD_SIZE", "8"),
+        ("LOCAL_RANK", "3"),
+        ("LOCAL_WORLD_SIZE", "4"),
+        ("MASTER_ADDR", "node1"),
+        ("MASTER_PORT", "29500"),
+        ("TORCHELASTIC_RUN_ID", "none"),
+    ];
+    let l = launch(&vars, "node1", &[]).unwrap();
+    assert_eq!(
+        (l.rank, l.world, l.local, l.local_world),
+        (3, 8, 3, Some(4))
+    );
+    assert!(l.launcher.starts_with("torchrun:"), "{}", l.launcher);
+    assert!(!l.mpi_launcher);
+    assert_eq!((meeting(&l).port, meeting(&l).hub), (29501, false));
+    // Kubeflow's PyTorchJob sets the same variables in each pod.
+    let pod = [
+        ("RANK", "0"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "bench-master-0"),
+        ("MASTER_PORT", "23456"),
+        ("PET_NNODES", "2"),
+    ];
+    let l = launch(&pod, "bench-master-0", &[]).unwrap();
+    assert!(
+        l.launcher.starts_with("Kubeflow PyTorchJob"),
+        "{}",
+        l.launcher
+    );
+    assert!(meeting(&l).hub);
+}
+
+#[test]
+fn leader_worker_set_and_jobset_pods_meet_at_their_first_pod() {
+    let worker = [
+        ("LWS_LEADER_ADDRESS", "bench-0.bench.default"),
+        ("LWS_GROUP_SIZE", "4"),
+        ("LWS_WORKER_INDEX", "2"),
+    ];
+    let l = launch(&worker, "bench-0-2", &[]).unwrap();
+    assert_eq!((l.rank, l.world), (2, 4));
+    assert_eq!(meeting(&l).hosts, ["bench-0.bench.default"]);
+    assert!(!meeting(&l).hub);
+    let pod = [
+        ("JOBSET_NAME", "bench"),
+        ("REPLICATED_JOB_NAME", "workers"),
+        ("JOB_INDEX", "0"),
+        ("JOB_COMPLETION_INDEX", "0"),
+        ("WORLD_SIZE", "2"),
+    ];
+    let l = launch(&pod, "bench-workers-0-0", &[]).unwrap();
+    assert!(l.launcher.starts_with("Kubernetes JobSet"));
+    assert_eq!(
+        meeting(&l).hosts,
+        ["bench-workers-0-0.bench", "bench-workers-0-0"]
+    );
+    assert!(meeting(&l).hub);
+    let e = launch(&[("JOB_COMPLETION_INDEX", "1")], "job-1", &[])
+        .unwrap()
+        .meet
+        .unwrap_err();
+    assert!(e.contains("set WORLD_SIZE"), "{e}");
+}
+
+#[test]
+fn ncclprobe_rendezvous_overrides_any_launcher() {
+    let l = srun(
+        2,
+        &[
+            ("NCCLPROBE_RENDEZVOUS", "login1:7000"),
+            ("NCCLPROBE_RENDEZVOUS_PORT", "7100"),
+        ],
+    );
+    let m = meeting(&l);
+    assert_eq!(
+        (m.hosts[0].as_str(), m.port, m.hub),
+        ("login1", 7000, false)
+    );
+    let l = srun(0, &[("NCCLPROBE_RENDEZVOUS_PORT", "7100")]);
+    assert_eq!(
+        (meeting(&l).hosts[0].as_str(), meeting(&l).port),
+        ("gpu07", 7100)
+    );
+    assert!(meeting(&l).source.contains("NCCLPROBE_RENDEZVOUS_PORT"));
+    assert_eq!(
+        split_host_port("[fd00::1]:80"),
+        ("fd00::1".into(), Some(80))
+    );
+    assert_eq!(split_host_port("fd00::1"), ("fd00::1".into(), None));
+}
+
+#[test]
+fn no_launcher_variables_is_no_launch() {
+    assert_eq!(launch(&[("HOME", "/root")], "vm", &[]), None);
+    // RANK without WORLD_SIZE and MASTER_ADDR is not torchrun.
+    assert_eq!(launch(&[("RANK", "1")], "vm", &[]), None);
+}

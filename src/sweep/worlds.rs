@@ -234,6 +234,12 @@ fn nccl_over_tcp(
             meet.port,
             if meet.hub { ", listening here" } else { "" }
         ),
+        meeting: format!(
+            " at {}:{} ({})",
+            meet.hosts.join(" or "),
+            meet.port,
+            meet.source
+        ),
     };
     let (rank, world) = (launch.rank, launch.world);
     // The unique id travels over our TCP rendezvous.
@@ -309,6 +315,8 @@ struct PerProcess {
     local: usize,
     local_world: Option<usize>,
     how: String,
+    /// " at host:port" where the ranks meet over TCP.
+    meeting: String,
 }
 
 type PlaneResult = Result<Box<dyn ControlPlane>, BackendError>;
@@ -351,6 +359,7 @@ fn nccl_per_process(
         ));
     }
     let (rank, world) = (at.rank, at.world);
+    let meeting = at.meeting;
     let start = Start {
         plan,
         reports: rank == 0,
@@ -358,9 +367,13 @@ fn nccl_per_process(
         libraries: record::nccl_libraries(&api),
         calibration: Calibration::default(),
         connect: Box::new(move |watchdog, plan| {
-            watchdog.arm(format!("rendezvous of {world} ranks"));
-            let mut control = plane(Duration::from_secs_f64(plan.settings.timeout_s))
-                .map_err(|e| Failure::internal(e.to_string()))?;
+            watchdog.arm(format!("rendezvous of {world} ranks{meeting}"));
+            // The rendezvous gives up a little before the watchdog, so that its own words
+            // (which rank is missing, which host did not answer) are what the user reads.
+            let mut control = plane(Duration::from_secs_f64(
+                (plan.settings.timeout_s * 0.9).max(0.0).min(1e9),
+            ))
+            .map_err(|e| Failure::internal(e.to_string()))?;
             let host = crate::measure::host_name(rank, &plan.injected);
             let gpu = api.pci_bus_id(device);
             one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;
@@ -508,6 +521,7 @@ fn nccl_under_mpi(
         local,
         local_world: mpi_backend::launcher_local_size(),
         how: "MPI launcher".into(),
+        meeting: String::new(),
     };
     let plane = move |_| Ok(Box::new(MpiPlane(comm)) as Box<dyn ControlPlane>);
     nccl_per_process(args, selection, api, at, plane, Some(Box::new(universe)))

@@ -278,6 +278,12 @@ pub fn without_host_settings<C: EnvTarget>(cmd: &mut C) {
             "PMI_",
             "PMIX_",
             "SLURM_",
+            "OMPI_",
+            "PRTE_",
+            "LWS_",
+            "PET_",
+            "TORCHELASTIC_",
+            "NCCLPROBE_RENDEZVOUS",
         ]
         .iter()
         .any(|p| key.starts_with(p));
@@ -294,6 +300,11 @@ pub fn without_host_settings<C: EnvTarget>(cmd: &mut C) {
         "MASTER_PORT",
         "NCCLPROBE_RENDEZVOUS_PORT",
         "MPI_LOCALNRANKS",
+        "MPI_LOCALRANKID",
+        "SLURMD_NODENAME",
+        "JOB_COMPLETION_INDEX",
+        "JOBSET_NAME",
+        "K_MPI_JOB_ROLE",
     ] {
         cmd.remove_env(key);
     }

@@ -121,7 +121,8 @@ pub struct BackendArgs {
     /// GPUs driven by this process for the nccl backend (default: all visible), like nccl-tests' -g.
     #[arg(short = 'g', long = "ngpus")]
     pub ngpus: Option<usize>,
-    /// NCCL library to use (else NCCL_LIBRARY, NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's
+    /// NCCL library to use (else NCCL_LIBRARY, the pip environment ncclprobe is installed in,
+    /// NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's
     /// paths, python3's site-packages nvidia/nccl/lib).
     #[arg(long)]
     pub nccl_lib: Option<PathBuf>,

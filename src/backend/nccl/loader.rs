@@ -14,6 +14,9 @@ pub enum Route {
     Flag,
     /// `NCCL_LIBRARY`
     NcclLibraryEnv,
+    /// `nvidia/nccl/lib` in the site-packages of the Python environment this ncclprobe is
+    /// installed in (`pip install ncclprobe` beside PyTorch: the NCCL PyTorch itself loads)
+    InstalledEnvironment,
     /// `NCCL_HOME/lib`
     NcclHome,
     /// a directory of `LD_LIBRARY_PATH`
@@ -29,6 +32,7 @@ impl Route {
         match self {
             Route::Flag => "--nccl-lib",
             Route::NcclLibraryEnv => "NCCL_LIBRARY",
+            Route::InstalledEnvironment => "the Python environment ncclprobe is installed in",
             Route::NcclHome => "NCCL_HOME/lib",
             Route::LdLibraryPath => "LD_LIBRARY_PATH",
             Route::LoaderDefault => "the dynamic loader's default paths",
@@ -171,6 +175,29 @@ pub fn python_site_packages() -> Vec<PathBuf> {
         .collect()
 }
 
+/// The site-packages of the environment whose `bin/` holds `exe` (a virtual environment, a
+/// conda environment, `~/.local` for `pip install --user`): `<prefix>/lib/python3.*/site-packages`.
+pub fn installed_site_packages(exe: &Path) -> Vec<PathBuf> {
+    let Some(prefix) = exe
+        .parent()
+        .filter(|b| b.ends_with("bin"))
+        .and_then(Path::parent)
+    else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path().join("site-packages"))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 /// The loader's default route asks for bare names, which dlopen looks up in ld.so.cache and
 /// the system directories. In builds with the TEST-ONLY `fault-injection` feature,
 /// `NCCLPROBE_TEST_LOADER_DIR` names a directory that stands for them, so a test can mean "the
@@ -193,6 +220,16 @@ pub fn candidates(explicit: Option<&Path>) -> Vec<(Route, PathBuf)> {
     }
     if let Some(p) = std::env::var_os("NCCL_LIBRARY") {
         out.push((Route::NcclLibraryEnv, PathBuf::from(p)));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        for sp in installed_site_packages(&exe) {
+            for name in NCCL_NAMES {
+                out.push((
+                    Route::InstalledEnvironment,
+                    sp.join("nvidia/nccl/lib").join(name),
+                ));
+            }
+        }
     }
     if let Some(home) = std::env::var_os("NCCL_HOME") {
         for name in NCCL_NAMES {
@@ -299,7 +336,7 @@ pub fn describe_attempts(attempts: &[Attempt]) -> String {
         .collect();
     if tried.is_empty() {
         format!(
-            "no NCCL library (libnccl.so.2) found; searched --nccl-lib, NCCL_LIBRARY, NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's default paths and python3's site-packages ({} candidates)",
+            "no NCCL library (libnccl.so.2) found; searched --nccl-lib, NCCL_LIBRARY, the Python environment ncclprobe is installed in, NCCL_HOME/lib, LD_LIBRARY_PATH, the loader's default paths and python3's site-packages ({} candidates)",
             attempts.len()
         )
     } else {
@@ -327,5 +364,19 @@ mod tests {
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].route, Route::Flag);
         assert!(describe_attempts(&attempts).contains("libnccl.so.2 (--nccl-lib)"));
+    }
+
+    #[test]
+    fn the_environment_ncclprobe_is_installed_in_is_searched_by_its_prefix() {
+        let root = tempfile::tempdir().unwrap();
+        let venv = root.path().join("venv");
+        let sp = venv.join("lib/python3.11/site-packages");
+        std::fs::create_dir_all(&sp).unwrap();
+        std::fs::create_dir_all(venv.join("lib/pkgconfig")).unwrap();
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        assert_eq!(installed_site_packages(&venv.join("bin/ncclprobe")), [sp]);
+        // A binary outside any bin/ (cargo's target/release) has no environment.
+        assert!(installed_site_packages(&root.path().join("release/ncclprobe")).is_empty());
+        assert!(installed_site_packages(Path::new("/nonexistent/bin/ncclprobe")).is_empty());
     }
 }

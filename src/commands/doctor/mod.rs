@@ -376,8 +376,11 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
         args.backend.nccl_lib.as_deref(),
     )?;
     let backend = selection.backend;
-    let launched = env.mpi_world_size.is_some() && backend != Backend::Host;
-    let rank = crate::backend::mpi::launcher_rank();
+    // Any launcher doctor's sweep would recognise (torchrun, srun, mpirun, Kubernetes).
+    let launch = crate::backend::launcher::from_env();
+    let launched = (env.mpi_world_size.is_some() || launch.as_ref().is_some_and(|l| l.world > 1))
+        && backend != Backend::Host;
+    let rank = launch.map_or_else(crate::backend::mpi::launcher_rank, |l| l.rank);
     if launched && rank != 0 {
         // Every rank takes part in the sweep; rank 0 writes the record and the report.
         sweep_here(args, backend, &args.output.join("run.json"))?;

@@ -208,7 +208,7 @@ fn two_processes_torchrun_style() {
             .contains("CUDA_VISIBLE_DEVICES is not set while 2 ranks share this host"));
     }
     assert!(
-        text(&outs[0].stdout).contains("2 ranks, one GPU per process (torchrun-style environment)")
+        text(&outs[0].stdout).contains("2 ranks, one GPU per process (torchrun-style environment: RANK, WORLD_SIZE, MASTER_ADDR; rendezvous 127.0.0.1:")
     );
     let r = read_record(&out_dir.path().join("rank0.json"));
     assert_eq!(r.backend.nranks, 2);

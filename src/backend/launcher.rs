@@ -166,7 +166,7 @@ fn torchrun(m: &Machine) -> Option<Launch> {
     };
     let who = if m.get("TORCHELASTIC_RUN_ID").is_some() {
         "torchrun"
-    } else if m.get("PET_NNODES").is_some() || m.get("KUBERNETES_SERVICE_HOST").is_some() {
+    } else if m.get("PET_NNODES").is_some() {
         // The training operator sets PET_* for torchrun beside RANK and WORLD_SIZE.
         "Kubeflow PyTorchJob"
     } else {

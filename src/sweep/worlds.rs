@@ -370,10 +370,10 @@ fn nccl_per_process(
             watchdog.arm(format!("rendezvous of {world} ranks{meeting}"));
             // The rendezvous gives up a little before the watchdog, so that its own words
             // (which rank is missing, which host did not answer) are what the user reads.
-            let mut control = plane(Duration::from_secs_f64(
-                (plan.settings.timeout_s * 0.9).max(0.0).min(1e9),
-            ))
-            .map_err(|e| Failure::internal(e.to_string()))?;
+            let secs = plan.settings.timeout_s * 0.9;
+            let secs = if secs > 0.0 { secs.min(1e9) } else { 0.0 };
+            let mut control = plane(Duration::from_secs_f64(secs))
+                .map_err(|e| Failure::internal(e.to_string()))?;
             let host = crate::measure::host_name(rank, &plan.injected);
             let gpu = api.pci_bus_id(device);
             one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;

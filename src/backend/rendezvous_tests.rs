@@ -1,0 +1,241 @@
+//! The TCP rendezvous: order, hubs other than rank 0, strangers, and what failures say.
+
+use super::*;
+use std::time::Duration;
+
+fn meet(hosts: &str, port: u16, hub: bool) -> Meeting {
+    Meeting {
+        hosts: hosts.split(',').map(str::to_string).collect(),
+        port,
+        hub,
+        source: "a test".into(),
+        key: 7,
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+#[test]
+fn rank_zero_listens_on_every_interface_not_only_master_addr() {
+    // Rank 0 is told 127.0.1.1 (how Debian's /etc/hosts resolves the host's own name);
+    // its peer reaches the same host through another address, as a remote rank would.
+    let port = free_port();
+    let peer = std::thread::spawn(move || {
+        let mut t = Tcp::connect(
+            1,
+            2,
+            &meet("127.0.0.1", port, false),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        t.allgather(b"one").unwrap()
+    });
+    let mut zero =
+        Tcp::connect(0, 2, &meet("127.0.1.1", port, true), Duration::from_secs(5)).unwrap();
+    let all = zero.allgather(b"zero").unwrap();
+    assert_eq!(all, peer.join().unwrap());
+}
+
+#[test]
+fn tcp_ranks_exchange_in_rank_order_and_a_vanished_peer_is_lost_not_failed() {
+    let port = free_port();
+    let peer = std::thread::spawn(move || {
+        let mut t = Tcp::connect(
+            1,
+            2,
+            &meet("127.0.0.1", port, false),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let all = t.allgather(b"one").unwrap();
+        assert_eq!(all, vec![b"zero".to_vec(), b"one".to_vec()]);
+        // Rank 1 goes away without another word, as a crashed process would.
+    });
+    let mut zero = Tcp::connect(
+        0,
+        2,
+        &meet("127.0.0.1", port, true),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(
+        zero.allgather(b"zero").unwrap(),
+        vec![b"zero".to_vec(), b"one".to_vec()]
+    );
+    peer.join().unwrap();
+    match zero.allgather(b"again") {
+        Err(BackendError::PeerLost(m)) => assert!(m.contains("rank 1 is gone"), "{m}"),
+        other => panic!("expected PeerLost, got {other:?}"),
+    }
+}
+
+#[test]
+fn exchanges_are_not_held_back_by_nagle_and_delayed_acks() {
+    // Every socket of both ends has TCP_NODELAY, and a frame goes out in one write: a
+    // client without it waited out the server's 40 ms delayed ACK on every exchange, 2 s
+    // or more for these 50 (the sweep's barriers under torchrun-style launch: a 2-process
+    // sweep on the GPU double took 19.5 s before, 0.9 s after).
+    let port = free_port();
+    const ROUNDS: usize = 50;
+    let peer = std::thread::spawn(move || {
+        let mut t = Tcp::connect(
+            1,
+            2,
+            &meet("127.0.0.1", port, false),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(t.peers.iter().all(|(_, s)| s.nodelay().unwrap()));
+        for _ in 0..ROUNDS {
+            t.allgather(b"one").unwrap();
+        }
+    });
+    let mut zero = Tcp::connect(
+        0,
+        2,
+        &meet("127.0.0.1", port, true),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert!(zero.peers.iter().all(|(_, s)| s.nodelay().unwrap()));
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        zero.allgather(b"zero").unwrap();
+    }
+    peer.join().unwrap();
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "{ROUNDS} exchanges took {took:?}: each waits for a delayed ACK"
+    );
+}
+
+#[test]
+fn the_hub_need_not_be_rank_zero_and_exchanges_stay_in_rank_order() {
+    // Slurm and Open MPI put the listener on the first local process of the first host,
+    // which is not always rank 0.
+    let port = free_port();
+    let spokes: Vec<_> = [0usize, 1, 3]
+        .into_iter()
+        .map(|r| {
+            std::thread::spawn(move || {
+                let mut t = Tcp::connect(
+                    r,
+                    4,
+                    &meet("127.0.0.1", port, false),
+                    Duration::from_secs(10),
+                )
+                .unwrap();
+                t.allgather(format!("r{r}").as_bytes()).unwrap()
+            })
+        })
+        .collect();
+    let mut hub = Tcp::connect(
+        2,
+        4,
+        &meet("127.0.0.1", port, true),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let all = hub.allgather(b"r2").unwrap();
+    let want: Vec<Vec<u8>> = (0..4).map(|r| format!("r{r}").into_bytes()).collect();
+    assert_eq!(all, want);
+    for s in spokes {
+        assert_eq!(s.join().unwrap(), want);
+    }
+}
+
+#[test]
+fn strangers_on_the_port_are_turned_away_and_the_wait_goes_on() {
+    use std::io::Write;
+    let port = free_port();
+    let hub = std::thread::spawn(move || {
+        Tcp::connect(
+            0,
+            2,
+            &meet("127.0.0.1", port, true),
+            Duration::from_secs(10),
+        )
+        .map(|mut t| t.allgather(b"zero").unwrap())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // A port scanner, then another job's ncclprobe (another key).
+    let mut junk = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let mut other = meet("127.0.0.1", port, false);
+    other.key = 8;
+    let e = Tcp::connect(1, 2, &other, Duration::from_millis(600))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("not this job's rendezvous"), "{e}");
+    let mut one = Tcp::connect(
+        1,
+        2,
+        &meet("127.0.0.1", port, false),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(one.allgather(b"one").unwrap(), hub.join().unwrap().unwrap());
+}
+
+#[test]
+fn a_missing_peer_and_an_unreachable_hub_are_named_within_the_timeout() {
+    let port = free_port();
+    let start = Instant::now();
+    let e = Tcp::connect(
+        0,
+        3,
+        &meet("node01", port, true),
+        Duration::from_millis(500),
+    )
+    .err()
+    .unwrap();
+    let m = e.to_string();
+    assert!(
+        m.contains(&format!("port {port} of node01 (a test)")),
+        "{m}"
+    );
+    assert!(m.contains("ranks 1, 2 did not connect within 500ms"), "{m}");
+    // Nobody listens: the peer names the host, the port and what it heard.
+    let e = Tcp::connect(
+        1,
+        3,
+        &meet("127.0.0.1", port, false),
+        Duration::from_millis(500),
+    )
+    .err()
+    .unwrap();
+    let m = e.to_string();
+    assert!(
+        m.contains(&format!(
+            "could not reach the rank that listens at 127.0.0.1:{port} (a test) within 500ms"
+        )),
+        "{m}"
+    );
+    assert!(m.contains("refused"), "{m}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn a_taken_port_is_said_with_the_variable_that_moves_it() {
+    let taken = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let e = Tcp::connect(0, 2, &meet("gpu01", port, true), Duration::from_secs(1))
+        .err()
+        .unwrap();
+    let m = e.to_string();
+    assert!(
+        m.contains(&format!("port {port} on gpu01 (a test) is taken")),
+        "{m}"
+    );
+    assert!(m.contains("NCCLPROBE_RENDEZVOUS_PORT"), "{m}");
+}

@@ -274,7 +274,8 @@ fn an_unreachable_rendezvous_ends_within_the_timeout_naming_host_and_port() {
         .unwrap();
     let took = started.elapsed();
     let err = text(&o.stderr);
-    assert!(!o.status.success());
+    // Exit 4: the rendezvous made no progress within --timeout.
+    assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(
         err.contains(&format!(
             "could not reach the rank that listens at localhost:{port}"
@@ -292,7 +293,8 @@ fn an_unreachable_rendezvous_ends_within_the_timeout_naming_host_and_port() {
         .output()
         .unwrap();
     let err = text(&o.stderr);
-    assert!(!o.status.success());
+    // Exit 4: the rendezvous made no progress within --timeout.
+    assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(
         err.contains(&format!("listened on port {port} of localhost")),
         "{err}"
@@ -306,7 +308,7 @@ fn bootstrap_tcp_without_a_launcher_says_what_it_reads() {
     let dir = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
     let o = probe(dir.path(), 2).args(SWEEP).output().unwrap();
     let err = text(&o.stderr);
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("--bootstrap tcp: no launcher's variables found"),
         "{err}"

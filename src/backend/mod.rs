@@ -31,6 +31,9 @@ pub enum BackendError {
     /// A peer rank's connection closed: it crashed or was killed.
     #[error("{0}")]
     PeerLost(String),
+    /// Peers that did not come (or a hub nobody answered at) within the deadline.
+    #[error("{0}")]
+    TimedOut(String),
 }
 
 /// Runs a rank's whole run on a thread the backend owns (MPI's, which alone may call MPI);
@@ -417,6 +420,7 @@ impl crate::exit::Failure {
             BackendError::Unavailable(m) => Failure::unavailable(m),
             BackendError::Unsupported(m) => Failure::usage(m),
             BackendError::PeerLost(m) => Failure::new(ExitCode::PeerLost, format!("{what}: {m}")),
+            BackendError::TimedOut(m) => Failure::new(ExitCode::Timeout, m),
             other => Failure::internal(format!("{what}: {other}")),
         }
     }

@@ -88,11 +88,12 @@ fn hub(
     // other host.
     let listener = std::net::TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
         let taken = e.kind() == std::io::ErrorKind::AddrInUse;
-        BackendError::Failed(if taken {
+        let said = if taken {
             format!("rendezvous: port {port} on {} ({}) is taken by another program; give every rank a free port with NCCLPROBE_RENDEZVOUS_PORT", meet.hosts.join(" or "), meet.source)
         } else {
             format!("rendezvous: cannot listen on port {port} ({}): {e}", meet.source)
-        })
+        };
+        BackendError::Unavailable(said)
     })?;
     listener
         .set_nonblocking(true)
@@ -137,7 +138,7 @@ fn hub(
                 0 => String::new(),
                 n => format!("; {n} connection(s) from something else (another job, or not ncclprobe) were turned away"),
             };
-            return Err(BackendError::Failed(format!(
+            return Err(BackendError::TimedOut(format!(
                 "rendezvous: rank {rank} listened on port {port} of {} ({}) but ranks {} did not connect within {timeout:?}{noise}; are they running, and can they reach this host on that port?",
                 meet.hosts.join(" or "), meet.source, list(&missing)
             )));
@@ -233,7 +234,7 @@ fn spoke(
             }
         }
         if Instant::now() > deadline {
-            return Err(BackendError::Failed(format!(
+            return Err(BackendError::TimedOut(format!(
                 "rendezvous: rank {rank} could not reach the rank that listens at {}:{} ({}) within {timeout:?}; last attempt: {last}",
                 meet.hosts.join(" or "),
                 meet.port,

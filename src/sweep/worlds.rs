@@ -372,8 +372,10 @@ fn nccl_per_process(
             // (which rank is missing, which host did not answer) are what the user reads.
             let secs = plan.settings.timeout_s * 0.9;
             let secs = if secs > 0.0 { secs.min(1e9) } else { 0.0 };
-            let mut control = plane(Duration::from_secs_f64(secs))
-                .map_err(|e| Failure::internal(e.to_string()))?;
+            let mut control = plane(Duration::from_secs_f64(secs)).map_err(|e| match e {
+                BackendError::Failed(m) => Failure::internal(m),
+                e => Failure::from_backend("rendezvous", e),
+            })?;
             let host = crate::measure::host_name(rank, &plan.injected);
             let gpu = api.pci_bus_id(device);
             one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;

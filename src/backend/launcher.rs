@@ -319,7 +319,9 @@ fn open_mpi(m: &Machine) -> Option<Launch> {
         Ok(kube)
     } else if let Some(uri) = m.get("OMPI_MCA_orte_hnp_uri") {
         let hosts = hnp_addresses(&uri);
-        let here = hosts.iter().any(|h| (m.is_local_address)(h));
+        // The first address alone decides: later ones may be docker0's 172.17.0.1 or another
+        // address every host of the job has, which would make a hub on each.
+        let here = hosts.first().is_some_and(|h| (m.is_local_address)(h));
         if hosts.is_empty() {
             Err(format!("OMPI_MCA_orte_hnp_uri `{uri}` names no IPv4 address; set MASTER_ADDR (mpirun -x MASTER_ADDR=<first host>)"))
         } else {

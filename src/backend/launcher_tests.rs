@@ -134,12 +134,15 @@ fn mpirun_on_one_host_meets_on_loopback_and_across_hosts_at_mpiruns_host() {
     // Two hosts: mpirun's addresses, IPv4 only; the first local rank where one of them is
     // this host's listens.
     let zero = ompi(0, 4, 2);
-    let l = launch(&borrowed(&zero), "node1", &["192.168.1.1"]).unwrap();
+    let l = launch(&borrowed(&zero), "node1", &["10.0.0.1", "192.168.1.1"]).unwrap();
     assert_eq!(meeting(&l).hosts, ["10.0.0.1", "192.168.1.1"]);
     assert!(meeting(&l).hub);
     let two = ompi(2, 4, 2);
     let l = launch(&borrowed(&two), "node2", &["10.0.0.2"]).unwrap();
     assert!(!meeting(&l).hub, "local rank 0 of a host mpirun is not on");
+    // An address every host has (docker0's, say) does not make a hub of each.
+    let l = launch(&borrowed(&two), "node2", &["192.168.1.1"]).unwrap();
+    assert!(!meeting(&l).hub, "only mpirun's first address decides");
     let three = ompi(3, 4, 2);
     let l = launch(&borrowed(&three), "node1", &["10.0.0.1"]).unwrap();
     assert!(!meeting(&l).hub, "local rank 1 of mpirun's host");

@@ -99,6 +99,20 @@ impl Injected {
     }
 }
 
+/// TEST-ONLY (`fault-injection` builds): with `NCCLPROBE_TEST_HISTORY_STALL=SECONDS`, a history
+/// writer says `history: holding a transaction` on stderr and holds its open transaction that
+/// long before committing, so a test can kill it there. Does nothing in a user's build.
+pub fn history_stall_before_commit() {
+    #[cfg(feature = "fault-injection")]
+    if let Some(s) = std::env::var("NCCLPROBE_TEST_HISTORY_STALL")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        eprintln!("history: holding a transaction");
+        std::thread::sleep(std::time::Duration::from_secs_f64(s.max(0.0)));
+    }
+}
+
 /// Parse `--inject-fault`: at most one rank fault and any of the matrix/straggler injections,
 /// `;`-separated.
 pub fn parse(text: &str) -> Result<(Option<Fault>, Injected), Failure> {

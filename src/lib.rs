@@ -19,6 +19,7 @@ pub mod documents;
 pub mod dtype;
 pub mod exit;
 pub mod expect;
+pub mod history;
 pub mod fault_injection;
 pub mod flags;
 pub mod import;
@@ -73,6 +74,8 @@ pub fn run_cli() -> i32 {
         cli::Command::Report(args) => commands::report::run(args),
         cli::Command::Doctor(args) => commands::doctor::run(args),
         cli::Command::Bundle(args) => commands::bundle::run_bundle(args),
+        cli::Command::History(cmd) => commands::history::run(cmd),
+        cli::Command::Fleet(args) => commands::fleet::run(args),
         cli::Command::Aliases(args) => commands::perf::aliases(&args.dir, args.mpi),
     });
     match result {

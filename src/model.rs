@@ -278,6 +278,16 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Seconds since the epoch of an RFC 3339 time.
+pub fn unix_time(rfc3339: &str) -> Option<f64> {
+    let t = time::OffsetDateTime::parse(
+        rfc3339.trim(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .ok()?;
+    Some(t.unix_timestamp_nanos() as f64 / 1e9)
+}
+
 impl RunRecord {
     /// A record with nothing measured yet: this tool, this command line, started now.
     pub fn blank(source: Source, backend: &str, reason: String) -> RunRecord {

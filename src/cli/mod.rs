@@ -4,6 +4,7 @@
 
 mod args;
 mod groups;
+pub mod history;
 mod loader;
 mod matrix;
 mod memory;
@@ -67,6 +68,12 @@ pub enum Command {
     /// with NCCL_DEBUG=INFO and its dumps, nvidia-smi, IB ports, versions, environment,
     /// nccl.conf files, ACS/IOMMU, and a summary laid out as the template (--redact to post it).
     Bundle(BundleArgs),
+    /// The fleet's history store: add documents to it, check it.
+    #[command(subcommand)]
+    History(history::HistoryCommand),
+    /// Every node of a SKU against its peers and its own past, from the history store: the
+    /// drain list (node, what failed, evidence, since when); exit 3 when it is not empty.
+    Fleet(Box<history::FleetArgs>),
     /// Links named as nccl-tests' binaries (all_reduce_perf, ...) to this ncclprobe: called by
     /// one of those names it takes that binary's flags and prints its output.
     Aliases(AliasesArgs),

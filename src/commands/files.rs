@@ -44,6 +44,13 @@ fn files(command: &Command) -> Files {
         Command::Simulate(SimulateCommand::Memory(a)) => files
             .input("--curve", a.link.curve.as_deref())
             .input("--model-config", a.model_config.as_deref()),
+        Command::History(crate::cli::history::HistoryCommand::Add(a)) => {
+            files.inputs("FILE", &a.files)
+        }
+        Command::History(crate::cli::history::HistoryCommand::Check(_)) => files,
+        Command::Fleet(a) => files
+            .output("--html", a.html.as_deref())
+            .stdout("--format", a.format != crate::cli::history::FleetFormat::Table),
         // doctor checks its directory itself (a marker of what an earlier run wrote).
         Command::Bundle(_)
         | Command::Doctor(_)

@@ -7,6 +7,8 @@ pub mod compare;
 pub mod diagnose;
 pub mod doctor;
 pub mod files;
+pub mod fleet;
+pub mod history;
 pub mod import;
 pub mod loader;
 pub mod matrix;

@@ -17,4 +17,5 @@ pub enum Kind {
     Matrix,
     #[serde(rename = "memory-plan")]
     MemoryPlan,
+    Fleet,
 }

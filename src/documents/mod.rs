@@ -5,6 +5,7 @@
 pub mod arrivals;
 pub mod diagnosis;
 pub mod expectations;
+pub mod fleet;
 pub mod kind;
 pub mod matrix;
 pub mod memory;

@@ -190,6 +190,7 @@ mod tests {
                 ecc_uncorrected_volatile: unc,
                 ..Default::default()
             },
+            ..Default::default()
         }
     }
 

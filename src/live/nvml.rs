@@ -113,6 +113,9 @@ pub(super) fn nvml_facts() -> (
             index: i,
             name: d.name().unwrap_or_default(),
             bus_id: d.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+            uuid: d.uuid().ok(),
+            // NOT_SUPPORTED on boards without an inforom (most GeForce cards).
+            serial: d.serial().ok().filter(|s| !s.trim().is_empty()),
             pcie_gen: d
                 .current_pcie_link_gen()
                 .ok()
@@ -295,6 +298,8 @@ pub struct NvmlGpu {
     pub bus_id: String,
     pub pcie_gen: Option<(u32, u32)>,
     pub pcie_width: Option<(u32, u32)>,
+    pub uuid: Option<String>,
+    pub serial: Option<String>,
     /// (pid, bytes of GPU memory) of running compute processes.
     pub processes: Vec<(u32, Option<u64>)>,
     /// NVLinks NVML reports active.

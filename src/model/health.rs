@@ -58,6 +58,12 @@ pub struct GpuState {
     pub pcie_gen: Option<(u32, u32)>,
     pub pcie_width: Option<(u32, u32)>,
     pub health: GpuHealth,
+    /// NVML's UUID (`GPU-…`), what a fleet knows the GPU by when it moves between nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// The board's serial number (NVML answers it on boards with an inforom).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
 }
 
 impl GpuState {

@@ -212,6 +212,11 @@ impl Documents {
                 doc: read::read_body(&file, bytes).map_err(bad)?,
                 file,
             }),
+            Kind::Fleet => {
+                return Err(Failure::usage(format!(
+                    "{file}: is a fleet document; its page is drawn by `ncclprobe fleet --html PAGE` from the store"
+                )))
+            }
         }
         Ok(())
     }

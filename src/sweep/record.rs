@@ -42,6 +42,8 @@ pub fn new_record(
             pcie_gen: g.pcie_gen,
             pcie_width: g.pcie_width,
             health: g.health.clone(),
+            uuid: g.uuid.clone(),
+            serial: g.serial.clone(),
         })
         .collect();
     record.notes = plan.notes.clone();

@@ -1,0 +1,84 @@
+//! `ncclprobe history add|check`: documents into the store, and the store's consistency.
+
+use crate::cli::history::{HistoryAddArgs, HistoryCommand, HistoryStoreArgs};
+use crate::exit::{ExitCode, Failure};
+use crate::history::entry::{self, Stated};
+use crate::history::keep::failure;
+use crate::history::write::Added;
+use crate::history::{HistoryError, Store};
+use crate::import::input::{self, Kind};
+
+pub fn run(cmd: &HistoryCommand) -> Result<ExitCode, Failure> {
+    match cmd {
+        HistoryCommand::Add(args) => add(args),
+        HistoryCommand::Check(args) => check(args),
+    }
+}
+
+/// One file as the store keeps it.
+fn entry_of(path: &std::path::Path, stated: &Stated) -> Result<entry::Entry, Failure> {
+    let name = path.display().to_string();
+    let (opened, kind) = input::open(path)?;
+    let bad = |m: String| failure(HistoryError::Document(m));
+    if kind == Kind::RunRecord {
+        return match input::read_document(opened)? {
+            input::Document::Run(r) => entry::from_run(&r, "add", Some(&name), stated).map_err(bad),
+            input::Document::Matrix(m) => {
+                entry::from_matrix(&m, "add", Some(&name), stated).map_err(bad)
+            }
+        };
+    }
+    drop(opened);
+    let (_, run, _) = input::read_run(path)?;
+    entry::from_run(&run, "add", Some(&name), stated).map_err(bad)
+}
+
+fn add(args: &HistoryAddArgs) -> Result<ExitCode, Failure> {
+    let stated = Stated {
+        node: args.node_name.clone(),
+        sku: args.sku.clone(),
+    };
+    // Every file is read before the store is touched: a bad file adds nothing.
+    let entries = args
+        .files
+        .iter()
+        .map(|p| entry_of(p, &stated))
+        .collect::<Result<Vec<_>, _>>()?;
+    let location = args.store.location()?;
+    let mut store = Store::open(&location).map_err(failure)?;
+    for (e, path) in entries.iter().zip(&args.files) {
+        match store.add(e).map_err(failure)? {
+            Added::Stored { id } => crate::outln!(
+                "{}: kept as run {id} (node {}, {}, {} points)",
+                path.display(),
+                e.identity.node,
+                e.identity.sku,
+                e.points.len() + e.links.len()
+            ),
+            Added::AlreadyStored { id } => {
+                crate::outln!("{}: already kept as run {id}", path.display())
+            }
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn check(args: &HistoryStoreArgs) -> Result<ExitCode, Failure> {
+    let location = args.location()?;
+    let mut store = Store::open(&location).map_err(failure)?;
+    let problems = store.check().map_err(failure)?;
+    let (nodes, runs, points) = store.counts().map_err(failure)?;
+    crate::outln!(
+        "{}: {nodes} nodes, {runs} runs, {points} points (history schema {})",
+        location.display(),
+        crate::history::schema::SCHEMA_VERSION
+    );
+    for p in &problems {
+        crate::outln!("problem: {p}");
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::Ok
+    } else {
+        ExitCode::CheckFailed
+    })
+}

@@ -1,0 +1,438 @@
+//! One connection to a history store, SQLite or PostgreSQL, behind one small interface: SQL
+//! written once with `?` placeholders and portable types, values as [`Value`], errors sorted
+//! into what a caller acts on (busy, full, gone, the rest).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// A value passed to or read from the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl Value {
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            Value::Real(v) => Some(*v as i64),
+            _ => None,
+        }
+    }
+
+    pub fn real(&self) -> Option<f64> {
+        match self {
+            Value::Real(v) => Some(*v),
+            Value::Int(v) => Some(*v as f64),
+            _ => None,
+        }
+    }
+
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Value::Text(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn blob(&self) -> Option<&[u8]> {
+        match self {
+            Value::Blob(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Real(v)
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// What went wrong, sorted by what the caller does about it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DbError {
+    /// Another writer holds the store: wait and try again.
+    Busy(String),
+    /// The disk (or the server's) is full.
+    Full(String),
+    /// The store cannot be reached or opened.
+    Unreachable(String),
+    /// The store was laid out by a newer schema than this build knows (its version).
+    Newer(i64),
+    /// Anything else the engine said.
+    Other(String),
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbError::Busy(m) | DbError::Full(m) | DbError::Unreachable(m) | DbError::Other(m) => {
+                f.write_str(m)
+            }
+            DbError::Newer(v) => write!(f, "laid out by history schema {v}"),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for DbError {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode as C;
+        match e.sqlite_error_code() {
+            Some(C::DatabaseBusy | C::DatabaseLocked) => DbError::Busy(e.to_string()),
+            Some(C::DiskFull) => DbError::Full(e.to_string()),
+            Some(C::CannotOpen | C::PermissionDenied | C::ReadOnly | C::NotADatabase) => {
+                DbError::Unreachable(e.to_string())
+            }
+            _ => DbError::Other(e.to_string()),
+        }
+    }
+}
+
+impl From<postgres::Error> for DbError {
+    fn from(e: postgres::Error) -> Self {
+        use postgres::error::SqlState;
+        let text = match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.severity(), db.message()),
+            None => e.to_string(),
+        };
+        match e.code() {
+            Some(c)
+                if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *c == SqlState::T_R_DEADLOCK_DETECTED
+                    || *c == SqlState::LOCK_NOT_AVAILABLE =>
+            {
+                DbError::Busy(text)
+            }
+            Some(c) if *c == SqlState::DISK_FULL || *c == SqlState::OUT_OF_MEMORY => {
+                DbError::Full(text)
+            }
+            Some(_) => DbError::Other(text),
+            None if e.is_closed() => DbError::Unreachable(text),
+            None => DbError::Unreachable(text),
+        }
+    }
+}
+
+/// Which engine a connection speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Sqlite,
+    Postgres,
+}
+
+/// An open connection.
+pub enum Conn {
+    Sqlite(rusqlite::Connection),
+    Postgres {
+        client: Box<postgres::Client>,
+        statements: HashMap<String, postgres::Statement>,
+    },
+}
+
+/// How long SQLite itself waits on a lock before saying busy (the writer retries above it).
+const SQLITE_BUSY_WAIT: Duration = Duration::from_secs(5);
+
+impl Conn {
+    /// A SQLite file: created if missing, in WAL mode (readers never wait for the writer),
+    /// fully synced commits, foreign keys checked.
+    pub fn sqlite(path: &std::path::Path) -> Result<Conn, DbError> {
+        let conn = rusqlite::Connection::open(path).map_err(|e| {
+            DbError::Unreachable(format!("cannot open {}: {e}", path.display()))
+        })?;
+        conn.busy_timeout(SQLITE_BUSY_WAIT)?;
+        // The journal mode is the file's: only the first opener changes it, and a busy file
+        // keeps whichever mode it has, so a failure to switch is retried by the caller.
+        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(DbError::Other(format!(
+                "{}: SQLite kept journal mode {mode}, not WAL",
+                path.display()
+            )));
+        }
+        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
+        Ok(Conn::Sqlite(conn))
+    }
+
+    /// A PostgreSQL server by URL (`postgres://user@host/db`); 10 s to connect unless the URL
+    /// says `connect_timeout`.
+    pub fn postgres(url: &str) -> Result<Conn, DbError> {
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            DbError::Unreachable(format!("{}: not a PostgreSQL URL: {e}", redact(url)))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("ncclprobe");
+        }
+        let client = config.connect(postgres::NoTls).map_err(|e| {
+            DbError::Unreachable(format!("cannot connect to {}: {e}", redact(url)))
+        })?;
+        Ok(Conn::Postgres {
+            client: Box::new(client),
+            statements: HashMap::new(),
+        })
+    }
+
+    pub fn kind(&self) -> EngineKind {
+        match self {
+            Conn::Sqlite(_) => EngineKind::Sqlite,
+            Conn::Postgres { .. } => EngineKind::Postgres,
+        }
+    }
+
+    /// Statements without parameters, run as written (DDL, transaction control).
+    pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        match self {
+            Conn::Sqlite(c) => c.execute_batch(sql).map_err(Into::into),
+            Conn::Postgres { client, .. } => client.batch_execute(sql).map_err(Into::into),
+        }
+    }
+
+    /// Starts a write transaction: SQLite takes the write lock now (so waiting happens here,
+    /// not halfway through), PostgreSQL begins one.
+    pub fn begin(&mut self) -> Result<(), DbError> {
+        match self {
+            Conn::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
+            Conn::Postgres { .. } => self.batch("BEGIN"),
+        }
+    }
+
+    pub fn commit(&mut self) -> Result<(), DbError> {
+        self.batch("COMMIT")
+    }
+
+    /// Ends a transaction that failed; an error here is the connection's and is dropped with it.
+    pub fn rollback(&mut self) {
+        let _ = self.batch("ROLLBACK");
+    }
+
+    /// One statement; the rows it changed.
+    pub fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        match self {
+            Conn::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let n = stmt.execute(rusqlite::params_from_iter(params.iter().map(to_sqlite)))?;
+                Ok(n as u64)
+            }
+            Conn::Postgres { client, statements } => {
+                let stmt = pg_statement(client, statements, sql)?;
+                let boxed = pg_params(&stmt, params)?;
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref() as _).collect();
+                Ok(client.execute(&stmt, &refs)?)
+            }
+        }
+    }
+
+    /// One query; every row, every column.
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, DbError> {
+        match self {
+            Conn::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let columns = stmt.column_count();
+                let mut rows =
+                    stmt.query(rusqlite::params_from_iter(params.iter().map(to_sqlite)))?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let mut values = Vec::with_capacity(columns);
+                    for i in 0..columns {
+                        values.push(from_sqlite(row.get_ref(i)?));
+                    }
+                    out.push(values);
+                }
+                Ok(out)
+            }
+            Conn::Postgres { client, statements } => {
+                let stmt = pg_statement(client, statements, sql)?;
+                let boxed = pg_params(&stmt, params)?;
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref() as _).collect();
+                let rows = client.query(&stmt, &refs)?;
+                rows.iter().map(from_pg_row).collect()
+            }
+        }
+    }
+
+    /// The first column of the first row.
+    pub fn scalar(&mut self, sql: &str, params: &[Value]) -> Result<Value, DbError> {
+        Ok(self
+            .query(sql, params)?
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next())
+            .unwrap_or(Value::Null))
+    }
+}
+
+fn to_sqlite(v: &Value) -> rusqlite::types::Value {
+    use rusqlite::types::Value as S;
+    match v {
+        Value::Null => S::Null,
+        Value::Int(i) => S::Integer(*i),
+        Value::Real(r) => S::Real(*r),
+        Value::Text(t) => S::Text(t.clone()),
+        Value::Blob(b) => S::Blob(b.clone()),
+    }
+}
+
+fn from_sqlite(v: rusqlite::types::ValueRef<'_>) -> Value {
+    use rusqlite::types::ValueRef as R;
+    match v {
+        R::Null => Value::Null,
+        R::Integer(i) => Value::Int(i),
+        R::Real(r) => Value::Real(r),
+        R::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        R::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+/// `?` placeholders as PostgreSQL numbers them (`$1`, `$2`, …); the SQL here never has a `?`
+/// inside a literal.
+pub fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn pg_statement(
+    client: &mut postgres::Client,
+    cache: &mut HashMap<String, postgres::Statement>,
+    sql: &str,
+) -> Result<postgres::Statement, DbError> {
+    if let Some(s) = cache.get(sql) {
+        return Ok(s.clone());
+    }
+    let stmt = client.prepare(&numbered(sql))?;
+    cache.insert(sql.to_string(), stmt.clone());
+    Ok(stmt)
+}
+
+type PgParam = Box<dyn postgres::types::ToSql + Sync>;
+
+/// Each value as the Rust type of the parameter PostgreSQL inferred for it (a NULL is typed
+/// too, or the server refuses it).
+fn pg_params(stmt: &postgres::Statement, params: &[Value]) -> Result<Vec<PgParam>, DbError> {
+    use postgres::types::Type;
+    if stmt.params().len() != params.len() {
+        return Err(DbError::Other(format!(
+            "statement takes {} parameters, given {}",
+            stmt.params().len(),
+            params.len()
+        )));
+    }
+    stmt.params()
+        .iter()
+        .zip(params)
+        .map(|(ty, v)| -> Result<PgParam, DbError> {
+            Ok(match *ty {
+                Type::INT8 => Box::new(v.int()),
+                Type::INT4 => Box::new(v.int().map(|i| i as i32)),
+                Type::FLOAT8 => Box::new(v.real()),
+                Type::FLOAT4 => Box::new(v.real().map(|r| r as f32)),
+                Type::BYTEA => Box::new(v.blob().map(<[u8]>::to_vec)),
+                Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => {
+                    Box::new(v.text().map(str::to_string))
+                }
+                ref other => {
+                    return Err(DbError::Other(format!(
+                        "parameter of PostgreSQL type {other} is not supported"
+                    )))
+                }
+            })
+        })
+        .collect()
+}
+
+fn from_pg_row(row: &postgres::Row) -> Result<Vec<Value>, DbError> {
+    use postgres::types::Type;
+    let mut out = Vec::with_capacity(row.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        let v = match *col.type_() {
+            Type::INT8 => row.try_get::<_, Option<i64>>(i)?.into(),
+            Type::INT4 => row.try_get::<_, Option<i32>>(i)?.map(i64::from).into(),
+            Type::INT2 => row.try_get::<_, Option<i16>>(i)?.map(i64::from).into(),
+            Type::FLOAT8 => row.try_get::<_, Option<f64>>(i)?.into(),
+            Type::FLOAT4 => row.try_get::<_, Option<f32>>(i)?.map(f64::from).into(),
+            Type::BOOL => row.try_get::<_, Option<bool>>(i)?.map(i64::from).into(),
+            Type::BYTEA => row
+                .try_get::<_, Option<Vec<u8>>>(i)?
+                .map_or(Value::Null, Value::Blob),
+            _ => row.try_get::<_, Option<String>>(i)?.into(),
+        };
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// A URL as messages print it: the password replaced.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some(parts) => parts,
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_for_postgres() {
+        assert_eq!(
+            numbered("INSERT INTO t (a, b) VALUES (?, ?)"),
+            "INSERT INTO t (a, b) VALUES ($1, $2)"
+        );
+    }
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        assert_eq!(
+            redact("postgres://fleet:s3cret@db.example:5432/runs"),
+            "postgres://fleet:***@db.example:5432/runs"
+        );
+        assert_eq!(redact("postgres://fleet@db/runs"), "postgres://fleet@db/runs");
+        assert_eq!(redact("/var/lib/x.sqlite"), "/var/lib/x.sqlite");
+    }
+}

@@ -38,6 +38,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("backends", &["backend"]),
+    // The store every run can be kept in, and the fleet judged from it.
+    ("fleet history", &["history"]),
     ("reports", &["report"]),
     ("diagnosis", &["diagnose"]),
     ("expectations", &["expect"]),

@@ -36,6 +36,8 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
     /// The directory for index.html, summary.md, the plots and every JSON behind them. It must
     /// be new, empty, or an earlier doctor run's: a marker file (.ncclprobe-doctor) lists what
     /// each run writes, and the next run removes those files first. A directory holding
@@ -135,6 +137,8 @@ pub struct QualifyArgs {
     pub pairs: PairRuleArgs,
     #[arg(long, value_enum, default_value_t = DocFormat::Table)]
     pub format: DocFormat,
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
 }
 
 #[derive(Debug, Args)]

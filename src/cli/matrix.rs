@@ -15,6 +15,8 @@ pub enum By {
 
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
     /// Smallest message size [default: 8 and 16M only: one small, one large].
     #[arg(short = 'b', long = "minbytes", help_heading = "Sizes")]
     pub minbytes: Option<String>,
@@ -159,6 +161,7 @@ impl MatrixArgs {
                 latency_max_bytes: 64 << 10,
             })),
             perf: None,
+            history: None,
         }
     }
 }

@@ -541,6 +541,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
             ..Default::default()
         },
         perf: Some(std::sync::Arc::new(perf)),
+        history: None,
         ..Options::default()
     }
 }

@@ -19,6 +19,8 @@ pub struct SweepArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub gate: GateArgs,
+    #[command(flatten)]
+    pub history: super::history::HistoryArgs,
     /// Render the report (self-contained HTML) here when the sweep ends.
     #[arg(long, value_name = "HTML", help_heading = "Report")]
     pub report: Option<PathBuf>,
@@ -234,6 +236,7 @@ impl SweepArgs {
             inject_fault: None,
             matrix: None,
             perf: None,
+            history: None,
         }
     }
 }

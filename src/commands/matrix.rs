@@ -5,5 +5,7 @@ use crate::cli::MatrixArgs;
 use crate::exit::{ExitCode, Failure};
 
 pub fn run(args: &MatrixArgs) -> Result<ExitCode, Failure> {
-    crate::sweep::run(&args.options())
+    let mut options = args.options();
+    options.history = args.history.target()?;
+    crate::sweep::run(&options)
 }

@@ -58,6 +58,7 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
                 )));
             }
             let q = crate::matrix::qualify::judge(&name, &doc, &pairs);
+            crate::history::keep::keep_matrix(args.history.target()?.as_ref(), &doc)?;
             return report(&q, &rules, args.format);
         }
     }
@@ -91,6 +92,12 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         1,
         true,
     )?;
+    if let Some(target) = args.history.target()? {
+        // The verdict is kept with the run it judged.
+        let mut judged = loaded.run.clone();
+        judged.qualification = Some(q.clone());
+        crate::history::keep::keep_run(Some(&target), &judged, "qualify")?;
+    }
     report(&q, &rules, args.format)
 }
 

@@ -4,5 +4,7 @@ use crate::cli::SweepArgs;
 use crate::exit::{ExitCode, Failure};
 
 pub fn run(args: &SweepArgs) -> Result<ExitCode, Failure> {
-    crate::sweep::run(&args.options())
+    let mut options = args.options();
+    options.history = args.history.target()?;
+    crate::sweep::run(&options)
 }

@@ -208,6 +208,8 @@ mod tests {
             processes: Vec::new(),
             nvlinks_active: 0,
             health: Default::default(),
+            uuid: None,
+            serial: None,
         }]);
         let f = rules(&Inputs {
             live: Some(facts),

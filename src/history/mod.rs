@@ -14,6 +14,8 @@ pub mod fleet_stats;
 pub mod keep;
 pub mod read;
 pub mod schema;
+#[doc(hidden)]
+pub mod synthetic;
 pub mod write;
 
 use engine::{Conn, DbError, EngineKind};

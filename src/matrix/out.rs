@@ -22,6 +22,8 @@ pub struct MatrixOut {
     completed: std::sync::atomic::AtomicBool,
     /// How long a special file may keep that write waiting (`--timeout`).
     patience: std::time::Duration,
+    /// `--history`: where the finished matrix is kept.
+    pub history: Option<crate::history::keep::Target>,
 }
 
 impl MatrixOut {
@@ -45,6 +47,7 @@ impl MatrixOut {
             progress,
             completed: Default::default(),
             patience,
+            history: None,
         }
     }
 
@@ -166,8 +169,13 @@ impl MatrixOut {
         if let (Err(f), Err(_)) = (&completed, &outcome) {
             eprintln!("ncclprobe: {}", f.message);
         }
+        let kept = crate::history::keep::keep_matrix(self.history.as_ref(), &doc);
+        if let (Err(f), Err(_)) = (&kept, &outcome) {
+            eprintln!("ncclprobe: {}", f.message);
+        }
         outcome?;
         completed?;
+        kept?;
         let out = &self.output;
         if out.format == Format::Json || out.json_to_stdout() {
             crate::outln!("{}", crate::render::to_json(&doc)?);

@@ -60,7 +60,9 @@ impl Reporter {
         match &plan.matrix {
             Some(options) => {
                 let doc = MatrixDocument::from_record(record, plan.settings.clone(), options);
-                Reporter::Matrix(Arc::new(MatrixOut::new(&args.output, doc, patience)))
+                let mut out = MatrixOut::new(&args.output, doc, patience);
+                out.history = args.history.clone();
+                Reporter::Matrix(Arc::new(out))
             }
             None => {
                 let mut r0 = Rank0::new(&args.output, record, patience);

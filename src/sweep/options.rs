@@ -184,6 +184,8 @@ pub struct Options {
     pub matrix: Option<Arc<MatrixOptions>>,
     /// Called by one of nccl-tests' `*_perf` names: its stdout, line for line.
     pub perf: Option<Arc<PerfStyle>>,
+    /// `--history`: the store rank 0 keeps the finished record (or matrix) in.
+    pub history: Option<crate::history::keep::Target>,
 }
 
 pub use crate::render::perf::PerfStyle;

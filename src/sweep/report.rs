@@ -440,9 +440,19 @@ impl Rank0 {
         if let (Err(f), Err(_)) = (&report, &result) {
             eprintln!("ncclprobe: {}", f.message);
         }
+        // Kept last: a store that is locked, gone or full costs none of the files above.
+        let mut kept_record = record.clone();
+        if kept_record.qualification.is_none() {
+            kept_record.qualification = verdict.clone();
+        }
+        let kept = crate::history::keep::keep_run(args.history.as_ref(), &kept_record, "sweep");
+        if let (Err(f), Err(_)) = (&kept, &result) {
+            eprintln!("ncclprobe: {}", f.message);
+        }
         result?;
         completed?;
         report?;
+        kept?;
         if let Some((style, _)) = &self.perf {
             self.stdout_failure()?;
             return perf_status(style, &record);

@@ -16,6 +16,7 @@ const MAX_HOST_RANKS: usize = 1024;
 const MAX_PROCESSES: usize = 1 << 20;
 
 pub fn flags(args: &DoctorArgs) -> Result<(), Failure> {
+    args.history.target()?;
     // The input pipeline only exists in the DDP simulation: without --model no step would
     // ever read (or check) these flags.
     if args.model.is_none() && args.loader.given() {

@@ -416,6 +416,11 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     doctor.simulate()?;
     doctor.note_interruption();
     let rendered = doctor.report()?;
+    if let Some(target) = args.history.target()? {
+        for run in &doctor.docs.runs {
+            crate::history::keep::keep_run(Some(&target), &run.doc, "doctor")?;
+        }
+    }
     let verdict = &rendered.verdict;
     let dir = doctor.out.path();
 

@@ -60,7 +60,11 @@ pub struct FleetRuleArgs {
     #[arg(long = "fleet-min-size", value_name = "SIZE", default_value = "1M", value_parser = crate::units::parse_size)]
     pub min_size: u64,
     /// Below peers means under this fraction of their median bus bandwidth…
-    #[arg(long = "fleet-min-ratio", value_name = "FRACTION", default_value_t = 0.9)]
+    #[arg(
+        long = "fleet-min-ratio",
+        value_name = "FRACTION",
+        default_value_t = 0.9
+    )]
     pub min_ratio: f64,
     /// …with a robust z-score (median and MAD of the peers) at or under this…
     #[arg(long = "fleet-max-z", value_name = "Z", default_value_t = -3.5, allow_hyphen_values = true)]
@@ -70,7 +74,11 @@ pub struct FleetRuleArgs {
     #[arg(long = "fleet-fdr", value_name = "RATE", default_value_t = 0.01)]
     pub fdr: f64,
     /// Drift: a loss of more than this fraction since the node's baseline run (significant).
-    #[arg(long = "fleet-max-drift", value_name = "FRACTION", default_value_t = 0.07)]
+    #[arg(
+        long = "fleet-max-drift",
+        value_name = "FRACTION",
+        default_value_t = 0.07
+    )]
     pub max_drift: f64,
     /// Peers a point needs before nodes are judged there.
     #[arg(long = "fleet-min-peers", value_name = "N", default_value_t = 5)]
@@ -83,7 +91,9 @@ impl FleetRuleArgs {
             if v.is_finite() && v > 0.0 && v < 1.0 {
                 Ok(v)
             } else {
-                Err(Failure::usage(format!("{flag} takes a fraction between 0 and 1, not {v}")))
+                Err(Failure::usage(format!(
+                    "{flag} takes a fraction between 0 and 1, not {v}"
+                )))
             }
         };
         if !self.max_z.is_finite() || self.max_z >= 0.0 {
@@ -123,7 +133,8 @@ pub struct HistoryStoreArgs {
 
 impl HistoryStoreArgs {
     pub fn location(&self) -> Result<Location, Failure> {
-        Location::parse(self.history.as_deref().unwrap_or("")).map_err(crate::history::keep::failure)
+        Location::parse(self.history.as_deref().unwrap_or(""))
+            .map_err(crate::history::keep::failure)
     }
 }
 

@@ -56,7 +56,7 @@ pub enum Command {
     /// Hold a run against what its topology should give (per size), or against an earlier run.
     Compare(CompareArgs),
     /// The CI gate: rules on a run (a profile, flags or a rules file); exit 0 pass, 3 fail.
-    Qualify(QualifyArgs),
+    Qualify(Box<QualifyArgs>),
     /// Every shipped expectation with its conditions, provenance and citation.
     Baselines(BaselinesArgs),
     /// One self-contained HTML page, PNG/SVG plots and a Markdown summary from any documents.

@@ -48,9 +48,10 @@ fn files(command: &Command) -> Files {
             files.inputs("FILE", &a.files)
         }
         Command::History(crate::cli::history::HistoryCommand::Check(_)) => files,
-        Command::Fleet(a) => files
-            .output("--html", a.html.as_deref())
-            .stdout("--format", a.format != crate::cli::history::FleetFormat::Table),
+        Command::Fleet(a) => files.output("--html", a.html.as_deref()).stdout(
+            "--format",
+            a.format != crate::cli::history::FleetFormat::Table,
+        ),
         // doctor checks its directory itself (a marker of what an earlier run wrote).
         Command::Bundle(_)
         | Command::Doctor(_)

@@ -161,9 +161,8 @@ impl Conn {
     /// A SQLite file: created if missing, in WAL mode (readers never wait for the writer),
     /// fully synced commits, foreign keys checked.
     pub fn sqlite(path: &std::path::Path) -> Result<Conn, DbError> {
-        let conn = rusqlite::Connection::open(path).map_err(|e| {
-            DbError::Unreachable(format!("cannot open {}: {e}", path.display()))
-        })?;
+        let conn = rusqlite::Connection::open(path)
+            .map_err(|e| DbError::Unreachable(format!("cannot open {}: {e}", path.display())))?;
         conn.busy_timeout(SQLITE_BUSY_WAIT)?;
         // The journal mode is the file's: only the first opener changes it, and a busy file
         // keeps whichever mode it has, so a failure to switch is retried by the caller.
@@ -190,9 +189,9 @@ impl Conn {
         if config.get_application_name().is_none() {
             config.application_name("ncclprobe");
         }
-        let client = config.connect(postgres::NoTls).map_err(|e| {
-            DbError::Unreachable(format!("cannot connect to {}: {e}", redact(url)))
-        })?;
+        let client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| DbError::Unreachable(format!("cannot connect to {}: {e}", redact(url))))?;
         Ok(Conn::Postgres {
             client: Box::new(client),
             statements: HashMap::new(),
@@ -432,7 +431,10 @@ mod tests {
             redact("postgres://fleet:s3cret@db.example:5432/runs"),
             "postgres://fleet:***@db.example:5432/runs"
         );
-        assert_eq!(redact("postgres://fleet@db/runs"), "postgres://fleet@db/runs");
+        assert_eq!(
+            redact("postgres://fleet@db/runs"),
+            "postgres://fleet@db/runs"
+        );
         assert_eq!(redact("/var/lib/x.sqlite"), "/var/lib/x.sqlite");
     }
 }

@@ -208,10 +208,8 @@ fn health_of(record: &RunRecord) -> HealthSummary {
         if degraded(g.pcie_width) || degraded(g.pcie_gen) {
             let (w, wm) = g.pcie_width.unwrap_or_default();
             let (gen, gm) = g.pcie_gen.unwrap_or_default();
-            h.pcie_degraded.push(format!(
-                "GPU{}: Gen{gen} x{w} of Gen{gm} x{wm}",
-                g.index
-            ));
+            h.pcie_degraded
+                .push(format!("GPU{}: Gen{gen} x{w} of Gen{gm} x{wm}", g.index));
         }
     }
     h
@@ -226,7 +224,12 @@ pub fn from_run(
 ) -> Result<Entry, String> {
     let what = source_file.unwrap_or("the run");
     let hosts: Vec<String> = if record.backend.hosts.is_empty() {
-        record.backend.ranks.iter().map(|r| r.host.clone()).collect()
+        record
+            .backend
+            .ranks
+            .iter()
+            .map(|r| r.host.clone())
+            .collect()
     } else {
         record.backend.hosts.clone()
     };
@@ -253,8 +256,12 @@ pub fn from_run(
         .iter()
         .map(|g| g.uuid.clone().unwrap_or_else(|| g.bus_id.clone()))
         .collect();
-    let started_unix = unix_time(&record.started_at)
-        .ok_or_else(|| format!("{what}: started_at {:?} is not an RFC 3339 time", record.started_at))?;
+    let started_unix = unix_time(&record.started_at).ok_or_else(|| {
+        format!(
+            "{what}: started_at {:?} is not an RFC 3339 time",
+            record.started_at
+        )
+    })?;
     let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
     let mut stripped = record.clone();
     for p in stripped.points.iter_mut() {
@@ -353,8 +360,12 @@ pub fn from_matrix(
         .clone()
         .or_else(|| sku_of(&models))
         .unwrap_or_else(|| format!("{} ({} ranks)", doc.backend.name, doc.backend.nranks));
-    let started_unix = unix_time(&doc.started_at)
-        .ok_or_else(|| format!("{what}: started_at {:?} is not an RFC 3339 time", doc.started_at))?;
+    let started_unix = unix_time(&doc.started_at).ok_or_else(|| {
+        format!(
+            "{what}: started_at {:?} is not an RFC 3339 time",
+            doc.started_at
+        )
+    })?;
     let json = serde_json::to_vec(doc).map_err(|e| e.to_string())?;
     let label = |i: usize| {
         doc.endpoints
@@ -427,7 +438,9 @@ mod tests {
             sku: None,
         };
         assert_eq!(node_of(&hosts, &stated, "x").unwrap(), "rack3-n5");
-        assert!(node_of(&[], &Stated::default(), "x").unwrap_err().contains("--node"));
+        assert!(node_of(&[], &Stated::default(), "x")
+            .unwrap_err()
+            .contains("--node"));
         let two = vec!["b".to_string(), "a".to_string()];
         assert_eq!(node_of(&two, &Stated::default(), "x").unwrap(), "a+b");
     }

@@ -7,9 +7,11 @@
 //! Benjamini-Hochberg over every cell judged: a fleet of 10,000 nodes at 30 sizes is 300,000
 //! tests, and a plain p < 0.05 would drain 15,000 healthy cells.
 
-use super::fleet_checks::{bad_links, drifts, health_reasons, trends_for};
+use super::fleet_checks::{
+    bad_links, drifts, health_reasons, nodes_of, trends_for, Node, TREND_ALL_UP_TO,
+};
 use super::fleet_stats::{bh_threshold, mad, median, robust_z, slower_than_peers_p};
-use super::read::{PointLite, RunMeta};
+use super::read::PointLite;
 use super::{HistoryError, Store};
 use crate::documents::fleet::*;
 use crate::documents::Kind;
@@ -17,8 +19,6 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Peer runs whose samples make the pool a node's samples are ranked against (per SKU).
 const POOL_RUNS: usize = 64;
-/// Nodes up to which every node's trend is kept in the document.
-pub(super) const TREND_ALL_UP_TO: usize = 200;
 
 /// What `fleet` reads and judges by.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,57 +41,14 @@ fn key(sku: &str, p: &PointLite) -> Key {
     )
 }
 
-/// One node's history in the window.
-pub(super) struct Node<'a> {
-    pub name: String,
-    pub sku: String,
-    pub runs: Vec<&'a RunMeta>,
-    pub latest: Option<&'a RunMeta>,
-    pub baseline: Option<(&'a RunMeta, &'static str)>,
-    pub matrix: Option<&'a RunMeta>,
-}
-
-fn usable(r: &RunMeta) -> bool {
-    r.kind == "run" && matches!(r.status.as_str(), "complete" | "check-failed" | "truncated")
-}
-
-fn nodes_of(runs: &[RunMeta]) -> Vec<Node<'_>> {
-    let mut by: BTreeMap<&str, Vec<&RunMeta>> = BTreeMap::new();
-    for r in runs {
-        by.entry(r.node.as_str()).or_default().push(r);
-    }
-    by.into_iter()
-        .map(|(name, runs)| {
-            let measured: Vec<&RunMeta> = runs.iter().copied().filter(|r| usable(r)).collect();
-            let latest = measured.last().copied();
-            let earlier = &measured[..measured.len().saturating_sub(1)];
-            let baseline = earlier
-                .iter()
-                .rev()
-                .find(|r| r.passed == Some(true))
-                .map(|r| (*r, "last-passing"))
-                .or_else(|| {
-                    (!measured.iter().any(|r| r.passed.is_some()))
-                        .then(|| earlier.first().map(|r| (*r, "first-seen")))
-                        .flatten()
-                });
-            Node {
-                name: name.to_string(),
-                sku: latest.map_or_else(|| runs[0].sku.clone(), |r| r.sku.clone()),
-                matrix: runs.iter().rev().find(|r| r.kind == "matrix").copied(),
-                runs: measured,
-                latest,
-                baseline,
-            }
-        })
-        .collect()
-}
-
 /// Judges the fleet in `store`.
 pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, HistoryError> {
     let all = store.runs_since(opts.since_unix, opts.filters.sku.as_deref())?;
     let nodes = nodes_of(&all);
-    let latest_ids: Vec<i64> = nodes.iter().filter_map(|n| n.latest.map(|r| r.id)).collect();
+    let latest_ids: Vec<i64> = nodes
+        .iter()
+        .filter_map(|n| n.latest.map(|r| r.id))
+        .collect();
     let points = store.points_of(&latest_ids)?;
     let mut by_run: HashMap<i64, Vec<PointLite>> = HashMap::new();
     for p in points {
@@ -236,7 +193,10 @@ fn peer_stats(
     let mut values: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for (run, points) in by_run {
         let sku = run_sku.get(run).copied().unwrap_or("");
-        for p in points.iter().filter(|p| p.busbw.is_finite() && p.busbw > 0.0) {
+        for p in points
+            .iter()
+            .filter(|p| p.busbw.is_finite() && p.busbw > 0.0)
+        {
             values.entry(key(sku, p)).or_default().push(p.busbw);
         }
     }
@@ -270,7 +230,9 @@ fn below_peers(
     for (i, n) in nodes.iter().enumerate() {
         let Some(latest) = n.latest else { continue };
         for p in by_run.get(&latest.id).into_iter().flatten() {
-            let Some(&(count, m, d)) = peers.get(&key(&n.sku, p)) else { continue };
+            let Some(&(count, m, d)) = peers.get(&key(&n.sku, p)) else {
+                continue;
+            };
             if (p.size_bytes as u64) < rules.min_size_bytes || count < rules.min_peers || m <= 0.0 {
                 continue;
             }
@@ -305,7 +267,11 @@ fn below_peers(
         *runs = runs.iter().step_by(stride).copied().collect();
     }
     let mut wanted: Vec<i64> = pool_runs.values().flatten().copied().collect();
-    wanted.extend(candidates.iter().filter_map(|(i, ..)| nodes[*i].latest.map(|l| l.id)));
+    wanted.extend(
+        candidates
+            .iter()
+            .filter_map(|(i, ..)| nodes[*i].latest.map(|l| l.id)),
+    );
     wanted.sort_unstable();
     wanted.dedup();
     let samples = if candidates.is_empty() {
@@ -317,7 +283,15 @@ fn below_peers(
     for (i, p, ratio, z) in &candidates {
         let n = &nodes[*i];
         let own_run = n.latest.map_or(0, |l| l.id);
-        let sk = |run: i64| (run, p.collective.clone(), p.dtype.clone(), p.nranks, p.size_bytes);
+        let sk = |run: i64| {
+            (
+                run,
+                p.collective.clone(),
+                p.dtype.clone(),
+                p.nranks,
+                p.size_bytes,
+            )
+        };
         let mut pool: Vec<f64> = pool_runs
             .get(n.sku.as_str())
             .into_iter()
@@ -387,13 +361,15 @@ fn below_peers(
     })
 }
 
-fn sample_count(
-    samples: &HashMap<(i64, String, String, i64, i64), Vec<f64>>,
-    n: &Node<'_>,
-    p: &PointLite,
-) -> usize {
+fn sample_count(samples: &super::read::Samples, n: &Node<'_>, p: &PointLite) -> usize {
     let run = n.latest.map_or(0, |l| l.id);
     samples
-        .get(&(run, p.collective.clone(), p.dtype.clone(), p.nranks, p.size_bytes))
+        .get(&(
+            run,
+            p.collective.clone(),
+            p.dtype.clone(),
+            p.nranks,
+            p.size_bytes,
+        ))
         .map_or(0, Vec::len)
 }

@@ -1,9 +1,8 @@
 //! A node against its own past (drift from its baseline run, the trend of its plateau), its
 //! pair links against the fleet's, and its GPUs' health counters.
 
-use super::fleet::Node;
 use super::fleet_stats::{bh_threshold, decline, mad, median, robust_z, slower_than_p};
-use super::read::PointLite;
+use super::read::{PointLite, RunMeta};
 use super::{HistoryError, Store};
 use crate::documents::fleet::{Drift, FleetRules, Reason, TrendPoint};
 use crate::units::format_size;
@@ -17,6 +16,55 @@ pub(super) struct Drifts {
 
 const DAY_S: f64 = 86_400.0;
 
+/// Nodes up to which every node's trend is kept in the document.
+pub(super) const TREND_ALL_UP_TO: usize = 200;
+
+/// One node's history in the window.
+pub(super) struct Node<'a> {
+    pub name: String,
+    pub sku: String,
+    pub runs: Vec<&'a RunMeta>,
+    pub latest: Option<&'a RunMeta>,
+    pub baseline: Option<(&'a RunMeta, &'static str)>,
+    pub matrix: Option<&'a RunMeta>,
+}
+
+fn usable(r: &RunMeta) -> bool {
+    r.kind == "run" && matches!(r.status.as_str(), "complete" | "check-failed" | "truncated")
+}
+
+pub(super) fn nodes_of(runs: &[RunMeta]) -> Vec<Node<'_>> {
+    let mut by: BTreeMap<&str, Vec<&RunMeta>> = BTreeMap::new();
+    for r in runs {
+        by.entry(r.node.as_str()).or_default().push(r);
+    }
+    by.into_iter()
+        .map(|(name, runs)| {
+            let measured: Vec<&RunMeta> = runs.iter().copied().filter(|r| usable(r)).collect();
+            let latest = measured.last().copied();
+            let earlier = &measured[..measured.len().saturating_sub(1)];
+            let baseline = earlier
+                .iter()
+                .rev()
+                .find(|r| r.passed == Some(true))
+                .map(|r| (*r, "last-passing"))
+                .or_else(|| {
+                    (!measured.iter().any(|r| r.passed.is_some()))
+                        .then(|| earlier.first().map(|r| (*r, "first-seen")))
+                        .flatten()
+                });
+            Node {
+                name: name.to_string(),
+                sku: latest.map_or_else(|| runs[0].sku.clone(), |r| r.sku.clone()),
+                matrix: runs.iter().rev().find(|r| r.kind == "matrix").copied(),
+                runs: measured,
+                latest,
+                baseline,
+            }
+        })
+        .collect()
+}
+
 /// Each node's latest run against its baseline (a rank test where the loss exceeds the
 /// threshold), and a Mann-Kendall decline of its plateau over every run in the window.
 pub(super) fn drifts(
@@ -25,7 +73,10 @@ pub(super) fn drifts(
     latest_points: &HashMap<i64, Vec<PointLite>>,
     rules: &FleetRules,
 ) -> Result<Drifts, HistoryError> {
-    let base_ids: Vec<i64> = nodes.iter().filter_map(|n| n.baseline.map(|b| b.0.id)).collect();
+    let base_ids: Vec<i64> = nodes
+        .iter()
+        .filter_map(|n| n.baseline.map(|b| b.0.id))
+        .collect();
     let mut base_points: HashMap<i64, Vec<PointLite>> = HashMap::new();
     for p in store.points_of(&base_ids)? {
         base_points.entry(p.run_id).or_default().push(p);
@@ -34,18 +85,35 @@ pub(super) fn drifts(
     let mut judged = 0;
     let mut worst: HashMap<usize, (f64, PointLite)> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        let (Some(latest), Some((base, _))) = (n.latest, n.baseline) else { continue };
+        let (Some(latest), Some((base, _))) = (n.latest, n.baseline) else {
+            continue;
+        };
         let before: HashMap<(&str, &str, i64, i64), f64> = base_points
             .get(&base.id)
             .into_iter()
             .flatten()
-            .map(|p| ((p.collective.as_str(), p.dtype.as_str(), p.nranks, p.size_bytes), p.busbw))
+            .map(|p| {
+                (
+                    (
+                        p.collective.as_str(),
+                        p.dtype.as_str(),
+                        p.nranks,
+                        p.size_bytes,
+                    ),
+                    p.busbw,
+                )
+            })
             .collect();
         for p in latest_points.get(&latest.id).into_iter().flatten() {
             if (p.size_bytes as u64) < rules.min_size_bytes {
                 continue;
             }
-            let Some(&b) = before.get(&(p.collective.as_str(), p.dtype.as_str(), p.nranks, p.size_bytes)) else {
+            let Some(&b) = before.get(&(
+                p.collective.as_str(),
+                p.dtype.as_str(),
+                p.nranks,
+                p.size_bytes,
+            )) else {
                 continue;
             };
             if b <= 0.0 {
@@ -68,12 +136,26 @@ pub(super) fn drifts(
         ids.extend(nodes[i].latest.map(|r| r.id));
         ids.extend(nodes[i].baseline.map(|b| b.0.id));
     }
-    let samples = if ids.is_empty() { HashMap::new() } else { store.samples_of(&ids)? };
+    let samples = if ids.is_empty() {
+        HashMap::new()
+    } else {
+        store.samples_of(&ids)?
+    };
     let mut pvals: HashMap<usize, f64> = HashMap::new();
     for &i in &candidates {
         let (n, p) = (&nodes[i], &worst[&i].1);
-        let sk = |run: i64| (run, p.collective.clone(), p.dtype.clone(), p.nranks, p.size_bytes);
-        let (Some(l), Some((b, _))) = (n.latest, n.baseline) else { continue };
+        let sk = |run: i64| {
+            (
+                run,
+                p.collective.clone(),
+                p.dtype.clone(),
+                p.nranks,
+                p.size_bytes,
+            )
+        };
+        let (Some(l), Some((b, _))) = (n.latest, n.baseline) else {
+            continue;
+        };
         if let (Some(a), Some(bs)) = (samples.get(&sk(l.id)), samples.get(&sk(b.id))) {
             if let Some(pv) = slower_than_p(a, bs) {
                 pvals.insert(i, pv);
@@ -90,8 +172,12 @@ pub(super) fn drifts(
     };
     for (i, n) in nodes.iter().enumerate() {
         let trend = trends.get(&i);
-        let Some((ratio, p)) = worst.get(&i) else { continue };
-        let Some((base, kind)) = n.baseline else { continue };
+        let Some((ratio, p)) = worst.get(&i) else {
+            continue;
+        };
+        let Some((base, kind)) = n.baseline else {
+            continue;
+        };
         let pv = pvals.get(&i).copied();
         let drift = Drift {
             baseline: kind.into(),
@@ -106,41 +192,56 @@ pub(super) fn drifts(
         let lost = pv.zip(cut).is_some_and(|(pv, cut)| pv <= cut);
         let declining = trend.is_some_and(|t| t.significant);
         if lost || declining {
-            let mut evidence = Vec::new();
-            if lost {
-                evidence.push(format!(
-                    "{} {}: {:.0}% of its {kind} run of {} (p {:.1e})",
-                    p.collective,
-                    format_size(p.size_bytes as u64),
-                    ratio * 100.0,
-                    base.started_at,
-                    pv.unwrap_or(1.0)
-                ));
-            }
-            if let Some(t) = trend.filter(|t| t.significant) {
-                evidence.push(format!(
-                    "{} plateau falling {:.2}% a day over {} runs (Mann-Kendall p {:.1e}), {:.0}% of its first",
-                    t.collective,
-                    -t.slope_per_day * 100.0,
-                    t.runs,
-                    t.p,
-                    t.last_over_first * 100.0
-                ));
-            }
             out.reasons.push((
                 n.name.clone(),
-                Reason {
-                    check: "drift".into(),
-                    what: "slower than it was".into(),
-                    evidence: evidence.join("; "),
-                    since: trend.and_then(|t| t.since.clone()).or_else(|| n.latest.map(|l| l.started_at.clone())),
-                },
+                drift_reason(n, &drift, lost.then_some(p), trend),
             ));
         }
         out.by_node.insert(n.name.clone(), drift);
     }
     Ok(out)
 }
+
+fn drift_reason(
+    n: &Node<'_>,
+    drift: &Drift,
+    lost: Option<&PointLite>,
+    trend: Option<&Decline>,
+) -> Reason {
+    let mut evidence = Vec::new();
+    if let Some(p) = lost {
+        evidence.push(format!(
+            "{} {}: {:.0}% of its {} run of {} (p {:.1e})",
+            p.collective,
+            format_size(p.size_bytes as u64),
+            drift.ratio * 100.0,
+            drift.baseline,
+            drift.baseline_at,
+            drift.p.unwrap_or(1.0)
+        ));
+    }
+    if let Some(t) = trend.filter(|t| t.significant) {
+        evidence.push(format!(
+            "{} plateau falling {:.2}% a day over {} runs (Mann-Kendall p {:.1e}), {:.0}% of its first",
+            t.collective,
+            -t.slope_per_day * 100.0,
+            t.runs,
+            t.p,
+            t.last_over_first * 100.0
+        ));
+    }
+    Reason {
+        check: "drift".into(),
+        what: "slower than it was".into(),
+        evidence: evidence.join("; "),
+        since: trend
+            .and_then(|t| t.since.clone())
+            .or_else(|| n.latest.map(|l| l.started_at.clone())),
+    }
+}
+
+/// A node's plateau over its runs: (days, bus bandwidth, when).
+type Series<'a> = (Vec<f64>, Vec<f64>, Vec<&'a str>);
 
 struct Decline {
     collective: String,
@@ -158,15 +259,21 @@ fn plateau_declines(
     nodes: &[Node<'_>],
     rules: &FleetRules,
 ) -> Result<HashMap<usize, Decline>, HistoryError> {
-    let ids: Vec<i64> = nodes.iter().flat_map(|n| n.runs.iter().map(|r| r.id)).collect();
+    let ids: Vec<i64> = nodes
+        .iter()
+        .flat_map(|n| n.runs.iter().map(|r| r.id))
+        .collect();
     let mut by_run: HashMap<i64, Vec<(String, f64)>> = HashMap::new();
     for h in store.headlines_of(&ids)? {
-        by_run.entry(h.run_id).or_default().push((h.collective, h.plateau_busbw));
+        by_run
+            .entry(h.run_id)
+            .or_default()
+            .push((h.collective, h.plateau_busbw));
     }
     let mut found: HashMap<usize, Decline> = HashMap::new();
     let mut tests = 0;
     for (i, n) in nodes.iter().enumerate() {
-        let mut series: BTreeMap<&str, (Vec<f64>, Vec<f64>, Vec<&str>)> = BTreeMap::new();
+        let mut series: BTreeMap<&str, Series<'_>> = BTreeMap::new();
         for r in &n.runs {
             for (c, v) in by_run.get(&r.id).into_iter().flatten() {
                 if v.is_finite() && *v > 0.0 {
@@ -178,7 +285,9 @@ fn plateau_declines(
             }
         }
         for (c, (x, y, at)) in series {
-            let Some((_, p, slope)) = decline(&x, &y) else { continue };
+            let Some((_, p, slope)) = decline(&x, &y) else {
+                continue;
+            };
             tests += 1;
             let first = median(&y[..y.len().min(3)]);
             let last = median(&y[y.len().saturating_sub(3)..]);
@@ -214,7 +323,10 @@ pub(super) fn bad_links(
     nodes: &[Node<'_>],
     rules: &FleetRules,
 ) -> Result<Vec<(String, Reason)>, HistoryError> {
-    let ids: Vec<i64> = nodes.iter().filter_map(|n| n.matrix.map(|m| m.id)).collect();
+    let ids: Vec<i64> = nodes
+        .iter()
+        .filter_map(|n| n.matrix.map(|m| m.id))
+        .collect();
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -227,7 +339,9 @@ pub(super) fn bad_links(
     let mut dist: BTreeMap<(&str, &str, i64), Vec<f64>> = BTreeMap::new();
     for l in &links {
         let sku = nodes[owner[&l.run_id]].sku.as_str();
-        dist.entry((sku, l.direction.as_str(), l.size_bytes)).or_default().push(l.bandwidth);
+        dist.entry((sku, l.direction.as_str(), l.size_bytes))
+            .or_default()
+            .push(l.bandwidth);
     }
     let stats: BTreeMap<_, (usize, f64, f64)> = dist
         .iter()
@@ -251,7 +365,11 @@ pub(super) fn bad_links(
             bad.entry(i).or_default().push(format!(
                 "{} {} {} {}: {:.1} GB/s, {:.0}% of the same links across the SKU (z {:.1})",
                 l.src,
-                if l.direction == "one-way" { "->" } else { "<->" },
+                if l.direction == "one-way" {
+                    "->"
+                } else {
+                    "<->"
+                },
                 l.dst,
                 format_size(l.size_bytes as u64),
                 l.bandwidth / 1e9,
@@ -268,7 +386,10 @@ pub(super) fn bad_links(
                 n.name.clone(),
                 Reason {
                     check: "link".into(),
-                    what: format!("{} slow link measurement(s) in its pair matrix", pairs.len()),
+                    what: format!(
+                        "{} slow link measurement(s) in its pair matrix",
+                        pairs.len()
+                    ),
                     evidence: pairs.join("; "),
                     since: n.matrix.map(|m| m.started_at.clone()),
                 },
@@ -280,7 +401,9 @@ pub(super) fn bad_links(
 /// Uncorrectable ECC errors, pending or failed row remaps, a PCIe link below its width or
 /// generation, NVLink error counters that grew since the node's previous run.
 pub(super) fn health_reasons(n: &Node<'_>) -> Vec<Reason> {
-    let Some(latest) = n.latest else { return Vec::new() };
+    let Some(latest) = n.latest else {
+        return Vec::new();
+    };
     let h = &latest.health;
     let mut found = Vec::new();
     let streak = |bad: &dyn Fn(&super::entry::HealthSummary) -> bool| {
@@ -315,7 +438,10 @@ pub(super) fn health_reasons(n: &Node<'_>) -> Vec<Reason> {
         .nvlink_errors
         .iter()
         .filter_map(|(link, now)| {
-            let before = previous.and_then(|p| p.nvlink_errors.get(link)).copied().unwrap_or(0);
+            let before = previous
+                .and_then(|p| p.nvlink_errors.get(link))
+                .copied()
+                .unwrap_or(0);
             (previous.is_some() && *now > before).then(|| format!("{link}: {before} -> {now}"))
         })
         .collect();
@@ -323,7 +449,10 @@ pub(super) fn health_reasons(n: &Node<'_>) -> Vec<Reason> {
         found.push(Reason {
             check: "health".into(),
             what: "NVLink errors growing".into(),
-            evidence: format!("replay/recovery/CRC counts since its previous run: {}", grew.join("; ")),
+            evidence: format!(
+                "replay/recovery/CRC counts since its previous run: {}",
+                grew.join("; ")
+            ),
             since: Some(latest.started_at.clone()),
         });
     }
@@ -336,15 +465,21 @@ pub(super) fn trends_for(
     nodes: &[Node<'_>],
     drained: &BTreeMap<String, Vec<Reason>>,
 ) -> Result<HashMap<String, Vec<TrendPoint>>, HistoryError> {
-    let small = nodes.len() <= super::fleet::TREND_ALL_UP_TO;
+    let small = nodes.len() <= TREND_ALL_UP_TO;
     let chosen: Vec<&Node<'_>> = nodes
         .iter()
         .filter(|n| small || drained.contains_key(&n.name))
         .collect();
-    let ids: Vec<i64> = chosen.iter().flat_map(|n| n.runs.iter().map(|r| r.id)).collect();
+    let ids: Vec<i64> = chosen
+        .iter()
+        .flat_map(|n| n.runs.iter().map(|r| r.id))
+        .collect();
     let mut by_run: HashMap<i64, Vec<(String, f64)>> = HashMap::new();
     for h in store.headlines_of(&ids)? {
-        by_run.entry(h.run_id).or_default().push((h.collective, h.plateau_busbw));
+        by_run
+            .entry(h.run_id)
+            .or_default()
+            .push((h.collective, h.plateau_busbw));
     }
     Ok(chosen
         .iter()
@@ -353,11 +488,15 @@ pub(super) fn trends_for(
                 .runs
                 .iter()
                 .flat_map(|r| {
-                    by_run.get(&r.id).into_iter().flatten().map(|(c, v)| TrendPoint {
-                        at: r.started_at.clone(),
-                        collective: c.clone(),
-                        plateau_busbw_bytes_per_s: *v,
-                    })
+                    by_run
+                        .get(&r.id)
+                        .into_iter()
+                        .flatten()
+                        .map(|(c, v)| TrendPoint {
+                            at: r.started_at.clone(),
+                            collective: c.clone(),
+                            plateau_busbw_bytes_per_s: *v,
+                        })
                 })
                 .collect();
             (n.name.clone(), points)

@@ -133,7 +133,11 @@ pub fn decline(x: &[f64], y: &[f64]) -> Option<(f64, f64, f64)> {
     let nf = n as f64;
     let var = nf * (nf - 1.0) * (2.0 * nf + 5.0) / 18.0;
     // Continuity correction toward zero.
-    let z = if s < 0.0 { (s + 1.0) / var.sqrt() } else { (s - 1.0).max(0.0) / var.sqrt() };
+    let z = if s < 0.0 {
+        (s + 1.0) / var.sqrt()
+    } else {
+        (s - 1.0).max(0.0) / var.sqrt()
+    };
     Some((s, normal_sf(-z), median(&slopes)))
 }
 
@@ -185,9 +189,15 @@ mod tests {
     #[test]
     fn a_steady_decline_is_found_and_noise_is_not() {
         let x: Vec<f64> = (0..30).map(f64::from).collect();
-        let falling: Vec<f64> = x.iter().map(|i| 100.0 - 0.5 * i + (i * 7.0 % 3.0) * 0.1).collect();
+        let falling: Vec<f64> = x
+            .iter()
+            .map(|i| 100.0 - 0.5 * i + (i * 7.0 % 3.0) * 0.1)
+            .collect();
         let (s, p, slope) = decline(&x, &falling).unwrap();
-        assert!(s < 0.0 && p < 1e-6 && (slope + 0.5).abs() < 0.05, "{s} {p} {slope}");
+        assert!(
+            s < 0.0 && p < 1e-6 && (slope + 0.5).abs() < 0.05,
+            "{s} {p} {slope}"
+        );
         let flat: Vec<f64> = x.iter().map(|i| 100.0 + ((i * 7.0) % 5.0) - 2.0).collect();
         assert!(decline(&x, &flat).unwrap().1 > 0.01);
     }

@@ -69,11 +69,13 @@ pub fn since(text: &str, now: f64) -> Result<f64, String> {
     if let Some(u) = entry::unix_time(t) {
         return Ok(u);
     }
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("--since {t:?}: an RFC 3339 time (2026-11-01T00:00:00Z) or an age (30d, 12h, 90m)"))?;
+    let n: f64 = num.parse().map_err(|_| {
+        format!("--since {t:?}: an RFC 3339 time (2026-11-01T00:00:00Z) or an age (30d, 12h, 90m)")
+    })?;
     let scale = match unit {
         "d" => 86_400.0,
         "h" => 3_600.0,

@@ -61,9 +61,8 @@ pub fn default_file() -> Result<PathBuf, HistoryError> {
         )
     })?;
     let dir = base.join("ncclprobe");
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        HistoryError::Unreachable(format!("cannot create {}: {e}", dir.display()))
-    })?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| HistoryError::Unreachable(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir.join("history.sqlite"))
 }
 

@@ -51,6 +51,11 @@ pub struct LinkLite {
     pub bandwidth: f64,
 }
 
+/// A point of a run: (run, collective, dtype, nranks, size).
+pub type SampleKey = (i64, String, String, i64, i64);
+/// Raw samples by point.
+pub type Samples = HashMap<SampleKey, Vec<f64>>;
+
 /// Ids per `IN (…)` list.
 const CHUNK: usize = 2000;
 
@@ -60,7 +65,11 @@ fn db(store: &Store) -> impl Fn(DbError) -> HistoryError + '_ {
 
 impl Store {
     /// Every run started at or after `since` (unix seconds), of `sku` when given, oldest first.
-    pub fn runs_since(&mut self, since: f64, sku: Option<&str>) -> Result<Vec<RunMeta>, HistoryError> {
+    pub fn runs_since(
+        &mut self,
+        since: f64,
+        sku: Option<&str>,
+    ) -> Result<Vec<RunMeta>, HistoryError> {
         let mut sql = String::from(
             "SELECT r.id, n.name, r.sku, r.kind, r.started_at, r.started_unix, r.status, r.passed,
                     r.health
@@ -118,10 +127,7 @@ impl Store {
 
     /// Raw samples (seconds per call) of the out-of-place points of `runs`, by
     /// (run, collective, dtype, nranks, size).
-    pub fn samples_of(
-        &mut self,
-        runs: &[i64],
-    ) -> Result<HashMap<(i64, String, String, i64, i64), Vec<f64>>, HistoryError> {
+    pub fn samples_of(&mut self, runs: &[i64]) -> Result<Samples, HistoryError> {
         let mut out = HashMap::new();
         for chunk in runs.chunks(CHUNK) {
             let sql = format!(
@@ -204,7 +210,10 @@ impl Store {
     /// Counts of nodes, runs and points (`history` summary and tests).
     pub fn counts(&mut self) -> Result<(i64, i64, i64), HistoryError> {
         let mut one = |sql: &str| -> Result<i64, HistoryError> {
-            let v = self.conn.scalar(sql, &[]).map_err(|e| HistoryError::Other(e.to_string()))?;
+            let v = self
+                .conn
+                .scalar(sql, &[])
+                .map_err(|e| HistoryError::Other(e.to_string()))?;
             Ok(v.int().unwrap_or(0))
         };
         Ok((

@@ -98,7 +98,12 @@ const MIGRATIONS: &[(i64, &[&str])] = &[(1, V1), (2, V2)];
 pub fn dialect(kind: EngineKind, sql: &str) -> String {
     let (id, int, real, blob) = match kind {
         EngineKind::Sqlite => ("INTEGER PRIMARY KEY", "INTEGER", "REAL", "BLOB"),
-        EngineKind::Postgres => ("BIGSERIAL PRIMARY KEY", "BIGINT", "DOUBLE PRECISION", "BYTEA"),
+        EngineKind::Postgres => (
+            "BIGSERIAL PRIMARY KEY",
+            "BIGINT",
+            "DOUBLE PRECISION",
+            "BYTEA",
+        ),
     };
     sql.replace("{id}", id)
         .replace("{int}", int)

@@ -71,13 +71,19 @@ pub fn node_name(i: usize) -> String {
 }
 
 fn fault_of(spec: &Spec, node: usize) -> Option<Fault> {
-    spec.planted.iter().find(|(n, _)| *n == node).map(|(_, f)| *f)
+    spec.planted
+        .iter()
+        .find(|(n, _)| *n == node)
+        .map(|(_, f)| *f)
 }
 
 fn rfc3339(unix: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_default()
 }
 
@@ -123,7 +129,11 @@ pub fn run_record(spec: &Spec, node: usize, run: usize) -> RunRecord {
             s
         })
         .collect();
-    let progress = if spec.runs > 1 { run as f64 / (spec.runs - 1) as f64 } else { 1.0 };
+    let progress = if spec.runs > 1 {
+        run as f64 / (spec.runs - 1) as f64
+    } else {
+        1.0
+    };
     for k in 0..spec.sizes {
         let size = 8u64 << k;
         let mut busbw = PEAK_BUSBW * node_factor * run_factor;

@@ -44,7 +44,10 @@ impl Store {
 
 fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
     if let Some(id) = conn
-        .scalar("SELECT id FROM runs WHERE digest = ?", &[e.digest.clone().into()])?
+        .scalar(
+            "SELECT id FROM runs WHERE digest = ?",
+            &[e.digest.clone().into()],
+        )?
         .int()
     {
         return Ok(Added::AlreadyStored { id });
@@ -64,7 +67,10 @@ fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
         ],
     )?;
     let node_id = conn
-        .scalar("SELECT id FROM nodes WHERE name = ?", &[e.identity.node.clone().into()])?
+        .scalar(
+            "SELECT id FROM nodes WHERE name = ?",
+            &[e.identity.node.clone().into()],
+        )?
         .int()
         .ok_or_else(|| DbError::Other(format!("node {} vanished", e.identity.node)))?;
     let run_id = conn

@@ -30,7 +30,12 @@ pub fn table(doc: &FleetDocument) -> String {
     if doc.drain.is_empty() {
         let _ = writeln!(s, "\ndrain list: empty ({} nodes judged)", doc.nodes.len());
     } else {
-        let _ = writeln!(s, "\ndrain list ({} of {} nodes):", doc.drain.len(), doc.nodes.len());
+        let _ = writeln!(
+            s,
+            "\ndrain list ({} of {} nodes):",
+            doc.drain.len(),
+            doc.nodes.len()
+        );
         for d in &doc.drain {
             let _ = writeln!(
                 s,
@@ -169,12 +174,21 @@ fn heat_map(doc: &FleetDocument, nodes: &[&NodeStanding]) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"11\">"
     );
     for (j, c) in collectives.iter().enumerate() {
-        let _ = write!(s, "<text x=\"{}\" y=\"16\">{}</text>", left + cw * j as f64 + 4.0, esc(c));
+        let _ = write!(
+            s,
+            "<text x=\"{}\" y=\"16\">{}</text>",
+            left + cw * j as f64 + 4.0,
+            esc(c)
+        );
     }
     let drained: BTreeSet<&str> = doc.drain.iter().map(|d| d.node.as_str()).collect();
     for (i, n) in nodes.iter().enumerate() {
         let y = top + ch * i as f64;
-        let weight = if drained.contains(n.node.as_str()) { "bold" } else { "normal" };
+        let weight = if drained.contains(n.node.as_str()) {
+            "bold"
+        } else {
+            "normal"
+        };
         let _ = write!(
             s,
             "<text x=\"4\" y=\"{}\" font-weight=\"{weight}\">{}</text>",
@@ -186,7 +200,14 @@ fn heat_map(doc: &FleetDocument, nodes: &[&NodeStanding]) -> String {
             let ratio = cell.map_or(f64::NAN, |x| x.ratio);
             let title = cell.map_or_else(
                 || "not judged".to_string(),
-                |x| format!("{:.0}% of peers at {}, z {:.1}", x.ratio * 100.0, crate::units::format_size(x.size_bytes), x.z),
+                |x| {
+                    format!(
+                        "{:.0}% of peers at {}, z {:.1}",
+                        x.ratio * 100.0,
+                        crate::units::format_size(x.size_bytes),
+                        x.z
+                    )
+                },
             );
             let _ = write!(
                 s,
@@ -213,8 +234,16 @@ fn trend_line(n: &NodeStanding) -> String {
         .iter()
         .filter_map(|t| crate::model::unix_time(&t.at))
         .collect();
-    let values: Vec<f64> = n.trend.iter().map(|t| t.plateau_busbw_bytes_per_s / 1e9).collect();
-    let (t0, t1) = times.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, t| (a.0.min(*t), a.1.max(*t)));
+    let values: Vec<f64> = n
+        .trend
+        .iter()
+        .map(|t| t.plateau_busbw_bytes_per_s / 1e9)
+        .collect();
+    let (t0, t1) = times
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |a, t| {
+            (a.0.min(*t), a.1.max(*t))
+        });
     let vmax = values.iter().copied().fold(0.0, f64::max) * 1.1;
     if times.is_empty() || vmax <= 0.0 {
         return String::new();
@@ -270,14 +299,29 @@ fn drain_rows(drain: &[DrainEntry]) -> String {
 /// The fleet page. Heat-map rows: drained nodes, then the rest worst first (at most 500).
 pub fn html(doc: &FleetDocument) -> String {
     let mut nodes: Vec<&NodeStanding> = doc.nodes.iter().collect();
-    let worst = |n: &NodeStanding| n.standings.iter().map(|s| s.ratio).fold(f64::INFINITY, f64::min);
+    let worst = |n: &NodeStanding| {
+        n.standings
+            .iter()
+            .map(|s| s.ratio)
+            .fold(f64::INFINITY, f64::min)
+    };
     nodes.sort_by(|a, b| b.drain.cmp(&a.drain).then(worst(a).total_cmp(&worst(b))));
     let shown = nodes.len().min(500);
     let mut s = String::from(
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>ncclprobe fleet</title><style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:12px;vertical-align:top}th{background:#f4f4f4}</style></head><body>",
     );
-    let _ = write!(s, "<h1>Fleet: {}</h1><p>{}</p>", esc(&doc.store), esc(&rules_line(doc)));
-    let _ = write!(s, "<h2>Drain list ({} of {} nodes)</h2>", doc.drain.len(), doc.nodes.len());
+    let _ = write!(
+        s,
+        "<h1>Fleet: {}</h1><p>{}</p>",
+        esc(&doc.store),
+        esc(&rules_line(doc))
+    );
+    let _ = write!(
+        s,
+        "<h2>Drain list ({} of {} nodes)</h2>",
+        doc.drain.len(),
+        doc.nodes.len()
+    );
     if doc.drain.is_empty() {
         s.push_str("<p>Nothing to drain.</p>");
     } else {

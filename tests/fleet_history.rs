@@ -398,3 +398,73 @@ fn a_full_disk_ends_with_an_error_and_the_runs_json_is_kept() {
     assert!(s.check().unwrap().is_empty());
     assert_eq!(s.counts().unwrap().1, 0);
 }
+
+#[test]
+fn qualify_against_the_fleet_fails_the_slow_node_and_passes_a_healthy_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec();
+    let last = s.runs - 1;
+    let slow = dir.path().join("slow.json");
+    let healthy = dir.path().join("healthy.json");
+    std::fs::write(
+        &slow,
+        serde_json::to_vec(&synthetic::run_record(&s, 7, last)).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        &healthy,
+        serde_json::to_vec(&synthetic::run_record(&s, 8, last)).unwrap(),
+    )
+    .unwrap();
+    for store in stores(dir.path(), "qualify") {
+        // Too few peers is a failure, never a pass.
+        let few = dir.path().join("few.sqlite");
+        let _ = std::fs::remove_file(&few);
+        common::bin()
+            .arg("qualify")
+            .arg(&healthy)
+            .arg("--against-fleet")
+            .arg(&few)
+            .assert()
+            .code(3)
+            .stdout(predicates::str::contains("needs 5 to judge against"));
+        fill(&store, &s);
+        let out = common::bin()
+            .arg("qualify")
+            .arg(&slow)
+            .args(["--against-fleet", &store, "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let q: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let failed: Vec<u64> = q["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["rule"] == "fleet-peers" && r["passed"] == false)
+            .map(|r| r["size_bytes"].as_u64().unwrap())
+            .collect();
+        // Slow from 64 MiB up: exactly those sizes fail.
+        assert!(
+            !failed.is_empty() && failed.iter().all(|s| *s >= 64 << 20),
+            "{failed:?}"
+        );
+        let ok = common::bin()
+            .arg("qualify")
+            .arg(&healthy)
+            .args(["--against-fleet", &store])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&ok.stdout);
+        assert_eq!(ok.status.code(), Some(0), "{store}: {text}");
+        assert!(
+            text.contains("not significantly below its 8x NVIDIA H100 80GB HBM3 peers"),
+            "{text}"
+        );
+    }
+}

@@ -139,6 +139,17 @@ pub struct QualifyArgs {
     pub format: DocFormat,
     #[command(flatten)]
     pub history: super::history::HistoryArgs,
+    /// Also hold the run against its SKU's other nodes in this history store (a SQLite file or
+    /// `postgres://…`): it fails where it is significantly below them (the --fleet-* rules),
+    /// and when the store has too few peers to say.
+    #[arg(
+        long = "against-fleet",
+        value_name = "DB",
+        help_heading = "Fleet rules"
+    )]
+    pub against_fleet: Option<String>,
+    #[command(flatten)]
+    pub fleet_rules: super::history::FleetRuleArgs,
 }
 
 #[derive(Debug, Args)]

@@ -58,31 +58,31 @@ impl HistoryArgs {
 pub struct FleetRuleArgs {
     /// Sizes judged against peers: this and larger (latency-bound sizes are noisy).
     #[arg(long = "fleet-min-size", value_name = "SIZE", default_value = "1M", value_parser = crate::units::parse_size)]
-    pub min_size: u64,
+    pub fleet_min_size: u64,
     /// Below peers means under this fraction of their median bus bandwidth…
     #[arg(
         long = "fleet-min-ratio",
         value_name = "FRACTION",
         default_value_t = 0.9
     )]
-    pub min_ratio: f64,
+    pub fleet_min_ratio: f64,
     /// …with a robust z-score (median and MAD of the peers) at or under this…
     #[arg(long = "fleet-max-z", value_name = "Z", default_value_t = -3.5, allow_hyphen_values = true)]
-    pub max_z: f64,
+    pub fleet_max_z: f64,
     /// …and a rank test on raw samples that is a discovery at this false-discovery rate over
     /// every cell judged.
     #[arg(long = "fleet-fdr", value_name = "RATE", default_value_t = 0.01)]
-    pub fdr: f64,
+    pub fleet_fdr: f64,
     /// Drift: a loss of more than this fraction since the node's baseline run (significant).
     #[arg(
         long = "fleet-max-drift",
         value_name = "FRACTION",
         default_value_t = 0.07
     )]
-    pub max_drift: f64,
+    pub fleet_max_drift: f64,
     /// Peers a point needs before nodes are judged there.
     #[arg(long = "fleet-min-peers", value_name = "N", default_value_t = 5)]
-    pub min_peers: usize,
+    pub fleet_min_peers: usize,
 }
 
 impl FleetRuleArgs {
@@ -96,19 +96,19 @@ impl FleetRuleArgs {
                 )))
             }
         };
-        if !self.max_z.is_finite() || self.max_z >= 0.0 {
+        if !self.fleet_max_z.is_finite() || self.fleet_max_z >= 0.0 {
             return Err(Failure::usage(format!(
                 "--fleet-max-z takes a negative z-score (how far below the peers), not {}",
-                self.max_z
+                self.fleet_max_z
             )));
         }
         Ok(FleetRules {
-            min_size_bytes: self.min_size,
-            min_ratio: unit(self.min_ratio, "--fleet-min-ratio")?,
-            max_z: self.max_z,
-            fdr: unit(self.fdr, "--fleet-fdr")?,
-            max_drift: unit(self.max_drift, "--fleet-max-drift")?,
-            min_peers: self.min_peers.max(2),
+            min_size_bytes: self.fleet_min_size,
+            min_ratio: unit(self.fleet_min_ratio, "--fleet-min-ratio")?,
+            max_z: self.fleet_max_z,
+            fdr: unit(self.fleet_fdr, "--fleet-fdr")?,
+            max_drift: unit(self.fleet_max_drift, "--fleet-max-drift")?,
+            min_peers: self.fleet_min_peers.max(2),
         })
     }
 }

@@ -46,8 +46,9 @@ fn add(args: &HistoryAddArgs) -> Result<ExitCode, Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let location = args.store.location()?;
     let mut store = Store::open(&location).map_err(failure)?;
-    for (e, path) in entries.iter().zip(&args.files) {
-        match store.add(e).map_err(failure)? {
+    let added = store.add_many(&entries).map_err(failure)?;
+    for ((e, path), added) in entries.iter().zip(&args.files).zip(added) {
+        match added {
             Added::Stored { id } => crate::outln!(
                 "{}: kept as run {id} (node {}, {}, {} points)",
                 path.display(),

@@ -57,6 +57,11 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
                     run_only.join(", ")
                 )));
             }
+            if args.against_fleet.is_some() {
+                return Err(Failure::usage(format!(
+                    "--against-fleet judges a run's collectives against its peers, and {name} is a pair matrix: `fleet` judges matrices' links"
+                )));
+            }
             let q = crate::matrix::qualify::judge(&name, &doc, &pairs);
             crate::history::keep::keep_matrix(args.history.target()?.as_ref(), &doc)?;
             return report(&q, &rules, args.format);
@@ -83,22 +88,46 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         }
         None => loaded.log,
     };
-    let q = judge(
+    let mut q = judge(
         &loaded.name,
         &loaded.run,
         log.as_ref(),
         &rules,
         &expectation,
         1,
-        true,
+        // With --against-fleet alone, the fleet is what the run is held against.
+        args.against_fleet.is_none(),
     )?;
-    if let Some(target) = args.history.target()? {
+    if let Some(db) = &args.against_fleet {
+        q.results.extend(against_fleet(db, args, &loaded.run)?);
+        (q.passed, q.summary) = crate::expect::qualify::conclude(&q.results, 1);
+    }
+    // --node-name and --sku may say who the run is from for --against-fleet alone.
+    let target = match (&args.history.history, &args.against_fleet) {
+        (None, Some(_)) => None,
+        _ => args.history.target()?,
+    };
+    if let Some(target) = target {
         // The verdict is kept with the run it judged.
         let mut judged = loaded.run.clone();
         judged.qualification = Some(q.clone());
         crate::history::keep::keep_run(Some(&target), &judged, "qualify")?;
     }
     report(&q, &rules, args.format)
+}
+
+/// The run against its SKU's other nodes in the store `db`.
+fn against_fleet(
+    db: &str,
+    args: &QualifyArgs,
+    run: &crate::model::RunRecord,
+) -> Result<Vec<crate::documents::RuleResult>, Failure> {
+    use crate::history::keep::failure;
+    let rules = args.fleet_rules.rules()?;
+    let location = crate::history::Location::parse(db).map_err(failure)?;
+    let mut store = crate::history::Store::open(&location).map_err(failure)?;
+    crate::history::against::against_fleet(&mut store, run, &args.history.stated(), &rules)
+        .map_err(failure)
 }
 
 /// The flags given that only a run (not a pair matrix) can be judged by.

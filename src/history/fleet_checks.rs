@@ -83,6 +83,7 @@ pub(super) fn drifts(
     }
     // Worst judged size per node, and the candidates whose loss is past the threshold.
     let mut judged = 0;
+    let mut cells: HashMap<usize, usize> = HashMap::new();
     let mut worst: HashMap<usize, (f64, PointLite)> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
         let (Some(latest), Some((base, _))) = (n.latest, n.baseline) else {
@@ -120,6 +121,7 @@ pub(super) fn drifts(
                 continue;
             }
             judged += 1;
+            *cells.entry(i).or_default() += 1;
             let ratio = p.busbw / b;
             if worst.get(&i).is_none_or(|w| w.0 > ratio) {
                 worst.insert(i, (ratio, p.clone()));
@@ -157,13 +159,16 @@ pub(super) fn drifts(
             continue;
         };
         if let (Some(a), Some(bs)) = (samples.get(&sk(l.id)), samples.get(&sk(b.id))) {
+            // Only the node's worst size is tested: its p-value is multiplied by the sizes it
+            // was chosen from (Bonferroni within the node), and false discoveries are then
+            // controlled across nodes.
             if let Some(pv) = slower_than_p(a, bs) {
-                pvals.insert(i, pv);
+                pvals.insert(i, (pv * cells[&i] as f64).min(1.0));
             }
         }
     }
     let ps: Vec<f64> = pvals.values().copied().collect();
-    let cut = bh_threshold(&ps, judged.max(1), rules.fdr);
+    let cut = bh_threshold(&ps, worst.len().max(1), rules.fdr);
     let trends = plateau_declines(store, nodes, rules)?;
     let mut out = Drifts {
         reasons: Vec::new(),

@@ -6,6 +6,7 @@
 //! store with backoff and then say so plainly; every document goes in one transaction, so a
 //! writer killed halfway leaves nothing of its run behind.
 
+pub mod against;
 pub mod engine;
 pub mod entry;
 pub mod fleet;

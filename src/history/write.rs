@@ -22,12 +22,22 @@ const POINTS_PER_STATEMENT: usize = 64;
 impl Store {
     /// Adds one document; adding it again changes nothing.
     pub fn add(&mut self, entry: &Entry) -> Result<Added, HistoryError> {
+        let mut added = self.add_many(std::slice::from_ref(entry))?;
+        Ok(added.remove(0))
+    }
+
+    /// Adds documents in one transaction: all of them, or (on an error) none.
+    pub fn add_many(&mut self, entries: &[Entry]) -> Result<Vec<Added>, HistoryError> {
         let name = self.location.display();
         let deadline = Instant::now() + self.patience;
         let conn = &mut self.conn;
         retry(&name, deadline, || {
             conn.begin()?;
-            match insert(conn, entry) {
+            match entries
+                .iter()
+                .map(|e| insert(conn, e))
+                .collect::<Result<Vec<Added>, DbError>>()
+            {
                 Ok(added) => {
                     crate::fault_injection::history_stall_before_commit();
                     conn.commit()?;

@@ -5,7 +5,8 @@
 //! 2 s target; criterion then measures the same.
 //!
 //! `NCCLPROBE_BENCH_NODES`, `_RUNS`, `_SIZES` make the fleet smaller (a store already built for
-//! the same shape under target/fleet-bench/ is reused).
+//! the same shape under target/fleet-bench/ is reused); `NCCLPROBE_BENCH_ENGINES=postgres` (or
+//! `sqlite`) measures one engine only.
 //!
 //! `cargo bench --bench fleet`
 
@@ -152,9 +153,14 @@ fn main() {
         .sample_size(10)
         .measurement_time(Duration::from_secs(30))
         .configure_from_args();
-    let sqlite = Location::Sqlite(dir.join(format!("fleet-{shape}.sqlite")));
-    measure(&mut c, "sqlite", &sqlite, &spec);
+    let engines =
+        std::env::var("NCCLPROBE_BENCH_ENGINES").unwrap_or_else(|_| "sqlite,postgres".into());
+    if engines.contains("sqlite") {
+        let sqlite = Location::Sqlite(dir.join(format!("fleet-{shape}.sqlite")));
+        measure(&mut c, "sqlite", &sqlite, &spec);
+    }
     match std::env::var("NCCLPROBE_BENCH_POSTGRES") {
+        Ok(_) if !engines.contains("postgres") => {}
         Ok(base) => {
             let db = format!("fleet_{}", shape.replace('x', "_"));
             let mut admin = postgres::Client::connect(&base, postgres::NoTls).expect("connect");

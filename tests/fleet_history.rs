@@ -7,6 +7,7 @@ mod common;
 
 use ncclprobe::history::synthetic::{self, Fault, Spec};
 use ncclprobe::history::{Location, Store};
+use predicates::prelude::PredicateBooleanExt;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -466,5 +467,92 @@ fn qualify_against_the_fleet_fails_the_slow_node_and_passes_a_healthy_one() {
             text.contains("not significantly below its 8x NVIDIA H100 80GB HBM3 peers"),
             "{text}"
         );
+    }
+}
+
+#[test]
+fn sweep_matrix_qualify_and_nccl_tests_output_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/nccl-tests/04-hgx-h100-2node-ib-cx7-nvls-mpi-warnings.txt");
+    let json = dir.path().join("sweep.json");
+    for store in stores(dir.path(), "kept") {
+        // Host backend: ranks are threads of this process.
+        common::bin()
+            .args([
+                "sweep",
+                "--backend",
+                "host",
+                "--ranks",
+                "2",
+                "-b",
+                "8",
+                "-e",
+                "1K",
+            ])
+            .args([
+                "--min-samples",
+                "3",
+                "--max-samples",
+                "3",
+                "--history",
+                &store,
+            ])
+            .args(["--node-name", "bench-a", "--json"])
+            .arg(&json)
+            .assert()
+            .success()
+            .stderr(
+                predicates::str::contains("kept in").and(predicates::str::contains("node bench-a")),
+            );
+        common::bin()
+            .args([
+                "matrix",
+                "--backend",
+                "host",
+                "--ranks",
+                "2",
+                "--history",
+                &store,
+            ])
+            .args([
+                "--node-name",
+                "bench-a",
+                "--min-samples",
+                "3",
+                "--max-samples",
+                "3",
+            ])
+            .assert()
+            .success()
+            .stderr(predicates::str::contains("kept in"));
+        // The gate's verdict goes in with the run it judged.
+        common::bin()
+            .arg("qualify")
+            .arg(&json)
+            .args([
+                "--min-busbw",
+                "0.000001",
+                "--history",
+                &store,
+                "--node-name",
+                "bench-a",
+            ])
+            .assert()
+            .success();
+        common::bin()
+            .args(["history", "add", "--history", &store])
+            .arg(&log)
+            .assert()
+            .success()
+            .stdout(predicates::str::contains("kept as run"));
+        let mut s = Store::open(&Location::parse(&store).unwrap()).unwrap();
+        let runs = s.runs_since(f64::NEG_INFINITY, None).unwrap();
+        assert_eq!(runs.len(), 4, "{store}");
+        assert_eq!(runs.iter().filter(|r| r.matrix).count(), 1);
+        assert_eq!(runs.iter().filter(|r| r.passed == Some(true)).count(), 1);
+        let nodes: BTreeSet<&str> = runs.iter().map(|r| &*r.node).collect();
+        assert!(nodes.contains("bench-a") && nodes.len() == 2, "{nodes:?}");
+        assert!(s.check().unwrap().is_empty());
     }
 }

@@ -29,8 +29,20 @@ fn entry_of(path: &std::path::Path, stated: &Stated) -> Result<entry::Entry, Fai
         };
     }
     drop(opened);
-    let (_, run, _) = input::read_run(path)?;
+    let (_, mut run, _) = input::read_run(path)?;
+    // nccl-tests output does not say when it ran; the file was written as the run ended.
+    if let Some(at) = modified(path) {
+        run.started_at = at;
+        run.finished_at = None;
+    }
     entry::from_run(&run, "add", Some(&name), stated).map_err(bad)
+}
+
+/// A file's modification time, RFC 3339 in UTC.
+fn modified(path: &std::path::Path) -> Option<String> {
+    let t = std::fs::metadata(path).ok()?.modified().ok()?;
+    let unix = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64();
+    Some(crate::history::read::rfc3339(unix))
 }
 
 fn add(args: &HistoryAddArgs) -> Result<ExitCode, Failure> {

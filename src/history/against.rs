@@ -13,6 +13,7 @@ use crate::documents::RuleResult;
 use crate::model::{Point, RunRecord};
 use crate::units::format_size;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Peer runs whose samples are pooled.
 const POOL_RUNS: usize = 64;
@@ -51,7 +52,7 @@ pub fn against_fleet(
             rules.min_peers
         ))]);
     }
-    let mut values: HashMap<(String, String, i64, i64), Vec<f64>> = HashMap::new();
+    let mut values: HashMap<(Arc<str>, Arc<str>, i64, i64), Vec<f64>> = HashMap::new();
     for p in store.points_of(&peer_runs)? {
         if p.busbw.is_finite() && p.busbw > 0.0 {
             values
@@ -65,9 +66,9 @@ pub fn against_fleet(
     let samples = store.samples_of(&pool_runs)?;
     let mut judged = Vec::new();
     for p in run.points.iter().filter(|p| judged_point(p, rules)) {
-        let k = (
-            p.collective.name().to_string(),
-            p.dtype.name().to_string(),
+        let k: (Arc<str>, Arc<str>, i64, i64) = (
+            Arc::from(p.collective.name()),
+            Arc::from(p.dtype.name()),
             p.nranks as i64,
             p.size_bytes as i64,
         );

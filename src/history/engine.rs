@@ -73,6 +73,42 @@ impl<T: Into<Value>> From<Option<T>> for Value {
     }
 }
 
+/// A value of a row as read, borrowed from the engine's buffer: readers of large results keep
+/// what they need without a string per cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cell<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+impl<'a> Cell<'a> {
+    pub fn int(self) -> Option<i64> {
+        match self {
+            Cell::Int(v) => Some(v),
+            Cell::Real(v) => Some(v as i64),
+            _ => None,
+        }
+    }
+
+    pub fn real(self) -> Option<f64> {
+        match self {
+            Cell::Real(v) => Some(v),
+            Cell::Int(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+
+    pub fn text(self) -> Option<&'a str> {
+        match self {
+            Cell::Text(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
 /// What went wrong, sorted by what the caller does about it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DbError {
@@ -274,6 +310,72 @@ impl Conn {
                     boxed.iter().map(|b| b.as_ref() as _).collect();
                 let rows = client.query(&stmt, &refs)?;
                 rows.iter().map(from_pg_row).collect()
+            }
+        }
+    }
+
+    /// One query, each row handed to `row` as borrowed cells.
+    pub fn for_each(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        mut row: impl FnMut(&[Cell<'_>]),
+    ) -> Result<(), DbError> {
+        match self {
+            Conn::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let columns = stmt.column_count();
+                let mut rows =
+                    stmt.query(rusqlite::params_from_iter(params.iter().map(to_sqlite)))?;
+                while let Some(r) = rows.next()? {
+                    let mut cells: Vec<Cell<'_>> = Vec::with_capacity(columns);
+                    for i in 0..columns {
+                        use rusqlite::types::ValueRef as R;
+                        cells.push(match r.get_ref(i)? {
+                            R::Null => Cell::Null,
+                            R::Integer(v) => Cell::Int(v),
+                            R::Real(v) => Cell::Real(v),
+                            R::Text(t) => Cell::Text(std::str::from_utf8(t).unwrap_or("")),
+                            R::Blob(b) => Cell::Blob(b),
+                        });
+                    }
+                    row(&cells);
+                }
+                Ok(())
+            }
+            Conn::Postgres { client, statements } => {
+                use postgres::types::Type;
+                let stmt = pg_statement(client, statements, sql)?;
+                let boxed = pg_params(&stmt, params)?;
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    boxed.iter().map(|b| b.as_ref() as _).collect();
+                for r in client.query(&stmt, &refs)? {
+                    let mut cells: Vec<Cell<'_>> = Vec::with_capacity(r.len());
+                    for (i, col) in r.columns().iter().enumerate() {
+                        cells.push(match *col.type_() {
+                            Type::INT8 => r
+                                .try_get::<_, Option<i64>>(i)?
+                                .map_or(Cell::Null, Cell::Int),
+                            Type::INT4 => r
+                                .try_get::<_, Option<i32>>(i)?
+                                .map_or(Cell::Null, |v| Cell::Int(v.into())),
+                            Type::FLOAT8 => r
+                                .try_get::<_, Option<f64>>(i)?
+                                .map_or(Cell::Null, Cell::Real),
+                            Type::BOOL => r
+                                .try_get::<_, Option<bool>>(i)?
+                                .map_or(Cell::Null, |v| Cell::Int(v.into())),
+                            Type::BYTEA => r
+                                .try_get::<_, Option<&[u8]>>(i)?
+                                .map_or(Cell::Null, Cell::Blob),
+                            _ => r
+                                .try_get::<_, Option<&str>>(i)?
+                                .map_or(Cell::Null, Cell::Text),
+                        });
+                    }
+                    row(&cells);
+                }
+                Ok(())
             }
         }
     }

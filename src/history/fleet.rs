@@ -28,17 +28,11 @@ pub struct FleetOptions {
     pub rules: FleetRules,
 }
 
-/// (sku, collective, dtype, nranks, size).
-pub(super) type Key = (String, String, String, i64, i64);
+/// (sku, collective, dtype, nranks, size), borrowed from the points read.
+pub(super) type Key<'a> = (&'a str, &'a str, &'a str, i64, i64);
 
-fn key(sku: &str, p: &PointLite) -> Key {
-    (
-        sku.to_string(),
-        p.collective.clone(),
-        p.dtype.clone(),
-        p.nranks,
-        p.size_bytes,
-    )
+fn key<'a>(sku: &'a str, p: &'a PointLite) -> Key<'a> {
+    (sku, &p.collective, &p.dtype, p.nranks, p.size_bytes)
 }
 
 /// Judges the fleet in `store`.
@@ -73,9 +67,9 @@ pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, 
         peers: peers
             .iter()
             .map(|(k, (n, m, d))| PeerStat {
-                sku: k.0.clone(),
-                collective: k.1.clone(),
-                dtype: k.2.clone(),
+                sku: k.0.to_string(),
+                collective: k.1.to_string(),
+                dtype: k.2.to_string(),
                 nranks: k.3 as usize,
                 size_bytes: k.4 as u64,
                 n: *n,
@@ -87,7 +81,8 @@ pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, 
         notes: Vec::new(),
     };
     let below = below_peers(store, &nodes, &by_run, &peers, rules)?;
-    let drift = drifts(store, &nodes, &by_run, rules)?;
+    let window = (opts.since_unix, opts.filters.sku.as_deref());
+    let drift = drifts(store, &nodes, &by_run, rules, window)?;
     let links = bad_links(store, &nodes, rules)?;
     let mut reasons: BTreeMap<String, Vec<Reason>> = BTreeMap::new();
     for (node, r) in below.reasons.into_iter().chain(drift.reasons).chain(links) {
@@ -107,11 +102,12 @@ pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, 
                 } else {
                     failed.join("; ")
                 },
-                since: Some(l.started_at.clone()),
+                since: Some(l.started_at()),
             });
         }
     }
     let trends = trends_for(store, &nodes, &reasons)?;
+    below_since(&mut reasons, &trends, &nodes, &peers, rules);
     for n in &nodes {
         if opts.filters.node.as_deref().is_some_and(|f| f != n.name) {
             continue;
@@ -122,7 +118,7 @@ pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, 
             node: n.name.clone(),
             sku: n.sku.clone(),
             runs: n.runs.len(),
-            latest_at: latest.started_at.clone(),
+            latest_at: latest.started_at(),
             standings: below.standings.get(&n.name).cloned().unwrap_or_default(),
             drift: drift.by_node.get(&n.name).cloned(),
             trend: if drain || nodes.len() <= TREND_ALL_UP_TO {
@@ -157,7 +153,7 @@ pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, 
             .then(a.node.cmp(&b.node))
     });
     doc.notes.push(format!(
-        "{} cells judged against peers, {} below them after false-discovery control (rate {}); {} nodes' latest runs against their baselines",
+        "{} cells judged against peers, {} below them after false-discovery control (rate {}); {} cells of nodes' latest runs against their baselines",
         below.judged, below.failed, rules.fdr, drift.judged
     ));
     if nodes.len() > TREND_ALL_UP_TO {
@@ -167,6 +163,46 @@ pub fn analyse(store: &mut Store, opts: &FleetOptions) -> Result<FleetDocument, 
         ));
     }
     Ok(doc)
+}
+
+/// When a node fell below its peers: the first run of the streak, up to its latest, whose
+/// plateau is under the rule's fraction of the peers' bus bandwidth at their largest size.
+fn below_since(
+    reasons: &mut BTreeMap<String, Vec<Reason>>,
+    trends: &HashMap<String, Vec<TrendPoint>>,
+    nodes: &[Node<'_>],
+    peers: &BTreeMap<Key<'_>, (usize, f64, f64)>,
+    rules: &FleetRules,
+) {
+    for n in nodes {
+        let (Some(rs), Some(trend)) = (reasons.get_mut(&n.name), trends.get(&n.name)) else {
+            continue;
+        };
+        let Some(r) = rs.iter_mut().find(|r| r.check == "below-peers") else {
+            continue;
+        };
+        // The peers' median at the largest size of each collective.
+        let mut top: HashMap<&str, (i64, f64)> = HashMap::new();
+        for (k, (_, m, _)) in peers.iter().filter(|(k, _)| k.0 == n.sku) {
+            if top.get(k.1).is_none_or(|t| t.0 < k.4) {
+                top.insert(k.1, (k.4, *m));
+            }
+        }
+        let low = |t: &TrendPoint| {
+            top.get(t.collective.as_str())
+                .is_some_and(|(_, m)| t.plateau_busbw_bytes_per_s < rules.min_ratio * m)
+        };
+        let mut since = None;
+        for t in trend.iter().rev() {
+            if !low(t) {
+                break;
+            }
+            since = Some(t.at.clone());
+        }
+        if since.is_some() {
+            r.since = since;
+        }
+    }
 }
 
 fn sku_groups(nodes: &[Node<'_>]) -> Vec<SkuGroup> {
@@ -186,11 +222,11 @@ fn sku_groups(nodes: &[Node<'_>]) -> Vec<SkuGroup> {
 }
 
 /// Per key: (n, median, MAD) of the nodes' bus bandwidth in their latest runs.
-fn peer_stats(
-    by_run: &HashMap<i64, Vec<PointLite>>,
-    run_sku: &HashMap<i64, &str>,
-) -> BTreeMap<Key, (usize, f64, f64)> {
-    let mut values: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
+fn peer_stats<'a>(
+    by_run: &'a HashMap<i64, Vec<PointLite>>,
+    run_sku: &HashMap<i64, &'a str>,
+) -> BTreeMap<Key<'a>, (usize, f64, f64)> {
+    let mut values: BTreeMap<Key<'a>, Vec<f64>> = BTreeMap::new();
     for (run, points) in by_run {
         let sku = run_sku.get(run).copied().unwrap_or("");
         for p in points
@@ -221,7 +257,7 @@ fn below_peers(
     store: &mut Store,
     nodes: &[Node<'_>],
     by_run: &HashMap<i64, Vec<PointLite>>,
-    peers: &BTreeMap<Key, (usize, f64, f64)>,
+    peers: &BTreeMap<Key<'_>, (usize, f64, f64)>,
     rules: &FleetRules,
 ) -> Result<Below, HistoryError> {
     let mut judged = 0;
@@ -239,7 +275,7 @@ fn below_peers(
             judged += 1;
             let (ratio, z) = (p.busbw / m, robust_z(p.busbw, m, d));
             let s = Standing {
-                collective: p.collective.clone(),
+                collective: p.collective.to_string(),
                 size_bytes: p.size_bytes as u64,
                 busbw_bytes_per_s: p.busbw,
                 ratio,
@@ -247,8 +283,8 @@ fn below_peers(
                 p: None,
             };
             let slot = worst.entry(n.name.clone()).or_default();
-            if slot.get(&p.collective).is_none_or(|w| w.ratio > ratio) {
-                slot.insert(p.collective.clone(), s);
+            if slot.get(&*p.collective).is_none_or(|w| w.ratio > ratio) {
+                slot.insert(p.collective.to_string(), s);
             }
             if ratio < rules.min_ratio && z <= rules.max_z {
                 candidates.push((i, p, ratio, z));
@@ -315,7 +351,7 @@ fn below_peers(
         let n = &nodes[*i];
         if let Some(w) = worst
             .get_mut(&n.name)
-            .and_then(|m| m.get_mut(&p.collective))
+            .and_then(|m| m.get_mut(&*p.collective))
             .filter(|w| w.size_bytes == p.size_bytes as u64)
         {
             w.p = *pv;
@@ -345,7 +381,7 @@ fn below_peers(
                     check: "below-peers".into(),
                     what: format!("below its {} peers at {count} size(s)", n.sku),
                     evidence: cells.join("; "),
-                    since: n.latest.map(|l| l.started_at.clone()),
+                    since: n.latest.map(|l| l.started_at()),
                 },
             )
         })

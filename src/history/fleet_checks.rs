@@ -29,18 +29,14 @@ pub(super) struct Node<'a> {
     pub matrix: Option<&'a RunMeta>,
 }
 
-fn usable(r: &RunMeta) -> bool {
-    r.kind == "run" && matches!(r.status.as_str(), "complete" | "check-failed" | "truncated")
-}
-
 pub(super) fn nodes_of(runs: &[RunMeta]) -> Vec<Node<'_>> {
     let mut by: BTreeMap<&str, Vec<&RunMeta>> = BTreeMap::new();
     for r in runs {
-        by.entry(r.node.as_str()).or_default().push(r);
+        by.entry(&r.node).or_default().push(r);
     }
     by.into_iter()
         .map(|(name, runs)| {
-            let measured: Vec<&RunMeta> = runs.iter().copied().filter(|r| usable(r)).collect();
+            let measured: Vec<&RunMeta> = runs.iter().copied().filter(|r| r.usable).collect();
             let latest = measured.last().copied();
             let earlier = &measured[..measured.len().saturating_sub(1)];
             let baseline = earlier
@@ -55,8 +51,8 @@ pub(super) fn nodes_of(runs: &[RunMeta]) -> Vec<Node<'_>> {
                 });
             Node {
                 name: name.to_string(),
-                sku: latest.map_or_else(|| runs[0].sku.clone(), |r| r.sku.clone()),
-                matrix: runs.iter().rev().find(|r| r.kind == "matrix").copied(),
+                sku: latest.map_or_else(|| runs[0].sku.to_string(), |r| r.sku.to_string()),
+                matrix: runs.iter().rev().find(|r| r.matrix).copied(),
                 runs: measured,
                 latest,
                 baseline,
@@ -72,6 +68,7 @@ pub(super) fn drifts(
     nodes: &[Node<'_>],
     latest_points: &HashMap<i64, Vec<PointLite>>,
     rules: &FleetRules,
+    window: (f64, Option<&str>),
 ) -> Result<Drifts, HistoryError> {
     let base_ids: Vec<i64> = nodes
         .iter()
@@ -93,28 +90,13 @@ pub(super) fn drifts(
             .get(&base.id)
             .into_iter()
             .flatten()
-            .map(|p| {
-                (
-                    (
-                        p.collective.as_str(),
-                        p.dtype.as_str(),
-                        p.nranks,
-                        p.size_bytes,
-                    ),
-                    p.busbw,
-                )
-            })
+            .map(|p| ((&*p.collective, &*p.dtype, p.nranks, p.size_bytes), p.busbw))
             .collect();
         for p in latest_points.get(&latest.id).into_iter().flatten() {
             if (p.size_bytes as u64) < rules.min_size_bytes {
                 continue;
             }
-            let Some(&b) = before.get(&(
-                p.collective.as_str(),
-                p.dtype.as_str(),
-                p.nranks,
-                p.size_bytes,
-            )) else {
+            let Some(&b) = before.get(&(&*p.collective, &*p.dtype, p.nranks, p.size_bytes)) else {
                 continue;
             };
             if b <= 0.0 {
@@ -169,7 +151,7 @@ pub(super) fn drifts(
     }
     let ps: Vec<f64> = pvals.values().copied().collect();
     let cut = bh_threshold(&ps, worst.len().max(1), rules.fdr);
-    let trends = plateau_declines(store, nodes, rules)?;
+    let trends = plateau_declines(store, nodes, rules, window)?;
     let mut out = Drifts {
         reasons: Vec::new(),
         by_node: HashMap::new(),
@@ -186,8 +168,8 @@ pub(super) fn drifts(
         let pv = pvals.get(&i).copied();
         let drift = Drift {
             baseline: kind.into(),
-            baseline_at: base.started_at.clone(),
-            collective: p.collective.clone(),
+            baseline_at: base.started_at(),
+            collective: p.collective.to_string(),
             size_bytes: p.size_bytes as u64,
             ratio: *ratio,
             p: pv,
@@ -241,12 +223,12 @@ fn drift_reason(
         evidence: evidence.join("; "),
         since: trend
             .and_then(|t| t.since.clone())
-            .or_else(|| n.latest.map(|l| l.started_at.clone())),
+            .or_else(|| n.latest.map(|l| l.started_at())),
     }
 }
 
 /// A node's plateau over its runs: (days, bus bandwidth, when).
-type Series<'a> = (Vec<f64>, Vec<f64>, Vec<&'a str>);
+type Series = (Vec<f64>, Vec<f64>, Vec<f64>);
 
 struct Decline {
     collective: String,
@@ -263,13 +245,10 @@ fn plateau_declines(
     store: &mut Store,
     nodes: &[Node<'_>],
     rules: &FleetRules,
+    window: (f64, Option<&str>),
 ) -> Result<HashMap<usize, Decline>, HistoryError> {
-    let ids: Vec<i64> = nodes
-        .iter()
-        .flat_map(|n| n.runs.iter().map(|r| r.id))
-        .collect();
-    let mut by_run: HashMap<i64, Vec<(String, f64)>> = HashMap::new();
-    for h in store.headlines_of(&ids)? {
+    let mut by_run: HashMap<i64, Vec<(std::sync::Arc<str>, f64)>> = HashMap::new();
+    for h in store.headlines_since(window.0, window.1)? {
         by_run
             .entry(h.run_id)
             .or_default()
@@ -278,14 +257,14 @@ fn plateau_declines(
     let mut found: HashMap<usize, Decline> = HashMap::new();
     let mut tests = 0;
     for (i, n) in nodes.iter().enumerate() {
-        let mut series: BTreeMap<&str, Series<'_>> = BTreeMap::new();
+        let mut series: BTreeMap<&str, Series> = BTreeMap::new();
         for r in &n.runs {
             for (c, v) in by_run.get(&r.id).into_iter().flatten() {
                 if v.is_finite() && *v > 0.0 {
-                    let e = series.entry(c.as_str()).or_default();
+                    let e = series.entry(&**c).or_default();
                     e.0.push(r.started_unix / DAY_S);
                     e.1.push(*v);
-                    e.2.push(r.started_at.as_str());
+                    e.2.push(r.started_unix);
                 }
             }
         }
@@ -307,7 +286,7 @@ fn plateau_declines(
                     .iter()
                     .zip(&y)
                     .find(|(_, v)| **v < first * (1.0 - rules.max_drift / 2.0))
-                    .map(|(a, _)| a.to_string()),
+                    .map(|(a, _)| super::read::rfc3339(*a)),
             };
             if found.get(&i).is_none_or(|w| w.p > d.p) {
                 found.insert(i, d);
@@ -344,7 +323,7 @@ pub(super) fn bad_links(
     let mut dist: BTreeMap<(&str, &str, i64), Vec<f64>> = BTreeMap::new();
     for l in &links {
         let sku = nodes[owner[&l.run_id]].sku.as_str();
-        dist.entry((sku, l.direction.as_str(), l.size_bytes))
+        dist.entry((sku, &*l.direction, l.size_bytes))
             .or_default()
             .push(l.bandwidth);
     }
@@ -361,7 +340,7 @@ pub(super) fn bad_links(
             continue;
         }
         let i = owner[&l.run_id];
-        let (n, m, d) = stats[&(nodes[i].sku.as_str(), l.direction.as_str(), l.size_bytes)];
+        let (n, m, d) = stats[&(nodes[i].sku.as_str(), &*l.direction, l.size_bytes)];
         if n < rules.min_peers || m <= 0.0 {
             continue;
         }
@@ -370,7 +349,7 @@ pub(super) fn bad_links(
             bad.entry(i).or_default().push(format!(
                 "{} {} {} {}: {:.1} GB/s, {:.0}% of the same links across the SKU (z {:.1})",
                 l.src,
-                if l.direction == "one-way" {
+                if &*l.direction == "one-way" {
                     "->"
                 } else {
                     "<->"
@@ -396,7 +375,7 @@ pub(super) fn bad_links(
                         pairs.len()
                     ),
                     evidence: pairs.join("; "),
-                    since: n.matrix.map(|m| m.started_at.clone()),
+                    since: n.matrix.map(|m| m.started_at()),
                 },
             )
         })
@@ -417,7 +396,7 @@ pub(super) fn health_reasons(n: &Node<'_>) -> Vec<Reason> {
             .rev()
             .take_while(|r| bad(&r.health))
             .last()
-            .map(|r| r.started_at.clone())
+            .map(|r| r.started_at())
     };
     if h.ecc_uncorrected > 0 || h.remap_pending > 0 {
         found.push(Reason {
@@ -458,7 +437,7 @@ pub(super) fn health_reasons(n: &Node<'_>) -> Vec<Reason> {
                 "replay/recovery/CRC counts since its previous run: {}",
                 grew.join("; ")
             ),
-            since: Some(latest.started_at.clone()),
+            since: Some(latest.started_at()),
         });
     }
     found
@@ -479,7 +458,7 @@ pub(super) fn trends_for(
         .iter()
         .flat_map(|n| n.runs.iter().map(|r| r.id))
         .collect();
-    let mut by_run: HashMap<i64, Vec<(String, f64)>> = HashMap::new();
+    let mut by_run: HashMap<i64, Vec<(std::sync::Arc<str>, f64)>> = HashMap::new();
     for h in store.headlines_of(&ids)? {
         by_run
             .entry(h.run_id)
@@ -498,8 +477,8 @@ pub(super) fn trends_for(
                         .into_iter()
                         .flatten()
                         .map(|(c, v)| TrendPoint {
-                            at: r.started_at.clone(),
-                            collective: c.clone(),
+                            at: r.started_at(),
+                            collective: c.to_string(),
                             plateau_busbw_bytes_per_s: *v,
                         })
                 })

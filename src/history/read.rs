@@ -6,28 +6,48 @@ use super::entry::HealthSummary;
 use super::write::unpack;
 use super::{HistoryError, Store};
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// One stored run, without its points.
+/// One stored run, without its points: numbers only, so that a window of 300,000 runs reads
+/// without a string per row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunMeta {
     pub id: i64,
-    pub node: String,
-    pub sku: String,
-    /// `run` or `matrix`.
-    pub kind: String,
-    pub started_at: String,
+    pub node: Arc<str>,
+    pub sku: Arc<str>,
+    /// A pair matrix (else a run record).
+    pub matrix: bool,
+    /// A run record that measured to its end (complete, check-failed, truncated).
+    pub usable: bool,
     pub started_unix: f64,
-    pub status: String,
     pub passed: Option<bool>,
     pub health: HealthSummary,
+}
+
+impl RunMeta {
+    /// When it started, RFC 3339 in UTC.
+    pub fn started_at(&self) -> String {
+        rfc3339(self.started_unix)
+    }
+}
+
+/// Unix seconds as RFC 3339, UTC, to the second.
+pub fn rfc3339(unix: f64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix.floor() as i64)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{unix}"))
 }
 
 /// One out-of-place point of a stored run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointLite {
     pub run_id: i64,
-    pub collective: String,
-    pub dtype: String,
+    pub collective: Arc<str>,
+    pub dtype: Arc<str>,
     pub nranks: i64,
     pub size_bytes: i64,
     pub time_s: f64,
@@ -37,22 +57,22 @@ pub struct PointLite {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadlineLite {
     pub run_id: i64,
-    pub collective: String,
+    pub collective: Arc<str>,
     pub plateau_busbw: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkLite {
     pub run_id: i64,
-    pub src: String,
-    pub dst: String,
-    pub direction: String,
+    pub src: Arc<str>,
+    pub dst: Arc<str>,
+    pub direction: Arc<str>,
     pub size_bytes: i64,
     pub bandwidth: f64,
 }
 
 /// A point of a run: (run, collective, dtype, nranks, size).
-pub type SampleKey = (i64, String, String, i64, i64);
+pub type SampleKey = (i64, Arc<str>, Arc<str>, i64, i64);
 /// Raw samples by point.
 pub type Samples = HashMap<SampleKey, Vec<f64>>;
 
@@ -70,57 +90,76 @@ impl Store {
         since: f64,
         sku: Option<&str>,
     ) -> Result<Vec<RunMeta>, HistoryError> {
+        let mut names: HashMap<i64, (Arc<str>, Arc<str>)> = HashMap::new();
+        let nodes = self
+            .conn
+            .query("SELECT id, name, sku FROM nodes", &[])
+            .map_err(|e| db(self)(e))?;
+        for r in nodes {
+            let text = |v: &Value| Arc::<str>::from(v.text().unwrap_or(""));
+            names.insert(r[0].int().unwrap_or(0), (text(&r[1]), text(&r[2])));
+        }
         let mut sql = String::from(
-            "SELECT r.id, n.name, r.sku, r.kind, r.started_at, r.started_unix, r.status, r.passed,
-                    r.health
-             FROM runs r JOIN nodes n ON n.id = r.node_id
-             WHERE r.started_unix >= ?",
+            "SELECT id, node_id, CASE WHEN kind = 'matrix' THEN 1 ELSE 0 END,
+                    CASE WHEN kind = 'run' AND status IN ('complete', 'check-failed', 'truncated')
+                         THEN 1 ELSE 0 END,
+                    started_unix, passed, CASE WHEN health = '{}' THEN NULL ELSE health END, sku
+             FROM runs WHERE started_unix >= ?",
         );
         let mut params = vec![Value::Real(since)];
         if let Some(s) = sku {
-            sql.push_str(" AND r.sku = ?");
+            sql.push_str(" AND sku = ?");
             params.push(s.into());
         }
-        sql.push_str(" ORDER BY r.started_unix, r.id");
-        let rows = self.conn.query(&sql, &params).map_err(|e| db(self)(e))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| RunMeta {
-                id: r[0].int().unwrap_or(0),
-                node: r[1].text().unwrap_or("").to_string(),
-                sku: r[2].text().unwrap_or("").to_string(),
-                kind: r[3].text().unwrap_or("").to_string(),
-                started_at: r[4].text().unwrap_or("").to_string(),
-                started_unix: r[5].real().unwrap_or(0.0),
-                status: r[6].text().unwrap_or("").to_string(),
-                passed: r[7].int().map(|p| p != 0),
-                health: r[8]
-                    .text()
-                    .and_then(|h| serde_json::from_str(h).ok())
-                    .unwrap_or_default(),
+        sql.push_str(" ORDER BY started_unix, id");
+        // The run's SKU is read only where it is not its node's (a node whose GPUs changed).
+        let sql = sql.replace(", sku\n", ", NULL\n");
+        let unknown: (Arc<str>, Arc<str>) = (Arc::from(""), Arc::from(""));
+        let mut out = Vec::new();
+        self.conn
+            .for_each(&sql, &params, |r| {
+                let (node, node_sku) = names.get(&r[1].int().unwrap_or(0)).unwrap_or(&unknown);
+                out.push(RunMeta {
+                    id: r[0].int().unwrap_or(0),
+                    node: node.clone(),
+                    sku: node_sku.clone(),
+                    matrix: r[2].int() == Some(1),
+                    usable: r[3].int() == Some(1),
+                    started_unix: r[4].real().unwrap_or(0.0),
+                    passed: r[5].int().map(|p| p != 0),
+                    health: r[6]
+                        .text()
+                        .and_then(|h| serde_json::from_str(h).ok())
+                        .unwrap_or_default(),
+                })
             })
-            .collect())
+            .map_err(|e| db(self)(e))?;
+        Ok(out)
     }
 
     /// The out-of-place points of `runs` (no samples).
     pub fn points_of(&mut self, runs: &[i64]) -> Result<Vec<PointLite>, HistoryError> {
         let mut out = Vec::new();
+        let mut names = Interner::default();
         for chunk in runs.chunks(CHUNK) {
             let sql = format!(
                 "SELECT run_id, collective, dtype, nranks, size_bytes, time_s, busbw FROM points
                  WHERE placement = 'out-of-place' AND run_id IN ({})",
                 id_list(chunk)
             );
-            let rows = self.conn.query(&sql, &[]).map_err(|e| db(self)(e))?;
-            out.extend(rows.into_iter().map(|r| PointLite {
-                run_id: r[0].int().unwrap_or(0),
-                collective: r[1].text().unwrap_or("").to_string(),
-                dtype: r[2].text().unwrap_or("").to_string(),
-                nranks: r[3].int().unwrap_or(0),
-                size_bytes: r[4].int().unwrap_or(0),
-                time_s: r[5].real().unwrap_or(f64::NAN),
-                busbw: r[6].real().unwrap_or(f64::NAN),
-            }));
+            self.conn
+                .for_each(&sql, &[], |r| {
+                    out.push(PointLite {
+                        run_id: r[0].int().unwrap_or(0),
+                        collective: names.get(r[1].text().unwrap_or("")),
+                        dtype: names.get(r[2].text().unwrap_or("")),
+                        nranks: r[3].int().unwrap_or(0),
+                        size_bytes: r[4].int().unwrap_or(0),
+                        time_s: r[5].real().unwrap_or(f64::NAN),
+                        busbw: r[6].real().unwrap_or(f64::NAN),
+                    })
+                })
+                .map_err(|e| db(self)(e))?;
         }
         Ok(out)
     }
@@ -129,25 +168,31 @@ impl Store {
     /// (run, collective, dtype, nranks, size).
     pub fn samples_of(&mut self, runs: &[i64]) -> Result<Samples, HistoryError> {
         let mut out = HashMap::new();
+        let mut names = Interner::default();
         for chunk in runs.chunks(CHUNK) {
             let sql = format!(
                 "SELECT run_id, collective, dtype, nranks, size_bytes, samples FROM points
                  WHERE placement = 'out-of-place' AND run_id IN ({})",
                 id_list(chunk)
             );
-            let rows = self.conn.query(&sql, &[]).map_err(|e| db(self)(e))?;
-            for r in rows {
-                out.insert(
-                    (
-                        r[0].int().unwrap_or(0),
-                        r[1].text().unwrap_or("").to_string(),
-                        r[2].text().unwrap_or("").to_string(),
-                        r[3].int().unwrap_or(0),
-                        r[4].int().unwrap_or(0),
-                    ),
-                    unpack(r[5].blob().unwrap_or(&[])),
-                );
-            }
+            self.conn
+                .for_each(&sql, &[], |r| {
+                    let blob = match r[5] {
+                        super::engine::Cell::Blob(b) => b,
+                        _ => &[],
+                    };
+                    out.insert(
+                        (
+                            r[0].int().unwrap_or(0),
+                            names.get(r[1].text().unwrap_or("")),
+                            names.get(r[2].text().unwrap_or("")),
+                            r[3].int().unwrap_or(0),
+                            r[4].int().unwrap_or(0),
+                        ),
+                        unpack(blob),
+                    );
+                })
+                .map_err(|e| db(self)(e))?;
         }
         Ok(out)
     }
@@ -155,39 +200,76 @@ impl Store {
     /// Each run's plateau per collective.
     pub fn headlines_of(&mut self, runs: &[i64]) -> Result<Vec<HeadlineLite>, HistoryError> {
         let mut out = Vec::new();
+        let mut names = Interner::default();
         for chunk in runs.chunks(CHUNK) {
             let sql = format!(
                 "SELECT run_id, collective, plateau_busbw FROM headlines WHERE run_id IN ({})",
                 id_list(chunk)
             );
-            let rows = self.conn.query(&sql, &[]).map_err(|e| db(self)(e))?;
-            out.extend(rows.into_iter().map(|r| HeadlineLite {
-                run_id: r[0].int().unwrap_or(0),
-                collective: r[1].text().unwrap_or("").to_string(),
-                plateau_busbw: r[2].real().unwrap_or(f64::NAN),
-            }));
+            self.conn
+                .for_each(&sql, &[], |r| {
+                    out.push(HeadlineLite {
+                        run_id: r[0].int().unwrap_or(0),
+                        collective: names.get(r[1].text().unwrap_or("")),
+                        plateau_busbw: r[2].real().unwrap_or(f64::NAN),
+                    })
+                })
+                .map_err(|e| db(self)(e))?;
         }
+        Ok(out)
+    }
+
+    /// The plateau of every run in the window (one query, however many runs).
+    pub fn headlines_since(
+        &mut self,
+        since: f64,
+        sku: Option<&str>,
+    ) -> Result<Vec<HeadlineLite>, HistoryError> {
+        let mut sql = String::from(
+            "SELECT h.run_id, h.collective, h.plateau_busbw FROM headlines h
+             JOIN runs r ON r.id = h.run_id WHERE r.started_unix >= ?",
+        );
+        let mut params = vec![Value::Real(since)];
+        if let Some(s) = sku {
+            sql.push_str(" AND r.sku = ?");
+            params.push(s.into());
+        }
+        let mut out = Vec::new();
+        let mut names = Interner::default();
+        self.conn
+            .for_each(&sql, &params, |r| {
+                out.push(HeadlineLite {
+                    run_id: r[0].int().unwrap_or(0),
+                    collective: names.get(r[1].text().unwrap_or("")),
+                    plateau_busbw: r[2].real().unwrap_or(f64::NAN),
+                })
+            })
+            .map_err(|e| db(self)(e))?;
         Ok(out)
     }
 
     /// The pair links of matrix runs.
     pub fn links_of(&mut self, runs: &[i64]) -> Result<Vec<LinkLite>, HistoryError> {
         let mut out = Vec::new();
+        let mut names = Interner::default();
         for chunk in runs.chunks(CHUNK) {
             let sql = format!(
                 "SELECT run_id, src, dst, direction, size_bytes, bandwidth FROM links
                  WHERE run_id IN ({})",
                 id_list(chunk)
             );
-            let rows = self.conn.query(&sql, &[]).map_err(|e| db(self)(e))?;
-            out.extend(rows.into_iter().map(|r| LinkLite {
-                run_id: r[0].int().unwrap_or(0),
-                src: r[1].text().unwrap_or("").to_string(),
-                dst: r[2].text().unwrap_or("").to_string(),
-                direction: r[3].text().unwrap_or("").to_string(),
-                size_bytes: r[4].int().unwrap_or(0),
-                bandwidth: r[5].real().unwrap_or(f64::NAN),
-            }));
+            self.conn
+                .for_each(&sql, &[], |r| {
+                    out.push(LinkLite {
+                        run_id: r[0].int().unwrap_or(0),
+                        src: names.get(r[1].text().unwrap_or("")),
+                        dst: names.get(r[2].text().unwrap_or("")),
+                        direction: names.get(r[3].text().unwrap_or("")),
+                        size_bytes: r[4].int().unwrap_or(0),
+                        bandwidth: r[5].real().unwrap_or(f64::NAN),
+                    })
+                })
+                .map_err(|e| db(self)(e))?;
         }
         Ok(out)
     }
@@ -255,6 +337,22 @@ impl Store {
             }
         }
         Ok(problems)
+    }
+}
+
+/// One shared copy of each of the few names a large result repeats (collectives, types, GPU
+/// labels).
+#[derive(Default)]
+struct Interner(HashMap<String, Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(name) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(name);
+        self.0.insert(name.to_string(), a.clone());
+        a
     }
 }
 

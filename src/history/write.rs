@@ -109,7 +109,7 @@ fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
                 e.nranks.into(),
                 serde_json::to_string(&e.hosts).unwrap_or_default().into(),
                 serde_json::to_string(&e.env).unwrap_or_default().into(),
-                serde_json::to_string(&e.health).unwrap_or_default().into(),
+                health_text(&e.health).into(),
                 Value::Blob(e.document.clone()),
             ],
         )?
@@ -162,6 +162,15 @@ fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
         )?;
     }
     Ok(Added::Stored { id: run_id })
+}
+
+/// The health column: `{}` when every counter is clean (most runs), so readers skip it.
+fn health_text(h: &super::entry::HealthSummary) -> String {
+    if *h == super::entry::HealthSummary::default() {
+        "{}".into()
+    } else {
+        serde_json::to_string(h).unwrap_or_else(|_| "{}".into())
+    }
 }
 
 /// Samples as little-endian f64s: exact, and a tenth of their JSON.

@@ -15,6 +15,9 @@ use crate::units::format_size;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// (collective, dtype, nranks, size).
+type PointKey = (Arc<str>, Arc<str>, i64, i64);
+
 /// Peer runs whose samples are pooled.
 const POOL_RUNS: usize = 64;
 
@@ -52,7 +55,7 @@ pub fn against_fleet(
             rules.min_peers
         ))]);
     }
-    let mut values: HashMap<(Arc<str>, Arc<str>, i64, i64), Vec<f64>> = HashMap::new();
+    let mut values: HashMap<PointKey, Vec<f64>> = HashMap::new();
     for p in store.points_of(&peer_runs)? {
         if p.busbw.is_finite() && p.busbw > 0.0 {
             values
@@ -66,7 +69,7 @@ pub fn against_fleet(
     let samples = store.samples_of(&pool_runs)?;
     let mut judged = Vec::new();
     for p in run.points.iter().filter(|p| judged_point(p, rules)) {
-        let k: (Arc<str>, Arc<str>, i64, i64) = (
+        let k: PointKey = (
             Arc::from(p.collective.name()),
             Arc::from(p.dtype.name()),
             p.nranks as i64,

@@ -85,6 +85,16 @@ pub enum Cell<'a> {
 }
 
 impl<'a> Cell<'a> {
+    pub fn to_value(self) -> Value {
+        match self {
+            Cell::Null => Value::Null,
+            Cell::Int(v) => Value::Int(v),
+            Cell::Real(v) => Value::Real(v),
+            Cell::Text(v) => Value::Text(v.to_string()),
+            Cell::Blob(v) => Value::Blob(v.to_vec()),
+        }
+    }
+
     pub fn int(self) -> Option<i64> {
         match self {
             Cell::Int(v) => Some(v),
@@ -285,33 +295,13 @@ impl Conn {
         }
     }
 
-    /// One query; every row, every column.
+    /// One query; every row, every column, owned.
     pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, DbError> {
-        match self {
-            Conn::Sqlite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
-                let columns = stmt.column_count();
-                let mut rows =
-                    stmt.query(rusqlite::params_from_iter(params.iter().map(to_sqlite)))?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next()? {
-                    let mut values = Vec::with_capacity(columns);
-                    for i in 0..columns {
-                        values.push(from_sqlite(row.get_ref(i)?));
-                    }
-                    out.push(values);
-                }
-                Ok(out)
-            }
-            Conn::Postgres { client, statements } => {
-                let stmt = pg_statement(client, statements, sql)?;
-                let boxed = pg_params(&stmt, params)?;
-                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
-                    boxed.iter().map(|b| b.as_ref() as _).collect();
-                let rows = client.query(&stmt, &refs)?;
-                rows.iter().map(from_pg_row).collect()
-            }
-        }
+        let mut out = Vec::new();
+        self.for_each(sql, params, |r| {
+            out.push(r.iter().map(|c| c.to_value()).collect());
+        })?;
+        Ok(out)
     }
 
     /// One query, each row handed to `row` as borrowed cells.
@@ -362,6 +352,12 @@ impl Conn {
                             Type::FLOAT8 => r
                                 .try_get::<_, Option<f64>>(i)?
                                 .map_or(Cell::Null, Cell::Real),
+                            Type::FLOAT4 => r
+                                .try_get::<_, Option<f32>>(i)?
+                                .map_or(Cell::Null, |v| Cell::Real(v.into())),
+                            Type::INT2 => r
+                                .try_get::<_, Option<i16>>(i)?
+                                .map_or(Cell::Null, |v| Cell::Int(v.into())),
                             Type::BOOL => r
                                 .try_get::<_, Option<bool>>(i)?
                                 .map_or(Cell::Null, |v| Cell::Int(v.into())),
@@ -399,17 +395,6 @@ fn to_sqlite(v: &Value) -> rusqlite::types::Value {
         Value::Real(r) => S::Real(*r),
         Value::Text(t) => S::Text(t.clone()),
         Value::Blob(b) => S::Blob(b.clone()),
-    }
-}
-
-fn from_sqlite(v: rusqlite::types::ValueRef<'_>) -> Value {
-    use rusqlite::types::ValueRef as R;
-    match v {
-        R::Null => Value::Null,
-        R::Integer(i) => Value::Int(i),
-        R::Real(r) => Value::Real(r),
-        R::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-        R::Blob(b) => Value::Blob(b.to_vec()),
     }
 }
 
@@ -477,27 +462,6 @@ fn pg_params(stmt: &postgres::Statement, params: &[Value]) -> Result<Vec<PgParam
             })
         })
         .collect()
-}
-
-fn from_pg_row(row: &postgres::Row) -> Result<Vec<Value>, DbError> {
-    use postgres::types::Type;
-    let mut out = Vec::with_capacity(row.len());
-    for (i, col) in row.columns().iter().enumerate() {
-        let v = match *col.type_() {
-            Type::INT8 => row.try_get::<_, Option<i64>>(i)?.into(),
-            Type::INT4 => row.try_get::<_, Option<i32>>(i)?.map(i64::from).into(),
-            Type::INT2 => row.try_get::<_, Option<i16>>(i)?.map(i64::from).into(),
-            Type::FLOAT8 => row.try_get::<_, Option<f64>>(i)?.into(),
-            Type::FLOAT4 => row.try_get::<_, Option<f32>>(i)?.map(f64::from).into(),
-            Type::BOOL => row.try_get::<_, Option<bool>>(i)?.map(i64::from).into(),
-            Type::BYTEA => row
-                .try_get::<_, Option<Vec<u8>>>(i)?
-                .map_or(Value::Null, Value::Blob),
-            _ => row.try_get::<_, Option<String>>(i)?.into(),
-        };
-        out.push(v);
-    }
-    Ok(out)
 }
 
 /// A URL as messages print it: the password replaced.

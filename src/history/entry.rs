@@ -147,6 +147,11 @@ fn version_of(record_versions: &BTreeMap<String, String>, keys: &[&str]) -> Opti
         .map(str::to_string)
 }
 
+/// The CUDA driver's version (`cuda-driver` as a sweep names it).
+fn driver_of(versions: &BTreeMap<String, String>) -> Option<String> {
+    version_of(versions, &["cuda-driver", "driver"])
+}
+
 /// The model name in an imported rank's device (`0 [0000:19:00] NVIDIA H800` → `NVIDIA H800`).
 fn device_model(device: &str) -> &str {
     let t = device.trim();
@@ -280,7 +285,7 @@ pub fn from_run(
         status: record.status.name().to_string(),
         passed: q.map(|q| q.passed),
         tool_version: record.tool.version.clone(),
-        driver: version_of(&record.backend.library_versions, &["cuda-driver", "driver"]),
+        driver: driver_of(&record.backend.library_versions),
         cuda: version_of(&record.backend.library_versions, &["cuda", "cuda-runtime"]),
         nccl: version_of(&record.backend.library_versions, &["nccl"]),
         backend: record.backend.name.clone(),
@@ -387,7 +392,7 @@ pub fn from_matrix(
         status: doc.status.name().to_string(),
         passed: None,
         tool_version: doc.tool.version.clone(),
-        driver: version_of(&doc.backend.library_versions, &["cuda-driver", "driver"]),
+        driver: driver_of(&doc.backend.library_versions),
         cuda: version_of(&doc.backend.library_versions, &["cuda", "cuda-runtime"]),
         nccl: version_of(&doc.backend.library_versions, &["nccl"]),
         backend: doc.backend.name.clone(),

@@ -319,15 +319,7 @@ fn below_peers(
     for (i, p, ratio, z) in &candidates {
         let n = &nodes[*i];
         let own_run = n.latest.map_or(0, |l| l.id);
-        let sk = |run: i64| {
-            (
-                run,
-                p.collective.clone(),
-                p.dtype.clone(),
-                p.nranks,
-                p.size_bytes,
-            )
-        };
+        let sk = |run: i64| super::read::sample_key(run, p);
         let mut pool: Vec<f64> = pool_runs
             .get(n.sku.as_str())
             .into_iter()
@@ -400,12 +392,6 @@ fn below_peers(
 fn sample_count(samples: &super::read::Samples, n: &Node<'_>, p: &PointLite) -> usize {
     let run = n.latest.map_or(0, |l| l.id);
     samples
-        .get(&(
-            run,
-            p.collective.clone(),
-            p.dtype.clone(),
-            p.nranks,
-            p.size_bytes,
-        ))
+        .get(&super::read::sample_key(run, p))
         .map_or(0, Vec::len)
 }

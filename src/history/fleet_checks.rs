@@ -128,15 +128,7 @@ pub(super) fn drifts(
     let mut pvals: HashMap<usize, f64> = HashMap::new();
     for &i in &candidates {
         let (n, p) = (&nodes[i], &worst[&i].1);
-        let sk = |run: i64| {
-            (
-                run,
-                p.collective.clone(),
-                p.dtype.clone(),
-                p.nranks,
-                p.size_bytes,
-            )
-        };
+        let sk = |run: i64| super::read::sample_key(run, p);
         let (Some(l), Some((b, _))) = (n.latest, n.baseline) else {
             continue;
         };

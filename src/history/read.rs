@@ -79,6 +79,17 @@ pub type Samples = HashMap<SampleKey, Vec<f64>>;
 /// Ids per `IN (…)` list.
 const CHUNK: usize = 2000;
 
+/// The key of a point's samples.
+pub fn sample_key(run: i64, p: &PointLite) -> SampleKey {
+    (
+        run,
+        p.collective.clone(),
+        p.dtype.clone(),
+        p.nranks,
+        p.size_bytes,
+    )
+}
+
 fn db(store: &Store) -> impl Fn(DbError) -> HistoryError + '_ {
     move |e| HistoryError::Other(format!("{}: {e}", store.location.display()))
 }
@@ -137,30 +148,43 @@ impl Store {
         Ok(out)
     }
 
+    /// `sql` (with `{ids}` where the run ids go) over `runs`, a chunk of ids at a time, each row
+    /// handed to `row` with the interner of repeated names.
+    fn each_of_runs(
+        &mut self,
+        runs: &[i64],
+        sql: &str,
+        mut row: impl FnMut(&[super::engine::Cell<'_>], &mut Interner),
+    ) -> Result<(), HistoryError> {
+        let mut names = Interner::default();
+        for chunk in runs.chunks(CHUNK) {
+            let q = sql.replace("{ids}", &id_list(chunk));
+            self.conn
+                .for_each(&q, &[], |r| row(r, &mut names))
+                .map_err(|e| db(self)(e))?;
+        }
+        Ok(())
+    }
+
     /// The out-of-place points of `runs` (no samples).
     pub fn points_of(&mut self, runs: &[i64]) -> Result<Vec<PointLite>, HistoryError> {
         let mut out = Vec::new();
-        let mut names = Interner::default();
-        for chunk in runs.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT run_id, collective, dtype, nranks, size_bytes, time_s, busbw FROM points
-                 WHERE placement = 'out-of-place' AND run_id IN ({})",
-                id_list(chunk)
-            );
-            self.conn
-                .for_each(&sql, &[], |r| {
-                    out.push(PointLite {
-                        run_id: r[0].int().unwrap_or(0),
-                        collective: names.get(r[1].text().unwrap_or("")),
-                        dtype: names.get(r[2].text().unwrap_or("")),
-                        nranks: r[3].int().unwrap_or(0),
-                        size_bytes: r[4].int().unwrap_or(0),
-                        time_s: r[5].real().unwrap_or(f64::NAN),
-                        busbw: r[6].real().unwrap_or(f64::NAN),
-                    })
+        self.each_of_runs(
+            runs,
+            "SELECT run_id, collective, dtype, nranks, size_bytes, time_s, busbw FROM points
+             WHERE placement = 'out-of-place' AND run_id IN ({ids})",
+            |r, names| {
+                out.push(PointLite {
+                    run_id: r[0].int().unwrap_or(0),
+                    collective: names.get(r[1].text().unwrap_or("")),
+                    dtype: names.get(r[2].text().unwrap_or("")),
+                    nranks: r[3].int().unwrap_or(0),
+                    size_bytes: r[4].int().unwrap_or(0),
+                    time_s: r[5].real().unwrap_or(f64::NAN),
+                    busbw: r[6].real().unwrap_or(f64::NAN),
                 })
-                .map_err(|e| db(self)(e))?;
-        }
+            },
+        )?;
         Ok(out)
     }
 
@@ -168,54 +192,36 @@ impl Store {
     /// (run, collective, dtype, nranks, size).
     pub fn samples_of(&mut self, runs: &[i64]) -> Result<Samples, HistoryError> {
         let mut out = HashMap::new();
-        let mut names = Interner::default();
-        for chunk in runs.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT run_id, collective, dtype, nranks, size_bytes, samples FROM points
-                 WHERE placement = 'out-of-place' AND run_id IN ({})",
-                id_list(chunk)
-            );
-            self.conn
-                .for_each(&sql, &[], |r| {
-                    let blob = match r[5] {
-                        super::engine::Cell::Blob(b) => b,
-                        _ => &[],
-                    };
-                    out.insert(
-                        (
-                            r[0].int().unwrap_or(0),
-                            names.get(r[1].text().unwrap_or("")),
-                            names.get(r[2].text().unwrap_or("")),
-                            r[3].int().unwrap_or(0),
-                            r[4].int().unwrap_or(0),
-                        ),
-                        unpack(blob),
-                    );
-                })
-                .map_err(|e| db(self)(e))?;
-        }
+        self.each_of_runs(
+            runs,
+            "SELECT run_id, collective, dtype, nranks, size_bytes, samples FROM points
+             WHERE placement = 'out-of-place' AND run_id IN ({ids})",
+            |r, names| {
+                let blob = match r[5] {
+                    super::engine::Cell::Blob(b) => b,
+                    _ => &[],
+                };
+                let key = (
+                    r[0].int().unwrap_or(0),
+                    names.get(r[1].text().unwrap_or("")),
+                    names.get(r[2].text().unwrap_or("")),
+                    r[3].int().unwrap_or(0),
+                    r[4].int().unwrap_or(0),
+                );
+                out.insert(key, unpack(blob));
+            },
+        )?;
         Ok(out)
     }
 
     /// Each run's plateau per collective.
     pub fn headlines_of(&mut self, runs: &[i64]) -> Result<Vec<HeadlineLite>, HistoryError> {
         let mut out = Vec::new();
-        let mut names = Interner::default();
-        for chunk in runs.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT run_id, collective, plateau_busbw FROM headlines WHERE run_id IN ({})",
-                id_list(chunk)
-            );
-            self.conn
-                .for_each(&sql, &[], |r| {
-                    out.push(HeadlineLite {
-                        run_id: r[0].int().unwrap_or(0),
-                        collective: names.get(r[1].text().unwrap_or("")),
-                        plateau_busbw: r[2].real().unwrap_or(f64::NAN),
-                    })
-                })
-                .map_err(|e| db(self)(e))?;
-        }
+        self.each_of_runs(
+            runs,
+            "SELECT run_id, collective, plateau_busbw FROM headlines WHERE run_id IN ({ids})",
+            |r, names| out.push(headline(r, names)),
+        )?;
         Ok(out)
     }
 
@@ -237,13 +243,7 @@ impl Store {
         let mut out = Vec::new();
         let mut names = Interner::default();
         self.conn
-            .for_each(&sql, &params, |r| {
-                out.push(HeadlineLite {
-                    run_id: r[0].int().unwrap_or(0),
-                    collective: names.get(r[1].text().unwrap_or("")),
-                    plateau_busbw: r[2].real().unwrap_or(f64::NAN),
-                })
-            })
+            .for_each(&sql, &params, |r| out.push(headline(r, &mut names)))
             .map_err(|e| db(self)(e))?;
         Ok(out)
     }
@@ -251,26 +251,21 @@ impl Store {
     /// The pair links of matrix runs.
     pub fn links_of(&mut self, runs: &[i64]) -> Result<Vec<LinkLite>, HistoryError> {
         let mut out = Vec::new();
-        let mut names = Interner::default();
-        for chunk in runs.chunks(CHUNK) {
-            let sql = format!(
-                "SELECT run_id, src, dst, direction, size_bytes, bandwidth FROM links
-                 WHERE run_id IN ({})",
-                id_list(chunk)
-            );
-            self.conn
-                .for_each(&sql, &[], |r| {
-                    out.push(LinkLite {
-                        run_id: r[0].int().unwrap_or(0),
-                        src: names.get(r[1].text().unwrap_or("")),
-                        dst: names.get(r[2].text().unwrap_or("")),
-                        direction: names.get(r[3].text().unwrap_or("")),
-                        size_bytes: r[4].int().unwrap_or(0),
-                        bandwidth: r[5].real().unwrap_or(f64::NAN),
-                    })
+        self.each_of_runs(
+            runs,
+            "SELECT run_id, src, dst, direction, size_bytes, bandwidth FROM links
+             WHERE run_id IN ({ids})",
+            |r, names| {
+                out.push(LinkLite {
+                    run_id: r[0].int().unwrap_or(0),
+                    src: names.get(r[1].text().unwrap_or("")),
+                    dst: names.get(r[2].text().unwrap_or("")),
+                    direction: names.get(r[3].text().unwrap_or("")),
+                    size_bytes: r[4].int().unwrap_or(0),
+                    bandwidth: r[5].real().unwrap_or(f64::NAN),
                 })
-                .map_err(|e| db(self)(e))?;
-        }
+            },
+        )?;
         Ok(out)
     }
 
@@ -337,6 +332,14 @@ impl Store {
             }
         }
         Ok(problems)
+    }
+}
+
+fn headline(r: &[super::engine::Cell<'_>], names: &mut Interner) -> HeadlineLite {
+    HeadlineLite {
+        run_id: r[0].int().unwrap_or(0),
+        collective: names.get(r[1].text().unwrap_or("")),
+        plateau_busbw: r[2].real().unwrap_or(f64::NAN),
     }
 }
 

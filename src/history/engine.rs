@@ -424,7 +424,11 @@ fn pg_statement(
         return Ok(s.clone());
     }
     let stmt = client.prepare(&numbered(sql))?;
-    cache.insert(sql.to_string(), stmt.clone());
+    // Statements with parameters are the ones run again; one with its values written in (a
+    // list of run ids) is not kept, on the client or the server.
+    if sql.contains('?') {
+        cache.insert(sql.to_string(), stmt.clone());
+    }
     Ok(stmt)
 }
 

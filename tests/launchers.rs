@@ -237,6 +237,7 @@ fn real_mpirun_starts_ranks_that_meet_without_mpi() {
     let out = tempfile::tempdir().unwrap();
     let mut c = Command::new("mpirun");
     common::without_host_settings(&mut c);
+    let _session = common::own_session(&mut c);
     c.args(["--oversubscribe", "-np", "4"])
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

@@ -379,7 +379,9 @@ fn two_mpi_ranks_exchange_the_unique_id_over_mpi() {
     let d = doubles();
     let out_dir = tempfile::tempdir().unwrap();
     let json = out_dir.path().join("run.json");
-    let out = Command::new("mpirun")
+    let mut mpirun = Command::new("mpirun");
+    let _session = common::own_session(&mut mpirun);
+    let out = mpirun
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x"])
         .arg(format!("LD_LIBRARY_PATH={}", d.path().display()))
         .arg(env!("CARGO_BIN_EXE_ncclprobe"))

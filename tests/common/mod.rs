@@ -4,6 +4,21 @@
 use ncclprobe::model::RunRecord;
 use std::path::Path;
 
+/// Give a real `mpirun` a session directory of its own; it lasts as long as the guard returned.
+/// Call it after `without_host_settings`, which removes `OMPI_*` and `PRTE_*`.
+///
+/// Open MPI 4's mpirun makes `/tmp/ompi.HOST.UID` by checking, then calling mkdir; of two
+/// started at the same moment the loser ends in `orte_init` ("A call to mkdir was unable to
+/// create the desired directory ... File exists", open-mpi/ompi#8510), and the tests run two at
+/// once. Open MPI 5 (PRRTE) reads the second variable.
+pub fn own_session(mpirun: &mut std::process::Command) -> tempfile::TempDir {
+    let session = tempfile::tempdir().expect("a session directory for mpirun");
+    mpirun
+        .env("OMPI_MCA_orte_tmpdir_base", session.path())
+        .env("PRTE_MCA_prte_tmpdir_base", session.path());
+    session
+}
+
 pub fn bin() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("ncclprobe")
         .expect("the ncclprobe binary is built by cargo test")

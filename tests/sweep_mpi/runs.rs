@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 fn mpirun(np: usize, args: &[&str]) -> (Output, Duration) {
     let start = Instant::now();
-    let out = Command::new("mpirun")
+    let mut mpirun = Command::new("mpirun");
+    let _session = super::common::own_session(&mut mpirun);
+    let out = mpirun
         .args(["--allow-run-as-root", "--oversubscribe", "-np", &np.to_string()])
         // These runs mean the MPI backend: no GPU driver on any machine, so auto picks MPI.
         .env("NCCLPROBE_CUDA_DRIVER", "none")
@@ -22,6 +24,19 @@ fn mpirun(np: usize, args: &[&str]) -> (Output, Duration) {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// The record a run left, or a failure that shows what the run printed.
+fn record_of(json: &std::path::Path, out: &Output) -> ncclprobe::model::RunRecord {
+    if !json.exists() {
+        panic!(
+            "the run left no record at {}\nstdout:\n{}\nstderr:\n{}",
+            json.display(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    read_record(json)
 }
 
 const FAST: [&str; 6] = [
@@ -68,7 +83,7 @@ fn two_ranks_every_collective_and_type() {
         "{stdout}"
     );
     assert!(stdout.contains("# library mpi: Open MPI"), "{stdout}");
-    let record = read_record(&json);
+    let record = record_of(&json, &out);
     assert_eq!(record.status, RunStatus::Complete);
     assert_eq!(record.backend.name, "mpi");
     assert_eq!(record.backend.ranks.len(), 2);
@@ -118,7 +133,7 @@ fn four_ranks_oversubscribed() {
     args.extend(FAST);
     let (out, _) = mpirun(4, &args);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let record = read_record(&json);
+    let record = record_of(&json, &out);
     assert_eq!(record.backend.nranks, 4);
     assert!(record
         .points
@@ -167,7 +182,7 @@ fn a_rank_that_dies_ends_the_run_within_the_timeout() {
     let (out, took, json, _dir) = faulted_run("5", "die:1:16K");
     assert!(!out.status.success(), "a dead rank must fail the run");
     assert!(took < Duration::from_secs(30), "survivors hung: {took:?}");
-    let record = read_record(&json);
+    let record = record_of(&json, &out);
     let sizes: Vec<u64> = record.points.iter().map(|p| p.size_bytes).collect();
     assert_eq!(
         sizes,
@@ -183,7 +198,7 @@ fn a_killed_rank_0_does_not_leave_its_record_running() {
     let (out, took, json, _dir) = faulted_run("5", "die:0:16K");
     assert!(!out.status.success(), "a dead rank must fail the run");
     assert!(took < Duration::from_secs(30), "survivors hung: {took:?}");
-    let record = read_record(&json);
+    let record = record_of(&json, &out);
     assert_eq!(record.status, RunStatus::Failed, "{:?}", record.error);
     let error = record.error.unwrap_or_default();
     assert!(
@@ -209,7 +224,7 @@ fn a_stalled_rank_times_out_with_code_4() {
         "{stderr}"
     );
     assert!(took < Duration::from_secs(30), "{took:?}");
-    let record = read_record(&json);
+    let record = record_of(&json, &out);
     assert_eq!(record.status, RunStatus::TimedOut);
     assert_eq!(record.points.len(), 6);
 }
@@ -353,6 +368,7 @@ fn doctor_under_mpirun_measures_in_its_ranks_and_rank_0_reports() {
     let machine = Machine::bare();
     let mut cmd = Command::new("mpirun");
     on_a_bare_machine(&mut cmd, &machine);
+    let _session = super::common::own_session(&mut cmd);
     let o = cmd
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
         .arg(env!("CARGO_BIN_EXE_ncclprobe"))
@@ -541,7 +557,7 @@ fn a_late_mpi_rank_is_named_by_stragglers() {
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     println!("{}", stdout.lines().last().unwrap_or_default());
     assert!(stdout.contains("# STRAGGLER: rank 1 (host "), "{stdout}");
-    let record = read_record(&json);
+    let record = record_of(&json, &out);
     let named = record
         .points
         .iter()
@@ -561,6 +577,7 @@ fn mpirun_perf(np: usize, name: &str, args: &[&str]) -> Output {
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ncclprobe"), &link).unwrap();
     let mut c = Command::new("mpirun");
     without_host_settings(&mut c);
+    let _session = super::common::own_session(&mut c);
     c.args([
         "--allow-run-as-root",
         "--oversubscribe",

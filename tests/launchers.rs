@@ -21,12 +21,7 @@ fn probe(dir: &Path, gpus: usize) -> Command {
     c
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
+use common::free_port;
 
 const SWEEP: [&str; 15] = [
     "sweep",

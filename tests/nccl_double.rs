@@ -153,11 +153,7 @@ fn torchrun_pair(
     out: &Path,
     more: impl Fn(&mut Command, usize),
 ) -> Vec<Output> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let children: Vec<_> = (0..2)
         .map(|rank| {
             let mut c = probe(d.path());

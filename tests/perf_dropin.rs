@@ -582,29 +582,40 @@ fn run_cycles_0_walks_the_sizes_until_a_signal_and_keeps_only_the_latest_walk() 
         .spawn()
         .unwrap();
     // Far more rows than one walk's two before the signal: the walks do not end by themselves.
+    // The rows are read as they come, and the signal goes once seven are out.
+    let mut child = child;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let walked = |path: &Path| {
-        std::fs::read(path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .and_then(|r| r["points"].as_array().map(|p| p.len()))
-            .unwrap_or(0)
-    };
-    while walked(&json) < 4 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no whole walk in 60 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let is_row = |l: &String| !l.starts_with('#') && !l.trim().is_empty();
+    let mut lines = Vec::new();
+    while lines.iter().filter(|l| is_row(l)).count() <= 6 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(e) => panic!("seven rows did not come within 60 s ({e}): {lines:?}"),
+        }
     }
-    std::thread::sleep(std::time::Duration::from_millis(500));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    let sizes: Vec<u64> = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    assert_eq!(status.code(), Some(130), "{}", stderr.join().unwrap());
+    let sizes: Vec<u64> = lines
+        .iter()
+        .filter(|l| is_row(l))
         .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
         .collect();
     assert!(sizes.len() > 6, "every walk is printed: {sizes:?}");
@@ -993,11 +1004,7 @@ fn nccl_tests_split_runs_a_communicator_per_color_and_prints_every_groups_rows()
     // "MOD 2" puts ranks 0 and 2 in group 0, 1 and 3 in group 1.
     let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
     let (dir, link) = linked("all_gather_perf");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let children: Vec<_> = (0..4)
         .map(|rank| {
             let mut c = Command::new(&link);

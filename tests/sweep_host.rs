@@ -191,7 +191,7 @@ fn a_stalled_rank_times_out_naming_it_and_keeps_finished_points() {
             "-e",
             "64K",
             "--timeout",
-            "1",
+            "3",
             "--inject-fault",
             "stall:2:16K",
         ])

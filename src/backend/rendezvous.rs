@@ -371,5 +371,9 @@ impl ControlPlane for Tcp {
 }
 
 #[cfg(test)]
+#[path = "test_ports.rs"]
+mod test_ports;
+
+#[cfg(test)]
 #[path = "rendezvous_tests.rs"]
 mod tests;

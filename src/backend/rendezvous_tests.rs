@@ -13,12 +13,7 @@ fn meet(hosts: &str, port: u16, hub: bool) -> Meeting {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
+use super::test_ports::free_port;
 
 #[test]
 fn rank_zero_listens_on_every_interface_not_only_master_addr() {
@@ -103,15 +98,21 @@ fn exchanges_are_not_held_back_by_nagle_and_delayed_acks() {
     )
     .unwrap();
     assert!(zero.peers.iter().all(|(_, s)| s.nodelay().unwrap()));
-    let start = Instant::now();
-    for _ in 0..ROUNDS {
-        zero.allgather(b"zero").unwrap();
-    }
+    // With a delayed ACK in the way every round takes ~40 ms; the median round says so while
+    // a busy machine's odd stalls do not.
+    let mut rounds: Vec<Duration> = (0..ROUNDS)
+        .map(|_| {
+            let start = Instant::now();
+            zero.allgather(b"zero").unwrap();
+            start.elapsed()
+        })
+        .collect();
     peer.join().unwrap();
-    let took = start.elapsed();
+    rounds.sort();
+    let median = rounds[ROUNDS / 2];
     assert!(
-        took < Duration::from_millis(1500),
-        "{ROUNDS} exchanges took {took:?}: each waits for a delayed ACK"
+        median < Duration::from_millis(20),
+        "the median of {ROUNDS} exchanges took {median:?}: each waits for a delayed ACK"
     );
 }
 
@@ -163,9 +164,16 @@ fn strangers_on_the_port_are_turned_away_and_the_wait_goes_on() {
         )
         .map(|mut t| t.allgather(b"zero").unwrap())
     });
-    std::thread::sleep(Duration::from_millis(200));
-    // A port scanner, then another job's ncclprobe (another key).
-    let mut junk = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // A port scanner, then another job's ncclprobe (another key); the hub's thread may not
+    // be listening yet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut junk = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) if std::time::Instant::now() > deadline => panic!("the hub never listened: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
     junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
     let mut other = meet("127.0.0.1", port, false);
     other.key = 8;

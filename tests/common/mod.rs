@@ -19,6 +19,11 @@ pub fn own_session(mpirun: &mut std::process::Command) -> tempfile::TempDir {
     session
 }
 
+#[path = "../../src/backend/test_ports.rs"]
+mod test_ports;
+#[allow(unused_imports)] // not every test binary meets over TCP
+pub use test_ports::free_port;
+
 pub fn bin() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("ncclprobe")
         .expect("the ncclprobe binary is built by cargo test")

@@ -7,7 +7,26 @@ use ncclprobe::model::RunStatus;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+/// The straggler test judges timings: it runs alone, the other MPI runs beside each other.
+static TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A run that may share the machine with others (not with the straggler test).
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    TIMING.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn mpirun(np: usize, args: &[&str]) -> (Output, Duration) {
+    let _shared = shared();
+    launch(np, args)
+}
+
+/// [`mpirun`] with no other MPI run of these tests on the machine.
+fn mpirun_alone(np: usize, args: &[&str]) -> (Output, Duration) {
+    let _alone = TIMING.write().unwrap_or_else(|p| p.into_inner());
+    launch(np, args)
+}
+
+fn launch(np: usize, args: &[&str]) -> (Output, Duration) {
     let start = Instant::now();
     let mut mpirun = Command::new("mpirun");
     let _session = super::common::own_session(&mut mpirun);
@@ -215,7 +234,7 @@ fn a_killed_rank_0_does_not_leave_its_record_running() {
 
 #[test]
 fn a_stalled_rank_times_out_with_code_4() {
-    let (out, took, json, _dir) = faulted_run("2", "stall:1:8K");
+    let (out, took, json, _dir) = faulted_run("4", "stall:1:8K");
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "stderr:\n{stderr}");
     assert!(
@@ -290,8 +309,11 @@ fn unsupported_sizes_are_refused_not_crashed() {
 fn ci_qualify_gates_a_two_rank_mpi_run_and_leaves_junit_and_record() {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ci/qualify");
     let run = |min_busbw: &str, dir: &std::path::Path| {
-        Command::new(&script)
-            .arg(dir)
+        let mut c = Command::new(&script);
+        // The script's mpirun inherits it.
+        let _session = super::common::own_session(&mut c);
+        let _shared = shared();
+        c.arg(dir)
             .env("NCCLPROBE", env!("CARGO_BIN_EXE_ncclprobe"))
             .env("NCCLPROBE_CUDA_DRIVER", "none")
             .env("LAUNCHER", "mpirun")
@@ -369,6 +391,7 @@ fn doctor_under_mpirun_measures_in_its_ranks_and_rank_0_reports() {
     let mut cmd = Command::new("mpirun");
     on_a_bare_machine(&mut cmd, &machine);
     let _session = super::common::own_session(&mut cmd);
+    let _shared = shared();
     let o = cmd
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
         .arg(env!("CARGO_BIN_EXE_ncclprobe"))
@@ -394,6 +417,9 @@ fn doctor_measures_the_mpi_run_again_without_the_tcp_restriction() {
     let machine = Machine::bare();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ncclprobe"));
     on_a_bare_machine(&mut cmd, &machine);
+    // The mpiruns doctor starts inherit it.
+    let _session = super::common::own_session(&mut cmd);
+    let _shared = shared();
     let o = cmd
         .args([
             "doctor",
@@ -532,7 +558,7 @@ fn a_late_mpi_rank_is_named_by_stragglers() {
     super::common::needs_fault_injection();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
-    let (out, _) = mpirun(
+    let (out, _) = mpirun_alone(
         3,
         &[
             "sweep",
@@ -578,6 +604,7 @@ fn mpirun_perf(np: usize, name: &str, args: &[&str]) -> Output {
     let mut c = Command::new("mpirun");
     without_host_settings(&mut c);
     let _session = super::common::own_session(&mut c);
+    let _shared = shared();
     c.args([
         "--allow-run-as-root",
         "--oversubscribe",

@@ -391,6 +391,12 @@ fn a_full_disk_ends_with_an_error_and_the_runs_json_is_kept() {
         err.contains("history:") && err.contains("full.sqlite"),
         "{err}"
     );
+    // The output is whole: the lines after the table came before the store's error.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("# ncclprobe all_reduce sum float"),
+        "{stdout}"
+    );
     let record: ncclprobe::model::RunRecord =
         serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(record.status, ncclprobe::model::RunStatus::Complete);

@@ -10,6 +10,7 @@ pub mod launch;
 pub mod observe;
 pub mod options;
 mod orphan;
+mod outcome;
 pub mod rank;
 pub mod record;
 pub mod report;

@@ -452,11 +452,14 @@ impl Rank0 {
         result?;
         completed?;
         report?;
-        kept?;
         if let Some((style, _)) = &self.perf {
             self.stdout_failure()?;
-            return perf_status(style, &record);
+            kept?;
+            return super::outcome::perf_status(style, &record);
         }
+        // A store that failed still leaves the whole output printed: the table's closing
+        // lines, then the store's error (or, when the check or the gate failed too, that
+        // failure's exit code, with the store's error said beside it).
         for line in super::after_table::lines(&record) {
             self.println(&line);
         }
@@ -469,20 +472,14 @@ impl Rank0 {
             }
         }
         self.stdout_failure()?;
-        let wrong = record.total_wrong();
-        if wrong > 0 {
-            return Err(Failure::new(
-                ExitCode::CheckFailed,
-                format!("check failed: {wrong} wrong elements (see the #wrong column)"),
-            ));
+        match (super::outcome::judged(&record, verdict), kept) {
+            (Err(judged), Err(store)) => {
+                eprintln!("ncclprobe: {}", store.message);
+                Err(judged)
+            }
+            (Err(f), Ok(())) | (Ok(()), Err(f)) => Err(f),
+            (Ok(()), Ok(())) => Ok(ExitCode::Ok),
         }
-        if let Some(q) = verdict.filter(|q| !q.passed) {
-            return Err(Failure::new(
-                ExitCode::CheckFailed,
-                format!("qualify: {}", q.summary),
-            ));
-        }
-        Ok(ExitCode::Ok)
     }
 
     /// Judge the closed record, keep the verdict in it and write the JUnit file. Runs whether
@@ -503,22 +500,6 @@ impl Rank0 {
             crate::render::record::write_document("--junit", path, xml.as_bytes())?;
         }
         Ok(q)
-    }
-}
-
-/// How a `*_perf` run ends: nccl-tests fails it when a check found wrong elements or the
-/// average is under NCCL_TESTS_MIN_BW (src/common.cu, run()).
-fn perf_status(style: &PerfStyle, record: &RunRecord) -> Result<ExitCode, Failure> {
-    let wrong = record.total_wrong();
-    if wrong > 0 {
-        return Err(Failure::new(
-            ExitCode::CheckFailed,
-            format!("check failed: {wrong} wrong elements (see the #wrong column)"),
-        ));
-    }
-    match perf::min_bw_culprits(style, &record.points) {
-        Some(why) => Err(Failure::new(ExitCode::CheckFailed, why)),
-        None => Ok(ExitCode::Ok),
     }
 }
 

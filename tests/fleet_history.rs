@@ -562,3 +562,38 @@ fn sweep_matrix_qualify_and_nccl_tests_output_are_kept() {
         assert!(s.check().unwrap().is_empty());
     }
 }
+
+#[test]
+fn run_ids_beyond_one_chunk_read_every_point_once() {
+    // 2,100 runs: the reader's ids go a chunk of 2,000 at a time, the last chunk padded with its
+    // own last id; no point may go missing or come twice.
+    let spec = Spec {
+        nodes: 70,
+        runs: 30,
+        sizes: 2,
+        samples: 3,
+        seed: 3,
+        planted: Vec::new(),
+        matrices: false,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(dir.path(), "chunks") {
+        let mut s = Store::open(&Location::parse(&store).unwrap()).unwrap();
+        let entries: Vec<_> = synthetic::entries(&spec).collect();
+        s.add_many(&entries).unwrap();
+        let runs: Vec<i64> = s
+            .runs_since(0.0, None)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(runs.len(), 2_100, "{store}");
+        let points = s.points_of(&runs).unwrap();
+        let keys: BTreeSet<(i64, i64)> = points.iter().map(|p| (p.run_id, p.size_bytes)).collect();
+        assert_eq!(points.len(), 2_100 * 2, "{store}");
+        assert_eq!(keys.len(), points.len(), "{store}: a point came twice");
+        let samples = s.samples_of(&runs).unwrap();
+        assert_eq!(samples.len(), points.len(), "{store}");
+        assert!(samples.values().all(|v| v.len() == 3), "{store}");
+    }
+}

@@ -424,11 +424,7 @@ fn pg_statement(
         return Ok(s.clone());
     }
     let stmt = client.prepare(&numbered(sql))?;
-    // Statements with parameters are the ones run again; one with its values written in (a
-    // list of run ids) is not kept, on the client or the server.
-    if sql.contains('?') {
-        cache.insert(sql.to_string(), stmt.clone());
-    }
+    cache.insert(sql.to_string(), stmt.clone());
     Ok(stmt)
 }
 

@@ -157,10 +157,20 @@ impl Store {
         mut row: impl FnMut(&[super::engine::Cell<'_>], &mut Interner),
     ) -> Result<(), HistoryError> {
         let mut names = Interner::default();
+        // The ids are parameters, a full chunk of them each time (the last chunk repeats its
+        // last id): one statement, prepared once and kept, serves every chunk of every call.
+        let sql = sql.replace("{ids}", &vec!["?"; CHUNK].join(","));
         for chunk in runs.chunks(CHUNK) {
-            let q = sql.replace("{ids}", &id_list(chunk));
+            let Some(&last) = chunk.last() else { continue };
+            let ids: Vec<Value> = chunk
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(last))
+                .take(CHUNK)
+                .map(Value::Int)
+                .collect();
             self.conn
-                .for_each(&q, &[], |r| row(r, &mut names))
+                .for_each(&sql, &ids, |r| row(r, &mut names))
                 .map_err(|e| db(self)(e))?;
         }
         Ok(())
@@ -357,8 +367,4 @@ impl Interner {
         self.0.insert(name.to_string(), a.clone());
         a
     }
-}
-
-fn id_list(ids: &[i64]) -> String {
-    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
 }

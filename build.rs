@@ -1,4 +1,7 @@
-//! Build metadata for `ncclprobe --version`, and the tiny C shim the MPI backend needs.
+//! Build metadata for `ncclprobe --version` and every record's `tool`: the commit, the
+//! features and the profile of this binary. Only the root package reads them (the entry point
+//! hands them to `buildinfo::register`), so a new commit rebuilds the binary and not the
+//! library crates. The MPI backend's C shim is built by crates/backend/build.rs.
 
 use std::process::Command;
 
@@ -41,24 +44,4 @@ fn main() {
     println!("cargo:rustc-env=NCCLPROBE_PROFILE={profile}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
-    println!("cargo:rerun-if-changed=csrc/mpi_shim.c");
-
-    #[cfg(feature = "mpi")]
-    build_mpi_shim();
-}
-
-/// `MPI_IN_PLACE` is a macro whose value differs between MPI implementations and that rsmpi
-/// does not export, so a one-line C function hands it to Rust.
-#[cfg(feature = "mpi")]
-fn build_mpi_shim() {
-    let lib = match build_probe_mpi::probe() {
-        Ok(lib) => lib,
-        Err(errs) => panic!("the mpi feature needs an MPI installation (mpicc): {errs:?}"),
-    };
-    let mut build = cc::Build::new();
-    build.file("csrc/mpi_shim.c");
-    for inc in &lib.include_paths {
-        build.include(inc);
-    }
-    build.compile("ncclprobe_mpi_shim");
 }

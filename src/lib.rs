@@ -1,45 +1,59 @@
 //! ncclprobe: measure, explain and predict collective communication performance.
 //!
-//! Layers, top to bottom (README, Development: Layers; `tests/architecture.rs` holds them):
-//! `commands` and `cli` (flags converted once into each engine's options) → the engines
-//! (`sweep` → `matrix` → the harness `measure`/`plan` → `backend` → `report` → `diagnose` →
-//! `expect` → `live` → `analysis` → `import`) → `render` (formatting) → the documents and the
-//! model they are made of. A library user starts a sweep with `sweep::run(&sweep::options::
-//! Options)`.
+//! Layers, top to bottom (README, Development: Layers; `tests/it/architecture.rs` holds them):
+//! `commands` and `cli` (flags converted once into each engine's options; this package) → the
+//! engines (`sweep` → `matrix` → the harness `measure`/`plan` → `backend` → `history` → `report`
+//! → `diagnose` → `expect` → `live` → `analysis` → `import`) → `render` (formatting) → the
+//! documents and the model they are made of. Each layer group is a crate under `crates/`; its
+//! modules are re-exported here under their own names, so `ncclprobe::sweep::run` is where a
+//! library user starts a sweep (`sweep::run(&sweep::options::Options)`).
 
-pub mod arrivals;
-pub mod backend;
-pub mod buildinfo;
+pub use ncclprobe_analysis::{analysis, diagnose, expect, live};
+pub use ncclprobe_backend::backend;
+pub use ncclprobe_core::{
+    buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out, outln,
+    stats, units, with_dtype,
+};
+pub use ncclprobe_history::history;
+pub use ncclprobe_import::import;
+pub use ncclprobe_measure::{arrivals, matrix, measure, plan, sweep, watchdog};
+pub use ncclprobe_render::render;
+pub use ncclprobe_report::report;
+
 pub mod cli;
-pub mod coll;
 pub mod commands;
-pub mod data;
-pub mod diagnose;
-pub mod documents;
-pub mod dtype;
-pub mod exit;
-pub mod expect;
-pub mod fault_injection;
-pub mod flags;
-pub mod history;
-pub mod import;
-pub mod live;
-pub mod matrix;
-pub mod measure;
-pub mod model;
-pub mod plan;
-pub mod render;
-pub mod report;
-pub mod stats;
-pub mod sweep;
-pub mod units;
-pub mod watchdog;
+
+/// `--version`: the version, then what build.rs read of this binary.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NCCLPROBE_GIT_COMMIT"),
+    ", features: ",
+    env!("NCCLPROBE_FEATURES"),
+    ", ",
+    env!("NCCLPROBE_PROFILE"),
+    ")"
+);
+
+/// Hands what build.rs read of this binary to the libraries (`buildinfo::tool_info` in every
+/// record) and, in a build with the TEST-ONLY `fault-injection` feature, turns the test hooks on.
+/// `run_cli` calls it first; a library user calls it once to get the same records.
+pub fn register_build() {
+    buildinfo::register(buildinfo::Build {
+        git_commit: env!("NCCLPROBE_GIT_COMMIT"),
+        features: env!("NCCLPROBE_FEATURES"),
+        profile: env!("NCCLPROBE_PROFILE"),
+    });
+    #[cfg(feature = "fault-injection")]
+    fault_injection::enable_test_hooks();
+}
 
 use clap::Parser;
 use exit::ExitCode;
 
 /// Parse the command line, run, and return the process exit code.
 pub fn run_cli() -> i32 {
+    register_build();
     let mut args = std::env::args_os();
     if let Some((program, coll)) = args.next().as_deref().and_then(cli::perf::program) {
         let rest: Vec<std::ffi::OsString> = args.collect();
@@ -89,4 +103,3 @@ pub fn run_cli() -> i32 {
         }
     }
 }
-pub mod analysis;

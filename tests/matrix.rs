@@ -2,6 +2,7 @@
 //! injected slow link named in both directions and nothing else, nodes grouped by host, a
 //! slow node named, a late rank named, and `diagnose` reading it all back.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::{bin, csv_rows, read_record};

@@ -12,6 +12,7 @@ fn the_mpi_tests_need_an_mpi_build() {
 }
 
 #[cfg(feature = "mpi")]
+#[path = "it/common/mod.rs"]
 mod common;
 
 #[cfg(feature = "mpi")]

@@ -28,7 +28,7 @@ pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};
 #[derive(Debug, Parser)]
 #[command(
     name = "ncclprobe",
-    version = crate::buildinfo::VERSION_LINE,
+    version = crate::VERSION_LINE,
     about = "Benchmark and diagnose collective communication (NCCL, MPI, host) and the interconnect beneath it",
     after_help = crate::exit::help_text()
 )]

@@ -8,7 +8,7 @@ use crate::analysis::models::{self, Model};
 use crate::cli::{ComputeArgs, DdpArgs, FsdpArgs, LinkArgs, OutputFormat};
 use crate::coll::Collective;
 use crate::documents::{
-    DdpSimulation, FsdpRow, FsdpSimulation, Kind, ModelSummary, OneGpu, Simulator, SCHEMA_VERSION,
+    DdpSimulation, FsdpRow, FsdpSimulation, Kind, OneGpu, Simulator, SCHEMA_VERSION,
 };
 use crate::exit::{ExitCode, Failure};
 use crate::flags::{count_in, fraction, non_negative, parse_list, positive};
@@ -283,7 +283,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         kind: Kind::Simulation,
         simulator: Simulator::Ddp,
         tool: crate::buildinfo::tool_info(),
-        model: ModelSummary::of(&model),
+        model: crate::analysis::models::summary(&model),
         world_size: args.world_size,
         batch_size: args.batch_size,
         compute,
@@ -368,7 +368,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         kind: Kind::Simulation,
         simulator: Simulator::Fsdp,
         tool: crate::buildinfo::tool_info(),
-        model: ModelSummary::of(&model),
+        model: crate::analysis::models::summary(&model),
         world_size: args.world_size,
         precision,
         link: describe(&link, &link_notes),

@@ -1,0 +1,132 @@
+//! `ncclprobe simulate memory` refusing what it cannot plan: unreadable or absurd config.json
+//! files, shapes that cannot be, and adapters or trainable counts the model does not have.
+
+use crate::common;
+
+use common::bin;
+use predicates::str::contains;
+
+fn memory() -> assert_cmd::Command {
+    let mut cmd = bin();
+    cmd.args([
+        "simulate",
+        "memory",
+        "--gpu-memory-gb",
+        "80",
+        "--host-memory-gb",
+        "64",
+    ]);
+    cmd.timeout(std::time::Duration::from_secs(60));
+    cmd
+}
+
+#[test]
+fn a_config_that_is_binary_huge_or_a_directory_is_refused() {
+    memory()
+        .args(["--model-config", "/dev/zero"])
+        .assert()
+        .code(2)
+        .stderr(contains("binary data (NUL bytes"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    memory()
+        .arg("--model-config")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(contains("is a directory"));
+    let huge = dir.path().join("config.json");
+    let mut text = String::from("{\"model_type\": \"llama\", \"pad\": \"");
+    text.push_str(&" ".repeat(5 << 20));
+    text.push_str("\"}");
+    std::fs::write(&huge, text).unwrap_or_else(|e| panic!("{e}"));
+    memory()
+        .arg("--model-config")
+        .arg(&huge)
+        .assert()
+        .code(2)
+        .stderr(contains("larger than 4 MiB"));
+}
+
+#[test]
+fn adapters_and_trainable_counts_the_model_lacks_are_refused() {
+    memory()
+        .args([
+            "--model",
+            "gpt2",
+            "--lora-rank",
+            "8",
+            "--lora-modules",
+            "gate",
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "gpt2 has no `gate` projection; its linears: q, k, v, o, up, down",
+        ));
+    memory()
+        .args([
+            "--model",
+            "gpt2",
+            "--lora-rank",
+            "1000",
+            "--lora-modules",
+            "q",
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains("--lora-rank: 1000 is above 768"));
+    memory()
+        .args(["--model", "gpt2", "--lora-rank", "0"])
+        .assert()
+        .code(2)
+        .stderr(contains("--lora-rank"));
+    memory()
+        .args(["--model", "gpt2", "--trainable-params", "2e9"])
+        .assert()
+        .code(2)
+        .stderr(contains("more than the model's 124439808 parameters"));
+    memory()
+        .args([
+            "--model",
+            "gpt2",
+            "--lora-rank",
+            "8",
+            "--lora-modules",
+            "all",
+        ])
+        .assert()
+        .success();
+}
+
+#[test]
+fn absurd_config_sizes_and_experts_exit_2() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cases = [
+        (
+            r#""hidden_size": 18446744073709551615, "num_attention_heads": 32"#,
+            "`hidden_size`",
+        ),
+        (
+            r#""hidden_size": 4096, "num_attention_heads": 30"#,
+            "does not divide",
+        ),
+        (
+            r#""hidden_size": 4096, "num_attention_heads": 32, "num_local_experts": 8"#,
+            "mixture-of-experts",
+        ),
+    ];
+    for (i, (fields, says)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("config{i}.json"));
+        let text = format!(
+            r#"{{"model_type": "llama", {fields}, "intermediate_size": 11008,
+            "num_hidden_layers": 32, "vocab_size": 32000}}"#
+        );
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        memory()
+            .arg("--model-config")
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stderr(contains(*says));
+    }
+}

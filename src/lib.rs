@@ -23,18 +23,6 @@ pub use ncclprobe_report::report;
 pub mod cli;
 pub mod commands;
 
-/// `--version`: the version, then what build.rs read of this binary.
-pub const VERSION_LINE: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("NCCLPROBE_GIT_COMMIT"),
-    ", features: ",
-    env!("NCCLPROBE_FEATURES"),
-    ", ",
-    env!("NCCLPROBE_PROFILE"),
-    ")"
-);
-
 /// Hands what build.rs read of this binary to the libraries (`buildinfo::tool_info` in every
 /// record) and, in a build with the TEST-ONLY `fault-injection` feature, turns the test hooks on.
 /// `run_cli` calls it first; a library user calls it once to get the same records.

@@ -25,10 +25,22 @@ pub use matrix::{By, MatrixArgs, PairRuleArgs};
 pub use memory::{CheckpointArg, LogitsArg, MemoryArgs, OffloadArg, OptionalLink};
 pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};
 
+/// `--version`: the version, then what build.rs read of this binary.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NCCLPROBE_GIT_COMMIT"),
+    ", features: ",
+    env!("NCCLPROBE_FEATURES"),
+    ", ",
+    env!("NCCLPROBE_PROFILE"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ncclprobe",
-    version = crate::VERSION_LINE,
+    version = VERSION_LINE,
     about = "Benchmark and diagnose collective communication (NCCL, MPI, host) and the interconnect beneath it",
     after_help = crate::exit::help_text()
 )]

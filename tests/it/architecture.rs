@@ -1073,7 +1073,11 @@ mod self_test {
             has("crates/render/src/lib.rs declares [\"render\"]"),
             "{problems:#?}"
         );
-        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(
+            has("`import` (import) is above `model` (documents)"),
+            "{problems:#?}"
+        );
+        assert_eq!(problems.len(), 5, "{problems:#?}");
     }
 
     #[test]

@@ -88,3 +88,54 @@ fn libclang_path_points_at_a_file_or_a_directory() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("libclang.so.1"));
 }
+
+/// `ci/timings` sets one run's phases beside another's: every phase of both, in the last run's
+/// order, with the change, and the totals.
+#[test]
+fn ci_timings_compares_two_runs_phase_by_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let last = dir.path().join("last.tsv");
+    let prev = dir.path().join("prev.tsv");
+    std::fs::write(
+        &last,
+        "# ci/test now, exit 0\nbuild\t600\ntests\t300.4\nwheel\t60\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &prev,
+        "# ci/test before, exit 0\nbuild\t1200\ntests\t300\nclippy\t90\n",
+    )
+    .unwrap();
+    let out = Command::new("ci/timings")
+        .arg(&last)
+        .arg(&prev)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} row in:\n{text}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("build"), ["20:00", "10:00", "-50%"], "{text}");
+    assert_eq!(row("tests"), ["5:00", "5:00", "+0%"], "{text}");
+    assert_eq!(row("wheel"), ["-", "1:00"], "{text}");
+    assert_eq!(row("clippy"), ["1:30", "-"], "{text}");
+    assert_eq!(row("total"), ["26:30", "16:00", "-40%"], "{text}");
+    let table = Command::new("ci/timings")
+        .arg("--table")
+        .arg(&last)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("tests") && table.contains("5:00"), "{table}");
+    assert!(table.lines().last().unwrap().contains("16:00"), "{table}");
+}

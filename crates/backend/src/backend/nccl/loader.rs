@@ -204,12 +204,7 @@ pub fn installed_site_packages(exe: &Path) -> Vec<PathBuf> {
 /// loader finds this NCCL" or "the loader finds none" on any machine, one with a system
 /// libnccl2 included.
 fn loader_default_dir() -> PathBuf {
-    if crate::fault_injection::test_hooks() {
-        if let Some(dir) = std::env::var_os("NCCLPROBE_TEST_LOADER_DIR") {
-            return dir.into();
-        }
-    }
-    PathBuf::new()
+    crate::fault_injection::test_path("NCCLPROBE_TEST_LOADER_DIR").unwrap_or_default()
 }
 
 /// Candidates in search order: (route, path or bare name for the loader).

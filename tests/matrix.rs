@@ -198,15 +198,31 @@ fn an_injected_slow_link_is_named_in_both_directions_and_nothing_else_is() {
             )
         })
         .collect();
+    // One result per slow pair and direction (1 -> 3, 3 -> 1, both at once), so CI lists
+    // each as a test case; the sizes it is slow at are one case.
     assert_eq!(
         verdicts,
         [
             ("completed".to_string(), true),
             ("correct".to_string(), true),
             ("no-slow-pair".to_string(), false),
+            ("no-slow-pair".to_string(), false),
+            ("no-slow-pair".to_string(), false),
             ("min-pair-bw".to_string(), true),
         ]
     );
+    let subjects: Vec<&str> = q["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["subject"].as_str())
+        .collect();
+    assert_eq!(subjects.len(), 3, "{subjects:?}");
+    for s in &subjects {
+        assert!(s.contains("rank 1") && s.contains("rank 3"), "{subjects:?}");
+    }
+    let distinct: std::collections::BTreeSet<&&str> = subjects.iter().collect();
+    assert_eq!(distinct.len(), 3, "{subjects:?}");
 
     // A rule only a run can be judged by is refused on a matrix, never passed unchecked; the
     // pair thresholds are validated as --min-busbw is.

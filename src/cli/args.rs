@@ -223,7 +223,7 @@ pub enum SimulateCommand {
     Memory(Box<super::memory::MemoryArgs>),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Link (one of)")]
 pub struct LinkArgs {
     /// A run record (JSON) or sweep CSV; its out-of-place all_reduce points give the curve.
@@ -243,7 +243,7 @@ pub struct LinkArgs {
     pub allow_partial: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Compute (single GPU, one micro-batch)")]
 pub struct ComputeArgs {
     /// One GPU's time per training step at --batch-size, in ms (e.g. 1000 / it/s).
@@ -260,7 +260,7 @@ pub struct ComputeArgs {
     pub optimizer_ms: f64,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct DdpArgs {
     /// Preset (resnet18, resnet50, vit-b16, bert-base, bert-large, gpt2, gpt2-medium, llama2-7b), a .safetensors file, or a JSON list of {name, numel, dtype}.
     #[arg(long)]

@@ -8,9 +8,10 @@ use clap::Args;
 #[command(next_help_heading = "Input pipeline (PyTorch DataLoader)")]
 pub struct LoaderArgs {
     /// DataLoader(num_workers=N) of each rank; 0 loads in the training process, serially with
-    /// compute (PyTorch's default). Giving --data-ms or --sample-ms models the loader.
-    #[arg(long, value_name = "N")]
-    pub num_workers: Option<usize>,
+    /// compute (PyTorch's default). A list (0,4,8) simulates each in turn and compares them.
+    /// Giving --data-ms or --sample-ms models the loader.
+    #[arg(long, value_name = "N[,N...]")]
+    pub num_workers: Option<String>,
     /// One worker's time to produce one batch of --batch-size (read, decode, augment, collate),
     /// in ms; it scales with the batch.
     #[arg(long, value_name = "MS", conflicts_with = "sample_ms")]
@@ -65,6 +66,22 @@ pub struct LoaderArgs {
 }
 
 impl LoaderArgs {
+    /// The --num-workers values, in the order given (empty when the flag is absent).
+    pub fn num_workers_list(&self) -> Result<Vec<usize>, String> {
+        let Some(text) = &self.num_workers else {
+            return Ok(Vec::new());
+        };
+        let values: Result<Vec<usize>, String> = text
+            .split(',')
+            .map(|v| {
+                v.trim().parse::<usize>().map_err(|_| {
+                    format!("--num-workers: '{v}' is not a worker count (a whole number, or a list such as 0,4,8)")
+                })
+            })
+            .collect();
+        values
+    }
+
     /// Whether any input pipeline flag was given (doctor refuses them without --model).
     pub fn given(&self) -> bool {
         self.data_ms.is_some() || self.sample_ms.is_some() || self.beyond_data_time()
@@ -96,7 +113,7 @@ impl LoaderArgs {
                 v.push(format!("--{flag}={value}"));
             }
         };
-        put("num-workers", self.num_workers.map(|n| n.to_string()));
+        put("num-workers", self.num_workers.clone());
         put("data-ms", self.data_ms.map(|x| x.to_string()));
         put("sample-ms", self.sample_ms.map(|x| x.to_string()));
         put("cpu-cores", self.cpu_cores.map(|n| n.to_string()));

@@ -43,6 +43,12 @@ pub struct MatrixArgs {
     /// latency is above the median over this fraction).
     #[arg(long, default_value_t = 0.5)]
     pub outlier: f64,
+    /// Gate the matrix when it ends and write the verdict as JUnit XML: one test case per
+    /// rule, per slow pair and per slow node (exit 3 when one fails).
+    #[arg(long, value_name = "FILE", help_heading = "Gate")]
+    pub junit: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub pair_rules: PairRuleArgs,
 
     /// Iterations per timed sample (default: calibrated so a sample lasts --sample-time).
     #[arg(short = 'n', long = "iters", help_heading = "Timing")]
@@ -147,7 +153,11 @@ impl MatrixArgs {
             },
             backend: self.backend.options(),
             output: self.output.outputs(),
-            gate: Default::default(),
+            gate: {
+                let mut gate = crate::expect::options::GateRules::default();
+                gate.rules.junit = self.junit.clone();
+                gate
+            },
             report: Default::default(),
             stragglers: false,
             #[cfg(feature = "fault-injection")]
@@ -159,6 +169,7 @@ impl MatrixArgs {
                 one_pair_at_a_time: self.one_pair_at_a_time,
                 outlier: self.outlier,
                 latency_max_bytes: 64 << 10,
+                rules: self.pair_rules.rules(),
             })),
             perf: None,
             history: None,

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct MemoryArgs {
     /// A shape by name: gpt2, gpt2-medium, gpt2-xl, bert-base, bert-large, llama2-7b,
-    /// qwen2-1.5b, gemma-2b, phi-2 (each copied from its published config.json).
+    /// qwen2-1.5b, gemma-2b, phi-2 (each copied from its published config.json), or a Hugging
+    /// Face config.json file (as --model-config).
     #[arg(long, conflicts_with = "model_config", required_unless_present_any = ["model_config", "layers"])]
     pub model: Option<String>,
     /// A Hugging Face config.json (hidden_size, num_hidden_layers, num_attention_heads,
@@ -39,6 +40,10 @@ pub struct MemoryArgs {
     /// Sharding: no-shard (DDP), zero1, shard-grad-op (zero2), full-shard (zero3, FSDP).
     #[arg(long, value_parser = ["no-shard", "ddp", "zero1", "shard-grad-op", "zero2", "full-shard", "zero3", "fsdp"], default_value = "no-shard")]
     pub strategy: String,
+    /// What to offload to the CPU, in short: optimizer, params, or both (optimizer,params);
+    /// --offload-optimizer and --offload-params say where (cpu or nvme) one at a time.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT[,WHAT]", conflicts_with_all = ["offload_optimizer", "offload_params"])]
+    pub offload: Vec<OffloadWhat>,
     /// Where the optimizer states live (DeepSpeed offload_optimizer).
     #[arg(long, value_enum, default_value_t = OffloadArg::None)]
     pub offload_optimizer: OffloadArg,
@@ -130,6 +135,31 @@ pub enum OffloadArg {
     None,
     Cpu,
     Nvme,
+}
+
+/// `--offload`: the states moved to the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OffloadWhat {
+    /// The optimizer states (DeepSpeed offload_optimizer: cpu).
+    #[value(alias = "optim", alias = "opt")]
+    Optimizer,
+    /// The parameters (DeepSpeed offload_param: cpu; ZeRO-3 only).
+    #[value(alias = "param", alias = "parameters")]
+    Params,
+}
+
+impl MemoryArgs {
+    /// Where the optimizer states and the parameters live, from --offload or the two flags.
+    pub fn offloads(&self) -> (OffloadArg, OffloadArg) {
+        if self.offload.is_empty() {
+            return (self.offload_optimizer, self.offload_params);
+        }
+        let on = |w: OffloadWhat| match self.offload.contains(&w) {
+            true => OffloadArg::Cpu,
+            false => OffloadArg::None,
+        };
+        (on(OffloadWhat::Optimizer), on(OffloadWhat::Params))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -45,5 +45,18 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode, Failure> {
         DocFormat::Markdown => crate::out!("{}", render::expect::comparison_markdown(&doc)),
         DocFormat::Table => crate::out!("{}", render::expect::comparison_table(&doc)),
     }
+    // A comparison that compared nothing, or only gave the readings per NIC count, reached
+    // no verdict: a script must not read it as a pass.
+    if !doc.judged() {
+        let why = match doc.nic_readings.is_empty() {
+            true => doc.summary.clone(),
+            false => format!("{} ({})", doc.summary, doc.baseline.why),
+        };
+        let why = render::safe::line(&why).into_owned();
+        return Err(Failure::usage(match why.contains("not judged") {
+            true => why,
+            false => format!("not judged: {why}"),
+        }));
+    }
     Ok(ExitCode::Ok)
 }

@@ -122,7 +122,14 @@ pub fn build(
             format!("the world size capped at {RANKS_PER_NODE_CAP}; --ranks-per-node to change"),
         ),
     };
-    let num_workers = count_in("--num-workers", a.num_workers.unwrap_or(0), 0, 4096)?;
+    let num_workers =
+        match a.num_workers_list().map_err(Failure::usage)?.as_slice() {
+            [] => 0,
+            [n] => count_in("--num-workers", *n, 0, 4096)?,
+            _ => return Err(Failure::usage(
+                "--num-workers: one value here (`simulate ddp` takes a list and simulates each)",
+            )),
+        };
     pytorch_rules(a, num_workers)?;
     let sample_bytes = match (&a.sample_bytes, &a.batch_bytes) {
         (Some(s), _) => size("--sample-bytes", s)?,

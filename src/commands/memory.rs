@@ -50,8 +50,16 @@ fn read_config(path: &std::path::Path) -> Result<String, Failure> {
     String::from_utf8(bytes).map_err(|_| refuse(format!("is not UTF-8 text; expected {expected}")))
 }
 
+/// `--model` names a file rather than a preset: it ends in .json or is a file here.
+fn model_file(args: &MemoryArgs) -> Option<std::path::PathBuf> {
+    let name = args.model.as_deref()?;
+    let path = std::path::Path::new(name);
+    (name.ends_with(".json") || path.is_file()).then(|| path.to_path_buf())
+}
+
 fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
-    if let Some(path) = &args.model_config {
+    if let Some(path) = args.model_config.clone().or_else(|| model_file(args)) {
+        let path = &path;
         let text = read_config(path)?;
         let name = path
             .parent()
@@ -60,7 +68,7 @@ fn shape(args: &MemoryArgs) -> Result<(Shape, Vec<String>), Failure> {
             .unwrap_or_else(|| "config".into());
         let (mut shape, notes) = presets::from_hf_config(&name, &text)
             .map_err(|e| Failure::usage(format!("--model-config {}: {e}", path.display())))?;
-        shape.source = format!("config.json {}", path.display());
+        shape.source = format!("the Hugging Face config {}", path.display());
         return Ok((shape, notes));
     }
     if let Some(name) = &args.model {
@@ -372,8 +380,8 @@ fn setup(
         world_size,
         gpus_per_node,
         strategy: strategy(&args.strategy),
-        offload_optimizer: offload(args.offload_optimizer),
-        offload_params: offload(args.offload_params),
+        offload_optimizer: offload(args.offloads().0),
+        offload_params: offload(args.offloads().1),
         precision: if args.precision == "fp32" {
             TrainPrecision::Fp32
         } else {
@@ -472,6 +480,7 @@ pub fn run(args: &MemoryArgs) -> Result<ExitCode, Failure> {
             ],
             world_size: setup.world_size,
             largest_message_bytes: None,
+            link_optional: false,
         };
         let (curve, link_notes) = super::simulate::load_link(&link, &needs)?;
         let text = super::simulate::describe(&curve, &link_notes);

@@ -9,9 +9,14 @@ use crate::expect::setup::load_run;
 use crate::render;
 
 /// Print the verdict and write the JUnit file; the exit code says pass (0) or fail (3).
-pub fn report(q: &Qualification, args: &Rules, format: DocFormat) -> Result<ExitCode, Failure> {
+pub fn report(
+    q: &Qualification,
+    args: &Rules,
+    format: DocFormat,
+    cx: &render::expect::SuiteContext,
+) -> Result<ExitCode, Failure> {
     if let Some(path) = &args.junit {
-        let xml = render::expect::junit(q)?;
+        let xml = render::expect::junit(q, cx)?;
         render::record::write_document("--junit", path, xml.as_bytes())?;
         if render::record::paths::is_stdout(path) {
             // The JUnit is stdout's document (the guard refused another); the verdict is said
@@ -30,7 +35,10 @@ pub fn report(q: &Qualification, args: &Rules, format: DocFormat) -> Result<Exit
 }
 
 fn exit_code(q: &Qualification) -> ExitCode {
-    if q.passed {
+    if q.results.is_empty() {
+        // Nothing was judged: not a pass, and not a node's failure either.
+        ExitCode::Usage
+    } else if q.passed {
         ExitCode::Ok
     } else {
         ExitCode::CheckFailed
@@ -64,7 +72,12 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
             }
             let q = crate::matrix::qualify::judge(&name, &doc, &pairs);
             crate::history::keep::keep_matrix(args.history.target()?.as_ref(), &doc)?;
-            return report(&q, &rules, args.format);
+            let cx = render::expect::SuiteContext {
+                hostname: Some(doc.backend.hosts.join(",")).filter(|h| !h.is_empty()),
+                timestamp: Some(doc.started_at.clone()),
+                time: None,
+            };
+            return report(&q, &rules, args.format, &cx);
         }
     }
     if pairs.min_pair_bw.is_some() || pairs.max_pair_latency_us.is_some() {
@@ -113,7 +126,12 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         judged.qualification = Some(q.clone());
         crate::history::keep::keep_run(Some(&target), &judged, "qualify")?;
     }
-    report(&q, &rules, args.format)
+    report(
+        &q,
+        &rules,
+        args.format,
+        &render::expect::SuiteContext::of_run(&loaded.run),
+    )
 }
 
 /// The run against its SKU's other nodes in the store `db`.

@@ -50,6 +50,8 @@ pub(crate) struct Needs<'a> {
     pub wanted: &'a [Collective],
     pub world_size: usize,
     pub largest_message_bytes: Option<u64>,
+    /// Whether the question can be answered without the link (communication then left out).
+    pub link_optional: bool,
 }
 
 /// The link: a measured curve of the first of `needs.wanted` the file holds (the others are
@@ -88,6 +90,15 @@ pub(crate) fn load_link(link: &LinkArgs, needs: &Needs) -> Result<(Curve, Vec<St
             Curve::AlphaBeta {
                 latency_s: non_negative("--latency-us", link.latency_us, "microseconds")? * 1e-6,
                 busbw_bytes_per_s: positive("--busbw", busbw, "GB/s")? * 1e9,
+            },
+            Vec::new(),
+        )),
+        // The input pipeline's questions (is it data-bound, which num_workers) do not need
+        // the link: communication is left out, and the document says so.
+        (None, None) if needs.link_optional => Ok((
+            Curve::AlphaBeta {
+                latency_s: 0.0,
+                busbw_bytes_per_s: f64::INFINITY,
             },
             Vec::new(),
         )),
@@ -186,6 +197,10 @@ fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
 }
 
 pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
+    let workers = args.loader.num_workers_list().map_err(Failure::usage)?;
+    if workers.len() > 1 {
+        return ddp_per_worker_count(args, &workers);
+    }
     let doc = ddp_document(args)?;
     print_document(
         args.format,
@@ -194,6 +209,84 @@ pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
         render::simulate::ddp_table,
     )?;
     Ok(ExitCode::Ok)
+}
+
+/// `simulate ddp --num-workers 0,4,8`: one simulation per worker count, each printed in
+/// turn (JSON: one document a line), then the comparison a reader came for: which counts
+/// leave the GPUs waiting for data, by how much, and the smallest that hides loading.
+fn ddp_per_worker_count(args: &DdpArgs, workers: &[usize]) -> Result<ExitCode, Failure> {
+    if args.format == OutputFormat::Csv {
+        return Err(Failure::usage(
+            "--format csv takes one --num-workers value (its rows have no worker column); give one, or use --format json (a document a line)",
+        ));
+    }
+    let mut docs = Vec::new();
+    for &n in workers {
+        let mut one = args.clone();
+        one.loader.num_workers = Some(n.to_string());
+        let doc = ddp_document(&one)?;
+        match args.format {
+            OutputFormat::Json => crate::outln!(
+                "{}",
+                serde_json::to_string(&doc).map_err(|e| Failure::internal(format!("JSON: {e}")))?
+            ),
+            _ => crate::out!("# num_workers={n}\n{}\n", render::simulate::ddp_table(&doc)),
+        }
+        docs.push((n, doc));
+    }
+    if args.format != OutputFormat::Json {
+        crate::out!("{}", worker_comparison(&docs));
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// The lines that compare the worker counts, on the configuration trained with.
+fn worker_comparison(docs: &[(usize, DdpSimulation)]) -> String {
+    let mut out =
+        String::from("# num_workers compared (at the bucket cap and accumulation trained with)\n");
+    let mut best: Option<(usize, f64)> = None;
+    for (n, doc) in docs {
+        let Some(l) = &doc.loader else {
+            out.push_str(&format!(
+                "num_workers={n}: the loader was not modelled (give --data-ms)\n"
+            ));
+            continue;
+        };
+        let c = &l.current;
+        // What loading adds to a step that did not wait for it.
+        let without = c.step_time_s - c.data_wait_s;
+        let adds = if without > 0.0 {
+            c.data_wait_s / without
+        } else {
+            0.0
+        };
+        let state = match c.bound_by {
+            crate::documents::simulation::Bound::Data => format!(
+                "data-bound: loading adds {:.0}% to each step ({:.1} ms)",
+                100.0 * adds,
+                c.data_wait_s * 1e3
+            ),
+            _ if c.data_wait_s > 0.0 => format!(
+                "loading adds {:.0}% to each step ({:.1} ms)",
+                100.0 * adds,
+                c.data_wait_s * 1e3
+            ),
+            _ => "loading hidden behind compute".to_string(),
+        };
+        out.push_str(&format!(
+            "num_workers={n}: {:.0} samples/s, {state}\n",
+            c.samples_per_s
+        ));
+        if best.is_none_or(|(_, s)| c.samples_per_s > s * 1.01) {
+            best = Some((*n, c.samples_per_s));
+        }
+    }
+    if let Some((n, s)) = best {
+        out.push_str(&format!(
+            "fastest of those given: num_workers={n} ({s:.0} samples/s); the smallest that hides loading is in each simulation's advice above\n"
+        ));
+    }
+    out
 }
 
 /// The DDP simulation `simulate ddp` prints (also what `doctor` writes).
@@ -217,6 +310,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         wanted: &[Collective::AllReduce],
         world_size: args.world_size,
         largest_message_bytes: Some((largest_cap_bytes as u64).min(model.grad_bytes())),
+        link_optional: args.loader.data_ms.is_some() || args.loader.sample_ms.is_some(),
     };
     let (link, link_notes) = load_link(&args.link, &needs)?;
     let compute = load_compute(&args.compute)?;
@@ -324,6 +418,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         wanted: &wanted,
         world_size: args.world_size,
         largest_message_bytes: None,
+        link_optional: false,
     };
     let (link, link_notes) = load_link(&args.link, &needs)?;
     let compute = load_compute(&args.compute)?;

@@ -60,7 +60,10 @@ fn environment_switches_sockets_inside_one_host_and_shm_failures() {
         .find(|f| f["id"] == "env.shm-disabled")
         .unwrap();
     assert_eq!(shm["evidence"][0]["line"], 1);
-    assert!(shm["source"].as_str().unwrap().contains("anchors.md"));
+    assert!(shm["source"]
+        .as_str()
+        .unwrap()
+        .contains("docs.nvidia.com/deeplearning/nccl"));
     assert_eq!(v["facts"]["transports"], serde_json::json!(["NET/Socket"]));
     // The same text through the typed reader, which refuses unknown fields.
     let doc: ncclprobe::documents::DiagnosisDocument = serde_json::from_value(v).unwrap();

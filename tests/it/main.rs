@@ -35,6 +35,7 @@ mod hostile_sweep;
 mod hostile_text;
 mod import_formats;
 mod is_it_normal;
+mod journeys;
 mod launchers;
 mod library;
 mod loader_sim;
@@ -45,10 +46,12 @@ mod nccl_real;
 mod nvml_double;
 mod perf_dropin;
 mod perf_parsers;
+mod provenance;
 mod render_snapshots;
 mod report;
 mod simulate_cli;
 mod sweep_host;
+mod verdicts;
 
 /// The modules whose tests read the machine they run on (the dynamic loader and what it finds,
 /// sysfs, NVML, the CUDA driver, Python's site-packages, launchers' variables): ci/test runs
@@ -68,6 +71,7 @@ pub const MACHINE_MODULES: &[&str] = &[
     "perf_parsers",
     "report",
     "sweep_host",
+    "verdicts",
 ];
 
 /// The list above against the modules and against ci/test.

@@ -165,6 +165,14 @@ fn qualification_table_markdown_and_junit() {
     );
     insta::assert_snapshot!(
         "qualification_junit",
-        ncclprobe::render::expect::junit(&q).unwrap()
+        ncclprobe::render::expect::junit(
+            &q,
+            &ncclprobe::render::expect::SuiteContext {
+                hostname: Some("gpu-node-07".into()),
+                timestamp: Some("2026-12-01T10:00:00Z".into()),
+                time: Some(std::time::Duration::from_millis(12_500)),
+            }
+        )
+        .unwrap()
     );
 }

@@ -82,6 +82,23 @@ fn overrides_for(backend: Backend) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The environment's findings (NCCL's variables, CUDA_VISIBLE_DEVICES) judge the jobs that
+/// read them, not a run on a backend that does not: on the host or MPI backend they stay as
+/// information for the user's NCCL jobs and do not degrade the verdict of what was measured.
+fn not_read_by(backend: Backend, findings: &mut [crate::diagnose::Finding]) {
+    for f in findings.iter_mut().filter(|f| f.id.starts_with("env.")) {
+        if f.severity > crate::diagnose::Severity::Info {
+            f.severity = crate::diagnose::Severity::Info;
+            f.title = format!(
+                "{} (NCCL's jobs on this machine read it; the {} backend measured here does not)",
+                f.title,
+                backend.name()
+            );
+        }
+    }
+    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
+}
+
 /// What every step works on: the arguments, the backend, the output directory, the documents
 /// gathered so far, the steps' timings, and the signal that may have ended the measuring.
 struct Doctor<'a> {
@@ -156,7 +173,9 @@ impl Doctor<'_> {
                 .map_err(|f| f.message().to_string())
         };
         let found = match (read_record(&run_path), outcome) {
-            (Some(run), _) => {
+            (Some(mut run), _) => {
+                // The sweep was told its backend; the reason it is the one is doctor's.
+                run.backend.reason = format!("chosen by doctor: {reason}");
                 self.docs.runs.push(Named {
                     file: run_path.display().to_string(),
                     doc: run,
@@ -242,7 +261,10 @@ impl Doctor<'_> {
             fail_on: None,
         };
         let inputs = crate::commands::diagnose::gather(&diagnose_args)?;
-        let findings = crate::diagnose::rules(&inputs);
+        let mut findings = crate::diagnose::rules(&inputs);
+        if self.backend != Backend::Nccl {
+            not_read_by(self.backend, &mut findings);
+        }
         let doc = DiagnosisDocument::new(inputs.facts(), findings);
         self.write("diagnosis.json", &doc)?;
         self.docs.diagnoses.push(Named {
@@ -424,11 +446,10 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     let verdict = &rendered.verdict;
     let dir = doctor.out.path();
 
-    crate::outln!(
-        "{}: {}",
-        format!("{:?}", verdict.state).to_uppercase(),
-        verdict.sentence
-    );
+    crate::outln!("{}: {}", verdict.word, verdict.sentence);
+    for m in &verdict.measured {
+        crate::outln!("  {m}");
+    }
     for (i, r) in rendered.recommendations.iter().take(3).enumerate() {
         match &r.gain {
             Some(g) => crate::outln!("{}. {} — {g}", i + 1, r.action),

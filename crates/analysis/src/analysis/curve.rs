@@ -65,6 +65,11 @@ impl Curve {
     pub fn describe(&self) -> String {
         match self {
             Curve::AlphaBeta {
+                busbw_bytes_per_s, ..
+            } if busbw_bytes_per_s.is_infinite() => {
+                "no link given: communication not modelled (it costs nothing here); give --curve or --busbw to model it".to_string()
+            }
+            Curve::AlphaBeta {
                 latency_s,
                 busbw_bytes_per_s,
             } => format!(

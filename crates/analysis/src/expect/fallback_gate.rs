@@ -179,6 +179,7 @@ fn result(gate: &Gate, passed: bool, message: String) -> RuleResult {
         unit: String::new(),
         passed,
         message,
+        subject: None,
     }
 }
 

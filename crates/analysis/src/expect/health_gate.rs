@@ -55,6 +55,7 @@ fn result(gate: &HealthGate, passed: bool, measured: Option<f64>, message: Strin
         unit: unit.into(),
         passed,
         message,
+        subject: None,
     }
 }
 

@@ -204,6 +204,7 @@ fn result(rule: &str, coll: Option<Collective>, size: Option<u64>, unit: &str) -
         unit: unit.into(),
         passed: false,
         message: String::new(),
+        subject: None,
     }
 }
 
@@ -507,6 +508,14 @@ pub fn conclude(results: &[RuleResult], attempts: usize) -> (bool, String) {
         0 | 1 => String::new(),
         n => format!(" after {} retr{}", n - 1, if n == 2 { "y" } else { "ies" }),
     };
+    if results.is_empty() {
+        // A gate never passes on nothing.
+        return (
+            false,
+            "NOT JUDGED: no rule applied to the run (give --profile, --min-busbw or --rules)"
+                .into(),
+        );
+    }
     let summary = if passed {
         format!("PASS{retries}: all {} rules hold", results.len())
     } else {

@@ -234,6 +234,18 @@ pub struct Comparison {
     pub nic_readings: Vec<NicReading>,
 }
 
+impl Comparison {
+    /// Whether a verdict was reached: points held against the baseline, or nccl-tests'
+    /// average against the expectation's mean over the same sizes (a pasted summary). The
+    /// readings per NIC count, and a comparison that found nothing to compare, are not one.
+    pub fn judged(&self) -> bool {
+        self.baseline.kind != "conditional"
+            && (!self.points.is_empty()
+                || (self.not_compared.is_empty()
+                    && !self.summary.starts_with("nothing to compare")))
+    }
+}
+
 /// The run's plateau as one NIC's share, for one NIC count per node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -38,6 +38,9 @@ pub struct RuleResult {
     pub unit: String,
     pub passed: bool,
     pub message: String,
+    /// What the result is of when a rule has one per subject: a slow pair, a slow node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// `ncclprobe qualify --format json` (and `sweep --qualify`).

@@ -45,6 +45,7 @@ pub fn against_fleet(
         unit: "nodes".into(),
         passed: false,
         message,
+        subject: None,
     };
     if peer_runs.len() < rules.min_peers {
         return Ok(vec![fail(format!(
@@ -127,7 +128,8 @@ pub fn against_fleet(
                 m / 1e9,
                 pv.unwrap_or(1.0)
             ),
-        })
+subject: None,
+})
         .collect();
     if out.is_empty() {
         let worst = judged
@@ -151,7 +153,8 @@ pub fn against_fleet(
                     format_size(p.size_bytes),
                     ratio * 100.0
                 ),
-            });
+subject: None,
+});
         }
     }
     Ok(out)

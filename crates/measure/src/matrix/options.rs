@@ -12,6 +12,8 @@ pub struct Options {
     pub outlier: f64,
     /// Round trips (latency) are timed at sizes up to this.
     pub latency_max_bytes: u64,
+    /// The pair rules of `matrix --junit` (completion, correct bytes and no slow pair always).
+    pub rules: PairRules,
 }
 
 /// Rules on a pair matrix; completion, correct bytes and no outlier pair always apply to one.

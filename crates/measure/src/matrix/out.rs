@@ -24,6 +24,8 @@ pub struct MatrixOut {
     patience: std::time::Duration,
     /// `--history`: where the finished matrix is kept.
     pub history: Option<crate::history::keep::Target>,
+    /// `matrix --junit FILE`: the pairwise gate judged at the end (with the pair rules).
+    pub gate: Option<(PathBuf, super::options::PairRules)>,
 }
 
 impl MatrixOut {
@@ -48,6 +50,7 @@ impl MatrixOut {
             completed: Default::default(),
             patience,
             history: None,
+            gate: None,
         }
     }
 
@@ -173,6 +176,11 @@ impl MatrixOut {
         if let (Err(f), Err(_)) = (&kept, &outcome) {
             eprintln!("ncclprobe: {}", f.message);
         }
+        // The gate is judged whatever the outcome: a matrix cut short fails `completed`.
+        let gate = match &self.gate {
+            Some((path, rules)) => Some(self.gate(path, rules, &doc)?),
+            None => None,
+        };
         outcome?;
         completed?;
         kept?;
@@ -200,7 +208,36 @@ impl MatrixOut {
                 format!("check failed: {wrong} received bytes differ from what was sent"),
             ));
         }
+        if let Some(q) = gate.filter(|q| !q.passed) {
+            return Err(Failure::new(
+                ExitCode::CheckFailed,
+                format!("qualify: {}", q.summary),
+            ));
+        }
         Ok(ExitCode::Ok)
+    }
+
+    /// The pairwise gate on the finished document: its table on stderr, its JUnit written.
+    fn gate(
+        &self,
+        path: &std::path::Path,
+        rules: &super::options::PairRules,
+        doc: &MatrixDocument,
+    ) -> Result<crate::documents::Qualification, Failure> {
+        let name = match &self.json_path {
+            Some(p) => p.display().to_string(),
+            None => "(this matrix)".to_string(),
+        };
+        let q = super::qualify::judge(&name, doc, rules);
+        let cx = crate::render::expect::SuiteContext {
+            hostname: Some(doc.backend.hosts.join(",")).filter(|h| !h.is_empty()),
+            timestamp: Some(doc.started_at.clone()),
+            time: None,
+        };
+        let xml = crate::render::expect::junit(&q, &cx)?;
+        crate::render::record::write_document("--junit", path, xml.as_bytes())?;
+        eprint!("{}", crate::render::expect::qualification_table(&q));
+        Ok(q)
     }
 }
 

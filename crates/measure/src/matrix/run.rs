@@ -463,6 +463,7 @@ mod tests {
             one_pair_at_a_time: false,
             outlier: 0.5,
             latency_max_bytes: 64,
+            rules: Default::default(),
         };
         let steps = steps(&nodes, &options, 8);
         assert_eq!(steps.len(), 4);
@@ -517,6 +518,7 @@ mod tests {
             one_pair_at_a_time: false,
             outlier: 0.5,
             latency_max_bytes: 64,
+            rules: Default::default(),
         };
         let steps = steps(&eps, &options, 8);
         let count = |d: Direction| -> usize {

@@ -60,6 +60,39 @@ pub fn files(args: &Options) -> Files {
 
 fn collectives(args: &Options) -> Result<ExitCode, Failure> {
     check_files(args)?;
+    let outcome = gated_collectives(args);
+    if let (Err(f), Some(path)) = (&outcome, &args.gate.rules.junit) {
+        error_junit(path, f)?;
+    }
+    outcome
+}
+
+/// `--junit` of a gate that ended without its verdict (refused, no backend, the run lost before
+/// it was judged): the file says so as an `<error>` test case, written by the process that
+/// writes the outputs, unless the gate's own verdict is already in it.
+fn error_junit(path: &std::path::Path, f: &Failure) -> Result<(), Failure> {
+    let launched = crate::backend::launcher::from_env().map_or(0, |l| l.rank);
+    let writes = crate::backend::mpi::launcher_rank() == 0 && launched == 0;
+    if !writes || super::report::JUNIT_WRITTEN.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(());
+    }
+    let cx = crate::render::expect::SuiteContext {
+        hostname: hostname::get()
+            .ok()
+            .map(|h| h.to_string_lossy().into_owned()),
+        timestamp: Some(crate::model::now_rfc3339()),
+        time: None,
+    };
+    let xml = crate::render::expect::junit_error(
+        "ncclprobe qualify (this sweep)",
+        &f.message,
+        f.code,
+        &cx,
+    )?;
+    crate::render::record::write_document("--junit", path, xml.as_bytes())
+}
+
+fn gated_collectives(args: &Options) -> Result<ExitCode, Failure> {
     args.report.destinations()?;
     if args.gate.requested() {
         // A bad rules file or profile is refused before anything is measured.

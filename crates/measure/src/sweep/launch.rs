@@ -63,6 +63,12 @@ impl Reporter {
                     crate::matrix::document_from_record(record, plan.settings.clone(), options);
                 let mut out = MatrixOut::new(&args.output, doc, patience);
                 out.history = args.history.clone();
+                out.gate = args
+                    .gate
+                    .rules
+                    .junit
+                    .clone()
+                    .map(|path| (path, options.rules.clone()));
                 Reporter::Matrix(Arc::new(out))
             }
             None => {

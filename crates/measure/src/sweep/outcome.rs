@@ -24,6 +24,7 @@ pub fn judged(
 ) -> Result<(), Failure> {
     wrong_elements(record)?;
     match verdict.filter(|q| !q.passed) {
+        Some(q) if q.results.is_empty() => Err(Failure::usage(format!("qualify: {}", q.summary))),
         Some(q) => Err(Failure::new(
             ExitCode::CheckFailed,
             format!("qualify: {}", q.summary),

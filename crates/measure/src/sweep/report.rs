@@ -21,6 +21,11 @@ use std::time::{Duration, Instant};
 /// timeout may hold it (while writing), and the end must not wait for that thread.
 const RECORD_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
+/// Whether this process wrote the gate's verdict to `--junit` (an error ending the sweep after
+/// that leaves the verdict in place instead of an `<error>` case).
+pub(crate) static JUNIT_WRITTEN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// What rank 0 owns: the record on disk, stdout, the progress bar.
 pub struct Rank0 {
     sink: Arc<Mutex<RecordSink>>,
@@ -435,16 +440,20 @@ impl Rank0 {
         if let (Err(_), Some(text)) = (&result, &verdict_text) {
             eprint!("{text}");
         }
-        // The report is written whatever the outcome: a run that timed out is worth attaching.
-        let report = report_of(args, &record);
-        if let (Err(f), Err(_)) = (&report, &result) {
-            eprintln!("ncclprobe: {}", f.message);
-        }
-        // Kept last: a store that is locked, gone or full costs none of the files above.
+        // The record as judged: the gate's verdict in it, so the report, the store and the
+        // record on disk say the same thing.
         let mut kept_record = record.clone();
         if kept_record.qualification.is_none() {
             kept_record.qualification = verdict.clone();
         }
+        // The report is written whatever the outcome (a run that timed out is worth
+        // attaching), after the gate: a page that says HEALTHY for a node that failed its gate
+        // would be worse than none.
+        let report = report_of(args, &kept_record);
+        if let (Err(f), Err(_)) = (&report, &result) {
+            eprintln!("ncclprobe: {}", f.message);
+        }
+        // Kept last: a store that is locked, gone or full costs none of the files above.
         let kept = crate::history::keep::keep_run(args.history.as_ref(), &kept_record, "sweep");
         if let (Err(f), Err(_)) = (&kept, &result) {
             eprintln!("ncclprobe: {}", f.message);
@@ -496,8 +505,10 @@ impl Rank0 {
         })?
         .map_err(|e| Failure::internal(format!("{e:#}")))?;
         if let Some(path) = &gate.rules.junit {
-            let xml = crate::render::expect::junit(&q)?;
+            let cx = crate::render::expect::SuiteContext::of_run(record);
+            let xml = crate::render::expect::junit(&q, &cx)?;
             crate::render::record::write_document("--junit", path, xml.as_bytes())?;
+            JUNIT_WRITTEN.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         Ok(q)
     }

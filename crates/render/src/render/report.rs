@@ -48,10 +48,64 @@ fn environment() -> Result<Environment<'static>, Failure> {
             _ => escape_formatter(out, state, value),
         }
     });
+    env.add_filter("cite", cite);
     let bad = |e: minijinja::Error| Failure::internal(format!("report template: {e:#}"));
     env.add_template("report.html", HTML).map_err(bad)?;
     env.add_template("summary.md", MARKDOWN).map_err(bad)?;
     Ok(env)
+}
+
+/// `{{ text|cite }}` in the HTML page: our own provenance text (a citation, a finding's source,
+/// where an expectation came from) escaped as any text, with each http(s) URL in it made a
+/// link a reader can open. Only for text this tool wrote: input text stays unlinked.
+pub fn cite(text: &str) -> Value {
+    Value::from_safe_string(cite_html(&safe::display(text)))
+}
+
+fn html_escape(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// The escaped text with its URLs as anchors. A URL is `http://` or `https://` followed by the
+/// characters RFC 3986 allows, less the punctuation that ends a sentence or closes a bracket.
+pub fn cite_html(text: &str) -> String {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~:/?#[]@!$&*+,;=%".contains(c);
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = ["https://", "http://"]
+        .iter()
+        .filter_map(|scheme| rest.find(scheme))
+        .min()
+    {
+        html_escape(&rest[..at], &mut out);
+        let tail = &rest[at..];
+        let mut end = tail.find(|c: char| !allowed(c)).unwrap_or(tail.len());
+        while end > 0 && tail[..end].ends_with(['.', ',', ';', ':', '!', '?', ']']) {
+            end -= 1;
+        }
+        let url = &tail[..end];
+        if url.len() <= "https://".len() {
+            html_escape(url, &mut out);
+        } else {
+            out.push_str("<a href=\"");
+            html_escape(url, &mut out);
+            out.push_str("\" rel=\"noreferrer noopener\">");
+            html_escape(url, &mut out);
+            out.push_str("</a>");
+        }
+        rest = &tail[end..];
+    }
+    html_escape(rest, &mut out);
+    out
 }
 
 /// Where the files go: any of them may be absent.
@@ -150,6 +204,33 @@ pub fn tidy_markdown(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod cite_tests {
+    use super::cite_html;
+
+    #[test]
+    fn urls_become_links_and_the_rest_stays_escaped() {
+        assert_eq!(
+            cite_html("measured, 18 GB/s, https://github.com/NVIDIA/nccl/issues/1603)."),
+            "measured, 18 GB/s, <a href=\"https://github.com/NVIDIA/nccl/issues/1603\" rel=\"noreferrer noopener\">https://github.com/NVIDIA/nccl/issues/1603</a>)."
+        );
+        assert_eq!(
+            cite_html("a <b> & \"c\""),
+            "a &lt;b&gt; &amp; &quot;c&quot;"
+        );
+        // A quote cannot leave the attribute: it is not a URL character.
+        assert_eq!(
+            cite_html("https://x.org/a\"onmouseover=alert(1)"),
+            "<a href=\"https://x.org/a\" rel=\"noreferrer noopener\">https://x.org/a</a>&quot;onmouseover=alert(1)"
+        );
+        assert_eq!(cite_html("see https://"), "see https://");
+        assert_eq!(
+            cite_html("a&b https://e.org/?q=1&r=2, next"),
+            "a&amp;b <a href=\"https://e.org/?q=1&amp;r=2\" rel=\"noreferrer noopener\">https://e.org/?q=1&amp;r=2</a>, next"
+        );
+    }
 }
 
 #[cfg(test)]

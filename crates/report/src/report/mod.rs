@@ -84,6 +84,9 @@ pub struct Documents {
     pub matrices: Vec<Named<crate::documents::matrix::MatrixDocument>>,
     pub timings: Vec<Timing>,
     pub notes: Vec<Note>,
+    /// What was given but could not be judged, and why (a run no expectation applies to):
+    /// the verdict is NOT JUDGED when nothing else was.
+    pub not_judged: Vec<String>,
     pub failed_alternatives: Vec<FailedAlternative>,
     /// A pasted `nvidia-smi topo -m` among the inputs: the links runs are held against.
     pub topo_file: Option<std::path::PathBuf>,
@@ -291,21 +294,16 @@ impl Documents {
             let doc = match crate::expect::setup::judge(&run.file, &run.doc, None, &args) {
                 Ok(doc) => doc,
                 Err(f) => {
-                    self.notes.push(Note {
-                        level: "info".into(),
-                        text: format!(
-                            "{}: not held against an expectation: {}",
-                            run.file, f.message
-                        ),
-                    });
+                    self.not_judged.push(format!(
+                        "{}: not held against an expectation: {}",
+                        run.file, f.message
+                    ));
                     continue;
                 }
             };
             if doc.points.is_empty() && doc.nic_readings.is_empty() {
-                self.notes.push(Note {
-                    level: "info".into(),
-                    text: format!("{}: {}", run.file, doc.summary),
-                });
+                self.not_judged
+                    .push(format!("{}: {}", run.file, doc.summary));
             } else {
                 added.push(Named {
                     file: format!("{} (compared by report)", run.file),

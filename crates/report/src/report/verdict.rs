@@ -1,5 +1,8 @@
-//! What a reader sees first: healthy / degraded / failed with the one sentence why (the
-//! recommendations that follow it are `recommend`'s).
+//! What a reader sees first: healthy / degraded / failed / not judged with the one sentence
+//! why (the recommendations that follow it are `recommend`'s). A verdict is earned, never
+//! defaulted: HEALTHY needs something that was held against an expectation, a rule, an
+//! earlier run or a memory budget and passed; when nothing was, the verdict is NOT JUDGED
+//! with the reason (host memory measured, no expectation applies, the NICs are unknown).
 
 use super::reading::{finished, forcing_overrides, plateau_below};
 use super::recommend::measured_alternatives;
@@ -9,31 +12,86 @@ use crate::model::{RunRecord, Source};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum State {
     Healthy,
     Degraded,
     Failed,
+    /// Nothing given was held against anything: no verdict was reached.
+    NotJudged,
+}
+
+impl State {
+    /// The word a reader sees: HEALTHY, DEGRADED, FAILED, NOT JUDGED.
+    pub fn word(self) -> &'static str {
+        match self {
+            State::Healthy => "HEALTHY",
+            State::Degraded => "DEGRADED",
+            State::Failed => "FAILED",
+            State::NotJudged => "NOT JUDGED",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     pub state: State,
+    /// `state` as a reader sees it (`NOT JUDGED`, with its space).
+    pub word: &'static str,
     /// One sentence: the worst reason, or why all is well.
     pub sentence: String,
     /// Every reason at the verdict's level, worst first.
     pub reasons: Vec<String>,
+    /// Which backend measured each run, and why it was the one: the first thing to know
+    /// about a figure (host memory between threads says nothing about GPUs).
+    pub measured: Vec<String>,
+    /// What was given but not judged, and why, beside a verdict reached on the rest (for NOT
+    /// JUDGED these are its reasons).
+    pub not_judged: Vec<String>,
 }
 
-pub fn verdict(docs: &Documents) -> Verdict {
-    let mut failed = Vec::new();
-    let mut degraded = Vec::new();
-    let mut fine = Vec::new();
-    let run_labels = docs.run_labels();
+/// Backends that move host memory, not GPU memory: their figures judge nothing about GPUs.
+fn host_memory_backend(r: &RunRecord) -> bool {
+    r.source == Source::Measured && matches!(r.backend.name.as_str(), "host" | "mpi")
+}
+
+/// The line that names a run's backend and why it ran.
+fn measured_line(label: &str, r: &RunRecord) -> String {
+    let ranks = match r.backend.hosts.len() {
+        0 | 1 => format!("{} ranks", r.backend.nranks),
+        n => format!("{} ranks on {n} hosts", r.backend.nranks),
+    };
+    match r.source {
+        Source::Imported => format!("{label}: imported, not measured here ({ranks})"),
+        Source::Measured if host_memory_backend(r) => format!(
+            "{label}: {} backend, {ranks} ({}): host memory between {} was measured; nothing here says anything about the GPUs",
+            r.backend.name,
+            r.backend.reason,
+            if r.backend.name == "host" { "threads" } else { "processes" }
+        ),
+        Source::Measured => format!(
+            "{label}: {} backend, {ranks} ({})",
+            r.backend.name, r.backend.reason
+        ),
+    }
+}
+
+/// The reasons found so far, by the level they put the verdict at.
+#[derive(Default)]
+struct Levels {
+    failed: Vec<String>,
+    degraded: Vec<String>,
+    fine: Vec<String>,
+    not_judged: Vec<String>,
+}
+
+/// What each run says by itself: how it ended, wrong elements, its gate, and whether anything
+/// about GPUs was measured at all.
+fn runs(docs: &Documents, run_labels: &[String], levels: &mut Levels) {
     let alternative = |r: &RunRecord| {
         docs.runs.len() > 1 && forcing_overrides(&r.env).is_empty() && r.source == Source::Measured
     };
-    for (run, label) in docs.runs.iter().zip(&run_labels) {
+    for (run, label) in docs.runs.iter().zip(run_labels) {
         let r = &run.doc;
         if !finished(r) {
             let why = r
@@ -44,25 +102,48 @@ pub fn verdict(docs: &Documents) -> Verdict {
             // A run measured only to try the machine without its overrides is information
             // for the recommendation, not a fault of the machine as configured.
             if alternative(r) {
-                degraded.push(text);
+                levels.degraded.push(text);
             } else {
-                failed.push(text);
+                levels.failed.push(text);
             }
         }
         let wrong = r.total_wrong();
         if wrong > 0 {
-            failed.push(format!(
+            levels.failed.push(format!(
                 "{wrong} elements came back wrong in the run ({label}): the data path corrupts data"
             ));
         }
-        if let Some(q) = r.qualification.as_ref().filter(|q| !q.passed) {
-            failed.push(format!("qualification failed ({label}): {}", q.summary));
+        match r.qualification.as_ref() {
+            Some(q) if q.results.is_empty() => levels
+                .not_judged
+                .push(format!("the gate ({label}): {}", q.summary)),
+            Some(q) if !q.passed => levels
+                .failed
+                .push(format!("qualification failed ({label}): {}", q.summary)),
+            Some(q) => levels
+                .fine
+                .push(format!("qualification passed ({label}): {}", q.summary)),
+            None => {}
+        }
+        let compared = docs.comparisons.iter().any(|c| {
+            super::reading::is_of_run(&c.doc.run, c.doc.run_id.as_deref(), &run.file, r)
+                && c.doc.baseline.kind != "conditional"
+        });
+        if host_memory_backend(r) && r.qualification.is_none() && !compared {
+            levels.not_judged.push(format!(
+                "no GPU was measured ({label}): the {} backend moved host memory ({}); give the GPUs to this machine (a container needs --gpus) or run with --backend nccl",
+                r.backend.name, r.backend.reason
+            ));
         }
     }
+}
+
+/// What each pair matrix says: how it ended, wrong bytes, slow endpoints and pairs.
+fn matrices(docs: &Documents, levels: &mut Levels) {
     for m in &docs.matrices {
         let d = &m.doc;
         if d.status != crate::model::RunStatus::Complete {
-            failed.push(format!(
+            levels.failed.push(format!(
                 "the pair matrix ({}) ended {}: {}",
                 m.file,
                 d.status.name(),
@@ -72,22 +153,44 @@ pub fn verdict(docs: &Documents) -> Verdict {
             ));
         }
         if d.total_wrong() > 0 {
-            failed.push(format!(
+            levels.failed.push(format!(
                 "{} bytes came back wrong between pairs ({})",
                 d.total_wrong(),
                 m.file
             ));
         }
         for (e, ratio) in crate::documents::matrix::analysis::slow_endpoints(d) {
-            degraded.push(format!(
+            levels.degraded.push(format!(
                 "{}: its pairs reach {ratio:.2}x the median one-way bandwidth ({})",
                 d.endpoints[e].label, m.file
             ));
         }
         for o in &d.outliers {
-            degraded.push(crate::documents::matrix::analysis::describe(d, o));
+            levels
+                .degraded
+                .push(crate::documents::matrix::analysis::describe(d, o));
         }
     }
+}
+
+pub fn verdict(docs: &Documents) -> Verdict {
+    let run_labels = docs.run_labels();
+    let backends: Vec<String> = docs
+        .runs
+        .iter()
+        .zip(&run_labels)
+        .map(|(run, label)| measured_line(label, &run.doc))
+        .collect();
+    let mut levels = Levels::default();
+    runs(docs, &run_labels, &mut levels);
+    levels.not_judged.extend(docs.not_judged.iter().cloned());
+    matrices(docs, &mut levels);
+    let Levels {
+        mut failed,
+        mut degraded,
+        mut fine,
+        mut not_judged,
+    } = levels;
     for n in &docs.notes {
         match n.level.as_str() {
             "error" => failed.push(n.text.clone()),
@@ -95,8 +198,14 @@ pub fn verdict(docs: &Documents) -> Verdict {
             _ => {}
         }
     }
-    for q in docs.qualifications.iter().filter(|q| !q.doc.passed) {
-        failed.push(format!("qualification failed: {}", q.doc.summary));
+    for q in &docs.qualifications {
+        if q.doc.results.is_empty() {
+            not_judged.push(format!("the gate ({}): {}", q.file, q.doc.summary));
+        } else if q.doc.passed {
+            fine.push(format!("qualification passed: {}", q.doc.summary));
+        } else {
+            failed.push(format!("qualification failed: {}", q.doc.summary));
+        }
     }
     for d in &docs.diagnoses {
         for f in &d.doc.findings {
@@ -109,7 +218,12 @@ pub fn verdict(docs: &Documents) -> Verdict {
     }
     for c in &docs.comparisons {
         let doc = &c.doc;
-        if doc.baseline.kind == "expectation" {
+        if doc.baseline.kind == "conditional" {
+            // The NICs are not known: readings per NIC count, no verdict.
+            not_judged.push(format!("{} ({})", doc.summary, doc.baseline.why));
+        } else if !doc.judged() {
+            not_judged.push(format!("{}: {}", c.file, doc.summary));
+        } else if doc.baseline.kind == "expectation" {
             if plateau_below(doc).is_empty() {
                 fine.push(doc.summary.clone());
             } else {
@@ -133,26 +247,39 @@ pub fn verdict(docs: &Documents) -> Verdict {
     }
     simulations(docs, &mut degraded);
     memory_plans(docs, &mut degraded, &mut fine);
+    if docs.runs.is_empty() && docs.matrices.is_empty() && fine.is_empty() {
+        // A diagnosis alone is a judgement of what it read.
+        for d in docs.diagnoses.iter().filter(|d| d.doc.findings.is_empty()) {
+            fine.push(format!(
+                "the diagnosis of {} found no known problem",
+                d.file
+            ));
+        }
+    }
     let (state, reasons) = if !failed.is_empty() {
         (State::Failed, failed)
     } else if !degraded.is_empty() {
         (State::Degraded, degraded)
+    } else if !fine.is_empty() {
+        (State::Healthy, fine)
     } else {
-        if fine.is_empty() {
-            fine.push(match docs.runs.len() {
-                0 => "nothing in the documents given points to a problem".to_string(),
-                n => format!(
-                    "{n} run{} complete, no finding above info",
-                    if n == 1 { "" } else { "s" }
-                ),
+        let mut why = std::mem::take(&mut not_judged);
+        if why.is_empty() {
+            why.push(if docs.is_empty() {
+                "nothing was given to judge".to_string()
+            } else {
+                "nothing given was held against an expectation, a rule or an earlier run: give a run with --collective and --hardware, a rule (--min-busbw) or a run to compare with".to_string()
             });
         }
-        (State::Healthy, fine)
+        (State::NotJudged, why)
     };
     Verdict {
         state,
+        word: state.word(),
         sentence: reasons.first().cloned().unwrap_or_default(),
         reasons,
+        measured: backends,
+        not_judged,
     }
 }
 

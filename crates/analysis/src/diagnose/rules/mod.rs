@@ -26,7 +26,7 @@ pub struct Rule {
     pub check: fn(&Inputs) -> Vec<Hit>,
 }
 
-const SRC_TROUBLESHOOTING: &str = "NCCL user guide, troubleshooting and env (docs/userguide env.rst); reference/anchors.md §4.2-§4.5, §6.5";
+const SRC_TROUBLESHOOTING: &str = "NCCL user guide, troubleshooting (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html) and environment variables (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); NCCL P2P cut-off, https://github.com/NVIDIA/nccl/blob/master/src/graph/paths.cc (ncclTopoCheckP2p); TCP ≤60% of line rate, https://github.com/NVIDIA/nccl/issues/209";
 
 /// Every rule ncclprobe knows, in the order they are checked.
 pub static RULES: &[Rule] = &[
@@ -35,7 +35,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "A training process that should own one GPU also has a context (and memory, and kernels) on another. Its peers then share that GPU: one GPU sits at low utilisation while the other is oversubscribed, and steps get many times slower.",
         fix: "Give each process exactly one GPU: export CUDA_VISIBLE_DEVICES=<its GPU> before starting it (torchrun does this per LOCAL_RANK only if the script calls torch.cuda.set_device(local_rank) before any CUDA work).",
-        source: "seeds/000 (nvidia-smi process list); PyTorch DDP docs: one process per GPU",
+        source: "a user report: two training processes, one started without CUDA_VISIBLE_DEVICES, each with memory on both GPUs (nvidia-smi process list), one GPU at 1% and steps 12x slower; PyTorch DDP docs: one process per GPU, https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html",
         check: placement::process_on_multiple_gpus,
     },
     Rule {
@@ -43,7 +43,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "A GPU with fewer active NVLinks than its identical siblings has lost links (a bad bridge, cable tray or NVSwitch port, or a link disabled after errors); NCCL routes around them over fewer links or PCIe, and every collective that includes the GPU slows down.",
         fix: "Check `nvidia-smi nvlink -s` and the error counters (`nvidia-smi nvlink -e`), reseat bridges, run DCGM diagnostics (`dcgmi diag -r 2`), and keep the node out of the job pool until all links are up.",
-        source: "reference/anchors.md §6.5 (NVLink down; DCGM gpu_nvlinks_expected_up)",
+        source: "DCGM diagnostics PCIe plugin, gpu_nvlinks_expected_up (NVLink down), https://docs.nvidia.com/datacenter/dcgm/latest/reference/diagnostics/plugins/pcie.html",
         check: links::nvlink_down,
     },
     Rule {
@@ -115,7 +115,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "Without CUDA_VISIBLE_DEVICES (or an early torch.cuda.set_device), every process sees every GPU and libraries may create contexts on GPU 0 or on all GPUs.",
         fix: "Set CUDA_VISIBLE_DEVICES per process, or call torch.cuda.set_device(local_rank) first thing.",
-        source: "seeds/000",
+        source: "a user report: a training process started without CUDA_VISIBLE_DEVICES held memory on both GPUs (nvidia-smi process list), one GPU fell to 1% and steps became 12x slower; PyTorch DDP docs, https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html",
         check: placement::cuda_visible_devices_unset,
     },
     Rule {
@@ -147,15 +147,15 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "NCCL cannot use P2P/IPC, so intra-node traffic goes through host memory (SHM) or, with SHM off, sockets. GeForce cards do not support P2P; WSL2 lacks legacy CUDA IPC; ACS/IOMMU settings or virtualisation can also block it.",
         fix: "Expect SHM-level bandwidth (≈0.75 of the PCIe link at best); on servers check ACS/IOMMU (disable ACS on PCIe switches, iommu=pt); do not set NCCL_SHM_DISABLE on such machines.",
-        source: "reference/anchors.md §4.2 (GeForce P2P, sjeaugey in nccl-tests#287) and §4.3 (WSL legacy IPC, nccl src/transport/p2p.cc)",
+        source: "GeForce P2P: sjeaugey, https://github.com/NVIDIA/nccl-tests/issues/287; WSL legacy IPC: https://github.com/NVIDIA/nccl/blob/master/src/transport/p2p.cc",
         check: links::p2p_unavailable,
     },
     Rule {
         id: "wsl2",
         severity: Severity::Warning,
-        explanation: "WSL2 has no CUDA legacy IPC (no NCCL P2P) and multi-GPU jobs often fail creating /dev/shm segments; the usual workaround NCCL_SHM_DISABLE=1 leaves only sockets (~1 GB/s, seeds/002). No published WSL2 baseline exists.",
+        explanation: "WSL2 has no CUDA legacy IPC (no NCCL P2P) and multi-GPU jobs often fail creating /dev/shm segments; the usual workaround NCCL_SHM_DISABLE=1 leaves only sockets (~1 GB/s; a user report measured ~0.5 GB/s on two RTX 4090s). No published WSL2 baseline exists.",
         fix: "Prefer native Linux for multi-GPU training; under WSL2 use gradient accumulation with no_sync() to all-reduce less often, or train on one GPU (see `ncclprobe simulate ddp`).",
-        source: "reference/anchors.md §4.3; seeds/002; microsoft/WSL#12467",
+        source: "WSL legacy IPC: https://github.com/NVIDIA/nccl/blob/master/src/transport/p2p.cc; NCCL_SHM_DISABLE, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; a user report: 2x RTX 4090 under WSL2 with NCCL_SHM_DISABLE=1, all_reduce 200 MB in 390 ms; https://github.com/microsoft/WSL/issues/12467",
         check: placement::wsl2,
     },
     Rule {
@@ -163,7 +163,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "Inside one host NCCL should use P2P or SHM; sockets mean both were unavailable or disabled (NCCL_P2P_DISABLE/NCCL_SHM_DISABLE, WSL2, containers with tiny /dev/shm, or ranks in separate containers). Expect ~1 GB/s.",
         fix: "Re-enable SHM (unset NCCL_SHM_DISABLE, enlarge /dev/shm) and P2P where supported; run ranks in one container/pod with --ipc=host.",
-        source: "reference/anchors.md §4.3 and §4.5",
+        source: "NCCL_SHM_DISABLE ('NCCL will use the network'), https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; WSL2 /dev/shm failures, https://github.com/microsoft/WSL/issues/12467; TCP ≤60% of line rate, https://github.com/NVIDIA/nccl/issues/209; an unreadable NIC speed taken as 10 Gb/s, https://github.com/NVIDIA/nccl/issues/1053",
         check: links::socket_intranode,
     },
     Rule {
@@ -171,7 +171,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "Multi-host traffic is on TCP. On clusters with InfiniBand/RoCE/EFA this means the fabric is not used (missing libibverbs or plugin, NCCL_IB_DISABLE, wrong HCA). If the 'hosts' are containers on one machine, this is intra-node traffic over sockets.",
         fix: "Check `ibv_devinfo` inside the job, mount /dev/infiniband, install the NCCL net plugin (aws-ofi-nccl for EFA), unset NCCL_IB_DISABLE; for pods on one node use hostIPC / one pod.",
-        source: "reference/anchors.md §4.4 and §4.5 (nccl#209: TCP ≤60% of line rate)",
+        source: "RDMA: 24 GB/s per 200G NIC, https://github.com/NVIDIA/nccl-tests/issues/119; TCP ≤60% of line rate, https://github.com/NVIDIA/nccl/issues/209",
         check: links::socket_internode,
     },
     Rule {
@@ -179,7 +179,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Info,
         explanation: "NCCL stages network traffic through host memory when the GPU and NIC are too far apart in the PCIe tree or nv_peer_mem / dma-buf is missing.",
         fix: "Load nvidia-peermem (or use dma-buf), and check NCCL_NET_GDR_LEVEL against the topology.",
-        source: "reference/anchors.md §6.5",
+        source: "NCCL environment variables: NCCL_NET_GDR_LEVEL, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; NCCL troubleshooting, GPU Direct, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#gpu-direct",
         check: links::gdr_disabled,
     },
     Rule {
@@ -187,7 +187,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "NCCL picked its socket (TCP) transport while RDMA NICs exist: the IB plugin found no usable device on a host (no libibverbs or /dev/infiniband in the container, NCCL_IB_DISABLE, a missing net plugin such as aws-ofi-nccl) and NCCL carried on over TCP, often over IPoIB interfaces, at a fraction of the fabric's rate. Nothing fails: the run is just slow, or hosts that chose different transports cannot connect at all.",
         fix: "On each host: `ibv_devinfo` inside the job's container (mount /dev/infiniband, install rdma-core/libibverbs), unset NCCL_IB_DISABLE and NCCL_NET=Socket, install the fabric's net plugin; then check that every rank's log says `Using network IB` (or the plugin's name). Gate it: `ncclprobe qualify --forbid socket`.",
-        source: "NCCL environment variables (NCCL_IB_DISABLE, NCCL_NET) and troubleshooting; nccl-tests#188 (one host on Socket, the other on IB); aws-samples EFA checks (grep for the provider)",
+        source: "NCCL environment variables (NCCL_IB_DISABLE, NCCL_NET) and troubleshooting; https://github.com/NVIDIA/nccl-tests/issues/188 (one host on Socket, the other on IB); aws-samples EFA checks (grep for the provider)",
         check: fallback::socket_fallback,
     },
     Rule {
@@ -243,7 +243,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Info,
         explanation: "NCCL reads and writes GPU memory directly from the NIC (GPUDirect RDMA) only when the NIC is close to the GPU (NCCL_NET_GDR_LEVEL defaults to PXB); for these GPUs inter-node traffic is staged through host memory, costing bandwidth and CPU.",
         fix: "For multi-node jobs, prefer GPUs with a PIX/PXB NIC, or raise NCCL_NET_GDR_LEVEL (e.g. PHB) after checking with a sweep that it helps; confirm in NCCL_DEBUG=INFO logs (`via NET/IB/…/GDRDMA`).",
-        source: "reference/anchors.md §6.5 (missing GDRDMA); NCCL environment variables: NCCL_NET_GDR_LEVEL",
+        source: "NCCL environment variables: NCCL_NET_GDR_LEVEL, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; NCCL src/graph/paths.cc (ncclTopoCheckGdr), https://github.com/NVIDIA/nccl/blob/master/src/graph/paths.cc",
         check: links::nic_far_from_gpu,
     },
     Rule {
@@ -251,7 +251,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "Traffic between these GPUs crosses QPI/UPI/Infinity Fabric; NCCL disables P2P across it on most CPUs and bandwidth is bounded by the inter-socket link (NCCL models 6-40 GB/s).",
         fix: "Place communicating ranks on GPUs of one NUMA node (CUDA_VISIBLE_DEVICES), bind processes to the GPU's NUMA node (numactl), and expect lower busbw for jobs spanning sockets.",
-        source: "reference/anchors.md §4.2 (NCCL SYS bandwidth constants, paths.cc P2P cut-off)",
+        source: "NCCL SYS bandwidth constants, https://github.com/NVIDIA/nccl/blob/master/src/graph/topo.h; P2P cut-off, https://github.com/NVIDIA/nccl/blob/master/src/graph/paths.cc (ncclTopoCheckP2p)",
         check: links::cross_numa,
     },
     Rule {
@@ -259,7 +259,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Info,
         explanation: "A narrower link (fewer lanes) caps every transfer to and from the GPU; a lower speed at idle is normal power saving, under load it means a bad riser, slot or BIOS setting.",
         fix: "Re-seat the card or riser, check the slot's lane wiring and BIOS PCIe settings; compare with `nvidia-smi -q -d PCI` under load.",
-        source: "DCGM diag PCIe checks (reference/anchors.md §3.2, §6.5)",
+        source: "DCGM diag PCIe checks (min_pci_generation, min_pci_width), https://docs.nvidia.com/datacenter/dcgm/latest/reference/diagnostics/plugins/pcie.html",
         check: links::pcie_downgraded,
     },
     Rule {
@@ -267,7 +267,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "With Access Control Services redirecting peer-to-peer requests on the bridges between GPUs, P2P that should stay inside a PCIe switch goes up to the root complex (and through the IOMMU): bandwidth drops, and NCCL can hang or report errors on P2P.",
         fix: "On bare metal disable ACS on the switch ports (BIOS setting, or `setpci -s <bridge> ECAP_ACS+0x6.w=0000` for each bridge listed, re-applied at every boot); in VMs keep ACS and expect no P2P between these GPUs.",
-        source: "NCCL user guide, troubleshooting: PCI Access Control Services (ACS); nccl#1086 (reference/anchors.md §4.2)",
+        source: "NCCL user guide, troubleshooting: PCI Access Control Services (ACS), https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs; https://github.com/NVIDIA/nccl/issues/1086",
         check: links::acs_enabled,
     },
     Rule {
@@ -275,7 +275,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "With the IOMMU translating, GPU peer-to-peer traffic is redirected through the root complex (or blocked with ACS on the switches): P2P through PCIe switches gets slow or hangs, and users report all-reduce bandwidth recovering only after IOMMU passthrough or off.",
         fix: "Boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt) or disable the IOMMU in the BIOS on bare metal, and disable ACS on the PCIe switches; then re-run ncclprobe sweep.",
-        source: "NCCL user guide, troubleshooting: PCI Access Control Services (ACS) and IOMMU; nccl#841, nccl#1285, nccl#1086 (reference/anchors.md §4.2)",
+        source: "NCCL user guide, troubleshooting: PCI Access Control Services (ACS) and IOMMU, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs; https://github.com/NVIDIA/nccl/issues/841, https://github.com/NVIDIA/nccl/issues/1285, https://github.com/NVIDIA/nccl/issues/1086",
         check: links::iommu_translated,
     },
     Rule {
@@ -283,7 +283,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "NCCL's SHM transport and PyTorch's DataLoader workers allocate in /dev/shm; Docker's default 64 MB makes NCCL fail creating segments or forces users to disable SHM.",
         fix: "Run the container with --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm.",
-        source: "nccl#342, nccl#1518 (reference/anchors.md §2.12)",
+        source: "https://github.com/NVIDIA/nccl/issues/342, https://github.com/NVIDIA/nccl/issues/1518",
         check: host::devshm_small,
     },
     Rule {
@@ -291,7 +291,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "/dev/shm is too small or not shared between the ranks' containers.",
         fix: "Enlarge /dev/shm (docker --shm-size=8g / --ipc=host); do not paper over it with NCCL_SHM_DISABLE=1, which drops intra-node traffic to sockets.",
-        source: "nccl#342, nccl#525, nccl#1518, microsoft/WSL#12467 (reference/anchors.md §2.12)",
+        source: "https://github.com/NVIDIA/nccl/issues/342, https://github.com/NVIDIA/nccl/issues/525, https://github.com/NVIDIA/nccl/issues/1518, https://github.com/microsoft/WSL/issues/12467",
         check: host::devshm_failure,
     },
     Rule {
@@ -299,7 +299,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "Each DataLoader worker is a process of its own, and every rank on the node starts num_workers of them. With more workers than CPUs they contend for cores (and for memory: each forked worker touches its copy-on-write copy of the dataset, so pages get copied per worker), context switches replace work, and loading gets slower instead of faster; PyTorch warns that the loader may even freeze. It checks one loader against the CPUs the process may use, not the ranks sharing the node.",
         fix: "Set num_workers to at most the CPUs divided by the ranks on the node (the title says how many fit), and start lower (4-8 per GPU is common) raising it while GPU utilisation rises; leave a CPU per rank for the training process itself. In containers count the CPUs the job may use (nproc), not the machine's.",
-        source: "PyTorch torch/utils/data/dataloader.py check_worker_number_rationality (suggested max = len(os.sched_getaffinity(0))); PyTorch data docs, multi-process data loading; seeds/003",
+        source: "PyTorch torch/utils/data/dataloader.py check_worker_number_rationality (suggested max = len(os.sched_getaffinity(0))); PyTorch data docs, multi-process data loading; a user report: num_workers=40 on a 20-core machine, the GPU at 3%",
         check: loader::oversubscribed,
     },
     Rule {
@@ -307,7 +307,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "A GPU that runs a training process but computes less than half the time, with memory to spare, waits for something; with the host short of memory, a loader over its CPU budget, or loading in the training process (num_workers 0), it waits for data: each step starts only when the next batch arrives. nvidia-smi's utilisation is the share of time any kernel ran over the last sample period, so one snapshot can catch a gap; several (dmon, watch) are surer.",
         fix: "Feed it faster: num_workers > 0 up to the CPU budget (CPUs / ranks per node), pin_memory=True so host-to-device copies overlap compute, persistent_workers=True so workers are not forked again every epoch (drop it when host memory is short), prefetch_factor 2-4; with memory to spare raise the per-GPU batch and lower gradient accumulation to keep the effective batch. Time one pass over the DataLoader alone to see the loader's own rate.",
-        source: "PyTorch performance tuning guide (asynchronous data loading, pin_memory); PyTorch DataLoader docs; nvidia-smi utilization.gpu definition; seeds/001, seeds/003",
+        source: "PyTorch performance tuning guide (asynchronous data loading, pin_memory); PyTorch DataLoader docs; nvidia-smi utilization.gpu definition; user reports: host RAM at 94% with swap in use while the GPUs used half their memory (num_workers=0, no pin_memory), and num_workers=40 on a 20-core machine, the GPU at 3%",
         check: loader::starved,
     },
     Rule {
@@ -323,7 +323,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "The host's RAM is nearly all held by programs (page cache excluded) or it swaps while RAM is full: the kernel reclaims and swaps pages, DataLoader workers and the training process stall on page faults, pinned-memory allocations can fail, and the out-of-memory killer may end a rank. Every DataLoader worker adds its own copy of what it touches of the dataset.",
         fix: "Lower num_workers (each worker duplicates the dataset pages it touches) or share the dataset through numpy arrays or memory-mapped files instead of Python objects; drop persistent_workers; load the dataset lazily; add RAM or move other jobs off the host. Watch `free -h` and `vmstat 1` (si/so columns) while training.",
-        source: "procps free(1) (available column); PyTorch DataLoader docs, multi-process data loading (copy-on-access, pytorch#13246); seeds/001",
+        source: "procps free(1) (available column); PyTorch DataLoader docs, multi-process data loading (copy-on-access, https://github.com/pytorch/pytorch/issues/13246); a user report: host RAM at 94% with swap in use while the GPUs used half their memory (num_workers=0, no pin_memory)",
         check: loader::memory_pressure,
     },
     Rule {
@@ -331,7 +331,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "NCCL's InfiniBand/RoCE transport pins its buffers so the NIC can reach them (ibv_reg_mr). Pinned pages count against the process's locked-memory limit; containers and fresh logins often keep the 64 KiB or 8 MiB default, and registration then fails with 'Cannot allocate memory'. The limit that counts is the one inside the launched process, not the login shell's.",
         fix: "Raise the limit where the ranks start: 'ulimit -l unlimited' (memlock unlimited in /etc/security/limits.conf, then log in again), docker run --ulimit memlock=-1:-1, or the container runtime's default ulimits on Kubernetes. Check what the ranks see with: mpirun <same args> bash -c 'ulimit -l'.",
-        source: "NCCL troubleshooting, InfiniBand section; nccl-tests#206 (ulimit -l was 8192 inside the job)",
+        source: "NCCL troubleshooting, InfiniBand section; https://github.com/NVIDIA/nccl-tests/issues/206 (ulimit -l was 8192 inside the job)",
         check: causes::ib_memlock,
     },
     Rule {
@@ -379,7 +379,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "'unhandled system error' is usually the environment (missing libnvidia-ml/libibverbs, /sys paths absent in containers or WSL, sockets refused); 'unhandled cuda error' a driver/device problem (busy or exclusive-process GPUs, illegal memory access); NCCL WARN lines just before the error name the cause.",
         fix: "Read the first NCCL WARN line; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH for the failing rank.",
-        source: "NCCL troubleshooting guide (reference/anchors.md §2.7, §2.12)",
+        source: "NCCL troubleshooting guide, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",
         check: host::nccl_error,
     },
     Rule {
@@ -387,7 +387,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "The collective started on some ranks and never completed. Ranks that did not report are usually the culprits (crashed, stuck in data loading or in a different collective); if every rank reported, NCCL itself is hung (network, P2P, or mismatched collectives).",
         fix: "Find what the silent ranks were doing (py-spy dump, their logs); set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_DEBUG=INFO; check that every rank calls the same collectives in the same order.",
-        source: "PyTorch ProcessGroupNCCL watchdog (reference/anchors.md §2.7)",
+        source: "PyTorch ProcessGroupNCCL watchdog, https://github.com/pytorch/pytorch/blob/main/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp; finding the hung rank, https://github.com/NVIDIA/nccl/issues/1324",
         check: host::watchdog_timeout,
     },
     Rule {
@@ -403,7 +403,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Error,
         explanation: "nccl-tests compares every element with its exact expected value; wrong elements mean corruption (hardware, driver, a bad link) or a bug, never noise.",
         fix: "Rerun with -c 10 to see whether it is intermittent; isolate GPUs/links pairwise; check dmesg for Xid errors and PCIe AER.",
-        source: "reference/anchors.md §1.6 and §2.11",
+        source: "nccl-tests bit-exact verification, https://github.com/NVIDIA/nccl-tests/blob/master/verifiable/verifiable.cu; what #wrong means, https://github.com/NVIDIA/nccl-tests/issues/176",
         check: results::wrong,
     },
     Rule {
@@ -411,7 +411,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "The table has no footer: the run crashed, was killed, hung, or the paste was cut. The rows before the cut are kept.",
         fix: "Look at the errors after the last row; rerun with --timeout so a hang ends with a message.",
-        source: "nccl-tests output format (reference/anchors.md §1.4)",
+        source: "nccl-tests output format, https://github.com/NVIDIA/nccl-tests/blob/master/src/util.cu",
         check: results::truncated,
     },
     Rule {
@@ -427,7 +427,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "ncclprobe's expectation for the path the facts say NCCL takes (topology, GPU model, NCCL_* overrides, WSL2, the log's transports: the one `ncclprobe compare` prints) is at least twice what was measured at the plateau: something outside that path slows it: a PCIe link trained down, ACS/IOMMU redirecting P2P, a container's small /dev/shm or CPU limits, a busy GPU, or traffic on a shared link.",
         fix: "Run `ncclprobe compare RUN --topo topo.txt` for the per-size picture and the chosen expectation; check pcie.downgraded, pcie.iommu-translated and devshm.small (ncclprobe diagnose), and rerun on an idle machine.",
-        source: "data/expectations.toml (ncclprobe baselines) and NCCL's cost model, reference/anchors.md §4-§5",
+        source: "data/expectations.toml (ncclprobe baselines) and NCCL's cost model, https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc",
         check: results::below_expectation,
     },
     Rule {
@@ -435,7 +435,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "One rank entered the collectives last in most calls, well after the others, who waited for it inside the call: the collective's time is that rank's lateness plus the transfer. Its cause is outside the link: a slower or throttled GPU, a busy or descheduled CPU (other processes, too few cores, a missing CPU binding), a data loader or host-side work before the call, or a rank on a slower node.",
         fix: "Look at what that rank does between collectives and where it runs: nvidia-smi -q -d PERFORMANCE,CLOCK for its GPU, top/htop for its CPU, bind ranks to cores near their GPU (mpirun --bind-to numa, numactl), and rerun sweep --stragglers to see whether the same rank stays late.",
-        source: "sweep --stragglers: per-rank entry and exit times on a common clock (reference/anchors.md §2: stragglers)",
+        source: "sweep --stragglers: per-rank entry and exit times on a common clock (isolating a slow rank: https://github.com/NVIDIA/nccl/issues/349)",
         check: results::straggler,
     },
     Rule {
@@ -443,7 +443,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "Pairs measured alone (or in rounds of disjoint pairs, then again alone) should be alike when they cross alike links; one far below the median pair points at that pair's path: a degraded NVLink, a PCIe slot trained at fewer lanes or a lower generation, a bridge or switch in the way (the link class is named when the GPU link matrix is known), or a GPU whose every pair is slow.",
         fix: "Check the two GPUs' links: nvidia-smi nvlink --status, nvidia-smi -q -d PCIE (current vs max width and generation), nvidia-smi topo -m; reseat or move the card; run ncclprobe diagnose for pcie.downgraded and nvlink.down.",
-        source: "ncclprobe matrix (reference/anchors.md §2: per-pair tests)",
+        source: "ncclprobe matrix (per-pair tests: https://github.com/NVIDIA/nccl-tests/issues/106, https://github.com/NVIDIA/nccl-tests/issues/178)",
         check: matrix::slow_pair,
     },
     Rule {
@@ -451,7 +451,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         explanation: "Pairs of nodes, all ranks of one sending to the other's at once, should be alike on a uniform fabric; a node whose every pair is slow has a bad NIC, cable, switch port or PCIe path to its NIC, and a single slow node pair points at the path between those two.",
         fix: "On the node named: ibstat / ethtool for link rate and errors, the NIC's PCIe width (lspci -vv), its switch port's counters; compare NCCL_DEBUG=INFO lines for the transport chosen; drain the node and rerun the matrix.",
-        source: "ncclprobe matrix --by node (reference/anchors.md §2: per-node tests)",
+        source: "ncclprobe matrix --by node (pairwise node tests: https://github.com/NVIDIA/nccl-tests/issues/106)",
         check: matrix::slow_node,
     },
 ];

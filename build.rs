@@ -15,8 +15,16 @@ fn main() {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_string());
+    // --no-optional-locks: `git status` would otherwise refresh and rewrite .git/index, which
+    // this script watches, and every later cargo command would run it and rebuild the package
+    // again.
     let dirty = Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
+        .args([
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+        ])
         .output()
         .ok()
         .map(|o| !o.stdout.is_empty())

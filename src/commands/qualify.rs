@@ -15,6 +15,13 @@ pub fn report(
     format: DocFormat,
     cx: &render::expect::SuiteContext,
 ) -> Result<ExitCode, Failure> {
+    if let Some(m) = q
+        .profile
+        .as_ref()
+        .and_then(|p| p.mismatch().map(|m| (p, m)))
+    {
+        eprintln!("ncclprobe: warning: the profile {}: {}", m.0.id, m.1);
+    }
     if let Some(path) = &args.junit {
         let xml = render::expect::junit(q, cx)?;
         render::record::write_document("--junit", path, xml.as_bytes())?;

@@ -41,6 +41,7 @@ mod library;
 mod loader_sim;
 mod memory_inputs;
 mod memory_plan;
+mod messages;
 mod nccl_double;
 mod nccl_real;
 mod nvml_double;

@@ -107,8 +107,91 @@ pub fn fraction(flag: &str, value: f64) -> Result<f64, Failure> {
     }
 }
 
+/// " (did you mean `a` or `b`?)" for a name the user gave that is none of `names`: the names it
+/// matches when case, `_` and spaces are set aside, those it is a part of (`h100` →
+/// `h100-sxm-nvswitch-8`), or those a typo or two away; "" when none is close.
+pub fn did_you_mean(given: &str, names: &[&str]) -> String {
+    let norm = |s: &str| -> String {
+        s.trim()
+            .to_lowercase()
+            .chars()
+            .map(|c| if c == '_' || c == ' ' { '-' } else { c })
+            .collect()
+    };
+    let g = norm(given);
+    if g.is_empty() {
+        return String::new();
+    }
+    let mut close: Vec<&str> = names.iter().copied().filter(|n| norm(n) == g).collect();
+    if close.is_empty() {
+        close = names
+            .iter()
+            .copied()
+            .filter(|n| g.len() >= 2 && norm(n).contains(&g))
+            .collect();
+    }
+    if close.is_empty() {
+        close = names
+            .iter()
+            .copied()
+            .filter(|n| edits(&norm(n), &g) <= if g.len() > 6 { 2 } else { 1 })
+            .collect();
+    }
+    match close.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean `{one}`?)"),
+        many => {
+            let shown: Vec<String> = many.iter().take(4).map(|n| format!("`{n}`")).collect();
+            let more = if many.len() > 4 { ", …" } else { "" };
+            format!(" (did you mean one of {}{more}?)", shown.join(", "))
+        }
+    }
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions), for short names.
+fn edits(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn did_you_mean_finds_the_name_a_user_meant() {
+        let names = [
+            "h100-sxm-nvswitch-8",
+            "h100-pcie-2",
+            "a100-sxm4-nvswitch-8",
+            "bert-base",
+        ];
+        assert_eq!(
+            super::did_you_mean("bert_base", &names),
+            " (did you mean `bert-base`?)"
+        );
+        assert_eq!(
+            super::did_you_mean("h100", &names),
+            " (did you mean one of `h100-sxm-nvswitch-8`, `h100-pcie-2`?)"
+        );
+        assert_eq!(
+            super::did_you_mean("bert-bsae", &names),
+            " (did you mean `bert-base`?)"
+        );
+        assert_eq!(super::did_you_mean("zzz", &names), "");
+        assert_eq!(super::did_you_mean("", &names), "");
+    }
+
     use super::*;
 
     #[test]

@@ -40,8 +40,9 @@ impl Model {
 
 #[derive(Debug, Error)]
 pub enum ModelError {
-    #[error("unknown model preset '{0}'; presets: {1}")]
-    UnknownPreset(String, String),
+    /// The name, the presets, and a hint (a near name, or the planner's shape of that name).
+    #[error("unknown model preset '{0}'{2}; presets: {1}")]
+    UnknownPreset(String, String, String),
     #[error("{path}: {reason}")]
     BadFile { path: String, reason: String },
     #[error(transparent)]
@@ -93,7 +94,18 @@ pub fn preset(name: &str) -> Result<(Model, u64), ModelError> {
                 p.num_params,
             )
         })
-        .ok_or_else(|| ModelError::UnknownPreset(name.to_string(), preset_names().join(", ")))
+        .ok_or_else(|| {
+            let names = preset_names();
+            let listed: Vec<&str> = names.iter().map(String::as_str).collect();
+            let shapes = crate::analysis::memory::presets::preset_names();
+            let hint = match shapes.iter().find(|s| s.eq_ignore_ascii_case(name.trim())) {
+                Some(shape) => format!(
+                    " (`{shape}` is a shape of `simulate memory`, which plans its memory; `simulate ddp` and `fsdp` need its tensors: a .safetensors file or a JSON tensor list)"
+                ),
+                None => crate::flags::did_you_mean(name, &listed),
+            };
+            ModelError::UnknownPreset(name.to_string(), names.join(", "), hint)
+        })
 }
 
 fn dtype_bytes(dtype: &str) -> Option<u64> {

@@ -197,12 +197,46 @@ fn one_rank() -> String {
     "the run has one rank: no data crossed a link between GPUs, so no interconnect expectation applies (its busbw is 0 by nccl-tests' definition)".into()
 }
 
+/// How the run is not what `entry` describes: its ranks, its nodes, its GPU.
+fn differences(entry: &crate::documents::expectations::Entry, s: &Situation) -> Vec<String> {
+    let mut out = Vec::new();
+    let within = |n: usize, [lo, hi]: [usize; 2]| n >= lo && n <= hi;
+    let range = |[lo, hi]: [usize; 2]| match lo == hi {
+        true => lo.to_string(),
+        false => format!("{lo}-{hi}"),
+    };
+    if !within(s.nranks, entry.ranks) {
+        out.push(format!(
+            "{} ranks (it is for {})",
+            s.nranks,
+            range(entry.ranks)
+        ));
+    }
+    if !within(s.nnodes, entry.nodes) {
+        out.push(format!(
+            "{} node{} (it is for {})",
+            s.nnodes,
+            if s.nnodes == 1 { "" } else { "s" },
+            range(entry.nodes)
+        ));
+    }
+    if let Some(name) = s.gpu_name.as_deref() {
+        let upper = name.to_uppercase();
+        if !entry.gpus.is_empty() && !entry.gpus.iter().any(|g| upper.contains(&g.to_uppercase())) {
+            out.push(format!("{name} (it is for {})", entry.gpus.join(", ")));
+        }
+    }
+    out
+}
+
 /// An entry named by the user (`--profile`), applied to the run's rank and node counts.
 pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
     let entry = table.get(id).ok_or_else(|| {
+        let ids = table.ids();
         format!(
-            "unknown profile `{id}`; valid names: {}",
-            table.ids().join(", ")
+            "unknown profile `{id}`{}; valid names: {}",
+            crate::flags::did_you_mean(id, &ids),
+            ids.join(", ")
         )
     })?;
     if s.nranks < 2 {
@@ -230,12 +264,21 @@ pub fn named(table: &Table, id: &str, s: &Situation) -> Result<Choice, String> {
         nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
         reasons: vec!["given with --profile".into()],
     };
+    let mismatch = differences(entry, s);
     Ok(Choice {
         entry: entry.clone(),
         why: format!(
-            "{} ({}): given with --profile",
+            "{} ({}): given with --profile{}",
             entry.id,
-            entry.provenance.name()
+            entry.provenance.name(),
+            match mismatch.is_empty() {
+                true => String::new(),
+                false => format!(
+                    "; {}: {}",
+                    crate::documents::qualification::PROFILE_MISMATCH,
+                    mismatch.join(", ")
+                ),
+            }
         ),
         path,
         scale: nics.unwrap_or(1) as f64,

@@ -6,6 +6,17 @@ use crate::buildinfo::ToolInfo;
 use serde::{Deserialize, Serialize};
 
 /// What a run was held against: a shipped expectation or an earlier run.
+/// What a profile's `why` says when the run is not what the profile describes (ranks, nodes,
+/// GPU): the gate still judges by it, and says so on stderr and in the JUnit.
+pub const PROFILE_MISMATCH: &str = "its conditions differ from the run";
+
+impl BaselineRef {
+    /// The sentence that says how the run differs from the profile, when it does.
+    pub fn mismatch(&self) -> Option<&str> {
+        self.why.find(PROFILE_MISMATCH).map(|at| &self.why[at..])
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineRef {

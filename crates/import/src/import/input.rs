@@ -293,6 +293,19 @@ fn settle_json(input: Input) -> Result<(Input, Kind), Failure> {
 /// nccl-tests output as posted, text or `-J` JSON, decided by the content.
 pub fn import_nccl_tests(path: &Path) -> Result<RunRecord, Failure> {
     let (input, kind) = open(path)?;
+    // Inputs of another kind, told by their content: the command that reads each.
+    let elsewhere = match kind {
+        Kind::Topo => Some("`nvidia-smi topo -m` output: give it to `compare RUN --topo FILE` or `topo --from FILE`"),
+        Kind::Smi => Some("`nvidia-smi` output: give it to `diagnose --from FILE`"),
+        Kind::NcclDump => Some("NCCL's topology or graph XML: give it to `diagnose --from FILE` or `topo --from FILE`"),
+        _ => None,
+    };
+    if let Some(what) = elsewhere {
+        return Err(Failure::usage(format!(
+            "{}: {what}; `import` reads nccl-tests output",
+            input.name
+        )));
+    }
     match kind {
         Kind::RunRecord | Kind::NcclTestsJson => nccl_tests::json_from(input),
         _ => nccl_tests::text_from(input, &mut |_| {}),

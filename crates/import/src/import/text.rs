@@ -139,7 +139,7 @@ impl Input {
         let name = path.display().to_string();
         let file = std::fs::File::open(path).map_err(|e| InputError::Unreadable {
             path: name.clone(),
-            reason: e.to_string(),
+            reason: io_words(&e),
         })?;
         Input::from_reader(&name, Box::new(file))
     }
@@ -151,7 +151,7 @@ impl Input {
             .read_to_end(&mut head)
             .map_err(|e| InputError::Unreadable {
                 path: name.to_string(),
-                reason: e.to_string(),
+                reason: io_words(&e),
             })?;
         Ok(Input {
             name: name.to_string(),
@@ -293,6 +293,24 @@ pub fn read_lines(
         });
     }
     Ok(number)
+}
+
+/// An input that cannot be read, in words a user acts on (not the OS's "(os error 21)").
+pub fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::NotFound => "no such file".into(),
+        ErrorKind::IsADirectory => "is a directory, not a file: give one of the files in it".into(),
+        ErrorKind::PermissionDenied => "cannot be read: permission denied".into(),
+        ErrorKind::InvalidData => "is not valid text".into(),
+        _ => {
+            let text = e.to_string();
+            match text.find(" (os error") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -100,9 +100,11 @@ fn gated_collectives(args: &Options) -> Result<ExitCode, Failure> {
         if let Some(id) = &args.gate.qualify {
             let table = crate::expect::shipped();
             if table.get(id).is_none() {
+                let ids = table.ids();
                 return Err(Failure::usage(format!(
-                    "--qualify: unknown profile `{id}`; valid names: {}",
-                    table.ids().join(", ")
+                    "--qualify: unknown profile `{id}`{}; valid names: {}",
+                    crate::flags::did_you_mean(id, &ids),
+                    ids.join(", ")
                 )));
             }
         }

@@ -499,6 +499,13 @@ impl Rank0 {
         record: &model::RunRecord,
     ) -> Result<crate::documents::Qualification, Failure> {
         let q = self.judge(record)?;
+        if let Some((p, m)) = q
+            .profile
+            .as_ref()
+            .and_then(|p| p.mismatch().map(|m| (p, m)))
+        {
+            eprintln!("ncclprobe: warning: the profile {}: {m}", p.id);
+        }
         self.with_sink(|sink| {
             sink.record.qualification = Some(q.clone());
             sink.flush()

@@ -568,6 +568,9 @@ pub fn junit(q: &Qualification, cx: &SuiteContext) -> Result<String, Failure> {
     }
     if let Some(p) = &q.profile {
         suite.add_property(("expectation", p.id.as_str()));
+        if let Some(m) = p.mismatch() {
+            suite.add_property(("warning", format!("the profile {}: {m}", p.id).as_str()));
+        }
     }
     suite.add_property(("attempts", q.attempts.to_string().as_str()));
     junit_text(suite)

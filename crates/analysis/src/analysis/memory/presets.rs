@@ -7,8 +7,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq)]
 pub enum ShapeError {
-    #[error("unknown model '{0}' for the memory planner; shapes: {1}")]
-    Unknown(String, String),
+    /// The name, the shapes, and a near name when there is one.
+    #[error("unknown model '{0}' for the memory planner{2}; shapes: {1} (or a Hugging Face config.json file)")]
+    Unknown(String, String, String),
     #[error("config.json: {0}")]
     Config(String),
 }
@@ -142,11 +143,15 @@ pub fn preset_names() -> Vec<&'static str> {
 /// A shipped shape by name.
 pub fn preset(name: &str) -> Result<Shape, ShapeError> {
     let want = name.trim().to_ascii_lowercase();
-    let (n, source, _) = PRESETS
-        .iter()
-        .find(|p| p.0 == want)
-        .ok_or_else(|| ShapeError::Unknown(name.into(), preset_names().join(", ")))?;
-    let mut shape = build(n).ok_or_else(|| ShapeError::Unknown(name.into(), String::new()))?;
+    let (n, source, _) = PRESETS.iter().find(|p| p.0 == want).ok_or_else(|| {
+        ShapeError::Unknown(
+            name.into(),
+            preset_names().join(", "),
+            crate::flags::did_you_mean(name, &preset_names()),
+        )
+    })?;
+    let mut shape =
+        build(n).ok_or_else(|| ShapeError::Unknown(name.into(), String::new(), String::new()))?;
     shape.source = format!("preset ({source})");
     Ok(shape)
 }

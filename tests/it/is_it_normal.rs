@@ -14,34 +14,29 @@ fn corpus(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// `compare ARGS --format json`: its document, once it exited with `code`; stderr too.
+fn compare_doc(args: &[&str], code: i32) -> (Value, String) {
+    let out = bin()
+        .arg("compare")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    (serde_json::from_slice(&out.stdout).unwrap(), err)
+}
+
 /// A comparison that reached no verdict (the readings per NIC count, an average without its
 /// sizes): printed, exit 2, and stderr says it was not judged.
 fn conditional_json(args: &[&str]) -> Value {
-    let out = bin()
-        .arg("compare")
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    let (doc, err) = compare_doc(args, 2);
     assert!(err.contains("not judged"), "{err}");
-    serde_json::from_slice(&out.stdout).unwrap()
+    doc
 }
 
 fn compare_json(args: &[&str]) -> Value {
-    let out = bin()
-        .arg("compare")
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    compare_doc(args, 0).0
 }
 
 #[test]

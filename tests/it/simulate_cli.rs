@@ -217,7 +217,7 @@ fn bad_input_is_named() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["--model", "gpt5", "--busbw", "1"],
-            "--model: unknown model preset 'gpt5'; presets:",
+            "--model: unknown model preset 'gpt5' (did you mean `gpt2`?); presets:",
         ),
         (&["--model", "bert-base"], "give the link: --curve FILE"),
         (

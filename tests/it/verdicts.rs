@@ -14,6 +14,19 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
+/// The summary.md a command wrote to `md` (it must succeed), once its first line says NOT
+/// JUDGED.
+fn not_judged_summary(cmd: &mut assert_cmd::Command, md: &Path) -> String {
+    cmd.arg("--markdown").arg(md).assert().success();
+    let summary = read(md);
+    assert!(
+        first_line(&summary).contains("**NOT JUDGED**"),
+        "{}",
+        first_line(&summary)
+    );
+    summary
+}
+
 #[test]
 fn a_report_rendered_by_sweep_says_what_its_gate_said() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -111,18 +124,9 @@ fn a_gate_that_failed_keeps_its_verdict_in_the_junit_not_an_error() {
 fn a_report_on_a_host_memory_run_is_not_judged_and_says_why() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let md = dir.path().join("run.md");
-    host_sweep(2)
-        .args(["-b", "8", "-e", "64K", "-f", "8", "--max-samples", "4"])
-        .arg("--markdown")
-        .arg(&md)
-        .assert()
-        .success();
-    let summary = read(&md);
-    assert!(
-        first_line(&summary).contains("**NOT JUDGED**"),
-        "{}",
-        first_line(&summary)
-    );
+    let mut sweep = host_sweep(2);
+    sweep.args(["-b", "8", "-e", "64K", "-f", "8", "--max-samples", "4"]);
+    let summary = not_judged_summary(&mut sweep, &md);
     assert!(summary.contains("no GPU was measured"), "{summary}");
     assert!(summary.contains("host backend"), "{summary}");
     assert!(!summary.contains("HEALTHY"), "{summary}");
@@ -134,19 +138,9 @@ fn a_report_on_a_run_no_expectation_applies_to_is_not_judged() {
     let md = dir.path().join("a100.md");
     let log = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/corpus/nccl-tests/05-a100-dgx-allgather-old-format-no-redop-column.txt");
-    bin()
-        .arg("report")
-        .arg(&log)
-        .arg("--markdown")
-        .arg(&md)
-        .assert()
-        .success();
-    let summary = read(&md);
-    assert!(
-        first_line(&summary).contains("**NOT JUDGED**"),
-        "{}",
-        first_line(&summary)
-    );
+    let mut report = bin();
+    report.arg("report").arg(&log);
+    let summary = not_judged_summary(&mut report, &md);
     assert!(summary.contains("give --collective"), "{summary}");
 }
 

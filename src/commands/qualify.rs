@@ -79,11 +79,7 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
             }
             let q = crate::matrix::qualify::judge(&name, &doc, &pairs);
             crate::history::keep::keep_matrix(args.history.target()?.as_ref(), &doc)?;
-            let cx = render::expect::SuiteContext {
-                hostname: Some(doc.backend.hosts.join(",")).filter(|h| !h.is_empty()),
-                timestamp: Some(doc.started_at.clone()),
-                time: None,
-            };
+            let cx = render::expect::SuiteContext::of_matrix(&doc);
             return report(&q, &rules, args.format, &cx);
         }
     }

@@ -229,11 +229,7 @@ impl MatrixOut {
             None => "(this matrix)".to_string(),
         };
         let q = super::qualify::judge(&name, doc, rules);
-        let cx = crate::render::expect::SuiteContext {
-            hostname: Some(doc.backend.hosts.join(",")).filter(|h| !h.is_empty()),
-            timestamp: Some(doc.started_at.clone()),
-            time: None,
-        };
+        let cx = crate::render::expect::SuiteContext::of_matrix(doc);
         let xml = crate::render::expect::junit(&q, &cx)?;
         crate::render::record::write_document("--junit", path, xml.as_bytes())?;
         eprint!("{}", crate::render::expect::qualification_table(&q));

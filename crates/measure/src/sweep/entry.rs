@@ -31,12 +31,16 @@ fn start(options: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
 /// exist yet when they start (doctor's rank 0 creates its report directory), so they check
 /// only what they read.
 fn check_files(args: &Options) -> Result<(), Failure> {
-    let launched = crate::backend::launcher::from_env().map_or(0, |l| l.rank);
-    let writes = crate::backend::mpi::launcher_rank() == 0 && launched == 0;
-    if writes {
+    if writes_outputs() {
         return files(args).check();
     }
     inputs(args).check()
+}
+
+/// Whether this process writes the outputs: rank 0 of a launched job, or no launcher.
+fn writes_outputs() -> bool {
+    let launched = crate::backend::launcher::from_env().map_or(0, |l| l.rank);
+    crate::backend::mpi::launcher_rank() == 0 && launched == 0
 }
 
 /// What a sweep reads (every rank).
@@ -71,9 +75,7 @@ fn collectives(args: &Options) -> Result<ExitCode, Failure> {
 /// it was judged): the file says so as an `<error>` test case, written by the process that
 /// writes the outputs, unless the gate's own verdict is already in it.
 fn error_junit(path: &std::path::Path, f: &Failure) -> Result<(), Failure> {
-    let launched = crate::backend::launcher::from_env().map_or(0, |l| l.rank);
-    let writes = crate::backend::mpi::launcher_rank() == 0 && launched == 0;
-    if !writes || super::report::JUNIT_WRITTEN.load(std::sync::atomic::Ordering::SeqCst) {
+    if !writes_outputs() || super::report::JUNIT_WRITTEN.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok(());
     }
     let cx = crate::render::expect::SuiteContext {

@@ -514,6 +514,17 @@ impl SuiteContext {
     }
 }
 
+impl SuiteContext {
+    /// A pair matrix's hosts and start (its length is not kept).
+    pub fn of_matrix(doc: &crate::documents::matrix::MatrixDocument) -> SuiteContext {
+        SuiteContext {
+            hostname: Some(doc.backend.hosts.join(",")).filter(|h| !h.is_empty()),
+            timestamp: Some(doc.started_at.clone()),
+            time: None,
+        }
+    }
+}
+
 fn suite_with(name: String, cx: &SuiteContext) -> quick_junit::TestSuite {
     let mut suite = quick_junit::TestSuite::new(name);
     // `hostname` and `timestamp` are attributes of <testsuite> in the JUnit schema CI systems

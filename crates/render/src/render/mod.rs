@@ -5,6 +5,7 @@ pub mod csv;
 pub mod expect;
 pub mod findings;
 pub mod fleet;
+pub mod junit;
 pub mod matrix;
 pub mod memory;
 pub mod nccl_dump;

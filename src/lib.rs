@@ -12,7 +12,7 @@ pub use ncclprobe_analysis::{analysis, diagnose, expect, live};
 pub use ncclprobe_backend::backend;
 pub use ncclprobe_core::{
     buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out, outln,
-    stats, units, with_dtype,
+    stats, term, units, with_dtype,
 };
 pub use ncclprobe_history::history;
 pub use ncclprobe_import::import;
@@ -57,6 +57,8 @@ pub fn run_cli() -> i32 {
             };
         }
     };
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    cli.configure_terminal(&argv);
     let result = commands::files::check(&cli.command).and_then(|()| match &cli.command {
         cli::Command::Sweep(args) => commands::sweep::run(args),
         cli::Command::Matrix(args) => commands::matrix::run(args),
@@ -79,6 +81,8 @@ pub fn run_cli() -> i32 {
         cli::Command::History(cmd) => commands::history::run(cmd),
         cli::Command::Fleet(args) => commands::fleet::run(args),
         cli::Command::Aliases(args) => commands::perf::aliases(&args.dir, args.mpi),
+        cli::Command::Completions(args) => commands::manual::completions(args.shell),
+        cli::Command::Man(args) => commands::manual::man(&args.command),
     });
     match result {
         Ok(code) => code.code(),

@@ -18,19 +18,24 @@ pub struct ReportArgs {
     pub inputs: Vec<PathBuf>,
     /// Write the self-contained HTML report here (without any output flag, the Markdown
     /// summary goes to stdout).
-    #[arg(short = 'o', long = "output", value_name = "HTML")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "HTML",
+        help_heading = "Report"
+    )]
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub outputs: ReportOutputs,
     /// Do not hold runs against their shipped expectation when no comparison is given.
-    #[arg(long)]
+    #[arg(long, help_heading = "Expectation")]
     pub no_expect: bool,
     /// The collective of runs whose old nccl-tests log does not name it.
-    #[arg(long)]
+    #[arg(long, help_heading = "Expectation")]
     pub collective: Option<String>,
     /// What the runs' output does not say about the machine, as `compare --hardware` takes it
     /// (e.g. "2 nodes x 8 H100 SXM, 8x400G IB per node").
-    #[arg(long, value_name = "FACTS")]
+    #[arg(long, value_name = "FACTS", help_heading = "Expectation")]
     pub hardware: Option<String>,
 }
 
@@ -48,7 +53,8 @@ pub struct DoctorArgs {
         short = 'o',
         long = "output",
         default_value = "ncclprobe-report",
-        value_name = "DIR"
+        value_name = "DIR",
+        help_heading = "Report"
     )]
     pub output: PathBuf,
     #[command(flatten)]
@@ -61,43 +67,51 @@ pub struct DoctorArgs {
     #[arg(long, default_value = "mpirun", value_name = "COMMAND")]
     pub launcher: String,
     /// Smallest size of the short sweep.
-    #[arg(short = 'b', long, default_value = "8")]
+    #[arg(short = 'b', long, default_value = "8", help_heading = "Short sweep")]
     pub minbytes: String,
     /// Largest size of the short sweep.
-    #[arg(short = 'e', long, default_value = "64M")]
+    #[arg(short = 'e', long, default_value = "64M", help_heading = "Short sweep")]
     pub maxbytes: String,
     /// Size factor between points of the short sweep.
-    #[arg(short = 'f', long, default_value = "4")]
+    #[arg(short = 'f', long, default_value = "4", help_heading = "Short sweep")]
     pub stepfactor: String,
     /// Measured seconds per point of the short sweep.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = 0.2, help_heading = "Short sweep")]
     pub point_budget: f64,
     /// Seconds a collective may make no progress before a sweep is ended (each sweep's own
     /// watchdog). Doctor also ends a child sweep, with its launcher and all it started, that
     /// prints nothing for twice this long: SIGTERM to its process group, SIGKILL 5 s later.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, help_heading = "Short sweep")]
     pub timeout: f64,
     /// Do not measure again without the overrides that force a slower path.
-    #[arg(long)]
+    #[arg(long, help_heading = "Short sweep")]
     pub no_alternative: bool,
     /// What the measurement cannot see about the machine, as `compare --hardware` takes it
     /// (e.g. "2 nodes x 8 H100 SXM, 8x400G IB per node"): the comparison uses it, as stated.
-    #[arg(long, value_name = "FACTS")]
+    #[arg(long, value_name = "FACTS", help_heading = "Expectation")]
     pub hardware: Option<String>,
     /// Simulate DDP on the measured curve for this model (a preset, .safetensors or tensor list).
-    #[arg(long, requires = "compute_ms")]
+    #[arg(
+        long,
+        requires = "compute_ms",
+        help_heading = "DDP simulation (with --model)"
+    )]
     pub model: Option<String>,
     /// One GPU's step time in ms at --batch-size (with --model).
-    #[arg(long)]
+    #[arg(long, help_heading = "DDP simulation (with --model)")]
     pub compute_ms: Option<f64>,
     /// Per-GPU micro-batch size (with --model).
-    #[arg(long, default_value_t = 32)]
+    #[arg(
+        long,
+        default_value_t = 32,
+        help_heading = "DDP simulation (with --model)"
+    )]
     pub batch_size: usize,
     /// The input pipeline of the DDP simulation (with --model).
     #[command(flatten)]
     pub loader: super::loader::LoaderArgs,
     /// The report's title.
-    #[arg(long)]
+    #[arg(long, help_heading = "Report")]
     pub title: Option<String>,
 }
 
@@ -119,9 +133,10 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub expectation: ExpectationArgs,
     /// Run vs run: a change smaller than this fraction is noise whatever the test says.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, help_heading = "Run vs run")]
     pub noise: f64,
-    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    /// table for people; json: a typed document; csv: one row per point; markdown: for an issue or a ticket.
+    #[arg(long, value_enum, default_value_t = DocFormat::Table, help_heading = "Output")]
     pub format: DocFormat,
 }
 
@@ -135,7 +150,8 @@ pub struct QualifyArgs {
     pub rules: RuleArgs,
     #[command(flatten)]
     pub pairs: PairRuleArgs,
-    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    /// table for people; json: a typed document; csv: one row per rule; markdown: for an issue or a ticket.
+    #[arg(long, value_enum, default_value_t = DocFormat::Table, help_heading = "Output")]
     pub format: DocFormat,
     #[command(flatten)]
     pub history: super::history::HistoryArgs,
@@ -154,7 +170,8 @@ pub struct QualifyArgs {
 
 #[derive(Debug, Args)]
 pub struct BaselinesArgs {
-    #[arg(long, value_enum, default_value_t = DocFormat::Table)]
+    /// table for people; json: a typed document; csv: one row per entry; markdown: a table.
+    #[arg(long, value_enum, default_value_t = DocFormat::Table, help_heading = "Output")]
     pub format: DocFormat,
 }
 
@@ -214,12 +231,15 @@ pub struct ImportArgs {
 #[derive(Debug, Subcommand)]
 pub enum SimulateCommand {
     /// PyTorch DistributedDataParallel: bucket caps × gradient accumulation, with and without no_sync().
+    #[command(after_help = super::examples::DDP)]
     Ddp(DdpArgs),
     /// FSDP / DeepSpeed ZeRO: communication and memory per GPU by sharding strategy.
     #[command(alias = "zero")]
+    #[command(after_help = super::examples::FSDP)]
     Fsdp(FsdpArgs),
     /// Whether a training setup fits its GPU and host (ZeRO/FSDP, offload, LoRA, activations),
     /// term by term, and the cheapest changes that make it fit.
+    #[command(after_help = super::examples::MEMORY)]
     Memory(Box<super::memory::MemoryArgs>),
 }
 
@@ -262,75 +282,84 @@ pub struct ComputeArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct DdpArgs {
-    /// Preset (resnet18, resnet50, vit-b16, bert-base, bert-large, gpt2, gpt2-medium, llama2-7b), a .safetensors file, or a JSON list of {name, numel, dtype}.
-    #[arg(long)]
+    /// A preset (the model list `simulate fsdp` and `memory` share), a .safetensors file, or a
+    /// JSON list of {name, numel, dtype}.
+    #[arg(long, long_help = super::examples::model_help("A preset, a .safetensors file (its header gives the tensors), or a JSON list of {name, numel, dtype}, in registration order."), help_heading = "Model and step")]
     pub model: String,
-    #[arg(long)]
+    /// GPUs (ranks) in the DDP job: every one all-reduces the gradients.
+    #[arg(long, help_heading = "Model and step")]
     pub world_size: usize,
     /// Per-GPU micro-batch size.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, help_heading = "Model and step")]
     pub batch_size: usize,
     #[command(flatten)]
     pub compute: ComputeArgs,
     #[command(flatten)]
     pub link: LinkArgs,
     /// bucket_cap_mb values to try (MiB, comma-separated).
-    #[arg(long, default_value = "1,5,10,25,50,100,200")]
+    #[arg(
+        long,
+        default_value = "1,5,10,25,50,100,200",
+        help_heading = "DDP (what to try)"
+    )]
     pub bucket_cap_mb: String,
     /// Gradient accumulation steps to try (comma-separated).
-    #[arg(long, default_value = "1,2,4,8")]
+    #[arg(long, default_value = "1,2,4,8", help_heading = "DDP (what to try)")]
     pub accumulation: String,
     /// Show only configurations that use no_sync() (both are always simulated for the advice).
-    #[arg(long)]
+    #[arg(long, help_heading = "DDP (what to try)")]
     pub no_sync: bool,
     /// The Reducer's first bucket in MiB (1 by default; PyTorch 2.x uses bucket_cap_mb when you pass it).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, help_heading = "DDP (what to try)")]
     pub first_bucket_mb: f64,
     /// Gradient element type (default: the model's own).
-    #[arg(long, value_parser = ["fp32", "bf16", "fp16"])]
+    #[arg(long, value_parser = ["fp32", "bf16", "fp16"], help_heading = "DDP (what to try)")]
     pub grad_dtype: Option<String>,
     /// DDP communication hook.
-    #[arg(long, value_parser = ["none", "fp16", "bf16"], default_value = "none")]
+    #[arg(long, value_parser = ["none", "fp16", "bf16"], default_value = "none", help_heading = "DDP (what to try)")]
     pub hook: String,
     /// Model DDP(gradient_as_bucket_view=True).
-    #[arg(long)]
+    #[arg(long, help_heading = "DDP (what to try)")]
     pub gradient_as_bucket_view: bool,
     /// Compute slowdown while all-reduces overlap backward (σ, 0 to 1): backward stretches by
     /// σ × the communication time inside it. NCCL kernels take SMs from the backward kernels;
     /// 0.05-0.15 is typical, more on GPUs with few SMs.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, help_heading = "DDP (what to try)")]
     pub overlap_slowdown: f64,
     /// Boxed: the group is large beside the other simulators' flags.
     #[command(flatten)]
     pub loader: Box<super::loader::LoaderArgs>,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    /// table for people; csv: one row per configuration; json: the typed document.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table, help_heading = "Output")]
     pub format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
 pub struct FsdpArgs {
-    /// Preset, .safetensors file, or JSON tensor list (as for `simulate ddp`).
-    #[arg(long)]
+    /// A preset, a .safetensors file, or a JSON tensor list (as for `simulate ddp`).
+    #[arg(long, long_help = super::examples::model_help("A preset, a .safetensors file, or a JSON tensor list (as for `simulate ddp`)."), help_heading = "Model and step")]
     pub model: String,
-    #[arg(long)]
+    /// GPUs (ranks) the model is sharded over.
+    #[arg(long, help_heading = "Model and step")]
     pub world_size: usize,
     #[command(flatten)]
     pub compute: ComputeArgs,
     #[command(flatten)]
     pub link: LinkArgs,
     /// Strategies to estimate (default: all).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_enum, value_delimiter = ',', help_heading = "Sharding")]
     pub strategy: Vec<Strategy>,
     /// mixed: bf16/fp16 weights and gradients, fp32 Adam states (2+2+12 bytes per parameter); fp32: 4+4+8.
-    #[arg(long, value_parser = ["mixed", "fp32"], default_value = "mixed")]
+    #[arg(long, value_parser = ["mixed", "fp32"], default_value = "mixed", help_heading = "Sharding")]
     pub precision: String,
     /// Activation memory per GPU in GB (not modelled: measure or estimate it).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, help_heading = "Sharding")]
     pub activations_gb: f64,
     /// GPU memory in GB, to say which strategies fit.
-    #[arg(long)]
+    #[arg(long, help_heading = "Sharding")]
     pub gpu_memory_gb: Option<f64>,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    /// table for people; csv: one row per strategy; json: the typed document.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table, help_heading = "Output")]
     pub format: OutputFormat,
 }
 

@@ -113,6 +113,8 @@ pub enum BackendChoice {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Backend")]
 pub struct BackendArgs {
+    /// What moves the bytes: auto (nccl with a GPU, mpi under an MPI launcher, else host), or
+    /// one named; a backend asked for by name that cannot run is exit 5, never a silent other.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
     /// Ranks (threads) for the host backend [default: 2, or the CPU count if larger].
@@ -156,7 +158,7 @@ pub enum BootstrapChoice {
 pub struct OutputArgs {
     /// Write the JSON run record here (a sweep rewrites it as each point completes; `-` or
     /// /dev/stdout = stdout at the end). A FIFO, device or /dev/fd/N gets it once, at the end,
-    /// written in place within --timeout.
+    /// written in place (by a sweep, within its --timeout).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write the CSV here (like --json; `-` = stdout at the end).

@@ -118,9 +118,11 @@ pub enum HistoryCommand {
     /// Add documents to the store: run records (sweep --json, gated or not), pair matrices
     /// (matrix --json) and nccl-tests output (text or -J JSON, imported on the way in).
     /// Adding a document twice changes nothing.
+    #[command(after_help = super::examples::HISTORY_ADD)]
     Add(HistoryAddArgs),
     /// Check the store's consistency (SQLite's integrity check, rows without their run) and
     /// count what it holds; exit 3 when something is wrong.
+    #[command(after_help = super::examples::HISTORY_CHECK)]
     Check(HistoryStoreArgs),
 }
 
@@ -168,23 +170,23 @@ pub struct FleetArgs {
     #[command(flatten)]
     pub store: HistoryStoreArgs,
     /// Runs started since: an RFC 3339 time or an age (`30d`, `12h`, `90m`).
-    #[arg(long, value_name = "WHEN")]
+    #[arg(long, value_name = "WHEN", help_heading = "Which nodes")]
     pub since: Option<String>,
     /// Only this SKU.
-    #[arg(long, value_name = "SKU")]
+    #[arg(long, value_name = "SKU", help_heading = "Which nodes")]
     pub sku: Option<String>,
     /// Show only this node (it is still judged against all its peers).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Which nodes")]
     pub node: Option<String>,
     #[command(flatten)]
     pub rules: FleetRuleArgs,
     /// table: the drain list and the fleet; csv: the drain list, one reason a row; junit: one
     /// test case per node; json: everything; markdown: for an issue or a ticket.
-    #[arg(long, value_enum, default_value_t = FleetFormat::Table)]
+    #[arg(long, value_enum, default_value_t = FleetFormat::Table, help_heading = "Output")]
     pub format: FleetFormat,
     /// Also write the fleet page (drain list, nodes × collectives heat map of the ratio to
     /// peers, a trend line per drained node) here, self-contained HTML.
-    #[arg(long, value_name = "PAGE")]
+    #[arg(long, value_name = "PAGE", help_heading = "Output")]
     pub html: Option<PathBuf>,
 }
 

@@ -33,15 +33,15 @@ pub struct MatrixArgs {
     pub stepfactor: String,
 
     /// Pairs of ranks, or pairs of nodes (hosts) with all their ranks at once.
-    #[arg(long, value_enum, default_value_t = By::Rank)]
+    #[arg(long, value_enum, default_value_t = By::Rank, help_heading = "What to measure")]
     pub by: By,
     /// Measure one pair at a time instead of rounds of disjoint pairs: slower, but free of
     /// interference when pairs share a link (a PCIe switch, a NIC, the memory bus).
-    #[arg(long)]
+    #[arg(long, help_heading = "What to measure")]
     pub one_pair_at_a_time: bool,
     /// Name a pair whose bandwidth is below this fraction of the median pair's (or whose
     /// latency is above the median over this fraction).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, help_heading = "What to measure")]
     pub outlier: f64,
     /// Gate the matrix when it ends and write the verdict as JUnit XML: one test case per
     /// rule, per slow pair and per slow node (exit 3 when one fails).

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct MemoryArgs {
-    /// A shape by name: gpt2, gpt2-medium, gpt2-xl, bert-base, bert-large, llama2-7b,
-    /// qwen2-1.5b, gemma-2b, phi-2 (each copied from its published config.json), or a Hugging
-    /// Face config.json file (as --model-config).
-    #[arg(long, conflicts_with = "model_config", required_unless_present_any = ["model_config", "layers"])]
+    /// A model by name (the shapes are copied from each published config.json; the list
+    /// `simulate ddp` and `fsdp` take too), or a Hugging Face config.json file (as
+    /// --model-config).
+    #[arg(long, long_help = super::examples::model_help("A model by name, its shape copied from its published config.json, or a Hugging Face config.json file (as --model-config)."), conflicts_with = "model_config", required_unless_present_any = ["model_config", "layers"])]
     pub model: Option<String>,
     /// A Hugging Face config.json (hidden_size, num_hidden_layers, num_attention_heads,
     /// num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings, model_type;
@@ -19,13 +19,16 @@ pub struct MemoryArgs {
     /// The shape by flags (a Llama-style decoder): layers.
     #[arg(long, requires_all = ["hidden", "heads", "vocab"], conflicts_with_all = ["model", "model_config"])]
     pub layers: Option<u64>,
+    /// The shape by flags: the hidden size (the model's width, `hidden_size`).
     #[arg(long)]
     pub hidden: Option<u64>,
+    /// The shape by flags: attention heads per layer (`num_attention_heads`).
     #[arg(long)]
     pub heads: Option<u64>,
     /// Key/value heads (grouped-query attention; default: --heads).
     #[arg(long)]
     pub kv_heads: Option<u64>,
+    /// The shape by flags: the vocabulary (`vocab_size`): the embedding's and the logits' size.
     #[arg(long)]
     pub vocab: Option<u64>,
     /// The MLP's inner width (default: 4 × --hidden).
@@ -111,7 +114,8 @@ pub struct MemoryArgs {
     pub oom: Option<PathBuf>,
     #[command(flatten)]
     pub link: OptionalLink,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    /// table for people; csv: one row per term; json: the typed document.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table, help_heading = "Output")]
     pub format: OutputFormat,
 }
 
@@ -122,10 +126,13 @@ pub struct OptionalLink {
     /// CSV) or `--busbw` GB/s.
     #[arg(long = "curve", conflicts_with = "busbw")]
     pub curve: Option<PathBuf>,
+    /// Bus bandwidth in GB/s (nccl-tests' busbw) for an alpha-beta link instead of a curve.
     #[arg(long)]
     pub busbw: Option<f64>,
+    /// Per-call latency in microseconds for the alpha-beta link.
     #[arg(long, default_value_t = 20.0, requires = "busbw")]
     pub latency_us: f64,
+    /// Use a --curve that is incomplete or of another rank count (as `simulate ddp` takes it).
     #[arg(long, requires = "curve")]
     pub allow_partial: bool,
 }

@@ -62,7 +62,7 @@ pub struct SizeArgs {
     /// Largest message size.
     #[arg(short = 'e', long = "maxbytes", default_value = "256M")]
     pub maxbytes: String,
-    /// Multiply the size by this factor between points.
+    /// Multiply the size by this factor between points [default: 2; none with -i].
     #[arg(short = 'f', long = "stepfactor")]
     pub stepfactor: Option<String>,
     /// Add this many bytes between points (instead of a factor).

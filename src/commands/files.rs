@@ -58,6 +58,8 @@ fn files(command: &Command) -> Files {
         | Command::Sweep(_)
         | Command::Matrix(_)
         | Command::Baselines(_)
-        | Command::Aliases(_) => files,
+        | Command::Aliases(_)
+        | Command::Completions(_)
+        | Command::Man(_) => files,
     }
 }

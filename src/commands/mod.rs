@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod history;
 pub mod import;
 pub mod loader;
+pub mod manual;
 pub mod matrix;
 pub mod memory;
 pub mod perf;

@@ -66,6 +66,16 @@ pub(crate) fn load_link(link: &LinkArgs, needs: &Needs) -> Result<(Curve, Vec<St
                 match curve::load_with_status(path, coll) {
                     Ok(loaded) => {
                         let mut notes = partial(path, &loaded, needs, link.allow_partial)?;
+                        if let Some(b) = loaded
+                            .backend
+                            .as_deref()
+                            .filter(|b| matches!(*b, "host" | "mpi"))
+                        {
+                            notes.push(format!(
+                                "on the host-memory curve: {} was measured by the {b} backend (host memory, no GPU), so the times say what this simulation would do over host memory, not over the GPUs' link",
+                                path.display()
+                            ));
+                        }
                         if i > 0 {
                             notes.push(format!(
                                 "{coll} curve used as a stand-in for {} (same bus bandwidth assumed)",

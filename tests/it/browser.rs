@@ -124,8 +124,19 @@ fn check_in_browser(browser: &Browser, page: &Path, shot_name: &str, plots: bool
         .expect("a JSON string");
     let (word, why, scroll, inner, links): (String, String, u32, u32, usize) =
         serde_json::from_str(&first).expect("the first screen");
+    // A report's verdict, or a fleet page's ("Nothing to drain", "Drain 3 of 48 nodes",
+    // upper-cased by the page's style).
+    let word = word.trim().to_uppercase();
     assert!(
-        ["HEALTHY", "DEGRADED", "FAILED", "NOT JUDGED"].contains(&word.trim()),
+        [
+            "HEALTHY",
+            "DEGRADED",
+            "FAILED",
+            "NOT JUDGED",
+            "NOTHING TO DRAIN"
+        ]
+        .contains(&word.as_str())
+            || (word.starts_with("DRAIN ") && word.ends_with(" NODES")),
         "{}: verdict word {word:?}",
         page.display()
     );
@@ -219,6 +230,38 @@ fn gallery_reports_load_cleanly_in_chromium() {
             "{name}: no citation is a link"
         );
     }
+}
+
+#[test]
+fn the_fleet_page_reads_at_a_glance_in_chromium() {
+    use ncclprobe::history::synthetic::{self, Fault, Spec};
+    use ncclprobe::history::{Location, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("fleet.sqlite");
+    let spec = Spec {
+        nodes: 48,
+        runs: 6,
+        sizes: 20,
+        samples: 12,
+        seed: 7,
+        planted: vec![(5, Fault::SlowLarge), (30, Fault::Drifting)],
+        matrices: false,
+    };
+    let mut s = Store::open(&Location::parse(store.to_str().unwrap()).unwrap()).unwrap();
+    for e in synthetic::entries(&spec) {
+        s.add(&e).unwrap();
+    }
+    drop(s);
+    let page = dir.path().join("fleet.html");
+    crate::common::bin()
+        .args(["fleet", "--history"])
+        .arg(&store)
+        .arg("--html")
+        .arg(&page)
+        .assert()
+        .code(3);
+    let browser = launch();
+    check_in_browser(&browser, &page, "fleet", false);
 }
 
 #[test]

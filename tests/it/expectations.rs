@@ -309,6 +309,24 @@ fn a_run_compared_with_itself_is_within_noise_at_every_point() {
         c.points
     );
     assert!(c.points.iter().all(|p| p.p_value.is_some_and(|v| v > 0.9)));
+    // As a person reads it: no change the test found is "not significant", with its p-value.
+    let table = bin()
+        .args([
+            "compare",
+            record.to_str().unwrap(),
+            record.to_str().unwrap(),
+        ])
+        .stdout_if(0);
+    let table = String::from_utf8(table).unwrap();
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("all_reduce"))
+        .collect();
+    assert!(!rows.is_empty(), "{table}");
+    for r in rows {
+        assert!(r.contains("not significant") && r.contains("p = "), "{r}");
+        assert!(!r.contains("within-noise") && !r.contains("NaN"), "{r}");
+    }
 }
 
 #[test]
@@ -361,6 +379,9 @@ fn a_slower_run_is_a_regression_only_where_significant_and_beyond_the_band() {
         md.contains("| all_reduce | 64 KiB | out-of-place |") && md.contains("**regression**"),
         "{md}"
     );
+    // Significant but inside the band: said so, not "within-noise"; the columns say which run.
+    assert!(md.contains("| within the band |"), "{md}");
+    assert!(md.contains("| after GB/s | before GB/s |"), "{md}");
 }
 
 #[test]

@@ -159,9 +159,63 @@ fn the_drain_list_names_exactly_the_three_planted_nodes() {
         let html = std::fs::read_to_string(&page).unwrap();
         let drain_at = html.find("id=\"drain\"").unwrap();
         assert!(drain_at < html.find("Ratio to peers").unwrap());
-        assert_eq!(html.matches("<rect").count(), 48);
-        assert!(html.contains("<polyline"));
+        // A cell per node, its ratio printed in it; the scale's legend centred on the threshold.
+        assert_eq!(html.matches("class=\"cell\"").count(), 48);
+        assert!(html.contains("% drain threshold"), "legend");
+        let cells: Vec<&str> = html.split("class=\"cell\">").skip(1).collect();
+        assert!(cells
+            .iter()
+            .all(|c| c.split('<').next().unwrap().ends_with('%')));
+        // Trends: a point per run, a line through them, the bandwidth axis and the dates.
+        assert!(html.contains("<polyline") && html.contains("<circle"));
+        assert!(html.contains(" GB/s</text>"), "axis");
+        assert!(html.matches(">20").count() >= 2, "dates on the axis");
+        assert!(html.contains("Drain 3 of 48 nodes"), "verdict first");
     }
+}
+
+#[test]
+fn nodes_no_peer_judged_are_listed_as_such_not_coloured() {
+    // Six nodes of six SKUs (the corpus's logs): nobody has a peer to be held against.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("fleet.sqlite");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/nccl-tests");
+    let logs = [
+        "01-h200-2node-baremetal-socket-ifname.txt",
+        "04-hgx-h100-2node-ib-cx7-nvls-mpi-warnings.txt",
+        "07-2080ti-x2-pcie-no-p2p-allreduce.txt",
+    ];
+    let mut add = common::bin();
+    add.args(["history", "add"]).arg("--history").arg(&store);
+    for l in logs {
+        add.arg(corpus.join(l));
+    }
+    add.assert().success();
+    let out = common::bin()
+        .args(["fleet", "--history"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("drain list: empty (0 of 3 nodes judged against peers; not judged: "),
+        "{text}"
+    );
+    let page = dir.path().join("fleet.html");
+    common::bin()
+        .args(["fleet", "--history"])
+        .arg(&store)
+        .arg("--html")
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("id=\"unjudged\">Not judged against peers (3)"),
+        "{html}"
+    );
+    assert_eq!(html.matches("class=\"cell\"").count(), 0, "{html}");
 }
 
 #[test]
@@ -180,7 +234,7 @@ fn a_healthy_fleet_drains_nobody() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{store}: {text}");
         assert!(
-            text.contains("drain list: empty (48 nodes judged)"),
+            text.contains("drain list: empty (48 of 48 nodes judged against peers)"),
             "{text}"
         );
     }

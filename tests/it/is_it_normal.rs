@@ -88,6 +88,14 @@ fn nics_named_on_the_command_line_leave_only_their_speed_open() {
         .as_str()
         .unwrap()
         .contains("the NICs' speed settles it"));
+    // What the table assumed is what the line above it says: 8 NICs known, their speed not.
+    let why = doc["baseline"]["why"].as_str().unwrap();
+    assert!(!why.contains("no NIC count"), "{why}");
+    assert!(
+        why.contains("with 8 NICs per node (from the log's NCCL_IB_HCA)")
+            && why.contains("speed not known"),
+        "{why}"
+    );
 }
 
 #[test]

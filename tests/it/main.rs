@@ -45,6 +45,7 @@ mod messages;
 mod nccl_double;
 mod nccl_real;
 mod nvml_double;
+mod one_story;
 mod perf_dropin;
 mod perf_parsers;
 mod provenance;
@@ -52,6 +53,7 @@ mod render_snapshots;
 mod report;
 mod simulate_cli;
 mod sweep_host;
+mod terminal;
 mod verdicts;
 
 /// The modules whose tests read the machine they run on (the dynamic loader and what it finds,
@@ -72,6 +74,7 @@ pub const MACHINE_MODULES: &[&str] = &[
     "perf_parsers",
     "report",
     "sweep_host",
+    "terminal",
     "verdicts",
 ];
 

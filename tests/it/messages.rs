@@ -25,7 +25,8 @@ fn a_mistyped_profile_or_model_gets_the_name_it_is_near() {
         .assert()
         .code(2)
         .stderr(contains("did you mean `bert-base`?"));
-    // A shape of the memory planner named to ddp: said what it is and what ddp needs.
+    // A shape of the memory planner named to ddp: the one model list, so ddp takes it too,
+    // its tensors built from the shape (the published count).
     bin()
         .args([
             "simulate",
@@ -37,8 +38,14 @@ fn a_mistyped_profile_or_model_gets_the_name_it_is_near() {
         ])
         .args(["--compute-ms", "100", "--busbw", "10"])
         .assert()
+        .code(0)
+        .stdout(contains("gemma-2b: 2506172416 parameters"));
+    // And an inventory without a shape, named to memory: said what it is.
+    bin()
+        .args(["simulate", "memory", "--model", "resnet18"])
+        .assert()
         .code(2)
-        .stderr(contains("is a shape of `simulate memory`"));
+        .stderr(contains("tensor inventory"));
     bin()
         .args(["simulate", "memory", "--model", "gpt2-mediun"])
         .assert()

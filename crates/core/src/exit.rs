@@ -139,9 +139,11 @@ impl std::error::Error for Failure {}
 
 /// Writes `text` to stdout, flushed. A reader that went away (a closed pipe) is
 /// `ExitCode::ClosedPipe` with no message; any other failure (a full disk) is an internal
-/// error that says so. Every command's stdout goes through here (`out!`, `outln!`).
+/// error that says so. Every command's stdout goes through here (`out!`, `outln!`), its verdict
+/// words coloured where a person reads them (`term::paint`).
 pub fn print(text: &str) -> Result<(), Failure> {
     use std::io::Write;
+    let text = crate::term::paint(text);
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|_| out.flush())

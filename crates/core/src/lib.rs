@@ -15,4 +15,5 @@ pub mod fault_injection;
 pub mod flags;
 pub mod model;
 pub mod stats;
+pub mod term;
 pub mod units;

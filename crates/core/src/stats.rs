@@ -61,6 +61,10 @@ pub const ORDER_STATISTICS_FROM: usize = 10;
 /// Student's t, 97.5% quantile, for 1..=8 degrees of freedom (any table of the t distribution).
 const T_975: [f64; 8] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306];
 
+/// The significance level of the rank tests (run against run, a node against its peers): a
+/// p-value at or above it is "not significant".
+pub const SIGNIFICANCE: f64 = 0.05;
+
 /// Linear-interpolated quantile of sorted data (`q` in [0, 1]).
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     match sorted.len() {

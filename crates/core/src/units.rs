@@ -80,6 +80,15 @@ pub fn fixed(value: f64, decimals: usize) -> String {
     }
 }
 
+/// A ratio as people read it (`0.97x`); `–` where there is none to give (0/0, a figure divided
+/// by zero): `NaNx` reads as a bug.
+pub fn ratio(value: f64) -> String {
+    match value.is_finite() {
+        true => format!("{}x", fixed(value, 2)),
+        false => "–".into(),
+    }
+}
+
 /// A size as people read it, two decimals in binary units: MiB below a GiB, GiB below a
 /// TiB, TiB from there (`500.00 MiB`, `23.63 GiB`), as PyTorch's messages print them.
 pub fn size_text(bytes: f64) -> String {

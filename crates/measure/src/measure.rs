@@ -492,3 +492,12 @@ pub(crate) fn parse_whoami(rank: usize, bytes: &[u8]) -> RankInfo {
         group,
     }
 }
+
+/// Where a progress bar draws: stderr, or nowhere under -q (indicatif draws none off a
+/// terminal either).
+pub fn progress_target() -> indicatif::ProgressDrawTarget {
+    match crate::term::quiet() {
+        true => indicatif::ProgressDrawTarget::hidden(),
+        false => indicatif::ProgressDrawTarget::stderr(),
+    }
+}

@@ -40,12 +40,16 @@ impl Steps {
     fn begin(&mut self, what: &str) {
         self.done += 1;
         self.started = Instant::now();
-        eprintln!("doctor [{}/{}] {what} …", self.done, self.total);
+        if !crate::term::quiet() {
+            eprintln!("doctor [{}/{}] {what} …", self.done, self.total);
+        }
     }
 
     fn end(&mut self, part: &str) {
         let seconds = self.started.elapsed().as_secs_f64();
-        eprintln!("doctor       {part}: {seconds:.1} s");
+        if !crate::term::quiet() {
+            eprintln!("doctor       {part}: {seconds:.1} s");
+        }
         self.timings.push(Timing {
             part: part.into(),
             seconds,
@@ -446,15 +450,22 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     let verdict = &rendered.verdict;
     let dir = doctor.out.path();
 
-    crate::outln!("{}: {}", verdict.word, verdict.sentence);
+    // Prose to the terminal's width ($COLUMNS), each continuation indented under its line.
+    let wrapped =
+        |line: String, indent: &str| crate::term::wrap_to_terminal(&line, indent).into_owned();
+    crate::outln!(
+        "{}",
+        wrapped(format!("{}: {}", verdict.word, verdict.sentence), "  ")
+    );
     for m in &verdict.measured {
-        crate::outln!("  {m}");
+        crate::outln!("{}", wrapped(format!("  {m}"), "    "));
     }
     for (i, r) in rendered.recommendations.iter().take(3).enumerate() {
-        match &r.gain {
-            Some(g) => crate::outln!("{}. {} — {g}", i + 1, r.action),
-            None => crate::outln!("{}. {}", i + 1, r.action),
-        }
+        let line = match &r.gain {
+            Some(g) => format!("{}. {} — {g}", i + 1, r.action),
+            None => format!("{}. {}", i + 1, r.action),
+        };
+        crate::outln!("{}", wrapped(line, "   "));
     }
     crate::outln!(
         "report: {} ({:.1} s)",

@@ -146,6 +146,9 @@ pub struct Loaded {
     pub curve: Curve,
     /// The run's status, for a run record (a CSV carries none).
     pub status: Option<RunStatus>,
+    /// The backend that measured it, for a run record (`host`, `mpi`, `nccl`, `imported`'s
+    /// `nccl`): a curve of host memory says nothing about GPUs, and whoever uses it says so.
+    pub backend: Option<String>,
 }
 
 /// Read `coll`'s out-of-place points from a run record (JSON) or a CSV in the sweep's contract.
@@ -156,6 +159,7 @@ pub fn load(path: &Path, coll: Collective) -> Result<Curve, CurveError> {
 /// [`load`], with the run's status.
 pub fn load_with_status(path: &Path, coll: Collective) -> Result<Loaded, CurveError> {
     let mut status = None;
+    let mut backend = None;
     let bad = |reason: String| CurveError::Bad {
         path: path.display().to_string(),
         reason,
@@ -166,6 +170,7 @@ pub fn load_with_status(path: &Path, coll: Collective) -> Result<Loaded, CurveEr
         let record: RunRecord = crate::documents::read::read(&path.display().to_string(), &bytes)
             .map_err(|e| CurveError::Document(e.to_string()))?;
         status = Some(record.status);
+        backend = Some(record.backend.name.clone());
         let pts: Vec<_> = record
             .points
             .iter()
@@ -190,7 +195,11 @@ pub fn load_with_status(path: &Path, coll: Collective) -> Result<Loaded, CurveEr
         )));
     }
     from_points(coll, nranks, points, path.display().to_string())
-        .map(|curve| Loaded { curve, status })
+        .map(|curve| Loaded {
+            curve,
+            status,
+            backend,
+        })
         .ok_or_else(|| bad(format!("no usable (non-zero) {coll} points")))
 }
 

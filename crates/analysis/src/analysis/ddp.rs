@@ -321,6 +321,15 @@ pub fn advice(setup: &Setup, grid: &[Outcome], default_cap_mb: f64) -> Vec<Strin
         no_sync: true,
     });
     let gpus = format!("{n} {}", if n == 1 { "GPU" } else { "GPUs" });
+    if n == 1 {
+        // One rank all-reduces nothing: bucket caps, no_sync() and the link change nothing,
+        // and a "best" among identical settings would be noise.
+        lines.push(format!(
+            "world size 1: no gradient all-reduce, so bucket_cap_mb, no_sync() and the link change nothing ({:.0} samples/s at every setting); accumulation changes only the effective batch and how often the optimizer steps",
+            default.samples_per_s
+        ));
+        return lines;
+    }
     if default.samples_per_s < (setup.batch_size as f64) * one_gpu_it {
         lines.push(format!(
             "{gpus} over this link are slower than 1 ({:.1} vs {:.1} it/s, {:.0} vs {:.0} samples/s at bucket_cap_mb={default_cap_mb}): each step waits {:.0} ms for gradients",

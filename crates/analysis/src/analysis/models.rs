@@ -65,13 +65,28 @@ fn presets() -> Vec<(String, PresetFile)> {
     map.into_iter().collect()
 }
 
+/// Every model name `simulate ddp`, `fsdp` and `memory` take, sorted: the tensor inventories
+/// shipped (data/models.json) and the memory planner's transformer shapes, whose tensors come
+/// from the shape. One list, so a name one command takes the others take too.
 pub fn preset_names() -> Vec<String> {
-    presets().into_iter().map(|(n, _)| n).collect()
+    let mut names: Vec<String> = presets().into_iter().map(|(n, _)| n).collect();
+    names.extend(
+        crate::analysis::memory::presets::preset_names()
+            .into_iter()
+            .map(String::from),
+    );
+    names.sort();
+    names.dedup();
+    names
 }
 
-/// A shipped preset (fp32 gradients), with the published parameter count it must add up to.
+/// A shipped preset (fp32 gradients), with the published parameter count it must add up to:
+/// a shipped inventory, else the tensors of the memory planner's shape of that name.
 pub fn preset(name: &str) -> Result<(Model, u64), ModelError> {
     let want = name.trim().to_ascii_lowercase();
+    if let Some(model) = from_shape(&want) {
+        return Ok(model);
+    }
     presets()
         .into_iter()
         .find(|(n, _)| *n == want)
@@ -97,15 +112,42 @@ pub fn preset(name: &str) -> Result<(Model, u64), ModelError> {
         .ok_or_else(|| {
             let names = preset_names();
             let listed: Vec<&str> = names.iter().map(String::as_str).collect();
-            let shapes = crate::analysis::memory::presets::preset_names();
-            let hint = match shapes.iter().find(|s| s.eq_ignore_ascii_case(name.trim())) {
-                Some(shape) => format!(
-                    " (`{shape}` is a shape of `simulate memory`, which plans its memory; `simulate ddp` and `fsdp` need its tensors: a .safetensors file or a JSON tensor list)"
-                ),
-                None => crate::flags::did_you_mean(name, &listed),
-            };
+            let hint = crate::flags::did_you_mean(name, &listed);
             ModelError::UnknownPreset(name.to_string(), names.join(", "), hint)
         })
+}
+
+/// A memory-planner shape with no shipped inventory of its own, as an inventory: its tensors
+/// in Hugging Face registration order, fp32 gradients, and its published count.
+fn from_shape(name: &str) -> Option<(Model, u64)> {
+    if presets().iter().any(|(n, _)| n == name) {
+        return None;
+    }
+    let shape = crate::analysis::memory::presets::preset(name).ok()?;
+    let published = crate::analysis::memory::presets::PRESETS
+        .iter()
+        .find(|p| p.0 == name)
+        .map(|p| p.2)?;
+    let tensors = shape
+        .tensors()
+        .into_iter()
+        .map(|(name, numel)| Tensor {
+            name,
+            numel,
+            elem_bytes: 4,
+        })
+        .collect();
+    Some((
+        Model {
+            name: name.to_string(),
+            tensors,
+            source: format!(
+                "{}, tensors in Hugging Face registration order",
+                shape.source
+            ),
+        },
+        published,
+    ))
 }
 
 fn dtype_bytes(dtype: &str) -> Option<u64> {
@@ -295,6 +337,12 @@ mod tests {
             ("gpt2", 124_439_808, 148),
             ("gpt2-medium", 354_823_168, 292),
             ("llama2-7b", 6_738_415_616, 291),
+            // The memory planner's shapes, their tensors built from the shape: as many as the
+            // Hugging Face checkpoints hold (gpt2-xl's fused c_attn is listed as q, k and v).
+            ("gpt2-xl", 1_557_611_200, 2 + 48 * 16 + 2),
+            ("qwen2-1.5b", 1_543_714_304, 338),
+            ("gemma-2b", 2_506_172_416, 164),
+            ("phi-2", 2_779_683_840, 453),
         ];
         assert_eq!(preset_names().len(), published.len());
         for (name, params, tensors) in published {

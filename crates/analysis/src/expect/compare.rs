@@ -181,7 +181,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
     }
     let mut sentences = Vec::new();
     for (coll, rows) in &by_coll {
-        sentences.push(sentence(*coll, rows, choice));
+        sentences.push(sentence(*coll, rows, &points, choice));
     }
     let summary = if sentences.is_empty() && not_compared.is_empty() {
         "nothing to compare: the run has no measured points".to_string()
@@ -221,16 +221,47 @@ pub fn plateau_floor(largest_bytes: u64, entry_from_bytes: u64) -> u64 {
     }
 }
 
-fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice) -> String {
+/// A collective's ratio to its expectation, as every page states it: the median of its compared
+/// points' ratios from the plateau floor up ([`plateau_floor`] of `entry_from_bytes`), with that
+/// floor. The summary's "reaches 0.97x" and the report's headline are this one figure.
+pub fn plateau_ratio(
+    points: &[ComparedPoint],
+    coll: Collective,
+    entry_from_bytes: u64,
+) -> Option<(f64, u64)> {
+    let of_coll = || points.iter().filter(move |p| p.collective == coll);
+    let largest = of_coll().map(|p| p.size_bytes).max()?;
+    let floor = plateau_floor(largest, entry_from_bytes);
+    let ratios = of_coll()
+        .filter(|p| p.size_bytes >= floor)
+        .map(|p| p.ratio)
+        .collect();
+    median(ratios).map(|x| (x, floor))
+}
+
+/// [`plateau_ratio`] of a comparison document: its entry's plateau when it is a shipped one,
+/// else the run's top sizes (from a quarter of its largest).
+pub fn plateau_ratio_of(c: &Comparison, coll: Collective) -> Option<(f64, u64)> {
+    let from = super::table::shipped()
+        .entries
+        .iter()
+        .find(|e| e.id == c.baseline.id)
+        .map(|e| e.plateau_from_bytes)
+        .unwrap_or(u64::MAX);
+    plateau_ratio(&c.points, coll, from)
+}
+
+fn sentence(
+    coll: Collective,
+    rows: &[(&Point, Expected, f64)],
+    points: &[ComparedPoint],
+    choice: &Choice,
+) -> String {
     let from = choice.entry.plateau_from_bytes;
-    let largest = rows.iter().map(|(p, _, _)| p.size_bytes).max().unwrap_or(0);
-    let floor = plateau_floor(largest, from);
-    let plateau = median(
-        rows.iter()
-            .filter(|(p, _, _)| p.size_bytes >= floor)
-            .map(|r| r.2)
-            .collect(),
-    );
+    let (plateau, floor) = match plateau_ratio(points, coll, from) {
+        Some((x, floor)) => (Some(x), floor),
+        None => (None, from),
+    };
     let at = if floor == from {
         format!("at {} and above", format_size(from))
     } else {
@@ -267,11 +298,27 @@ fn sentence(coll: Collective, rows: &[(&Point, Expected, f64)], choice: &Choice)
             .count()
     };
     let (below, far) = (count(BELOW), count(FAR_BELOW));
-    if below + far > 0 {
+    let below_at_plateau = rows
+        .iter()
+        .filter(|(p, _, _)| p.size_bytes >= floor)
+        .filter(|(p, e, _)| matches!(verdict(measured_busbw(p), e), BELOW | FAR_BELOW))
+        .count();
+    if below + far > 0 && below_at_plateau == 0 {
+        // Below the band only where the plateau does not reach: said, so that a healthy
+        // plateau beside "32 points below" needs no second reading.
         s.push_str(&format!(
-            " ({} of {} points below the band, {} far below).",
+            " ({} of {} points below the band, all of them under {} where the plateau is judged; {} far below).",
             below + far,
             rows.len(),
+            format_size(floor),
+            far
+        ));
+    } else if below + far > 0 {
+        s.push_str(&format!(
+            " ({} of {} points below the band, {below_at_plateau} of them from {} up; {} far below).",
+            below + far,
+            rows.len(),
+            format_size(floor),
             far
         ));
     } else {

@@ -149,10 +149,7 @@ pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
                 .map(|c| format!("{} {} GB/s: {}", c.name, c.busbw_gbps, c.citation))
                 .collect::<Vec<_>>()
                 .join("; "),
-            why: format!(
-                "ranks on {} nodes and no NIC count and speed known (no --hardware, topology or log that gives them)",
-                s.nnodes
-            ),
+            why: unknown_nics(s),
         },
         without_overrides: None,
         points: Vec::new(),
@@ -165,6 +162,24 @@ pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
         summary,
         stated: s.stated.facts(),
         nic_readings,
+    }
+}
+
+/// What is not known of the nodes' NICs, said as the table below it will use it: a count read
+/// from the log or topology is named, not denied.
+fn unknown_nics(s: &Situation) -> String {
+    let nodes = s.nnodes;
+    match (s.known_nic_count(), s.stated.nic_gbps) {
+        (Some(n), None) => format!(
+            "ranks on {nodes} nodes with {n} NICs per node (from {}) and their speed not known (no --hardware or topology that gives it)",
+            s.nic_count_source()
+        ),
+        (None, Some(g)) => format!(
+            "ranks on {nodes} nodes with {g} Gb/s NICs and their count per node not known (no --hardware, topology or log that gives it)"
+        ),
+        _ => format!(
+            "ranks on {nodes} nodes and no NIC count and speed known (no --hardware, topology or log that gives them)"
+        ),
     }
 }
 

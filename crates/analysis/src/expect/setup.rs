@@ -103,7 +103,7 @@ pub fn situation(
     if let Some((name, t)) = fit {
         s.topology_notes = s.fit_topology(&name, &t).map_err(Failure::usage)?;
         for note in &s.topology_notes {
-            eprintln!("ncclprobe: {note}");
+            crate::term::note(note);
         }
     }
     if let Some(text) = &args.hardware {

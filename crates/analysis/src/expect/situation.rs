@@ -207,6 +207,23 @@ impl Situation {
             .or_else(|| self.hca_list_len())
     }
 
+    /// Where [`Self::known_nic_count`] found its count, in words.
+    pub fn nic_count_source(&self) -> &'static str {
+        if self.stated.nics_per_node.is_some() {
+            "--hardware"
+        } else if self
+            .topology
+            .as_ref()
+            .is_some_and(|(_, t)| t.devices.iter().any(|d| d.starts_with("NIC")))
+        {
+            "the topology"
+        } else if !self.log_nics.is_empty() {
+            "the NICs the log names"
+        } else {
+            "the log's NCCL_IB_HCA"
+        }
+    }
+
     /// NCCL_IB_HCA naming the NICs one by one (`mlx5_0:1,mlx5_1:1`): how many it uses. A list
     /// that excludes (`^`) or a bare prefix (`mlx5`, which matches every such NIC) says nothing.
     fn hca_list_len(&self) -> Option<usize> {

@@ -15,7 +15,7 @@ pub const IMPROVEMENT: &str = "improvement";
 pub const WITHIN_NOISE: &str = "within-noise";
 
 /// Significance level of the rank test.
-pub const ALPHA: f64 = 0.05;
+pub const ALPHA: f64 = crate::stats::SIGNIFICANCE;
 
 /// The fewest samples per side for the rank test to be able to reach ALPHA (with 3 and 3 the
 /// smallest two-sided p is 0.1).
@@ -266,7 +266,7 @@ fn localised(points: &[ComparedPoint], noise: f64) -> Vec<String> {
                 let median = ratios[ratios.len() / 2];
                 match r[0].verdict.as_str() {
                     WITHIN_NOISE => format!("{span} within {:.0}%", noise * 100.0),
-                    v => format!("{span}: {}x {v}", crate::units::fixed(median, 2)),
+                    v => format!("{span}: {} {v}", crate::units::ratio(median)),
                 }
             })
             .collect();
@@ -329,7 +329,7 @@ pub fn against_run(
         baseline: BaselineRef {
             kind: "run".into(),
             id: before_name.into(),
-            title: format!("earlier run {before_name} ({}, started {})", before.backend.name, before.started_at),
+            title: format!("earlier run {before_name} ({}, {})", before.backend.name, before.started_words()),
             provenance: "measured".into(),
             citation: before_name.into(),
             why: "given as the first file".into(),

@@ -80,3 +80,16 @@ pub fn identity(r: &RunRecord) -> String {
         None => r.started_at.clone(),
     }
 }
+
+impl super::RunRecord {
+    /// When the run started, in words: its time for a measured run; for an imported log, that
+    /// the log does not say (the record's `started_at` is when it was read in).
+    pub fn started_words(&self) -> String {
+        match self.source {
+            super::Source::Measured => format!("started {}", self.started_at),
+            super::Source::Imported => {
+                format!("start not in the log; imported {}", self.started_at)
+            }
+        }
+    }
+}

@@ -26,14 +26,14 @@ pub fn failure(e: HistoryError) -> Failure {
 
 fn said(target: &Target, added: &Added, node: &str, sku: &str) {
     match added {
-        Added::Stored { id } => eprintln!(
-            "ncclprobe: kept in {} as run {id} (node {node}, {sku})",
+        Added::Stored { id } => crate::term::note(&format!(
+            "kept in {} as run {id} (node {node}, {sku})",
             target.location.display()
-        ),
-        Added::AlreadyStored { id } => eprintln!(
-            "ncclprobe: already in {} as run {id}",
+        )),
+        Added::AlreadyStored { id } => crate::term::note(&format!(
+            "already in {} as run {id}",
             target.location.display()
-        ),
+        )),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::model::{RankInfo, RunStatus};
 use crate::render::record::paths::{is_stdout, target, Target};
 use crate::render::record::{clean_stale_temps, write_atomic, write_within};
 use crate::render::record::{Format, Outputs};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -35,7 +35,7 @@ impl MatrixOut {
         for p in json_path.iter().chain(csv_path.iter()) {
             clean_stale_temps(p);
         }
-        let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        let progress = ProgressBar::with_draw_target(Some(0), crate::measure::progress_target());
         if let Ok(style) =
             ProgressStyle::with_template("{spinner} {pos}/{len} pair steps [{elapsed}] {wide_bar}")
         {

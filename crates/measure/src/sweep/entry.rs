@@ -162,7 +162,7 @@ fn pairs(options: &Options, matrix: &MatrixOptions) -> Result<ExitCode, Failure>
     if selection.backend == Backend::Host && ranks > cores && !matrix.one_pair_at_a_time {
         // Rounds of pairs on fewer cores than threads time which thread the scheduler ran,
         // not the pairs: one pair at a time leaves a core to each end.
-        eprintln!("ncclprobe: {ranks} host ranks on {cores} cores: measuring one pair at a time (rounds of pairs would share the cores; the two ends of a pair get a core each)");
+        crate::term::note(&format!("{ranks} host ranks on {cores} cores: measuring one pair at a time (rounds of pairs would share the cores; the two ends of a pair get a core each)"));
         if let Some(m) = options.matrix.as_mut() {
             std::sync::Arc::make_mut(m).one_pair_at_a_time = true;
         }

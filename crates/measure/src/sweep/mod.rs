@@ -3,6 +3,7 @@
 //! (`rank`), rank 0 prints and records (`report`, `record`).
 
 mod after_table;
+mod banner;
 pub mod budget;
 mod entry;
 mod gate_checks;

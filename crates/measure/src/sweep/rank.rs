@@ -147,7 +147,7 @@ fn gpu_memory(
     let most = crate::model::GpuMemory::most_of(&all);
     if let (None, Some(out)) = (most, out) {
         let note = "-M 1: no GPU memory to report: this backend runs on host memory";
-        eprintln!("ncclprobe: {note}");
+        crate::term::note(note);
         out.add_notes(&[note.to_string()])?;
     }
     if let (Some(m), Some(out)) = (most, out) {

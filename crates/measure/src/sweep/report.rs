@@ -12,7 +12,7 @@ use crate::render::perf::{self, PerfStyle};
 use crate::render::perf_json;
 use crate::render::record::RecordSink;
 use crate::render::table;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ impl Rank0 {
         record: RunRecord,
         patience: Duration,
     ) -> Rank0 {
-        let progress = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        let progress = ProgressBar::with_draw_target(Some(0), crate::measure::progress_target());
         if let Ok(style) =
             ProgressStyle::with_template("{spinner} {pos}/{len} sizes [{elapsed}] {wide_bar}")
         {
@@ -120,11 +120,14 @@ impl Rank0 {
         nranks: usize,
         points: u64,
     ) -> Result<(), Failure> {
-        self.println(match self.perf {
-            Some(_) => "# Using devices",
-            None => "#\n# Using devices",
-        });
-        for r in &ranks {
+        // -q (never as an nccl-tests binary, whose output is its contract): no banner.
+        let banner = self.perf.is_some() || !crate::term::quiet();
+        for r in ranks.iter().filter(|_| banner) {
+            if r.rank == ranks[0].rank {
+                self.println(
+                    ["#\n# Using devices", "# Using devices"][self.perf.is_some() as usize],
+                );
+            }
             self.println(&format!(
                 "#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {}",
                 r.rank,
@@ -156,7 +159,10 @@ impl Rank0 {
     /// Notes on how the run went (`Communicator::notes`): in the header and the record.
     pub fn add_notes(&self, notes: &[String]) -> Result<(), Failure> {
         // nccl-tests prints none: as one of its binaries, the notes go to the record only.
-        for n in notes.iter().filter(|_| self.perf.is_none()) {
+        for n in notes
+            .iter()
+            .filter(|_| self.perf.is_none() && !crate::term::quiet())
+        {
             self.println(&format!("# note: {n}"));
         }
         self.with_sink(|sink| sink.record.notes.extend(notes.iter().cloned()))
@@ -167,10 +173,12 @@ impl Rank0 {
             self.println(&perf::header(style));
             return;
         }
-        self.println(&format!(
-            "#\n# Collective test starting: {}_perf",
-            coll.name()
-        ));
+        if !crate::term::quiet() {
+            self.println(&format!(
+                "#\n# Collective test starting: {}_perf",
+                coll.name()
+            ));
+        }
         let mut header = table::header();
         if super::observe::showing() {
             // The tuner's column, after nccl-tests' last.
@@ -391,8 +399,12 @@ impl Rank0 {
             }
             return;
         }
-        for line in banner_lines(plan, selection, ranks_text, libraries) {
-            self.println(&line);
+        // -q: the table without the lines above it (tool, backend, libraries, sampling).
+        for line in super::banner::lines(plan, selection, ranks_text, libraries)
+            .iter()
+            .filter(|_| !crate::term::quiet())
+        {
+            self.println(line);
         }
     }
 
@@ -519,62 +531,6 @@ impl Rank0 {
         }
         Ok(q)
     }
-}
-
-/// The lines above the table: tool, backend and why, libraries, sizes, sampling, notes.
-fn banner_lines(
-    plan: &Plan,
-    selection: &Selection,
-    ranks_text: &str,
-    libraries: &BTreeMap<String, String>,
-) -> Vec<String> {
-    let mut lines = vec![
-        format!("# ncclprobe {}", crate::buildinfo::version_line()),
-        format!(
-            "# backend {}: {ranks_text} ({})",
-            selection.backend.name(),
-            selection.reason
-        ),
-    ];
-    lines.extend(
-        libraries
-            .iter()
-            .map(|(lib, version)| format!("# library {lib}: {version}")),
-    );
-    let s = &plan.settings;
-    let step = match (s.step_factor, s.step_bytes) {
-        (_, Some(b)) => format!("{b}(bytes)"),
-        (Some(f), _) => format!("{f}(factor)"),
-        _ => "1(factor)".into(),
-    };
-    lines.push(format!(
-        "# minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} validation: {}",
-        s.min_bytes,
-        s.max_bytes,
-        s.warmup_iters,
-        s.iters_per_sample
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| "auto".into()),
-        s.check_iters
-    ));
-    let sampling = match s.target_rel_ci {
-        Some(t) => format!(
-            "adaptive: {}..{} samples per point until the 95% CI of the median is within ±{:.1}% or {}",
-            s.min_samples,
-            s.max_samples,
-            t * 100.0,
-            match s.time_budget_s {
-                Some(b) => format!("the point's share of a {b} s sweep is spent"),
-                None => format!("{} s of measurement", s.point_budget_s),
-            }
-        ),
-        None => format!("fixed: {} samples per point", s.max_samples),
-    };
-    lines.push(format!(
-        "# sampling {sampling}; time = median over samples of the slowest rank"
-    ));
-    lines.extend(plan.notes.iter().map(|note| format!("# {note}")));
-    lines
 }
 
 /// `sweep --report/--markdown/--png-dir`: the finished record held against its expectation and

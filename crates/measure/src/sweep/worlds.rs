@@ -45,7 +45,7 @@ pub fn host_threads(args: &Options, selection: &Selection) -> Result<ExitCode, F
             "{nranks} ranks on {cores} cores: the rank threads take turns on the cores and every collective waits for the last one, so a point can take about {}x longer than with one core per rank and overrun --point-budget; the times measure the scheduler more than the memory",
             nranks.div_ceil(cores)
         );
-        eprintln!("ncclprobe: {note}");
+        crate::term::note(&note);
         plan.notes.push(note);
     }
     let calibration = record::memcpy_calibration(&plan);
@@ -88,7 +88,7 @@ fn without_gpu(plan: &mut Plan, backend: &str, reports: bool) {
             "{} {verb} to the NCCL backend only: the {backend} backend has no CUDA streams or NCCL communicators, so {pronoun} not applied",
             dropped.join(" and ")
         );
-        eprintln!("ncclprobe: {note}");
+        crate::term::note(&note);
         plan.notes.push(note);
     }
 }
@@ -113,7 +113,7 @@ fn split_not_applied(plan: &mut Plan, args: &Options, why: &str) {
             "{} is not applied: {why}; every rank is in group 0",
             s.source
         );
-        eprintln!("ncclprobe: {note}");
+        crate::term::note(&note);
         plan.notes.push(note);
     }
 }
@@ -339,7 +339,7 @@ fn nccl_per_process(
     let sharing = at.local_world.unwrap_or(at.world);
     if std::env::var_os("CUDA_VISIBLE_DEVICES").is_none() && sharing > 1 {
         let n = format!("rank {}: CUDA_VISIBLE_DEVICES is not set while {sharing} ranks share this host; using GPU {device} by local rank (see `ncclprobe diagnose`)", at.rank);
-        eprintln!("ncclprobe: {n}");
+        crate::term::note(&n);
         notes.push(n);
     }
     api.use_device(device)

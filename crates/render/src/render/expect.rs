@@ -197,17 +197,41 @@ fn expected_cell(p: &ComparedPoint) -> String {
     )
 }
 
+/// Where the compared points' expectations came from, once each: a row names its layer by key
+/// (`[1]`) and the lines under the table spell the keys out, so the table stays narrow.
+fn layer_keys(doc: &Comparison) -> Vec<&str> {
+    let mut layers: Vec<&str> = Vec::new();
+    for p in &doc.points {
+        if !layers.contains(&p.layer.as_str()) {
+            layers.push(&p.layer);
+        }
+    }
+    layers
+}
+
+/// A run-vs-run point's verdict as a reader takes it: a change the rank test did not find is
+/// "not significant", not "within-noise" beside a ratio far from 1.
+fn versus_verdict(p: &ComparedPoint) -> String {
+    match (p.verdict.as_str(), p.p_value) {
+        ("within-noise", Some(v)) if v >= crate::stats::SIGNIFICANCE => "not significant".into(),
+        ("within-noise", _) => "within the band".into(),
+        (v, _) => v.to_string(),
+    }
+}
+
 /// One compared point's cells: collective, size, placement, busbw, expected (band), ratio,
-/// verdict, and where the expectation came from (or the p-value, run vs run).
-fn cells(p: &ComparedPoint, vs_run: bool) -> [String; 8] {
+/// verdict, and where the expectation came from (its key in `layers`, and NCCL's own model) or
+/// the p-value (run vs run).
+fn cells(p: &ComparedPoint, vs_run: bool, layers: &[&str]) -> [String; 8] {
     let last = if vs_run {
         p.p_value
-            .map(|v| format!("{v:.3}"))
+            .map(|v| format!("p = {}", fixed(v, 3)))
             .unwrap_or_else(|| "no samples".into())
     } else {
-        let mut s = p.layer.clone();
+        let key = layers.iter().position(|l| *l == p.layer).unwrap_or(0) + 1;
+        let mut s = format!("[{key}]");
         if let Some(n) = p.nccl_model_busbw_bytes_per_s {
-            let _ = write!(s, "; NCCL's model {}", gbps(n));
+            let _ = write!(s, " NCCL's model {}", gbps(n));
         }
         s
     };
@@ -217,16 +241,25 @@ fn cells(p: &ComparedPoint, vs_run: bool) -> [String; 8] {
         p.placement.name().to_string(),
         gbps(p.measured_busbw_bytes_per_s),
         expected_cell(p),
-        format!("{}x", fixed(p.ratio, 2)),
-        p.verdict.clone(),
+        crate::units::ratio(p.ratio),
+        if vs_run {
+            versus_verdict(p)
+        } else {
+            p.verdict.clone()
+        },
         last,
     ]
+}
+
+/// A line of prose wrapped to the terminal (`$COLUMNS`), its continuations under `indent`.
+fn prose(line: &str, indent: &str) -> String {
+    crate::term::wrap_to_terminal(line, indent).into_owned()
 }
 
 pub fn comparison_table(doc: &Comparison) -> String {
     let mut out = String::new();
     for l in head(doc) {
-        let _ = writeln!(out, "# {l}");
+        let _ = writeln!(out, "{}", prose(&format!("# {l}"), "#   "));
     }
     if !doc.nic_readings.is_empty() {
         let _ = writeln!(
@@ -237,8 +270,12 @@ pub fn comparison_table(doc: &Comparison) -> String {
         for [c, n, g, m] in reading_rows(doc) {
             let _ = writeln!(out, "{c:<15} {n:>9} {g:>12}  {m}");
         }
-        let _ = writeln!(out, "# method: {}", doc.method);
-        let _ = writeln!(out, "{}", doc.summary);
+        let _ = writeln!(
+            out,
+            "{}",
+            prose(&format!("# method: {}", doc.method), "#   ")
+        );
+        let _ = writeln!(out, "{}", prose(&doc.summary, "  "));
         return shown(out);
     }
     let vs_run = doc.baseline.kind == "run";
@@ -256,15 +293,20 @@ pub fn comparison_table(doc: &Comparison) -> String {
         },
         "ratio",
         "verdict",
-        if vs_run { "p-value" } else { "from" }
+        if vs_run { "significance" } else { "from" }
     );
+    let layers = layer_keys(doc);
     for p in &doc.points {
-        let c = cells(p, vs_run);
+        let c = cells(p, vs_run, &layers);
         let _ = writeln!(
             out,
             "{:<15} {:>10} {:<12} {:>10} {:>24} {:>7} {:<18} {}",
             c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]
         );
+    }
+    for (n, layer) in layers.iter().enumerate().filter(|_| !vs_run) {
+        let line = format!("# [{}] {layer}", n + 1);
+        let _ = writeln!(out, "{}", crate::term::wrap_to_terminal(&line, "#     "));
     }
     for n in &doc.not_compared {
         let _ = writeln!(out, "# not compared: {n}");
@@ -273,8 +315,12 @@ pub fn comparison_table(doc: &Comparison) -> String {
         let _ = writeln!(out, "# {}", alt.sentence);
         let _ = writeln!(out, "#   source: {}", alt.baseline.citation);
     }
-    let _ = writeln!(out, "# method: {}", doc.method);
-    let _ = writeln!(out, "{}", doc.summary);
+    let _ = writeln!(
+        out,
+        "{}",
+        prose(&format!("# method: {}", doc.method), "#   ")
+    );
+    let _ = writeln!(out, "{}", prose(&doc.summary, "  "));
     shown(out)
 }
 
@@ -347,16 +393,24 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
     let vs_run = doc.baseline.kind == "run";
     let _ = writeln!(
         out,
-        "\n| collective | size | placement | busbw GB/s | {} | ratio | verdict | {} |\n|---|---:|---|---:|---:|---:|---|---|",
+        "\n| collective | size | placement | {} | {} | ratio | verdict | {} |\n|---|---:|---|---:|---:|---:|---|---|",
+        if vs_run { "after GB/s" } else { "busbw GB/s" },
         if vs_run { "before GB/s" } else { "expected GB/s (band)" },
-        if vs_run { "p-value" } else { "from" }
+        if vs_run { "significance" } else { "from" }
     );
+    let layers = layer_keys(doc);
     for p in &doc.points {
-        let mut c = cells(p, vs_run).map(|cell| md(&cell));
+        let mut c = cells(p, vs_run, &layers).map(|cell| md(&cell));
         if p.verdict != "ok" && p.verdict != "within-noise" {
             c[6] = format!("**{}**", c[6]);
         }
         let _ = writeln!(out, "| {} |", c.join(" | "));
+    }
+    if !vs_run && !layers.is_empty() {
+        out.push('\n');
+        for (n, layer) in layers.iter().enumerate() {
+            let _ = writeln!(out, "[{}] {}  ", n + 1, md(layer));
+        }
     }
     for n in &doc.not_compared {
         let _ = writeln!(out, "\nNot compared: {}", md(n));

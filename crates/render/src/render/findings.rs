@@ -25,11 +25,15 @@ pub fn table(facts: &Facts, findings: &[Finding]) -> String {
     } else {
         facts.transports.join(", ")
     };
+    let hosts = match (facts.hosts.len(), &facts.live) {
+        // Read live and named by no log: the one machine this ran on.
+        (0, Some(_)) => "this one".to_string(),
+        (n, _) => n.to_string(),
+    };
     let _ = writeln!(
         out,
-        "# NCCL {}; transports {transports}; hosts {}; ranks {}",
+        "# NCCL {}; transports {transports}; hosts {hosts}; ranks {}",
         facts.nccl_version.as_deref().unwrap_or("unknown"),
-        facts.hosts.len(),
         facts
             .ranks
             .map(|n| n.to_string())
@@ -39,13 +43,21 @@ pub fn table(facts: &Facts, findings: &[Finding]) -> String {
         out.push_str("no findings\n");
     }
     for f in findings {
-        let _ = writeln!(out, "\n[{:?}] {}: {}", f.severity, f.id, f.title);
+        let title = format!("[{:?}] {}: {}", f.severity, f.id, f.title);
+        let _ = writeln!(out, "\n{}", crate::term::wrap_to_terminal(&title, "    "));
         for e in f.evidence.iter().take(6) {
             let _ = writeln!(out, "    {}", e.cited());
         }
-        let _ = writeln!(out, "  why: {}", f.explanation);
-        let _ = writeln!(out, "  fix: {}", f.fix);
-        let _ = writeln!(out, "  source: {}", f.source);
+        // Prose wrapped to the terminal ($COLUMNS), each continuation under its label's text.
+        for (label, text) in [
+            ("why", &f.explanation),
+            ("fix", &f.fix),
+            ("source", &f.source),
+        ] {
+            let line = format!("  {label}: {text}");
+            let indent = " ".repeat(label.len() + 4);
+            let _ = writeln!(out, "{}", crate::term::wrap_to_terminal(&line, &indent));
+        }
     }
     crate::render::safe::display(&out).into_owned()
 }

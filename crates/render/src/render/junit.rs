@@ -23,7 +23,11 @@ impl SuiteContext {
         let parse = |t: &str| {
             time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
         };
-        let started = parse(&run.started_at);
+        // An imported log does not say when its run started (the record's time is the import's).
+        let started = match run.source {
+            crate::model::Source::Imported => None,
+            crate::model::Source::Measured => parse(&run.started_at),
+        };
         let time = match (started, run.finished_at.as_deref().and_then(parse)) {
             (Some(a), Some(b)) if b >= a => std::time::Duration::try_from(b - a).ok(),
             _ => None,

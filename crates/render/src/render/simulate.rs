@@ -122,7 +122,11 @@ pub fn ddp_table(doc: &DdpSimulation) -> String {
         }
     }
     for line in &doc.advice {
-        let _ = writeln!(out, "* {line}");
+        let _ = writeln!(
+            out,
+            "{}",
+            crate::term::wrap_to_terminal(&format!("* {line}"), "  ")
+        );
     }
     crate::render::safe::display(&out).into_owned()
 }
@@ -178,9 +182,11 @@ fn py_bool(b: bool) -> &'static str {
 
 /// The loader's verdict, its advice, and the per-GPU batches tried.
 fn loader_advice(out: &mut String, l: &LoaderSummary) {
-    let _ = writeln!(out, "* {}", l.verdict);
+    let bullet =
+        |text: &str| crate::term::wrap_to_terminal(&format!("* {text}"), "  ").into_owned();
+    let _ = writeln!(out, "{}", bullet(&l.verdict));
     for line in &l.advice {
-        let _ = writeln!(out, "* {line}");
+        let _ = writeln!(out, "{}", bullet(line));
     }
     if l.batch_options.is_empty() {
         return;

@@ -89,7 +89,7 @@ pub fn produce(docs: &Documents, title: &str, dest: &Destinations) -> Result<(),
     let rendered = render(docs, title, dest)?;
     for path in write_all(&rendered, dest)? {
         let shown = path.display().to_string();
-        eprintln!("ncclprobe: wrote {}", crate::render::safe::line(&shown));
+        crate::term::note(&format!("wrote {}", crate::render::safe::line(&shown)));
     }
     Ok(())
 }

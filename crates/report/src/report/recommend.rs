@@ -276,6 +276,16 @@ fn findings(docs: &Documents, out: &mut Vec<Recommendation>) {
     }
 }
 
+/// " on the host-memory curve" when the simulation's link was measured on host memory (the
+/// host or MPI backend): a gain modelled so says nothing about the GPUs' link.
+fn host_curve(doc: &DdpSimulation) -> &'static str {
+    if doc.link.contains("on the host-memory curve") {
+        " on the host-memory curve"
+    } else {
+        ""
+    }
+}
+
 /// The default DDP configuration a user starts from: 25 MiB buckets, no accumulation.
 fn ddp_default(s: &DdpSimulation) -> Option<&crate::analysis::ddp::Outcome> {
     s.configurations
@@ -300,17 +310,18 @@ fn simulations(docs: &Documents, out: &mut Vec<Recommendation>) {
                     doc.model.name, doc.world_size
                 ),
                 gain: Some(format!(
-                    "{:.0} → {:.0} samples/s ({:.1}x, modelled)",
+                    "{:.0} → {:.0} samples/s ({:.1}x, modelled{})",
                     default.samples_per_s,
                     one,
-                    one / default.samples_per_s
+                    one / default.samples_per_s,
+                    host_curve(doc)
                 )),
                 evidence,
                 origin: "simulate".into(),
                 factor: Some(one / default.samples_per_s),
                 severity: None,
             });
-        } else if best.samples_per_s > default.samples_per_s * 1.05 {
+        } else if doc.world_size > 1 && best.samples_per_s > default.samples_per_s * 1.05 {
             out.push(Recommendation {
                 action: format!(
                     "use bucket_cap_mb={} and accumulation {}{}",
@@ -319,11 +330,12 @@ fn simulations(docs: &Documents, out: &mut Vec<Recommendation>) {
                     if best.no_sync { " with no_sync()" } else { "" }
                 ),
                 gain: Some(format!(
-                    "{:.0} → {:.0} samples/s on {} GPUs ({:.1}x, modelled; one GPU: {:.0})",
+                    "{:.0} → {:.0} samples/s on {} GPUs ({:.1}x, modelled{}; one GPU: {:.0})",
                     default.samples_per_s,
                     best.samples_per_s,
                     doc.world_size,
                     best.samples_per_s / default.samples_per_s,
+                    host_curve(doc),
                     one
                 )),
                 evidence,

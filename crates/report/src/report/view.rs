@@ -289,12 +289,16 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                 .map(|(run, label)| {
                     let h = run.doc.headlines.iter().find(|h| h.collective == coll);
                     let cmp = docs.expectation_of(&run.file);
+                    // The plateau's ratio as the summary sentence gives it (one figure per
+                    // page), and the verdict and layer of the plateau's largest point.
                     let ratio = cmp.and_then(|c| {
-                        let mut top: Vec<&crate::documents::ComparedPoint> =
-                            c.points.iter().filter(|p| p.collective == coll).collect();
-                        top.sort_by_key(|p| p.size_bytes);
-                        top.last()
-                            .map(|p| (p.ratio, p.verdict.clone(), p.layer.clone()))
+                        let (r, floor) = crate::expect::compare::plateau_ratio_of(c, coll)?;
+                        let top = c
+                            .points
+                            .iter()
+                            .filter(|p| p.collective == coll && p.size_bytes >= floor)
+                            .max_by_key(|p| p.size_bytes)?;
+                        Some((r, top.verdict.clone(), top.layer.clone(), floor))
                     });
                     HeadlineCell {
                         run: label.clone(),
@@ -324,10 +328,16 @@ fn headline(docs: &Documents, run_labels: &[String]) -> Vec<HeadlineRow> {
                             .unwrap_or_else(|| "-".into()),
                         vs_expected: ratio
                             .as_ref()
-                            .map(|(r, v, _)| format!("{}x ({v})", fixed(*r, 2)))
+                            .map(|(r, v, _, floor)| {
+                                format!(
+                                    "{} at {} and above ({v})",
+                                    crate::units::ratio(*r),
+                                    format_size(*floor)
+                                )
+                            })
                             .unwrap_or_else(|| "-".into()),
                         expected_from: match (cmp, ratio) {
-                            (Some(c), Some((_, _, layer))) => format!(
+                            (Some(c), Some((_, _, layer, _))) => format!(
                                 "{layer}; {} ({}): {}",
                                 c.baseline.title, c.baseline.provenance, c.baseline.citation
                             ),
@@ -367,7 +377,7 @@ fn comparison_view(file: &str, c: &crate::documents::Comparison) -> ComparisonVi
                     fixed(p.expected_low_bytes_per_s / 1e9, 2),
                     fixed(p.expected_high_bytes_per_s / 1e9, 2)
                 ),
-                ratio: format!("{}x", fixed(p.ratio, 2)),
+                ratio: crate::units::ratio(p.ratio),
                 verdict: p.verdict.clone(),
                 layer: p.layer.clone(),
             })

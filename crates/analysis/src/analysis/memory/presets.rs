@@ -144,11 +144,20 @@ pub fn preset_names() -> Vec<&'static str> {
 pub fn preset(name: &str) -> Result<Shape, ShapeError> {
     let want = name.trim().to_ascii_lowercase();
     let (n, source, _) = PRESETS.iter().find(|p| p.0 == want).ok_or_else(|| {
-        ShapeError::Unknown(
-            name.into(),
-            preset_names().join(", "),
-            crate::flags::did_you_mean(name, &preset_names()),
-        )
+        // The one model list (`analysis::models::preset_names`) names inventories without a
+        // transformer shape too: said as such, not as unknown.
+        // mutual import with crate::analysis::models: the list of model names is one (models
+        // reads the shapes here for its inventories; the shapes' error names its inventories).
+        let all = crate::analysis::models::preset_names();
+        let hint = if all.contains(&want) {
+            format!(
+                " (`{want}` is a tensor inventory `simulate ddp` and `fsdp` take; the memory planner needs a transformer's shape, which it does not have)"
+            )
+        } else {
+            let listed: Vec<&str> = all.iter().map(String::as_str).collect();
+            crate::flags::did_you_mean(name, &listed)
+        };
+        ShapeError::Unknown(name.into(), preset_names().join(", "), hint)
     })?;
     let mut shape =
         build(n).ok_or_else(|| ShapeError::Unknown(name.into(), String::new(), String::new()))?;

@@ -154,6 +154,66 @@ impl Shape {
         self.embedding_params() + self.layers * self.layer_params() + final_norm + head + pooler
     }
 
+    /// Every parameter tensor with its element count, in the order a Hugging Face model of this
+    /// shape registers them (embeddings, then each layer's attention, MLP and norms, then the
+    /// final norm, the head and BERT's pooler): the inventory `simulate ddp` and `fsdp` bucket.
+    /// Their counts add up to [`Self::params`]; a fused projection (GPT-2's `c_attn`) is
+    /// listed as its parts (q, k, v), which buckets the same bytes in the same order.
+    pub fn tensors(&self) -> Vec<(String, u64)> {
+        let h = self.hidden;
+        let mut t: Vec<(String, u64)> = vec![("embed_tokens.weight".into(), self.vocab * h)];
+        if self.learned_positions > 0 {
+            t.push(("embed_positions.weight".into(), self.learned_positions * h));
+        }
+        if self.token_types > 0 {
+            t.push(("token_type_embeddings.weight".into(), self.token_types * h));
+        }
+        let norm = |t: &mut Vec<(String, u64)>, name: &str| {
+            t.push((format!("{name}.weight"), h));
+            if self.norm_bias {
+                t.push((format!("{name}.bias"), h));
+            }
+        };
+        if self.post_norm_encoder {
+            norm(&mut t, "embeddings.norm");
+        }
+        for layer in 0..self.layers {
+            let at = |what: &str| format!("layers.{layer}.{what}");
+            for (name, i, o) in self.linears() {
+                let module = match name {
+                    "gate" | "up" | "down" => format!("mlp.{name}_proj"),
+                    _ => format!("self_attn.{name}_proj"),
+                };
+                t.push((at(&format!("{module}.weight")), i * o));
+                let bias = match name {
+                    "q" | "k" | "v" => self.qkv_bias,
+                    "o" => self.out_bias,
+                    _ => self.mlp_bias,
+                };
+                if bias {
+                    t.push((at(&format!("{module}.bias")), o));
+                }
+            }
+            for n in 0..self.norms_per_layer {
+                norm(&mut t, &at(&format!("norm{}", n + 1)));
+            }
+        }
+        if !self.post_norm_encoder {
+            norm(&mut t, "norm");
+        }
+        if !(self.tied_embeddings || self.post_norm_encoder) {
+            t.push(("lm_head.weight".into(), self.vocab * h));
+        }
+        if self.lm_head_bias {
+            t.push(("lm_head.bias".into(), self.vocab));
+        }
+        if self.pooler {
+            t.push(("pooler.dense.weight".into(), h * h));
+            t.push(("pooler.dense.bias".into(), h));
+        }
+        t
+    }
+
     /// The largest single module (DeepSpeed's "largest layer": a module's own parameters):
     /// the token embedding or the largest linear.
     pub fn largest_module_params(&self) -> u64 {
@@ -180,6 +240,15 @@ impl Shape {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_shapes_tensors_add_up_to_its_parameter_count() {
+        for name in super::super::presets::preset_names() {
+            let shape = super::super::presets::preset(name).unwrap_or_else(|e| panic!("{e}"));
+            let sum: u64 = shape.tensors().iter().map(|t| t.1).sum();
+            assert_eq!(sum, shape.params(), "{name}");
+        }
+    }
+
     #[test]
     fn lora_on_query_and_value_of_llama2_7b_is_4_2_million() {
         // PEFT's print_trainable_parameters for Llama-2-7B, r = 8 on q_proj and v_proj:

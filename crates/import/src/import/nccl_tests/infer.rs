@@ -50,7 +50,7 @@ pub(super) fn infer_collective(rows: &[&Row]) -> (Collective, String) {
         .max_by_key(|r| r.size)
         .map(|r| r.halves[0].busbw_gbps / r.halves[0].algbw_gbps);
     let k = size_ratio(rows);
-    let unknown = |why: String| (Collective::Unknown, format!("unknown: {why}"));
+    let unknown = |why: String| (Collective::Unknown, why);
     match (has_op, rooted, ratio) {
         (true, true, _) => (
             Collective::Reduce,
@@ -110,7 +110,48 @@ pub(super) fn infer_collective(rows: &[&Row]) -> (Collective, String) {
             Collective::AllGather,
             format!("inferred: no op, busbw/algbw = {r:.2}, in-place checked (all_gather)"),
         ),
-        _ => unknown("the log does not name it and the columns do not tell".into()),
+        _ => unknown(format!(
+            "not named in the log, and its columns fit {}: give --collective NAME",
+            fits(rows, k, inplace_checked)
+        )),
+    }
+}
+
+/// The collectives a table the columns cannot settle may be, in words ("all_gather or
+/// reduce_scatter"): by the size/count ratio (1 for the collectives whose size is one rank's
+/// buffer, the rank count for those whose size spans the ranks), without the ones a column rules
+/// out (no reduction op: not the reductions; in place checked: not alltoall or sendrecv, which
+/// nccl-tests never checks in place).
+fn fits(rows: &[&Row], k: Option<u64>, inplace_checked: bool) -> String {
+    use Collective::*;
+    let op_column = rows.iter().any(|r| r.redop.is_some());
+    let no_op = op_column
+        && rows
+            .iter()
+            .all(|r| r.redop.as_deref().is_none_or(|o| o == "none"));
+    let mut c: Vec<Collective> = match k {
+        Some(1) => vec![AllReduce, Broadcast, Reduce, Sendrecv],
+        Some(_) => vec![AllGather, ReduceScatter, Alltoall, Gather, Scatter],
+        None => vec![
+            AllReduce,
+            AllGather,
+            ReduceScatter,
+            Broadcast,
+            Reduce,
+            Alltoall,
+        ],
+    };
+    if no_op {
+        c.retain(|x| !matches!(x, AllReduce | Reduce | ReduceScatter));
+    }
+    if inplace_checked {
+        c.retain(|x| !matches!(x, Alltoall | Sendrecv));
+    }
+    let names: Vec<String> = c.iter().map(|x| x.to_string()).collect();
+    match names.as_slice() {
+        [] => "no collective nccl-tests runs".into(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
     }
 }
 

@@ -20,7 +20,7 @@ pub fn options(args: &FleetArgs) -> Result<FleetOptions, Failure> {
     })
 }
 
-/// Exit 0 when nothing is to be drained, 3 when something is.
+/// Exit 0 when nothing is to be drained, 3 when something is, 2 when no node was judged.
 pub fn run(args: &FleetArgs) -> Result<ExitCode, Failure> {
     let opts = options(args)?;
     let location = args.store.location()?;
@@ -46,6 +46,13 @@ pub fn run(args: &FleetArgs) -> Result<ExitCode, Failure> {
         FleetFormat::Csv => crate::out!("{}", render::fleet::csv(&doc)?),
         FleetFormat::Junit => crate::out!("{}", render::fleet::junit(&doc)?),
         FleetFormat::Markdown => crate::out!("{}", render::fleet::markdown(&doc)),
+    }
+    // Nothing judged is no verdict: exit 2, as compare and qualify that judged nothing.
+    if doc.drain.is_empty() && render::fleet::unjudged(&doc).len() == doc.nodes.len() {
+        return Err(Failure::usage(format!(
+            "not judged: {}",
+            render::fleet::judged_line(&doc)
+        )));
     }
     Ok(if doc.drain.is_empty() {
         ExitCode::Ok

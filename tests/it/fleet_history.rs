@@ -197,11 +197,22 @@ fn nodes_no_peer_judged_are_listed_as_such_not_coloured() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    // Nothing judged is no verdict: exit 2, and stderr says why.
+    assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(
-        text.contains("drain list: empty (0 of 3 nodes judged against peers; not judged: "),
+        text.contains(
+            "drain list: empty (0 of 3 nodes judged (against peers or their own past); not judged: "
+        ),
         "{text}"
     );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not judged"));
+    let out = common::bin()
+        .args(["fleet", "--format", "junit", "--history"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let junit = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(junit.matches("<skipped").count(), 3, "{junit}");
     let page = dir.path().join("fleet.html");
     common::bin()
         .args(["fleet", "--history"])
@@ -209,13 +220,14 @@ fn nodes_no_peer_judged_are_listed_as_such_not_coloured() {
         .arg("--html")
         .arg(&page)
         .assert()
-        .success();
+        .code(2);
     let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("id=\"unjudged\">Not judged (3)"), "{html}");
+    assert_eq!(html.matches("class=\"cell\"").count(), 0, "{html}");
     assert!(
-        html.contains("id=\"unjudged\">Not judged against peers (3)"),
+        html.contains("<div class=\"state\">Not judged</div>"),
         "{html}"
     );
-    assert_eq!(html.matches("class=\"cell\"").count(), 0, "{html}");
 }
 
 #[test]
@@ -234,7 +246,9 @@ fn a_healthy_fleet_drains_nobody() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{store}: {text}");
         assert!(
-            text.contains("drain list: empty (48 of 48 nodes judged against peers)"),
+            text.contains(
+                "drain list: empty (48 of 48 nodes judged (against peers or their own past))"
+            ),
             "{text}"
         );
     }

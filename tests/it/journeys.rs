@@ -115,3 +115,204 @@ fn journey_3_matrix_junit() {
     assert!(junit.contains("<failure"), "{junit}");
     assert!(junit.contains("hostname=\""), "{junit}");
 }
+
+/// The first line of `text` that is not blank.
+fn first_line(text: &str) -> &str {
+    text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
+/// Journey 1: doctor with the DDP question, as typed. Without a GPU its verdict says that the
+/// GPUs were not judged and what was measured instead; with one, a verdict word and a figure.
+#[test]
+fn journey_1_doctor_with_the_model() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let command = "ncclprobe doctor --model bert-base --batch-size 128 --compute-ms 204 -o report/";
+    let out = bin()
+        .args(words(command))
+        .args(["-b", "1K", "-e", "1M", "--point-budget", "0.05"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = first_line(&text);
+    let word = ["HEALTHY", "DEGRADED", "FAILED", "NOT JUDGED"]
+        .into_iter()
+        .find(|w| first.starts_with(&format!("{w}:")))
+        .unwrap_or_else(|| panic!("no verdict first: {text}"));
+    if word == "NOT JUDGED" {
+        assert!(first.contains("host memory"), "{first}");
+        // The DDP figure it gives is labelled as what it was modelled on.
+        if let Some(ddp) = text.lines().find(|l| l.contains("samples/s")) {
+            assert!(ddp.contains("host-memory curve"), "{ddp}");
+        }
+    }
+    assert!(dir.path().join("report/index.html").is_file(), "{text}");
+}
+
+/// Journey 2: diagnose as typed, live and on a pasted nvidia-smi.
+#[test]
+fn journey_2_diagnose_live_and_from_smi() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let live = bin()
+        .arg("diagnose")
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&live.stdout);
+    assert!(text.contains("# NCCL "), "{text}");
+    assert!(
+        !text.contains("hosts 0;"),
+        "a live read is of this host: {text}"
+    );
+    let smi = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/host/01-titanxp-driver450-idle.txt");
+    std::fs::copy(&smi, dir.path().join("smi.txt")).unwrap_or_else(|e| panic!("{e}"));
+    let text = stdout_of("ncclprobe diagnose --from smi.txt", dir.path(), 0);
+    assert!(
+        first_line(&text).starts_with("# input: smi.txt (nvidia-smi"),
+        "{text}"
+    );
+}
+
+/// Journey 4: import, then compare against the topology it ran on, as typed.
+#[test]
+fn journey_4_import_then_compare_with_the_topology() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    std::fs::copy(
+        corpus.join("nccl-tests/07-2080ti-x2-pcie-no-p2p-allreduce.txt"),
+        dir.path().join("all_reduce.log"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(
+        corpus.join("topo/01-2080ti-x2-autodl-pix-gpu-numa-id.txt"),
+        dir.path().join("topo.txt"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = stdout_of(
+        "ncclprobe import all_reduce.log --json run.json",
+        dir.path(),
+        0,
+    );
+    assert!(
+        first_line(&text).starts_with("# imported all_reduce.log"),
+        "{text}"
+    );
+    let out = bin()
+        .args(words("ncclprobe compare run.json --topo topo.txt"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(first_line(&text).starts_with("# run: run.json"), "{text}");
+    // The answer is the sentence at the end: which path, and how far from it.
+    let last = text.lines().last().unwrap_or("");
+    assert!(
+        last.contains("all_reduce reaches ") && last.contains("x of "),
+        "{last}"
+    );
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("all_reduce ") && !l.contains(" reaches "))
+    {
+        assert!(line.chars().count() <= 120, "{line}");
+    }
+}
+
+/// Journey 5: before and after, as Markdown for the ticket (appended, as typed).
+#[test]
+fn journey_5_before_and_after_for_a_ticket() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for name in ["before.json", "after.json"] {
+        bin()
+            .args([
+                "sweep",
+                "--backend",
+                "host",
+                "--ranks",
+                "2",
+                "-b",
+                "1K",
+                "-e",
+                "64K",
+            ])
+            .args(["-n", "2", "-w", "1", "--samples", "6", "-q", "--json", name])
+            .current_dir(dir.path())
+            .assert()
+            .success();
+    }
+    let text = stdout_of(
+        "ncclprobe compare before.json after.json --format markdown",
+        dir.path(),
+        0,
+    );
+    assert!(
+        first_line(&text).starts_with("### ncclprobe compare: after.json"),
+        "{text}"
+    );
+    assert!(text.contains("| after GB/s | before GB/s |"), "{text}");
+    assert!(
+        !text.contains("within-noise") && !text.contains("NaN"),
+        "{text}"
+    );
+}
+
+/// Journey 8: the fleet's drain list for a ticket, as typed (a SQLite store where the journey
+/// names a PostgreSQL one; the fleet tests run both).
+#[test]
+fn journey_8_the_weeks_drain_list_for_a_ticket() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (i, node) in ["n01", "n02", "n03"].iter().enumerate() {
+        let name = format!("run{i}.json");
+        bin()
+            .args([
+                "sweep",
+                "--backend",
+                "host",
+                "--ranks",
+                "2",
+                "-b",
+                "1M",
+                "-e",
+                "4M",
+            ])
+            .args([
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "--samples",
+                "6",
+                "-q",
+                "--json",
+                &name,
+            ])
+            .args(["--history", "fleet.sqlite", "--node-name", node])
+            .current_dir(dir.path())
+            .assert()
+            .success();
+    }
+    // Three host runs of one SKU: judged against each other (exit 0 or 3) or, with too few
+    // peers for the rules, not judged (exit 2, said): never a silent pass.
+    let out = bin()
+        .args(words(
+            "ncclprobe fleet --history fleet.sqlite --since 7d --format markdown",
+        ))
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(2) | Some(3)),
+        "{out:?}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        first_line(&text).starts_with("## Fleet: fleet.sqlite"),
+        "{text}"
+    );
+    assert!(
+        text.contains(" nodes judged (against peers or their own past)"),
+        "{text}"
+    );
+    assert!(!text.contains("&lt;"), "plain text for a ticket: {text}");
+}

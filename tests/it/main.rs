@@ -51,6 +51,7 @@ mod perf_parsers;
 mod provenance;
 mod render_snapshots;
 mod report;
+mod secrets;
 mod simulate_cli;
 mod sweep_host;
 mod terminal;
@@ -65,6 +66,7 @@ pub const MACHINE_MODULES: &[&str] = &[
     "double_libraries",
     "hostile_paths",
     "is_it_normal",
+    "journeys",
     "launchers",
     "loader_sim",
     "nccl_double",

@@ -14,6 +14,7 @@ pub mod exit;
 pub mod fault_injection;
 pub mod flags;
 pub mod model;
+pub mod secrets;
 pub mod stats;
 pub mod term;
 pub mod units;

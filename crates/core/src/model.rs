@@ -302,7 +302,7 @@ impl RunRecord {
             },
             started_at: now_rfc3339(),
             finished_at: None,
-            command_line: std::env::args().collect(),
+            command_line: crate::secrets::command_line(),
             backend: BackendInfo {
                 name: backend.into(),
                 reason,
@@ -545,22 +545,7 @@ pub fn headlines(points: &[Point]) -> Vec<Headline> {
         .collect()
 }
 
-/// Open MPI and UCX settings that choose the transport under an MPI run (a run restricted to
-/// TCP is a slower path the report must be able to name).
-pub const MPI_TRANSPORT_ENV: [&str; 4] =
-    ["OMPI_MCA_btl", "OMPI_MCA_pml", "OMPI_MCA_mtl", "UCX_TLS"];
-
-/// The environment variables a record may hold: `NCCL_*`, `CUDA_*` and the MPI transport
-/// selection, nothing else.
-pub fn relevant_env() -> BTreeMap<String, String> {
-    std::env::vars()
-        .filter(|(k, _)| {
-            k.starts_with("NCCL_")
-                || k.starts_with("CUDA_")
-                || MPI_TRANSPORT_ENV.contains(&k.as_str())
-        })
-        .collect()
-}
+pub use crate::secrets::{relevant_env, MPI_TRANSPORT_ENV};
 
 #[cfg(test)]
 mod across_ranks_tests {

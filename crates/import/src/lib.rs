@@ -6,7 +6,7 @@
 
 pub use ncclprobe_core::{
     buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out, outln,
-    stats, term, units, with_dtype,
+    secrets, stats, term, units, with_dtype,
 };
 
 pub mod import;

@@ -275,8 +275,9 @@ fn environment() -> String {
         })
         .collect();
     vars.sort();
+    // Names that say they hold a secret keep the name only; credentials in values go.
     vars.into_iter()
-        .map(|(k, v)| format!("{k}={v}\n"))
+        .map(|(k, v)| format!("{k}={}\n", crate::secrets::kept_value(&k, &v)))
         .collect()
 }
 

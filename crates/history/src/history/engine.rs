@@ -235,6 +235,24 @@ impl Conn {
         if config.get_application_name().is_none() {
             config.application_name("ncclprobe");
         }
+        if config.get_password().is_none() {
+            // PGPASSWORD or the password file, as libpq reads them: no password on argv.
+            let host = match config.get_hosts().first() {
+                Some(postgres::config::Host::Tcp(h)) => h.clone(),
+                _ => "localhost".to_string(),
+            };
+            let port = config.get_ports().first().copied().unwrap_or(5432);
+            let os_user = std::env::var("USER").unwrap_or_default();
+            let user = config.get_user().unwrap_or(&os_user).to_string();
+            let db = config.get_dbname().unwrap_or(&user).to_string();
+            let (password, note) = super::pgpass::password(&host, port, &db, &user);
+            if let Some(n) = note {
+                eprintln!("ncclprobe: warning: {n}");
+            }
+            if let Some(p) = password {
+                config.password(p);
+            }
+        }
         let client = config
             .connect(postgres::NoTls)
             .map_err(|e| DbError::Unreachable(format!("cannot connect to {}: {e}", redact(url))))?;
@@ -464,19 +482,9 @@ fn pg_params(stmt: &postgres::Statement, params: &[Value]) -> Result<Vec<PgParam
         .collect()
 }
 
-/// A URL as messages print it: the password replaced.
+/// A URL (or a libpq `key=value` string) as messages print it: the password replaced.
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some(parts) => parts,
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
+    crate::secrets::redact(url)
 }
 
 #[cfg(test)]
@@ -495,7 +503,7 @@ mod tests {
     fn passwords_never_reach_a_message() {
         assert_eq!(
             redact("postgres://fleet:s3cret@db.example:5432/runs"),
-            "postgres://fleet:***@db.example:5432/runs"
+            "postgres://fleet:<redacted>@db.example:5432/runs"
         );
         assert_eq!(
             redact("postgres://fleet@db/runs"),

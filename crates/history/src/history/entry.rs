@@ -127,6 +127,23 @@ pub struct Entry {
 
 pub use crate::model::unix_time;
 
+/// How far ahead of this machine's clock a document's start may be (clocks of a fleet differ
+/// by seconds, not by this much).
+const CLOCK_SKEW_S: f64 = 600.0;
+
+/// A start in the future would be a node's "latest" run for ever, hiding every later one: such
+/// a document is refused, named with its time (D19 of the hostile review).
+fn not_in_the_future(what: &str, started_at: &str, started_unix: f64) -> Result<(), String> {
+    let now = unix_time(&crate::model::now_rfc3339()).unwrap_or(f64::INFINITY);
+    if started_unix > now + CLOCK_SKEW_S {
+        return Err(format!(
+            "{what}: started_at {started_at} is in the future (this machine's clock says {}); a store would take it as the node's latest run for ever: fix the clock that wrote it",
+            crate::model::now_rfc3339()
+        ));
+    }
+    Ok(())
+}
+
 fn digest(bytes: &[u8]) -> String {
     let hash = sha2::Sha256::digest(bytes);
     hash.iter().map(|b| format!("{b:02x}")).collect()
@@ -221,6 +238,16 @@ fn health_of(record: &RunRecord) -> HealthSummary {
 }
 
 /// A run record (measured, imported, gated) as the store keeps it.
+/// A record's command line and environment as a store keeps them: credentials redacted.
+fn redact_run(r: &mut RunRecord) {
+    for a in r.command_line.iter_mut() {
+        *a = crate::secrets::redact(a);
+    }
+    for (k, v) in r.env.iter_mut() {
+        *v = crate::secrets::kept_value(k, v);
+    }
+}
+
 pub fn from_run(
     record: &RunRecord,
     origin: &str,
@@ -267,11 +294,28 @@ pub fn from_run(
             record.started_at
         )
     })?;
-    let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
+    not_in_the_future(what, &record.started_at, started_unix)?;
+    // One measurement is one run however it reaches the store (sweep --history, history add
+    // of its record, an nccl-tests log imported twice): the digest is of what was measured,
+    // where and when, never of the file's bytes, its import time or who added it.
+    let measured = serde_json::json!({
+        "source": record.source,
+        "started_at": match record.source {
+            crate::model::Source::Measured => Some(&record.started_at),
+            crate::model::Source::Imported => None,
+        },
+        "node": &node,
+        "hosts": &hosts,
+        "nranks": record.backend.nranks,
+        "points": &record.points,
+    });
+    let json = serde_json::to_vec(&measured).map_err(|e| e.to_string())?;
     let mut stripped = record.clone();
     for p in stripped.points.iter_mut() {
         p.samples_s.clear();
     }
+    // A shared store never keeps a credential (an older record may carry one).
+    redact_run(&mut stripped);
     let kept = serde_json::to_vec(&stripped).map_err(|e| e.to_string())?;
     let q = record.qualification.as_ref();
     Ok(Entry {
@@ -371,7 +415,12 @@ pub fn from_matrix(
             doc.started_at
         )
     })?;
-    let json = serde_json::to_vec(doc).map_err(|e| e.to_string())?;
+    not_in_the_future(what, &doc.started_at, started_unix)?;
+    let mut kept = doc.clone();
+    for a in kept.command_line.iter_mut() {
+        *a = crate::secrets::redact(a);
+    }
+    let json = serde_json::to_vec(&kept).map_err(|e| e.to_string())?;
     let label = |i: usize| {
         doc.endpoints
             .get(i)

@@ -13,6 +13,7 @@ pub mod fleet;
 mod fleet_checks;
 pub mod fleet_stats;
 pub mod keep;
+pub mod pgpass;
 pub mod read;
 pub mod schema;
 #[doc(hidden)]
@@ -31,11 +32,30 @@ pub enum Location {
 }
 
 impl Location {
-    /// `postgres://…` or `postgresql://…` is a server; anything else a SQLite file; empty is
-    /// the default file under the user's data directory.
+    /// `postgres://…` or `postgresql://…` (any case), or libpq's `key=value` string, is a
+    /// server; anything else a SQLite file; empty is the default file under the user's data
+    /// directory.
     pub fn parse(text: &str) -> Result<Location, HistoryError> {
         let t = text.trim();
-        if t.starts_with("postgres://") || t.starts_with("postgresql://") {
+        let lower = t.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            return Ok(Location::Postgres(t.to_string()));
+        }
+        // libpq's `host=db user=fleet dbname=x` string: a server, never a file of that name.
+        const KEYS: [&str; 8] = [
+            "host=",
+            "hostaddr=",
+            "port=",
+            "dbname=",
+            "user=",
+            "password=",
+            "sslmode=",
+            "service=",
+        ];
+        if t.split_whitespace()
+            .next()
+            .is_some_and(|w| KEYS.iter().any(|k| w.to_ascii_lowercase().starts_with(k)))
+        {
             return Ok(Location::Postgres(t.to_string()));
         }
         if t.is_empty() {

@@ -20,25 +20,29 @@ fn rules_line(doc: &FleetDocument) -> String {
     )
 }
 
-/// The nodes judged against no peer (their SKU has too few nodes at their sizes, or they ran
-/// only sizes below the rule's): never coloured as if they were fine.
-fn unjudged(doc: &FleetDocument) -> Vec<&NodeStanding> {
+/// The nodes nothing judged: no peer to hold them against (their SKU has too few nodes at
+/// their sizes, or they ran only sizes below the rule's) and no earlier run of their own, and
+/// no drain reason. Never coloured or passed as if they were fine.
+pub fn unjudged(doc: &FleetDocument) -> Vec<&NodeStanding> {
     doc.nodes
         .iter()
-        .filter(|n| n.standings.is_empty() && !n.drain)
+        .filter(|n| n.standings.is_empty() && n.drift.is_none() && !n.drain)
         .collect()
 }
 
-/// "J of N nodes judged against peers; not judged: a, b (why)".
-fn judged_line(doc: &FleetDocument) -> String {
+/// "J of N nodes judged (against peers or their own past); not judged: a, b (why)".
+pub fn judged_line(doc: &FleetDocument) -> String {
     let not: Vec<&str> = unjudged(doc).iter().map(|n| n.node.as_str()).collect();
     let judged = doc.nodes.len() - not.len();
-    let mut s = format!("{judged} of {} nodes judged against peers", doc.nodes.len());
+    let mut s = format!(
+        "{judged} of {} nodes judged (against peers or their own past)",
+        doc.nodes.len()
+    );
     if !not.is_empty() {
         let shown: Vec<&str> = not.iter().copied().take(20).collect();
         let _ = write!(
             s,
-            "; not judged: {}{} (fewer than {} peers of their SKU at the sizes they ran from {} up)",
+            "; not judged: {}{} (fewer than {} peers of their SKU at the sizes they ran from {} up, and no earlier run of their own)",
             shown.join(", "),
             if not.len() > shown.len() {
                 format!(" and {} more", not.len() - shown.len())
@@ -110,7 +114,17 @@ pub fn junit(doc: &FleetDocument) -> Result<String, Failure> {
     let mut suite = TestSuite::new(format!("ncclprobe fleet {}", doc.store));
     for n in &doc.nodes {
         let drained = doc.drain.iter().find(|d| d.node == n.node);
+        let judged = !n.standings.is_empty() || n.drift.is_some();
         let status = match drained {
+            None if !judged => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(format!(
+                    "not judged: fewer than {} peers of its SKU at its sizes from {} up, and no earlier run of its own",
+                    doc.rules.min_peers,
+                    crate::units::format_size(doc.rules.min_size_bytes)
+                ));
+                s
+            }
             None => TestCaseStatus::success(),
             Some(d) => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
@@ -462,7 +476,7 @@ fn drain_rows(drain: &[DrainEntry]) -> String {
 }
 
 /// The page's look, the report's (fonts, rules, colours), so the two read as one tool's.
-const STYLE: &str = ":root{--ink:#1b1b1b;--muted:#5a5a5a;--rule:#d8d8d8;--ok:#007a55;--bad:#b3261e}*{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,\"Segoe UI\",\"DejaVu Sans\",sans-serif;color:var(--ink);margin:0 auto;padding:1rem;max-width:1240px}h1{font-size:1.5rem;margin:.2rem 0 .6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid var(--rule);padding-bottom:.2rem}.verdict{border-left:8px solid var(--ok);padding:.6rem 1rem;background:#f6f6f6;margin-bottom:1rem}.verdict.drain{border-color:var(--bad)}.verdict .state{font-size:1.35rem;font-weight:700;text-transform:uppercase;letter-spacing:.04em}.verdict.drain .state{color:var(--bad)}.verdict.clear .state{color:var(--ok)}.small,.note{color:var(--muted);font-size:.88rem}.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.88rem;margin:.4rem 0}th,td{border:1px solid var(--rule);padding:.2rem .45rem;text-align:left;vertical-align:top}th{background:#f0f0f0}text.cell{font-size:10px;fill:#1b1b1b}svg{display:block;margin:.3rem 0}";
+const STYLE: &str = ":root{--ink:#1b1b1b;--muted:#5a5a5a;--rule:#d8d8d8;--ok:#007a55;--bad:#b3261e}*{box-sizing:border-box}body{font:15px/1.5 system-ui,-apple-system,\"Segoe UI\",\"DejaVu Sans\",sans-serif;color:var(--ink);margin:0 auto;padding:1rem;max-width:1240px}h1{font-size:1.5rem;margin:.2rem 0 .6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid var(--rule);padding-bottom:.2rem}.verdict{border-left:8px solid var(--ok);padding:.6rem 1rem;background:#f6f6f6;margin-bottom:1rem}.verdict.drain{border-color:var(--bad)}.verdict.unjudged{border-color:var(--muted);border-left-style:dashed}.verdict .state{font-size:1.35rem;font-weight:700;text-transform:uppercase;letter-spacing:.04em}.verdict.drain .state{color:var(--bad)}.verdict.clear .state{color:var(--ok)}.small,.note{color:var(--muted);font-size:.88rem}.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.88rem;margin:.4rem 0}th,td{border:1px solid var(--rule);padding:.2rem .45rem;text-align:left;vertical-align:top}th{background:#f0f0f0}text.cell{font-size:10px;fill:#1b1b1b}svg{display:block;margin:.3rem 0}";
 
 /// The fleet page: what to drain (or that nothing is, and which nodes were not judged) first,
 /// then the heat map with its scale, then the trends. Heat-map rows: drained nodes, then the
@@ -486,7 +500,10 @@ pub fn html(doc: &FleetDocument) -> String {
         if doc.drain.is_empty() { "nothing to drain".to_string() } else { format!("{} to drain", doc.drain.len()) }
     );
     let _ = write!(s, "<h1>Fleet: {}</h1>", esc(&doc.store));
-    let (class, word) = if doc.drain.is_empty() {
+    let nothing_judged = doc.drain.is_empty() && unjudged(doc).len() == doc.nodes.len();
+    let (class, word) = if nothing_judged {
+        ("unjudged", "Not judged".to_string())
+    } else if doc.drain.is_empty() {
         ("clear", "Nothing to drain".to_string())
     } else {
         (
@@ -520,7 +537,7 @@ pub fn html(doc: &FleetDocument) -> String {
         let names: Vec<String> = unjudged.iter().take(200).map(|n| esc(&n.node)).collect();
         let _ = write!(
             s,
-            "<p id=\"unjudged\">Not judged against peers ({}): {}</p>",
+            "<p id=\"unjudged\">Not judged ({}): {}</p>",
             unjudged.len(),
             names.join(", ")
         );

@@ -80,6 +80,14 @@ fn journey_7_model_config_file_and_offload_list() {
     );
     // Both states offloaded: the plan says so.
     assert!(text.to_lowercase().contains("offload"), "{text}");
+    // The first line is the answer, and it agrees with the exit code: 64 GB of host RAM is
+    // short of the offloaded states, so it does not fit, whatever the GPU has to spare.
+    let first = first_line(&text);
+    assert!(
+        first.starts_with("DOES NOT FIT: the host (per node) is "),
+        "{first}"
+    );
+    assert_eq!(out.status.code(), Some(3), "{text}");
     // The same with the two flags gives the same plan.
     let long = bin()
         .args(words(&command.replace(

@@ -151,8 +151,10 @@ pub fn wrap_to_terminal<'a>(text: &'a str, indent: &str) -> Cow<'a, str> {
 
 /// The words a verdict is made of, and their colours (SGR codes): failures red, what needs a
 /// look yellow, passes green, what was not judged bold.
-const WORDS: [(&str, &str); 11] = [
+const WORDS: [(&str, &str); 13] = [
     ("NOT JUDGED", "1"),
+    ("DOES NOT FIT", "1;31"),
+    ("FITS", "1;32"),
     ("CHECK FAILED", "1;31"),
     ("SLOW PAIR", "1;31"),
     ("DEGRADED", "1;33"),

@@ -62,8 +62,30 @@ pub fn trainable(t: &Trainable) -> String {
     }
 }
 
+/// The plan's answer in one line, first on the screen: what does not fit and by how much, or
+/// that everything fits, or that nothing could be judged (no capacity known). "GPU: fits"
+/// beside a host that is short would be the opposite of the truth.
+pub fn answer(doc: &MemoryPlan) -> String {
+    let short = |b: &Budget| b.headroom_bytes.filter(|h| *h < 0.0).map(|h| gib(-h));
+    let spare = |b: &Budget| b.headroom_bytes.filter(|h| *h >= 0.0).map(gib);
+    match (short(&doc.gpu), short(&doc.host)) {
+        (Some(g), Some(h)) => format!("DOES NOT FIT: the GPU is {g} short and the host (per node) {h}"),
+        (Some(g), None) => format!("DOES NOT FIT: the GPU is {g} short"),
+        (None, Some(h)) => format!(
+            "DOES NOT FIT: the host (per node) is {h} short{}",
+            spare(&doc.gpu).map(|g| format!("; the GPU fits, {g} to spare")).unwrap_or_default()
+        ),
+        (None, None) => match (spare(&doc.gpu), spare(&doc.host)) {
+            (Some(g), Some(h)) => format!("FITS: {g} to spare on the GPU, {h} on the host (per node)"),
+            (Some(g), None) => format!("FITS on the GPU, {g} to spare (the host's capacity unknown)"),
+            _ => "NOT JUDGED: the GPU's capacity is unknown (give --gpu-memory-gb, or --oom with the error)".to_string(),
+        },
+    }
+}
+
 pub fn table(doc: &MemoryPlan) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}", answer(doc));
     let (m, s) = (&doc.model, &doc.setup);
     let _ = writeln!(
         out,

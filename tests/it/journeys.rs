@@ -180,6 +180,7 @@ fn journey_2_diagnose_live_and_from_smi() {
         first_line(&text).starts_with("# input: smi.txt (nvidia-smi"),
         "{text}"
     );
+    assert!(text.contains("hosts not named;"), "{text}");
 }
 
 /// Journey 4: import, then compare against the topology it ran on, as typed.

@@ -28,6 +28,8 @@ pub fn table(facts: &Facts, findings: &[Finding]) -> String {
     let hosts = match (facts.hosts.len(), &facts.live) {
         // Read live and named by no log: the one machine this ran on.
         (0, Some(_)) => "this one".to_string(),
+        // A paste that names no host (nvidia-smi, a topology): not "0".
+        (0, None) => "not named".to_string(),
         (n, _) => n.to_string(),
     };
     let _ = writeln!(

@@ -233,18 +233,8 @@ fn journey_4_import_then_compare_with_the_topology() {
 fn journey_5_before_and_after_for_a_ticket() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for name in ["before.json", "after.json"] {
-        bin()
-            .args([
-                "sweep",
-                "--backend",
-                "host",
-                "--ranks",
-                "2",
-                "-b",
-                "1K",
-                "-e",
-                "64K",
-            ])
+        crate::common::host_sweep(2)
+            .args(["-b", "1K", "-e", "64K"])
             .args(["-n", "2", "-w", "1", "--samples", "6", "-q", "--json", name])
             .current_dir(dir.path())
             .assert()
@@ -273,18 +263,8 @@ fn journey_8_the_weeks_drain_list_for_a_ticket() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for (i, node) in ["n01", "n02", "n03"].iter().enumerate() {
         let name = format!("run{i}.json");
-        bin()
-            .args([
-                "sweep",
-                "--backend",
-                "host",
-                "--ranks",
-                "2",
-                "-b",
-                "1M",
-                "-e",
-                "4M",
-            ])
+        crate::common::host_sweep(2)
+            .args(["-b", "1M", "-e", "4M"])
             .args([
                 "-n",
                 "2",

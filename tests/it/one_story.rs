@@ -115,18 +115,8 @@ fn one_gpu_gets_no_bucket_advice() {
 fn a_simulation_on_a_host_memory_curve_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("host.json");
-    bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "1M",
-        ])
+    crate::common::host_sweep(2)
+        .args(["-b", "1K", "-e", "1M"])
         .args(["-n", "2", "-w", "1", "--samples", "3", "-q", "--json"])
         .arg(&record)
         .assert()

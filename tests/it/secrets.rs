@@ -33,18 +33,8 @@ fn a_record_and_the_store_keep_no_credential() {
     let record = dir.path().join("run.json");
     // The store named by a URL with a password: unreachable here, and the record written anyway.
     let url = format!("postgres://fleet:{PW}@127.0.0.1:9/ncclprobe");
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-        ])
+    let out = crate::common::host_sweep(2)
+        .args(["-b", "1K", "-e", "4K"])
         .args(["-n", "2", "-w", "1", "--samples", "3", "-q", "--json"])
         .arg(&record)
         .args(["--history", &url])
@@ -140,18 +130,8 @@ fn a_bundles_environment_names_secrets_without_their_values() {
 fn a_record_dated_in_the_future_is_refused_by_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("run.json");
-    bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-        ])
+    crate::common::host_sweep(2)
+        .args(["-b", "1K", "-e", "4K"])
         .args(["-n", "2", "-w", "1", "--samples", "3", "-q", "--json"])
         .arg(&record)
         .assert()

@@ -246,18 +246,8 @@ fn one_model_list_for_ddp_fsdp_and_memory() {
 }
 
 fn host_sweep_quiet(extra: &[&str]) -> std::process::Output {
-    bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-        ])
+    crate::common::host_sweep(2)
+        .args(["-b", "1K", "-e", "4K"])
         .args(["-n", "2", "-w", "1", "--samples", "3"])
         .args(extra)
         .env_remove("NO_COLOR")
@@ -291,18 +281,8 @@ fn quiet_leaves_out_the_banner_and_notes_but_not_the_table() {
 fn verdict_words_are_coloured_when_asked_and_never_under_no_color() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("run.json");
-    let out = bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-        ])
+    let out = crate::common::host_sweep(2)
+        .args(["-b", "1K", "-e", "4K"])
         .args([
             "-n",
             "2",
@@ -483,18 +463,8 @@ fn completions_and_man_pages_come_from_the_parser() {
 fn a_format_for_programs_never_gets_colour() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("run.json");
-    bin()
-        .args([
-            "sweep",
-            "--backend",
-            "host",
-            "--ranks",
-            "2",
-            "-b",
-            "1K",
-            "-e",
-            "4K",
-        ])
+    crate::common::host_sweep(2)
+        .args(["-b", "1K", "-e", "4K"])
         .args(["-n", "2", "-w", "1", "--samples", "3", "-q", "--json"])
         .arg(&record)
         .assert()

@@ -37,7 +37,7 @@ impl HistoryArgs {
             }
             return Ok(None);
         };
-        let location = Location::parse(text).map_err(crate::history::keep::failure)?;
+        let location = parse(text)?;
         Ok(Some(Target {
             location,
             stated: self.stated(),
@@ -135,9 +135,21 @@ pub struct HistoryStoreArgs {
 
 impl HistoryStoreArgs {
     pub fn location(&self) -> Result<Location, Failure> {
-        Location::parse(self.history.as_deref().unwrap_or(""))
-            .map_err(crate::history::keep::failure)
+        parse(self.history.as_deref().unwrap_or(""))
     }
+}
+
+/// `--history`'s value as a store; the default file, when that is what it means, said on
+/// stderr (which file a command read or wrote should never be a guess).
+pub fn parse(text: &str) -> Result<Location, Failure> {
+    let location = Location::parse(text).map_err(crate::history::keep::failure)?;
+    if text.is_empty() {
+        crate::term::note(&format!(
+            "history: the default store {}",
+            location.display()
+        ));
+    }
+    Ok(location)
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,18 @@ use crate::cli::{Command, DocFormat, SimulateCommand};
 use crate::exit::Failure;
 use crate::render::record::paths::Files;
 
+/// The SQLite stores `--history`/`--against-fleet` name, and the files SQLite keeps beside
+/// them, as inputs: no output of the command may replace them. A value that is no store (a
+/// blank one) is refused where the command opens it.
+fn stores(files: Files, values: &[Option<&str>]) -> Files {
+    values
+        .iter()
+        .flatten()
+        .filter_map(|v| crate::history::Location::parse(v).ok())
+        .flat_map(|l| crate::history::open::store_files(&l))
+        .fold(files, |files, p| files.input("--history", Some(&p)))
+}
+
 /// Refuse (exit 2) what would lose data; see the module comment.
 pub fn check(command: &Command) -> Result<(), Failure> {
     files(command).check()
@@ -22,13 +34,16 @@ fn files(command: &Command) -> Files {
             let outputs = a.outputs.outputs(a.output.clone());
             outputs.files(files.inputs("INPUT", &a.inputs), "-o")
         }
-        Command::Qualify(a) => files
-            .input("RUN", Some(&a.run))
-            .input("--topo", a.expectation.topo.as_deref())
-            .input("--log", a.expectation.log.as_deref())
-            .input("--rules", a.rules.rules.as_deref())
-            .output("--junit", a.rules.junit.as_deref())
-            .stdout("--format", a.format != DocFormat::Table),
+        Command::Qualify(a) => stores(
+            files,
+            &[a.history.history.as_deref(), a.against_fleet.as_deref()],
+        )
+        .input("RUN", Some(&a.run))
+        .input("--topo", a.expectation.topo.as_deref())
+        .input("--log", a.expectation.log.as_deref())
+        .input("--rules", a.rules.rules.as_deref())
+        .output("--junit", a.rules.junit.as_deref())
+        .stdout("--format", a.format != DocFormat::Table),
         Command::Compare(a) => files
             .inputs("RUN", &a.runs)
             .input("--topo", a.expectation.topo.as_deref())
@@ -48,10 +63,10 @@ fn files(command: &Command) -> Files {
             files.inputs("FILE", &a.files)
         }
         Command::History(crate::cli::history::HistoryCommand::Check(_)) => files,
-        Command::Fleet(a) => files.output("--html", a.html.as_deref()).stdout(
-            "--format",
-            a.format != crate::cli::history::FleetFormat::Table,
-        ),
+        // The table is a document on stdout as much as JSON is: `--html -` beside it is two.
+        Command::Fleet(a) => stores(files, &[a.store.history.as_deref()])
+            .output("--html", a.html.as_deref())
+            .stdout("--format", true),
         // doctor checks its directory itself (a marker of what an earlier run wrote).
         Command::Bundle(_)
         | Command::Doctor(_)

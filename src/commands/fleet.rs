@@ -24,7 +24,7 @@ pub fn options(args: &FleetArgs) -> Result<FleetOptions, Failure> {
 pub fn run(args: &FleetArgs) -> Result<ExitCode, Failure> {
     let opts = options(args)?;
     let location = args.store.location()?;
-    let mut store = Store::open(&location).map_err(failure)?;
+    let mut store = Store::open_reader(&location).map_err(failure)?;
     let doc = analyse(&mut store, &opts).map_err(failure)?;
     if doc.nodes.is_empty() {
         return Err(Failure::usage(format!(

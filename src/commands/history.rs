@@ -28,14 +28,19 @@ fn entry_of(path: &std::path::Path, stated: &Stated) -> Result<entry::Entry, Fai
             }
         };
     }
-    drop(opened);
-    let (_, mut run, _) = input::read_run(path)?;
-    // nccl-tests output does not say when it ran; the file was written as the run ended.
-    if let Some(at) = modified(path) {
+    let (_, mut run, _) = input::read_run_from(opened, kind)?;
+    // nccl-tests output does not say when it ran; the file was written as the run ended
+    // (stdin has no such time: the run is dated now).
+    if let Some(at) = modified(path).filter(|_| path.as_os_str() != "-") {
         run.started_at = at;
         run.finished_at = None;
     }
     entry::from_run(&run, "add", Some(&name), stated).map_err(bad)
+}
+
+/// A path as a printed line shows it: no escape sequence reaches the terminal.
+fn shown(path: &std::path::Path) -> String {
+    crate::render::safe::line(&path.display().to_string()).into_owned()
 }
 
 /// A file's modification time, RFC 3339 in UTC.
@@ -63,14 +68,18 @@ fn add(args: &HistoryAddArgs) -> Result<ExitCode, Failure> {
         match added {
             Added::Stored { id } => crate::outln!(
                 "{}: kept as run {id} (node {}, {}, {} points)",
-                path.display(),
-                e.identity.node,
-                e.identity.sku,
+                shown(path),
+                crate::render::safe::line(&e.identity.node),
+                crate::render::safe::line(&e.identity.sku),
                 e.points.len() + e.links.len()
             ),
             Added::AlreadyStored { id } => {
-                crate::outln!("{}: already kept as run {id}", path.display())
+                crate::outln!("{}: already kept as run {id}", shown(path))
             }
+            Added::Rejudged { id } => crate::outln!(
+                "{}: already kept as run {id}; its gate verdict is now this document's",
+                shown(path)
+            ),
         }
     }
     Ok(ExitCode::Ok)
@@ -78,12 +87,28 @@ fn add(args: &HistoryAddArgs) -> Result<ExitCode, Failure> {
 
 fn check(args: &HistoryStoreArgs) -> Result<ExitCode, Failure> {
     let location = args.location()?;
-    let mut store = Store::open(&location).map_err(failure)?;
+    let shown = location.display();
+    let mut store = match Store::open_reader(&location) {
+        Ok(store) => store,
+        Err(HistoryError::Empty(_)) => {
+            crate::outln!("{shown}: empty: 0 nodes, 0 runs, 0 points (no run kept in it yet)");
+            return Ok(ExitCode::Ok);
+        }
+        // A damaged file is what a check is for: a problem found, not a failure to look.
+        Err(HistoryError::Corrupt(m)) => {
+            crate::outln!("{shown}: could not be read");
+            crate::outln!(
+                "problem: {}",
+                m.strip_prefix(&format!("{shown}: ")).unwrap_or(&m)
+            );
+            return Ok(ExitCode::CheckFailed);
+        }
+        Err(e) => return Err(failure(e)),
+    };
     let problems = store.check().map_err(failure)?;
-    let (nodes, runs, points) = store.counts().map_err(failure)?;
+    let (nodes, runs, points) = store.counts().unwrap_or((0, 0, 0));
     crate::outln!(
-        "{}: {nodes} nodes, {runs} runs, {points} points (history schema {})",
-        location.display(),
+        "{shown}: {nodes} nodes, {runs} runs, {points} points (history schema {})",
         crate::history::schema::SCHEMA_VERSION
     );
     for p in &problems {

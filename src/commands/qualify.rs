@@ -115,7 +115,17 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
         args.against_fleet.is_none(),
     )?;
     if let Some(db) = &args.against_fleet {
-        q.results.extend(against_fleet(db, args, &loaded.run)?);
+        use crate::history::against::Against;
+        match against_fleet(db, args, &loaded.run)? {
+            Against::Judged(results) => q.results.extend(results),
+            // The fleet the only rule, and it could not judge: no verdict (as `fleet` says
+            // of a node no peer judged), not a node's failure.
+            Against::NotJudged(why) if !judged_beside_the_fleet(&q.results) => {
+                return Err(Failure::usage(format!("NOT JUDGED: {}", why.message)))
+            }
+            // Beside other rules, a rule not checked is not a pass.
+            Against::NotJudged(why) => q.results.push(why),
+        }
         (q.passed, q.summary) = crate::expect::qualify::conclude(&q.results, 1);
     }
     // --node-name and --sku may say who the run is from for --against-fleet alone.
@@ -137,16 +147,25 @@ pub fn run(args: &QualifyArgs) -> Result<ExitCode, Failure> {
     )
 }
 
+/// Whether a rule beyond the ones every run gets (it completed, nothing was wrong) judged
+/// the run, or one of those failed: then a fleet that could not judge is a failed rule
+/// beside them; else there is no verdict at all.
+fn judged_beside_the_fleet(results: &[crate::documents::RuleResult]) -> bool {
+    results
+        .iter()
+        .any(|r| !r.passed || !matches!(r.rule.as_str(), "completed" | "correct"))
+}
+
 /// The run against its SKU's other nodes in the store `db`.
 fn against_fleet(
     db: &str,
     args: &QualifyArgs,
     run: &crate::model::RunRecord,
-) -> Result<Vec<crate::documents::RuleResult>, Failure> {
+) -> Result<crate::history::against::Against, Failure> {
     use crate::history::keep::failure;
     let rules = args.fleet_rules.rules()?;
-    let location = crate::history::Location::parse(db).map_err(failure)?;
-    let mut store = crate::history::Store::open(&location).map_err(failure)?;
+    let location = crate::cli::history::parse(db)?;
+    let mut store = crate::history::Store::open_reader(&location).map_err(failure)?;
     crate::history::against::against_fleet(&mut store, run, &args.history.stated(), &rules)
         .map_err(failure)
 }

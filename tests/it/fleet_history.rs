@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 static DATABASES: AtomicUsize = AtomicUsize::new(0);
 
 /// Each engine's store for one test: a new SQLite file, a new PostgreSQL database.
-fn stores(dir: &std::path::Path, test: &str) -> Vec<String> {
+pub(crate) fn stores(dir: &std::path::Path, test: &str) -> Vec<String> {
     let base = std::env::var("NCCLPROBE_TEST_POSTGRES").unwrap_or_else(|_| {
         panic!(
             "NCCLPROBE_TEST_POSTGRES is not set: these tests need a PostgreSQL server too; `ci/test` starts one (by hand: export NCCLPROBE_TEST_POSTGRES=$(ci/postgres start))"
@@ -492,17 +492,28 @@ fn qualify_against_the_fleet_fails_the_slow_node_and_passes_a_healthy_one() {
     )
     .unwrap();
     for store in stores(dir.path(), "qualify") {
-        // Too few peers is a failure, never a pass.
+        // Too few peers is a failure, never a pass: a store that holds one other node.
         let few = dir.path().join("few.sqlite");
         let _ = std::fs::remove_file(&few);
+        let one = synthetic::entries(&s)
+            .find(|e| e.identity.node != synthetic::node_name(8))
+            .unwrap();
+        Store::open(&Location::Sqlite(few.clone()))
+            .unwrap()
+            .add(&one)
+            .unwrap();
         common::bin()
             .arg("qualify")
             .arg(&healthy)
             .arg("--against-fleet")
             .arg(&few)
             .assert()
-            .code(3)
-            .stdout(predicates::str::contains("needs 5 to judge against"));
+            .code(2)
+            .stdout("")
+            .stderr(
+                predicates::str::contains("NOT JUDGED")
+                    .and(predicates::str::contains("needs 5 to judge against")),
+            );
         fill(&store, &s);
         let out = common::bin()
             .arg("qualify")
@@ -600,7 +611,7 @@ fn sweep_matrix_qualify_and_nccl_tests_output_are_kept() {
             .assert()
             .success()
             .stderr(predicates::str::contains("kept in"));
-        // The gate's verdict goes in with the run it judged.
+        // The gate's verdict goes in with the run it judged: that run, not a new one.
         common::bin()
             .arg("qualify")
             .arg(&json)
@@ -613,7 +624,12 @@ fn sweep_matrix_qualify_and_nccl_tests_output_are_kept() {
                 "bench-a",
             ])
             .assert()
-            .success();
+            .success()
+            .stderr(
+                predicates::str::contains("already in").and(predicates::str::contains(
+                    "the verdict kept with it is now this one",
+                )),
+            );
         common::bin()
             .args(["history", "add", "--history", &store])
             .arg(&log)
@@ -622,7 +638,8 @@ fn sweep_matrix_qualify_and_nccl_tests_output_are_kept() {
             .stdout(predicates::str::contains("kept as run"));
         let mut s = Store::open(&Location::parse(&store).unwrap()).unwrap();
         let runs = s.runs_since(f64::NEG_INFINITY, None).unwrap();
-        assert_eq!(runs.len(), 4, "{store}");
+        // The sweep, the matrix, the nccl-tests log; the qualified run is the sweep's.
+        assert_eq!(runs.len(), 3, "{store}");
         assert_eq!(runs.iter().filter(|r| r.matrix).count(), 1);
         assert_eq!(runs.iter().filter(|r| r.passed == Some(true)).count(), 1);
         let nodes: BTreeSet<&str> = runs.iter().map(|r| &*r.node).collect();

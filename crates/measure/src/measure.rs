@@ -13,6 +13,7 @@ use crate::stats::{summarize, StopRule};
 use crate::units::format_size;
 use crate::watchdog::Watchdog;
 
+pub mod keep;
 mod schedule;
 
 fn backend_failure(what: &str, e: BackendError) -> Failure {

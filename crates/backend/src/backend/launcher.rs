@@ -99,7 +99,24 @@ pub fn detect(m: &Machine) -> Option<Launch> {
         .or_else(|| hydra(m))
         .or_else(|| indexed_job(m))?;
     overridden(m, &mut launch);
+    if let (Some(secret), Ok(meet)) = (m.get("NCCLPROBE_RENDEZVOUS_SECRET"), launch.meet.as_mut()) {
+        meet.key = keyed(meet.key, &secret);
+        meet.source = format!("{}, keyed by NCCLPROBE_RENDEZVOUS_SECRET", meet.source);
+    }
     Some(launch)
+}
+
+/// The job's key with a secret every rank was given: the key alone is computed from values
+/// anyone on the network may know (MASTER_ADDR, the port, the world size), so it tells jobs
+/// apart but turns no one away; keyed by a secret, a stranger cannot compute it.
+fn keyed(key: u64, secret: &str) -> u64 {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(b"ncclprobe rendezvous key\0");
+    h.update(key.to_le_bytes());
+    h.update(secret.as_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().unwrap_or([0; 8]))
 }
 
 /// NCCLPROBE_RENDEZVOUS=host:port (or host) and NCCLPROBE_RENDEZVOUS_PORT name the meeting

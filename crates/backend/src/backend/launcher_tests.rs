@@ -313,3 +313,34 @@ fn no_launcher_variables_is_no_launch() {
     // RANK without WORLD_SIZE and MASTER_ADDR is not torchrun.
     assert_eq!(launch(&[("RANK", "1")], "vm", &[]), None);
 }
+
+#[test]
+fn a_shared_secret_makes_the_key_one_a_stranger_cannot_compute() {
+    // Review D16: without a secret the key follows from public values (here MASTER_ADDR,
+    // MASTER_PORT and WORLD_SIZE); with one, every rank of the job agrees on a key that
+    // those values alone do not give.
+    let torchrun = |rank: &str, secret: Option<&str>| {
+        let mut vars = vec![
+            ("RANK", rank),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", rank),
+            ("MASTER_ADDR", "node01"),
+            ("MASTER_PORT", "29500"),
+        ];
+        if let Some(s) = secret {
+            vars.push(("NCCLPROBE_RENDEZVOUS_SECRET", s));
+        }
+        meeting(&launch(&vars, "node01", &[]).unwrap()).clone()
+    };
+    let public = torchrun("0", None);
+    assert_eq!(public.key, key_of("torchrun node01 29501 2"));
+    let (zero, one) = (torchrun("0", Some("s3cret")), torchrun("1", Some("s3cret")));
+    assert_eq!(zero.key, one.key, "every rank agrees");
+    assert_ne!(zero.key, public.key);
+    assert_ne!(zero.key, torchrun("0", Some("other")).key);
+    assert!(
+        zero.source.contains("NCCLPROBE_RENDEZVOUS_SECRET"),
+        "{}",
+        zero.source
+    );
+}

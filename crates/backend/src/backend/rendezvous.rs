@@ -85,8 +85,11 @@ fn hub(
     let port = meet.port;
     // Listen on every interface, as torchrun's TCPStore does: the name peers use may resolve
     // here to 127.0.1.1 (Debian's /etc/hosts), where a listener would be reachable from no
-    // other host.
-    let listener = std::net::TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
+    // other host. When every rank meets on the loopback interface, only there: nothing off
+    // this host can reach the port.
+    let loopback = meet.hosts.iter().all(|h| h == "127.0.0.1");
+    let address = if loopback { "127.0.0.1" } else { "0.0.0.0" };
+    let listener = std::net::TcpListener::bind((address, port)).map_err(|e| {
         let taken = e.kind() == std::io::ErrorKind::AddrInUse;
         let said = if taken {
             format!("rendezvous: port {port} on {} ({}) is taken by another program; give every rank a free port with NCCLPROBE_RENDEZVOUS_PORT", meet.hosts.join(" or "), meet.source)
@@ -100,20 +103,43 @@ fn hub(
         .map_err(|e| io("listener", e))?;
     let mut slots: Vec<Option<std::net::TcpStream>> = (0..nranks).map(|_| None).collect();
     let mut strangers = 0usize;
+    // Hellos that claimed a taken rank or another job size: said if the job never meets.
+    let mut disputes: Vec<String> = Vec::new();
     // Each hello is read on a thread of its own: a connection that says nothing (a port
-    // scanner, a health check) must not hold up the ranks behind it.
+    // scanner, a health check) must not hold up the ranks behind it. At most MAX_GREETERS at
+    // once: a flood of idle connections is turned away, not given a thread (and a
+    // descriptor) each.
+    let greeters = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (tx, rx) = std::sync::mpsc::channel();
     while (0..nranks).any(|r| r != rank && slots[r].is_none()) {
+        use std::sync::atomic::Ordering::SeqCst;
         match listener.accept() {
             Ok((s, from)) => {
-                let tx = tx.clone();
-                let key = meet.key;
-                std::thread::spawn(move || {
-                    let _ = tx.send((from, greet(s, (rank, key), nranks, deadline)));
-                });
+                if greeters.load(SeqCst) >= MAX_GREETERS {
+                    strangers += 1;
+                    drop(s);
+                    continue;
+                }
+                let (tx, key, busy) = (tx.clone(), meet.key, greeters.clone());
+                busy.fetch_add(1, SeqCst);
+                let spawned = std::thread::Builder::new()
+                    .name("rendezvous-hello".into())
+                    .spawn(move || {
+                        let greeting = greet(s, (rank, key), nranks, deadline);
+                        busy.fetch_sub(1, SeqCst);
+                        let _ = tx.send((from, greeting));
+                    });
+                // No thread to spare: the connection was dropped with the closure.
+                if spawned.is_err() {
+                    greeters.fetch_sub(1, SeqCst);
+                    strangers += 1;
+                }
                 continue;
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            // Out of descriptors (EMFILE, ENFILE), a peer gone before it was taken: the next
+            // connection may well be a rank's; the deadline still ends the wait.
+            Err(e) if transient(&e) => strangers += 1,
             Err(e) => return Err(io("accept", e)),
         }
         while let Ok((from, greeting)) = rx.try_recv() {
@@ -121,23 +147,30 @@ fn hub(
                 Ok((peer, s)) if peer != rank && peer < nranks && slots[peer].is_none() => {
                     slots[peer] = Some(s)
                 }
-                Ok((peer, _)) => {
-                    return Err(BackendError::Failed(format!(
-                        "rendezvous: {from} says it is rank {peer} of {nranks}, which is taken or out of range: two jobs share rank numbers, or the launcher started a rank twice"
-                    )))
-                }
+                // The key is public (see the README): a hello that claims a taken rank is not
+                // trusted enough to end the job. It is turned away, and said if the job
+                // never meets.
+                Ok((peer, _)) => disputes.push(format!(
+                    "{from} said it is rank {peer} of {nranks}, which is taken or out of range"
+                )),
                 Err(Greeting::Stranger) => strangers += 1,
-                Err(Greeting::Fatal(m)) => return Err(BackendError::Failed(m)),
+                Err(Greeting::Disputed(m)) => disputes.push(format!("{from} {m}")),
             }
         }
         if Instant::now() > deadline {
             let missing: Vec<usize> = (0..nranks)
                 .filter(|&r| r != rank && slots[r].is_none())
                 .collect();
-            let noise = match strangers {
+            let mut noise = match strangers {
                 0 => String::new(),
                 n => format!("; {n} connection(s) from something else (another job, or not ncclprobe) were turned away"),
             };
+            if let Some(first) = disputes.first() {
+                noise.push_str(&format!(
+                    "; {} hello(s) with this job's key disagreed with it ({first}): two jobs share rank numbers, the launcher started a rank twice, or its variables disagree between processes",
+                    disputes.len()
+                ));
+            }
             return Err(BackendError::TimedOut(format!(
                 "rendezvous: rank {rank} listened on port {port} of {} ({}) but ranks {} did not connect within {timeout:?}{noise}; are they running, and can they reach this host on that port?",
                 meet.hosts.join(" or "), meet.source, list(&missing)
@@ -166,11 +199,55 @@ fn list(ranks: &[usize]) -> String {
     out.join(", ")
 }
 
+/// Hellos read at once, at most (see `hub`).
+const MAX_GREETERS: usize = 64;
+
+/// How long one connection may take to say its hello, in all.
+const HELLO_PATIENCE: Duration = Duration::from_secs(10);
+
+/// An `accept` error that says nothing about the listener itself.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EINTR
+        )
+    ) || e.kind() == std::io::ErrorKind::Interrupted
+}
+
 enum Greeting {
     /// Not this job's ncclprobe: turned away, the wait goes on.
     Stranger,
-    /// This job's, but wrong: the run cannot go on.
-    Fatal(String),
+    /// This job's key, but a claim that contradicts the job (another size): turned away as
+    /// well, since anyone who knows the job's public values can send it; said at the end.
+    Disputed(String),
+}
+
+/// Reads exactly `buf.len()` bytes by `until`, however slowly they come: a peer that sends a
+/// byte at a time cannot stretch the wait past it.
+fn read_by(s: &mut std::net::TcpStream, buf: &mut [u8], until: Instant) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut got = 0;
+    while got < buf.len() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A connecting peer's hello, read within the deadline, and the answer.
@@ -180,17 +257,21 @@ fn greet(
     nranks: usize,
     deadline: Instant,
 ) -> Result<(usize, std::net::TcpStream), Greeting> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let left = deadline
         .saturating_duration_since(Instant::now())
         .max(Duration::from_millis(100));
+    let until = Instant::now() + left.min(HELLO_PATIENCE);
     let setup = s
         .set_nonblocking(false)
-        .and_then(|_| s.set_read_timeout(Some(left.min(Duration::from_secs(10)))))
         // Small control messages: without this, Nagle + delayed ACK add 40 ms.
         .and_then(|_| s.set_nodelay(true));
     let mut hello = [0u8; 32];
-    if setup.and_then(|_| s.read_exact(&mut hello)).is_err() || &hello[..8] != HELLO {
+    if setup
+        .and_then(|_| read_by(&mut s, &mut hello, until))
+        .is_err()
+        || &hello[..8] != HELLO
+    {
         return Err(Greeting::Stranger);
     }
     let field = |i: usize| u64::from_le_bytes(hello[i..i + 8].try_into().unwrap_or([0; 8]));
@@ -199,8 +280,8 @@ fn greet(
     }
     let (peer, size) = (field(16) as usize, field(24) as usize);
     if size != nranks {
-        return Err(Greeting::Fatal(format!(
-            "rendezvous: rank {peer} says the job has {size} ranks, this rank was told {nranks}: the launcher's variables disagree between processes"
+        return Err(Greeting::Disputed(format!(
+            "said it is rank {peer} of a job of {size} ranks; this rank was told {nranks}"
         )));
     }
     let mut answer = HELLO.to_vec();
@@ -309,19 +390,26 @@ fn write_frame(s: &mut std::net::TcpStream, data: &[u8]) -> std::io::Result<()> 
     s.write_all(&frame)
 }
 
+/// The largest frame a rank sends: NCCL's unique id, a plan, a rank's results.
+const MAX_FRAME: u64 = 256 << 20;
+
 fn read_frame(s: &mut std::net::TcpStream) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut len = [0u8; 8];
     s.read_exact(&mut len)?;
-    let len = u64::from_le_bytes(len) as usize;
-    if len > 1 << 30 {
+    let len = u64::from_le_bytes(len);
+    if len > MAX_FRAME {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            "frame too large",
+            format!("a frame of {len} bytes, more than the {MAX_FRAME} a rendezvous carries"),
         ));
     }
-    let mut buf = vec![0u8; len];
-    s.read_exact(&mut buf)?;
+    // Grown as the bytes arrive: a length that lies costs no more memory than was sent.
+    let mut buf = Vec::new();
+    s.take(len).read_to_end(&mut buf)?;
+    if buf.len() as u64 != len {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
     Ok(buf)
 }
 

@@ -247,3 +247,101 @@ fn a_taken_port_is_said_with_the_variable_that_moves_it() {
     );
     assert!(m.contains("NCCLPROBE_RENDEZVOUS_PORT"), "{m}");
 }
+
+/// Connects to the hub at `port` once it listens.
+fn reach(port: u16) -> std::net::TcpStream {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => return s,
+            Err(e) if std::time::Instant::now() > deadline => panic!("the hub never listened: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A hello with the job's key (7, as `meet` gives) claiming `rank` of `size`.
+fn claim(port: u16, rank: u64, size: u64) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = reach(port);
+    let mut frame = HELLO.to_vec();
+    for n in [7u64, rank, size] {
+        frame.extend_from_slice(&n.to_le_bytes());
+    }
+    s.write_all(&frame).unwrap();
+    s
+}
+
+#[test]
+fn a_flood_of_idle_connections_and_false_claims_do_not_end_the_job() {
+    // Review D15, D16: 300 connections that say nothing (more than the hub reads at once), a
+    // slow trickle, a hello with the job's public key claiming another job size, and one
+    // claiming the hub's own rank: the hub neither ends nor runs out of threads, and the real
+    // rank 1 still joins.
+    use std::io::Write;
+    let port = free_port();
+    let hub = std::thread::spawn(move || {
+        Tcp::connect(
+            0,
+            2,
+            &meet("127.0.0.1", port, true),
+            Duration::from_secs(30),
+        )
+        .map(|mut t| t.allgather(b"zero").unwrap())
+    });
+    let idle: Vec<std::net::TcpStream> = (0..300).map(|_| reach(port)).collect();
+    let mut trickle = reach(port);
+    trickle.write_all(&HELLO[..1]).unwrap();
+    let _wrong_size = claim(port, 1, 3);
+    let _hubs_rank = claim(port, 0, 2);
+    let mut one = Tcp::connect(
+        1,
+        2,
+        &meet("127.0.0.1", port, false),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(one.allgather(b"one").unwrap(), hub.join().unwrap().unwrap());
+    drop(idle);
+}
+
+#[test]
+fn false_claims_are_said_when_the_job_never_meets() {
+    let port = free_port();
+    let hub = std::thread::spawn(move || {
+        Tcp::connect(0, 2, &meet("127.0.0.1", port, true), Duration::from_secs(2))
+            .err()
+            .unwrap()
+    });
+    let _wrong_size = claim(port, 1, 3);
+    let m = hub.join().unwrap().to_string();
+    assert!(m.contains("ranks 1 did not connect"), "{m}");
+    assert!(
+        m.contains("said it is rank 1 of a job of 3 ranks; this rank was told 2"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_frame_that_lies_about_its_length_costs_no_memory() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut liar = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (mut s, _) = listener.accept().unwrap();
+    // 200 MiB announced, 3 bytes sent, then the connection closes.
+    liar.write_all(&(200u64 << 20).to_le_bytes()).unwrap();
+    liar.write_all(b"abc").unwrap();
+    drop(liar);
+    let e = read_frame(&mut s).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+    let (mut a, mut b) = {
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let p = l.local_addr().unwrap().port();
+        let a = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+        (a, l.accept().unwrap().0)
+    };
+    a.write_all(&(1u64 << 40).to_le_bytes()).unwrap();
+    let e = read_frame(&mut b).unwrap_err();
+    assert!(e.to_string().contains("more than the"), "{e}");
+}

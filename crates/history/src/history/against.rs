@@ -21,13 +21,23 @@ type PointKey = (Arc<str>, Arc<str>, i64, i64);
 /// Peer runs whose samples are pooled.
 const POOL_RUNS: usize = 64;
 
-/// The rule's results for `run`: one per failing size, or one passing summary.
+/// What holding a run against its fleet gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Against {
+    /// One result per failing size, or one passing summary.
+    Judged(Vec<RuleResult>),
+    /// Nothing could be judged (too few peers, no size they measured too): the rule as a
+    /// failed result, for a gate that has other rules, and why in its message.
+    NotJudged(RuleResult),
+}
+
+/// `run` against its SKU's other nodes in `store`; see the module comment.
 pub fn against_fleet(
     store: &mut Store,
     run: &RunRecord,
     stated: &Stated,
     rules: &FleetRules,
-) -> Result<Vec<RuleResult>, HistoryError> {
+) -> Result<Against, HistoryError> {
     let me = entry::from_run(run, "qualify", None, stated).map_err(HistoryError::Document)?;
     let all = store.runs_since(f64::NEG_INFINITY, Some(&me.identity.sku))?;
     let nodes = nodes_of(&all);
@@ -48,13 +58,13 @@ pub fn against_fleet(
         subject: None,
     };
     if peer_runs.len() < rules.min_peers {
-        return Ok(vec![fail(format!(
+        return Ok(Against::NotJudged(fail(format!(
             "{} holds {} other node(s) of {} with a measured run; --against-fleet needs {} to judge against",
             store.location.display(),
             peer_runs.len(),
             me.identity.sku,
             rules.min_peers
-        ))]);
+        ))));
     }
     let mut values: HashMap<PointKey, Vec<f64>> = HashMap::new();
     for p in store.points_of(&peer_runs)? {
@@ -99,12 +109,13 @@ pub fn against_fleet(
         judged.push((p, m, v.len(), ratio, z, pv));
     }
     if judged.is_empty() {
-        return Ok(vec![fail(format!(
-            "no size of this run from {} up was measured by {} peers of {}",
-            format_size(rules.min_size_bytes),
-            rules.min_peers,
-            me.identity.sku
-        ))]);
+        let why = nothing_judged(run, rules, &me.identity.sku);
+        return Ok(Against::NotJudged(RuleResult {
+            measured: Some(0.0),
+            required: Some(1.0),
+            unit: "sizes judged".into(),
+            ..fail(why)
+        }));
     }
     let ps: Vec<f64> = judged.iter().filter_map(|j| j.5).collect();
     let cut = bh_threshold(&ps, judged.len(), rules.fdr);
@@ -157,7 +168,25 @@ subject: None,
 });
         }
     }
-    Ok(out)
+    Ok(Against::Judged(out))
+}
+
+/// Why no size of `run` could be held against its peers.
+fn nothing_judged(run: &RunRecord, rules: &FleetRules, sku: &str) -> String {
+    let largest = run.points.iter().map(|p| p.size_bytes).max().unwrap_or(0);
+    if largest < rules.min_size_bytes {
+        format!(
+            "the run's largest size is {}, below --fleet-min-size {} (latency-bound sizes are not judged against peers)",
+            format_size(largest),
+            format_size(rules.min_size_bytes)
+        )
+    } else {
+        format!(
+            "no size of this run from {} up was measured by {} peers of {sku} (with the same collective, type and rank count)",
+            format_size(rules.min_size_bytes),
+            rules.min_peers,
+        )
+    }
 }
 
 fn judged_point(p: &Point, rules: &FleetRules) -> bool {

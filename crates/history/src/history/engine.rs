@@ -130,6 +130,12 @@ pub enum DbError {
     Unreachable(String),
     /// The store was laid out by a newer schema than this build knows (its version).
     Newer(i64),
+    /// The meta table names a schema version that is not a number any build writes.
+    Unknown(String),
+    /// Another program's database: its tables, and no ncclprobe meta row.
+    Foreign(String),
+    /// The file is damaged (SQLite's "malformed", "not a database" past its header).
+    Corrupt(String),
     /// Anything else the engine said.
     Other(String),
 }
@@ -137,10 +143,14 @@ pub enum DbError {
 impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DbError::Busy(m) | DbError::Full(m) | DbError::Unreachable(m) | DbError::Other(m) => {
-                f.write_str(m)
-            }
+            DbError::Busy(m)
+            | DbError::Full(m)
+            | DbError::Unreachable(m)
+            | DbError::Corrupt(m)
+            | DbError::Other(m) => f.write_str(m),
             DbError::Newer(v) => write!(f, "laid out by history schema {v}"),
+            DbError::Unknown(v) => write!(f, "unknown history schema {v:?}"),
+            DbError::Foreign(t) => write!(f, "another program's database (tables {t})"),
         }
     }
 }
@@ -151,9 +161,10 @@ impl From<rusqlite::Error> for DbError {
         match e.sqlite_error_code() {
             Some(C::DatabaseBusy | C::DatabaseLocked) => DbError::Busy(e.to_string()),
             Some(C::DiskFull) => DbError::Full(e.to_string()),
-            Some(C::CannotOpen | C::PermissionDenied | C::ReadOnly | C::NotADatabase) => {
+            Some(C::CannotOpen | C::PermissionDenied | C::ReadOnly) => {
                 DbError::Unreachable(e.to_string())
             }
+            Some(C::DatabaseCorrupt | C::NotADatabase) => DbError::Corrupt(e.to_string()),
             _ => DbError::Other(e.to_string()),
         }
     }
@@ -201,7 +212,7 @@ pub enum Conn {
 }
 
 /// How long SQLite itself waits on a lock before saying busy (the writer retries above it).
-const SQLITE_BUSY_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const SQLITE_BUSY_WAIT: Duration = Duration::from_secs(5);
 
 impl Conn {
     /// A SQLite file: created if missing, in WAL mode (readers never wait for the writer),
@@ -210,6 +221,8 @@ impl Conn {
         let conn = rusqlite::Connection::open(path)
             .map_err(|e| DbError::Unreachable(format!("cannot open {}: {e}", path.display())))?;
         conn.busy_timeout(SQLITE_BUSY_WAIT)?;
+        // Another program's database was refused before this (`open::preflight`): nothing
+        // of it is changed, not even its journal mode.
         // The journal mode is the file's: only the first opener changes it, and a busy file
         // keeps whichever mode it has, so a failure to switch is retried by the caller.
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
@@ -226,9 +239,12 @@ impl Conn {
     /// A PostgreSQL server by URL (`postgres://user@host/db`); 10 s to connect unless the URL
     /// says `connect_timeout`.
     pub fn postgres(url: &str) -> Result<Conn, DbError> {
-        let mut config: postgres::Config = url.parse().map_err(|e| {
+        let (plain, tls) = super::tls::split(url)
+            .map_err(|e| DbError::Unreachable(format!("{}: {e}", redact(url))))?;
+        let mut config: postgres::Config = plain.parse().map_err(|e| {
             DbError::Unreachable(format!("{}: not a PostgreSQL URL: {e}", redact(url)))
         })?;
+        config.ssl_mode(tls.mode.wire());
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -253,9 +269,21 @@ impl Conn {
                 config.password(p);
             }
         }
-        let client = config
-            .connect(postgres::NoTls)
-            .map_err(|e| DbError::Unreachable(format!("cannot connect to {}: {e}", redact(url))))?;
+        let connected = match tls.mode {
+            super::tls::Mode::Disable => config.connect(postgres::NoTls),
+            _ => {
+                let connector = super::tls::connector(&tls)
+                    .map_err(|e| DbError::Unreachable(format!("{}: {e}", redact(url))))?;
+                config.connect(connector)
+            }
+        };
+        let client = connected.map_err(|e| {
+            DbError::Unreachable(format!(
+                "cannot connect to {}: {}",
+                redact(url),
+                super::tls::connect_error(&e, tls.mode)
+            ))
+        })?;
         Ok(Conn::Postgres {
             client: Box::new(client),
             statements: HashMap::new(),

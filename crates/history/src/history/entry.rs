@@ -193,6 +193,44 @@ fn sku_of(models: &[String]) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(" + "))
 }
 
+/// `--sku` as given, trimmed; a blank one is no SKU stated (as a blank `--node-name` is).
+fn stated_sku(stated: &Stated) -> Option<String> {
+    stated
+        .sku
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// The longest node or SKU name a store keeps (host names stop at 253 bytes; both engines
+/// index these columns, and PostgreSQL's index rows stop near 8 KiB).
+pub const MAX_NAME_BYTES: usize = 512;
+
+/// A node or SKU name both engines store alike: no NUL (PostgreSQL's text cannot hold one),
+/// no longer than [`MAX_NAME_BYTES`].
+fn storable(field: &str, name: String) -> Result<String, String> {
+    if name.contains('\0') {
+        return Err(format!(
+            "the {field} name {:?} holds a NUL character, which no store keeps: name it with --{}",
+            crate::secrets::redact(&name.replace('\0', "\\0"))
+                .chars()
+                .take(80)
+                .collect::<String>(),
+            if field == "node" { "node-name" } else { "sku" }
+        ));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "the {field} name is {} bytes long, more than the {MAX_NAME_BYTES} a store keeps (it starts {:?}): name it with --{}",
+            name.len(),
+            name.chars().take(40).collect::<String>(),
+            if field == "node" { "node-name" } else { "sku" }
+        ));
+    }
+    Ok(name)
+}
+
 fn node_of(hosts: &[String], stated: &Stated, what: &str) -> Result<String, String> {
     if let Some(n) = stated.node.as_deref().filter(|n| !n.trim().is_empty()) {
         return Ok(n.trim().to_string());
@@ -202,7 +240,7 @@ fn node_of(hosts: &[String], stated: &Stated, what: &str) -> Result<String, Stri
     unique.dedup();
     match unique.len() {
         0 => Err(format!(
-            "{what} names no host: say which node it is from with --node"
+            "{what} names no host: say which node it is from with --node-name"
         )),
         _ => Ok(unique
             .iter()
@@ -278,11 +316,10 @@ pub fn from_run(
     } else {
         record.gpu_health.iter().map(|g| g.name.clone()).collect()
     };
-    let sku = stated
-        .sku
-        .clone()
+    let sku = stated_sku(stated)
         .or_else(|| sku_of(&models))
         .unwrap_or_else(|| format!("{} ({} ranks)", record.backend.name, record.backend.nranks));
+    let (node, sku) = (storable("node", node)?, storable("SKU", sku)?);
     let gpus = record
         .gpu_health
         .iter()
@@ -404,11 +441,10 @@ pub fn from_matrix(
         .iter()
         .filter_map(|e| e.device.as_deref().map(|d| device_model(d).to_string()))
         .collect();
-    let sku = stated
-        .sku
-        .clone()
+    let sku = stated_sku(stated)
         .or_else(|| sku_of(&models))
         .unwrap_or_else(|| format!("{} ({} ranks)", doc.backend.name, doc.backend.nranks));
+    let (node, sku) = (storable("node", node)?, storable("SKU", sku)?);
     let started_unix = unix_time(&doc.started_at).ok_or_else(|| {
         format!(
             "{what}: started_at {:?} is not an RFC 3339 time",

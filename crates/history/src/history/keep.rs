@@ -18,7 +18,10 @@ pub struct Target {
 /// (2); a store that cannot be written is an I/O failure writing results (1).
 pub fn failure(e: HistoryError) -> Failure {
     let code = match e {
-        HistoryError::Newer(_) | HistoryError::Document(_) => ExitCode::Usage,
+        HistoryError::Newer(_)
+        | HistoryError::Document(_)
+        | HistoryError::Refused(_)
+        | HistoryError::Empty(_) => ExitCode::Usage,
         _ => ExitCode::Internal,
     };
     Failure::new(code, format!("history: {e}"))
@@ -28,6 +31,10 @@ fn said(target: &Target, added: &Added, node: &str, sku: &str) {
     match added {
         Added::Stored { id } => crate::term::note(&format!(
             "kept in {} as run {id} (node {node}, {sku})",
+            target.location.display()
+        )),
+        Added::Rejudged { id } => crate::term::note(&format!(
+            "already in {} as run {id}; the verdict kept with it is now this one",
             target.location.display()
         )),
         Added::AlreadyStored { id } => crate::term::note(&format!(

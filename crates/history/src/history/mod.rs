@@ -7,17 +7,20 @@
 //! writer killed halfway leaves nothing of its run behind.
 
 pub mod against;
+mod check;
 pub mod engine;
 pub mod entry;
 pub mod fleet;
 mod fleet_checks;
 pub mod fleet_stats;
 pub mod keep;
+pub mod open;
 pub mod pgpass;
 pub mod read;
 pub mod schema;
 #[doc(hidden)]
 pub mod synthetic;
+pub mod tls;
 pub mod write;
 
 use engine::{Conn, DbError, EngineKind};
@@ -58,8 +61,13 @@ impl Location {
         {
             return Ok(Location::Postgres(t.to_string()));
         }
-        if t.is_empty() {
+        if text.is_empty() {
             return default_file().map(Location::Sqlite);
+        }
+        if t.is_empty() {
+            return Err(HistoryError::Refused(format!(
+                "--history {text:?}: a blank name; give a file, a postgres:// URL, or --history alone for the default store"
+            )));
         }
         Ok(Location::Sqlite(PathBuf::from(t)))
     }
@@ -73,18 +81,16 @@ impl Location {
     }
 }
 
-/// `$XDG_DATA_HOME/ncclprobe/history.sqlite` (`~/.local/share/…` when unset), its directory
-/// created.
+/// `$XDG_DATA_HOME/ncclprobe/history.sqlite` (`~/.local/share/…` when it is unset or not an
+/// absolute path, as the XDG specification says). A writer creates its directory; a reader
+/// never does.
 pub fn default_file() -> Result<PathBuf, HistoryError> {
     let base = dirs::data_dir().ok_or_else(|| {
         HistoryError::Unreachable(
             "no data directory for the default history file (neither XDG_DATA_HOME nor HOME is set): name one with --history FILE".into(),
         )
     })?;
-    let dir = base.join("ncclprobe");
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| HistoryError::Unreachable(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir.join("history.sqlite"))
+    Ok(base.join("ncclprobe").join("history.sqlite"))
 }
 
 /// Why the history could not be used.
@@ -100,6 +106,13 @@ pub enum HistoryError {
     Full(String),
     /// A document that cannot be stored (what and why).
     Document(String),
+    /// Not a store this build may use (a directory, another program's database, an unknown
+    /// schema, a reader's store that does not exist): left as it is.
+    Refused(String),
+    /// A store that exists but holds no run yet.
+    Empty(String),
+    /// A damaged store (SQLite says malformed).
+    Corrupt(String),
     Other(String),
 }
 
@@ -111,6 +124,9 @@ impl std::fmt::Display for HistoryError {
             | HistoryError::Busy(m)
             | HistoryError::Full(m)
             | HistoryError::Document(m)
+            | HistoryError::Refused(m)
+            | HistoryError::Empty(m)
+            | HistoryError::Corrupt(m)
             | HistoryError::Other(m) => f.write_str(m),
         }
     }
@@ -129,7 +145,8 @@ pub struct Store {
 pub const DEFAULT_PATIENCE: Duration = Duration::from_secs(120);
 
 impl Store {
-    /// Opens (creating and migrating as needed) the store at `location`.
+    /// Opens (creating and migrating as needed) the store at `location`, for writing; see
+    /// [`open`] for what is refused.
     pub fn open(location: &Location) -> Result<Store, HistoryError> {
         Store::open_at(location, schema::SCHEMA_VERSION)
     }
@@ -138,6 +155,7 @@ impl Store {
     #[doc(hidden)]
     pub fn open_at(location: &Location, version: i64) -> Result<Store, HistoryError> {
         let name = location.display();
+        open::preflight(location, open::Access::Write)?;
         let deadline = Instant::now() + DEFAULT_PATIENCE;
         let mut conn = retry(&name, deadline, || match location {
             Location::Sqlite(path) => Conn::sqlite(path),
@@ -174,23 +192,15 @@ pub(crate) fn retry<T>(
             Err(DbError::Busy(m)) => {
                 if Instant::now() + wait > deadline {
                     return Err(HistoryError::Busy(format!(
-                        "{name} stayed locked by other writers through {attempts} attempts ({m}); the run's own files are written, add them later with `ncclprobe history add`"
+                        "{name} stayed locked by other writers through {attempts} attempts ({m})"
                     )));
                 }
-                std::thread::sleep(wait + Duration::from_millis(spread * wait.as_millis() as u64 / 16));
+                std::thread::sleep(
+                    wait + Duration::from_millis(spread * wait.as_millis() as u64 / 16),
+                );
                 wait = (wait * 2).min(Duration::from_secs(1));
             }
-            Err(DbError::Full(m)) => {
-                return Err(HistoryError::Full(format!("{name}: the disk is full ({m})")))
-            }
-            Err(DbError::Unreachable(m)) => return Err(HistoryError::Unreachable(m)),
-            Err(DbError::Newer(found)) => {
-                return Err(HistoryError::Newer(format!(
-                    "{name} was laid out by a newer ncclprobe (history schema {found}; this one knows up to {}): upgrade ncclprobe to read or write it",
-                    schema::SCHEMA_VERSION
-                )))
-            }
-            Err(DbError::Other(m)) => return Err(HistoryError::Other(format!("{name}: {m}"))),
+            Err(e) => return Err(open::opened(name, e)),
         }
     }
 }

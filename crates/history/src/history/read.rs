@@ -309,40 +309,6 @@ impl Store {
             one("SELECT COUNT(*) FROM points")?,
         ))
     }
-
-    /// Problems with the store's consistency (empty: none): SQLite's own integrity check, and
-    /// on both engines rows that lost their run.
-    pub fn check(&mut self) -> Result<Vec<String>, HistoryError> {
-        let mut problems = Vec::new();
-        if self.engine() == super::engine::EngineKind::Sqlite {
-            let rows = self
-                .conn
-                .query("PRAGMA integrity_check", &[])
-                .map_err(|e| HistoryError::Other(e.to_string()))?;
-            for r in rows {
-                if let Some(t) = r[0].text().filter(|t| *t != "ok") {
-                    problems.push(format!("SQLite: {t}"));
-                }
-            }
-        }
-        for table in ["points", "gates", "headlines", "links"] {
-            let n = self
-                .conn
-                .scalar(
-                    &format!(
-                        "SELECT COUNT(*) FROM {table} t WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = t.run_id)"
-                    ),
-                    &[],
-                )
-                .map_err(|e| HistoryError::Other(e.to_string()))?
-                .int()
-                .unwrap_or(0);
-            if n > 0 {
-                problems.push(format!("{n} rows of {table} belong to no run"));
-            }
-        }
-        Ok(problems)
-    }
 }
 
 fn headline(r: &[super::engine::Cell<'_>], names: &mut Interner) -> HeadlineLite {

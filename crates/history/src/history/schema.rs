@@ -113,9 +113,94 @@ pub fn dialect(kind: EngineKind, sql: &str) -> String {
 
 /// The version the store is at (0: empty), read inside the caller's transaction.
 fn version(conn: &mut Conn) -> Result<i64, DbError> {
+    if conn.kind() == EngineKind::Postgres && !has_meta(conn)? {
+        postgres_foreign(conn)?;
+    }
     conn.batch("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")?;
     let v = conn.scalar("SELECT value FROM meta WHERE key = 'schema_version'", &[])?;
-    Ok(v.text().and_then(|t| t.trim().parse().ok()).unwrap_or(0))
+    parse_version(v.text())
+}
+
+/// The meta row's text as a version: missing is 0 (a store not laid out yet); digits past
+/// `i64` are a newer store; anything else is no version at all.
+fn parse_version(text: Option<&str>) -> Result<i64, DbError> {
+    let Some(t) = text.map(str::trim) else {
+        return Ok(0);
+    };
+    match t.parse::<i64>() {
+        Ok(v) if v >= 0 => Ok(v),
+        Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(DbError::Newer(i64::MAX))
+        }
+        _ => Err(DbError::Unknown(t.chars().take(40).collect())),
+    }
+}
+
+fn has_meta(conn: &mut Conn) -> Result<bool, DbError> {
+    let sql = match conn.kind() {
+        EngineKind::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+        EngineKind::Postgres => {
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'"
+        }
+    };
+    Ok(conn.scalar(sql, &[])?.int().unwrap_or(0) > 0)
+}
+
+/// A PostgreSQL schema that holds other tables and no meta table is another program's.
+fn postgres_foreign(conn: &mut Conn) -> Result<(), DbError> {
+    let rows = conn.query(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1",
+        &[],
+    )?;
+    let names: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.first().and_then(Value::text).map(str::to_string))
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(DbError::Foreign(shown_tables(&names)))
+}
+
+/// Refuses a SQLite database that holds tables but no ncclprobe `meta` table.
+pub(crate) fn foreign_tables(conn: &rusqlite::Connection) -> Result<(), DbError> {
+    let mut stmt =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?;
+    let names = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    if names.is_empty() || names.iter().any(|n| n == "meta") {
+        return Ok(());
+    }
+    Err(DbError::Foreign(shown_tables(&names)))
+}
+
+/// At most five table names, then how many more.
+pub(crate) fn shown_tables(names: &[String]) -> String {
+    let mut text = names.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 5 {
+        text.push_str(&format!(" and {} more", names.len() - 5));
+    }
+    text
+}
+
+/// The store's version for a reader, nothing changed: 0 for a store not laid out yet (no
+/// tables at all); another program's tables, an unknown or newer version refused.
+pub fn readable(conn: &mut Conn) -> Result<i64, DbError> {
+    if !has_meta(conn)? {
+        if let Conn::Sqlite(c) = conn {
+            foreign_tables(c)?;
+        } else {
+            postgres_foreign(conn)?;
+        }
+        return Ok(0);
+    }
+    let rows = conn.query("SELECT value FROM meta WHERE key = 'schema_version'", &[])?;
+    let found = parse_version(rows.first().and_then(|r| r.first()).and_then(Value::text))?;
+    if found > SCHEMA_VERSION {
+        return Err(DbError::Newer(found));
+    }
+    Ok(found)
 }
 
 /// Brings the store to `target` (normally [`SCHEMA_VERSION`]) under the write lock: every
@@ -159,17 +244,23 @@ pub fn migrate_to(conn: &mut Conn, target: i64) -> Result<i64, DbError> {
     }
 }
 
-/// The store's version without changing anything (read-only callers).
-pub fn current(conn: &mut Conn) -> Result<i64, DbError> {
-    let v = conn.query("SELECT value FROM meta WHERE key = 'schema_version'", &[]);
-    match v {
-        Ok(rows) => Ok(rows
-            .first()
-            .and_then(|r| r.first())
-            .and_then(Value::text)
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0)),
-        // No meta table: an empty store.
-        Err(_) => Ok(0),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_numbers_or_refused_by_name() {
+        assert_eq!(parse_version(None), Ok(0));
+        assert_eq!(parse_version(Some(" 2 ")), Ok(2));
+        assert_eq!(
+            parse_version(Some("9999999999999999999999")),
+            Err(DbError::Newer(i64::MAX))
+        );
+        for junk in ["-1", "abc", "2.5", ""] {
+            assert!(
+                matches!(parse_version(Some(junk)), Err(DbError::Unknown(_))),
+                "{junk:?}"
+            );
+        }
     }
 }

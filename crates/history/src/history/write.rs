@@ -12,8 +12,11 @@ use std::time::Instant;
 pub enum Added {
     /// Stored as run `id`.
     Stored { id: i64 },
-    /// The same document (byte for byte) was stored before.
+    /// The same measurement was stored before.
     AlreadyStored { id: i64 },
+    /// The same measurement was stored before, and this document's gate verdict (a later
+    /// `qualify` of it) replaced the one kept with it.
+    Rejudged { id: i64 },
 }
 
 /// Points per INSERT statement (a run's points go in a few statements, not one each).
@@ -60,7 +63,21 @@ fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
         )?
         .int()
     {
-        return Ok(Added::AlreadyStored { id });
+        if (e.gates.is_empty() && e.passed.is_none()) || same_verdict(conn, id, e)? {
+            return Ok(Added::AlreadyStored { id });
+        }
+        // The verdict is kept with the run it judged: the latest one replaces what was kept.
+        conn.exec("DELETE FROM gates WHERE run_id = ?", &[id.into()])?;
+        insert_gates(conn, id, e)?;
+        conn.exec(
+            "UPDATE runs SET passed = ?, document = ? WHERE id = ?",
+            &[
+                e.passed.map(i64::from).into(),
+                Value::Blob(e.document.clone()),
+                id.into(),
+            ],
+        )?;
+        return Ok(Added::Rejudged { id });
     }
     let now = crate::model::now_rfc3339();
     let gpus = serde_json::to_string(&e.identity.gpus).unwrap_or_else(|_| "[]".into());
@@ -116,23 +133,7 @@ fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
         .int()
         .ok_or_else(|| DbError::Other("the new run has no id".into()))?;
     insert_points(conn, run_id, e)?;
-    for g in &e.gates {
-        conn.exec(
-            "INSERT INTO gates (run_id, rule, collective, size_bytes, measured, required, unit,
-               passed, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            &[
-                run_id.into(),
-                g.rule.clone().into(),
-                g.collective.clone().into(),
-                g.size_bytes.into(),
-                g.measured.into(),
-                g.required.into(),
-                g.unit.clone().into(),
-                i64::from(g.passed).into(),
-                g.message.clone().into(),
-            ],
-        )?;
-    }
+    insert_gates(conn, run_id, e)?;
     for h in &e.headlines {
         conn.exec(
             "INSERT INTO headlines (run_id, collective, dtype, plateau_busbw, latency_s)
@@ -162,6 +163,54 @@ fn insert(conn: &mut Conn, e: &Entry) -> Result<Added, DbError> {
         )?;
     }
     Ok(Added::Stored { id: run_id })
+}
+
+/// Whether run `id` keeps the verdict `e` carries (the same rules, results and messages).
+fn same_verdict(conn: &mut Conn, id: i64, e: &Entry) -> Result<bool, DbError> {
+    let rows = conn.query(
+        "SELECT rule, passed, message FROM gates WHERE run_id = ?",
+        &[id.into()],
+    )?;
+    let mut stored: Vec<(String, i64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r[0].text().unwrap_or("").to_string(),
+                r[1].int().unwrap_or(-1),
+                r[2].text().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let mut given: Vec<(String, i64, String)> = e
+        .gates
+        .iter()
+        .map(|g| (g.rule.clone(), i64::from(g.passed), g.message.clone()))
+        .collect();
+    stored.sort();
+    given.sort();
+    Ok(stored == given)
+}
+
+/// The entry's gate results, as rows of run `run_id`.
+fn insert_gates(conn: &mut Conn, run_id: i64, e: &Entry) -> Result<(), DbError> {
+    for g in &e.gates {
+        conn.exec(
+            "INSERT INTO gates (run_id, rule, collective, size_bytes, measured, required, unit,
+               passed, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            &[
+                run_id.into(),
+                g.rule.clone().into(),
+                g.collective.clone().into(),
+                g.size_bytes.into(),
+                g.measured.into(),
+                g.required.into(),
+                g.unit.clone().into(),
+                i64::from(g.passed).into(),
+                g.message.clone().into(),
+            ],
+        )?;
+    }
+    Ok(())
 }
 
 /// The health column: `{}` when every counter is clean (most runs), so readers skip it.

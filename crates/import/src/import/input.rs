@@ -366,6 +366,14 @@ pub fn read_run_record(input: Input) -> Result<RunRecord, Failure> {
 /// naming the file and what it is.
 pub fn read_run(path: &Path) -> Result<(String, RunRecord, Option<LogFacts>), Failure> {
     let (input, kind) = open(path)?;
+    read_run_from(input, kind)
+}
+
+/// [`read_run`] of an input already opened (stdin can be opened once).
+pub fn read_run_from(
+    input: Input,
+    kind: Kind,
+) -> Result<(String, RunRecord, Option<LogFacts>), Failure> {
     let name = input.name.clone();
     let mut log = None;
     let run = match kind {

@@ -172,7 +172,13 @@ impl MatrixOut {
         if let (Err(f), Err(_)) = (&completed, &outcome) {
             eprintln!("ncclprobe: {}", f.message);
         }
-        let kept = crate::history::keep::keep_matrix(self.history.as_ref(), &doc);
+        let kept = crate::measure::keep::or_saved(
+            crate::history::keep::keep_matrix(self.history.as_ref(), &doc),
+            self.history.as_ref(),
+            self.json_path.as_deref(),
+            &doc,
+            "ncclprobe-matrix",
+        );
         if let (Err(f), Err(_)) = (&kept, &outcome) {
             eprintln!("ncclprobe: {}", f.message);
         }

@@ -31,10 +31,16 @@ fn start(options: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
 /// exist yet when they start (doctor's rank 0 creates its report directory), so they check
 /// only what they read.
 fn check_files(args: &Options) -> Result<(), Failure> {
-    if writes_outputs() {
-        return files(args).check();
+    if !writes_outputs() {
+        return inputs(args).check();
     }
-    inputs(args).check()
+    files(args).check()?;
+    // A store the run could not be kept in is refused now, not after the measurement.
+    if let Some(target) = &args.history {
+        crate::history::open::preflight(&target.location, crate::history::open::Access::Write)
+            .map_err(crate::history::keep::failure)?;
+    }
+    Ok(())
 }
 
 /// Whether this process writes the outputs: rank 0 of a launched job, or no launcher.
@@ -59,7 +65,13 @@ pub fn files(args: &Options) -> Files {
         .output("--junit", args.gate.rules.junit.as_deref())
         .output("-J", perf_json);
     let files = args.report.files(files, "--report");
-    args.output.files(files)
+    let files = args.output.files(files);
+    // The store and SQLite's files beside it are inputs: no output may replace them.
+    let store = args
+        .history
+        .iter()
+        .flat_map(|t| crate::history::open::store_files(&t.location));
+    store.fold(files, |files, p| files.input("--history", Some(&p)))
 }
 
 fn collectives(args: &Options) -> Result<ExitCode, Failure> {

@@ -466,7 +466,13 @@ impl Rank0 {
             eprintln!("ncclprobe: {}", f.message);
         }
         // Kept last: a store that is locked, gone or full costs none of the files above.
-        let kept = crate::history::keep::keep_run(args.history.as_ref(), &kept_record, "sweep");
+        let kept = crate::measure::keep::or_saved(
+            crate::history::keep::keep_run(args.history.as_ref(), &kept_record, "sweep"),
+            args.history.as_ref(),
+            output.json.as_deref(),
+            &kept_record,
+            "ncclprobe-run",
+        );
         if let (Err(f), Err(_)) = (&kept, &result) {
             eprintln!("ncclprobe: {}", f.message);
         }

@@ -107,6 +107,38 @@ pub fn write_within(
     result
 }
 
+/// Writes `contents` to a new file `STEM.EXT` in `dir` (`STEM-1.EXT`, `STEM-2.EXT`, … when
+/// taken), never replacing anything: the whole file appears at once (a temporary file,
+/// linked under its name only when that name is free). Its path.
+pub fn write_new(dir: &Path, stem: &str, ext: &str, contents: &[u8]) -> std::io::Result<PathBuf> {
+    let tmp = dir.join(temp_name(&format!("{stem}.{ext}"), std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(contents)?;
+        f.sync_data()?;
+        for n in 0..1000 {
+            let name = match n {
+                0 => format!("{stem}.{ext}"),
+                n => format!("{stem}-{n}.{ext}"),
+            };
+            let target = dir.join(name);
+            match std::fs::hard_link(&tmp, &target) {
+                Ok(()) => return Ok(target),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "{stem}.{ext} and 999 numbered names are taken"
+        )))
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
 /// A finished document written where a flag sent it: stdout (`-`, `/dev/stdout`) through the
 /// one stdout writer, a file by [`write_atomic`]. A write that fails is exit 1 (an I/O
 /// failure writing results), naming the flag and the file.

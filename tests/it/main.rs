@@ -15,6 +15,7 @@
 mod common;
 
 mod architecture;
+mod bounded_inputs;
 mod browser;
 mod corpus;
 mod diagnose_loader;

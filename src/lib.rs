@@ -11,8 +11,8 @@
 pub use ncclprobe_analysis::{analysis, diagnose, expect, live};
 pub use ncclprobe_backend::backend;
 pub use ncclprobe_core::{
-    buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out, outln,
-    secrets, stats, term, units, with_dtype,
+    bounded, buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out,
+    outln, secrets, stats, term, units, with_dtype,
 };
 pub use ncclprobe_history::history;
 pub use ncclprobe_import::import;

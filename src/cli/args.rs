@@ -188,11 +188,12 @@ pub struct TopoArgs {
 
 #[derive(Debug, Args)]
 pub struct BundleArgs {
-    /// The directory to collect into (new or empty); DIR.tar.gz is written beside it.
+    /// The directory to collect into (new, or empty and yours alone); DIR.tar.gz is written
+    /// beside it.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
-    /// Replace host names, IP addresses and user names consistently in every file, for a
-    /// bundle that gets posted publicly.
+    /// Replace host names, IP and MAC addresses, mail addresses and user names consistently in
+    /// every file, for a bundle that gets posted publicly.
     #[arg(long)]
     pub redact: bool,
     /// Leave out the short NCCL run (collect the machine's state only).

@@ -310,17 +310,27 @@ fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Fail
     let input = Input::open(path).map_err(refuse)?;
     let name = input.name.clone();
     let (_, pasted) = crate::import::pastes::with_log(input).map_err(refuse)?;
-    let Some(first) = pasted.ooms.first() else {
+    let Some(first) = pasted.first_oom() else {
         return Err(Failure::usage(format!(
             "--oom {name}: holds no PyTorch CUDA out-of-memory error (\"CUDA out of memory. Tried to allocate ...\")"
         )));
     };
     let mut notes = Vec::new();
-    if pasted.ooms.len() > 1 {
+    if pasted.oom_count() > 1 {
         notes.push(format!(
             "--oom: {} out-of-memory errors in {name}; the plan is held against the first (line {})",
-            pasted.ooms.len(),
+            pasted.oom_count(),
             first.evidence.line
+        ));
+    }
+    if let Some(line) = pasted.lines.first_cut {
+        let more = match pasted.lines.cut {
+            1 => String::new(),
+            n => format!(" (and {} more lines)", n - 1),
+        };
+        notes.push(format!(
+            "--oom: line {line} of {name} is longer than {} MiB{more}: only its first MiB was read",
+            crate::bounded::MAX_LINE_BYTES >> 20
         ));
     }
     Ok((

@@ -15,7 +15,9 @@
 mod common;
 
 mod architecture;
+mod bounded_inputs;
 mod browser;
+mod bundle_abuse;
 mod corpus;
 mod diagnose_loader;
 mod diagnose_rules;

@@ -5,6 +5,7 @@
 //! Modules of the crates below are re-exported at the root under their own names, so a path
 //! reads `crate::model::…` in every crate whichever crate defines the module.
 
+pub mod bounded;
 pub mod buildinfo;
 pub mod coll;
 pub mod data;

@@ -5,8 +5,8 @@
 //! reads `crate::model::…` in every crate whichever crate defines the module.
 
 pub use ncclprobe_core::{
-    buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out, outln,
-    secrets, stats, term, units, with_dtype,
+    bounded, buildinfo, coll, data, documents, dtype, exit, fault_injection, flags, model, out,
+    outln, secrets, stats, term, units, with_dtype,
 };
 
 pub mod import;

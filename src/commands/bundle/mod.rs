@@ -5,14 +5,22 @@
 //! (which set variables silently), ACS and IOMMU state, ncclprobe's diagnosis of all of it,
 //! and `summary.md` laid out as the template's fields; then `DIR.tar.gz`. What cannot be had
 //! (no GPU, no NCCL, no `nvidia-smi`) is said, not fatal. `--redact` replaces host names,
-//! addresses and user names consistently in every file.
+//! addresses and user names consistently in every file. The directory is the user's alone
+//! (`output`), every file is made through its handle without following a link (`collect`), and
+//! only those files are redacted and archived: root bundling into a directory another user can
+//! write must not become a way to overwrite or copy out that user's choice of file.
 
+mod archive;
 mod collect;
+mod conf;
+mod environment;
+mod output;
 mod process;
 mod redact;
 mod summary;
 
 use collect::Bundle;
+use output::shown;
 use process::run;
 use summary::{redact_all, summary};
 
@@ -22,37 +30,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The directory must be new or empty: a bundle never mixes with, or replaces, other files.
-fn prepare(dir: &Path, archive: &Path) -> Result<(), Failure> {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(Failure::usage(format!(
-                    "-o {}: is not empty; a bundle is written into a new or empty directory",
-                    dir.display()
-                )));
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir)
-            .map_err(|e| Failure::usage(format!("-o {}: cannot create it: {e}", dir.display())))?,
-        Err(e) => return Err(Failure::usage(format!("-o {}: {e}", dir.display()))),
-    }
-    if archive.exists() {
-        return Err(Failure::usage(format!(
-            "{}: exists; move it away (the bundle's archive is written there)",
-            archive.display()
-        )));
-    }
-    Ok(())
-}
-
-fn archive_path(dir: &Path) -> PathBuf {
-    let name = dir
-        .file_name()
-        .map_or("bundle".into(), |n| n.to_string_lossy().into_owned());
-    dir.with_file_name(format!("{name}.tar.gz"))
-}
-
 /// The short run: this program's sweep on the nccl backend, NCCL told to write its debug file
 /// per process and its dumps into the bundle.
 fn nccl_run(b: &mut Bundle, args: &BundleArgs) {
@@ -60,7 +37,13 @@ fn nccl_run(b: &mut Bundle, args: &BundleArgs) {
         return b.missing("run.txt", "a short NCCL run", "cannot find this program");
     };
     let nccl = b.dir.join("nccl");
-    let _ = std::fs::create_dir_all(&nccl);
+    if let Err(e) = b.subdir("nccl") {
+        return b.missing(
+            "run.txt",
+            "a short NCCL run",
+            format!("cannot make nccl/: {e}"),
+        );
+    }
     let json = b.dir.join("run.json");
     let exe = exe.display().to_string();
     let json_s = json.display().to_string();
@@ -122,6 +105,8 @@ fn nccl_run(b: &mut Bundle, args: &BundleArgs) {
         }
         Err(why) => b.missing("run.txt", "a short NCCL run", why),
     }
+    // What the run wrote: regular files only, a link there is left out.
+    b.adopt("nccl", &["run.json"]);
     for (file, what) in [
         (
             "nccl/ncclSystem.xml",
@@ -132,7 +117,7 @@ fn nccl_run(b: &mut Bundle, args: &BundleArgs) {
             "NCCL's graph dump (NCCL_GRAPH_DUMP_FILE)",
         ),
     ] {
-        if !b.dir.join(file).exists() {
+        if !b.files().iter().any(|f| f == file) {
             b.missing(
                 file,
                 what,
@@ -254,43 +239,45 @@ fn platform(facts: &crate::live::Facts) -> String {
     t
 }
 
-fn environment() -> String {
-    let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| {
-            [
-                "NCCL_", "CUDA_", "NVIDIA_", "UCX_", "FI_", "OMPI_", "SLURM_", "TORCH_",
-            ]
-            .iter()
-            .any(|p| k.starts_with(p))
-                || matches!(
-                    k.as_str(),
-                    "LD_LIBRARY_PATH"
-                        | "LD_PRELOAD"
-                        | "MASTER_ADDR"
-                        | "MASTER_PORT"
-                        | "WORLD_SIZE"
-                        | "RANK"
-                        | "LOCAL_RANK"
+/// `/etc/nccl.conf` and `~/.nccl.conf`: a regular file's first MiB, else what the path is.
+fn conf_files(b: &mut Bundle) {
+    let home = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".nccl.conf"));
+    for (from, file) in [
+        (
+            Some(PathBuf::from("/etc/nccl.conf")),
+            "nccl-conf/etc-nccl.conf",
+        ),
+        (home, "nccl-conf/home-nccl.conf"),
+    ] {
+        let Some(from) = from else {
+            b.missing(file, "~/.nccl.conf", "HOME is not set");
+            continue;
+        };
+        let name = shown(&from);
+        match conf::read(&from) {
+            conf::Conf::Text { text, cut } => {
+                let cut = if cut {
+                    format!("; cut at {} MiB", conf::MAX_CONF_BYTES >> 20)
+                } else {
+                    String::new()
+                };
+                b.write(
+                    file,
+                    &format!("{name} (sets NCCL variables silently){cut}"),
+                    &text,
                 )
-        })
-        .collect();
-    vars.sort();
-    // Names that say they hold a secret keep the name only; credentials in values go.
-    vars.into_iter()
-        .map(|(k, v)| format!("{k}={}\n", crate::secrets::kept_value(&k, &v)))
-        .collect()
+            }
+            conf::Conf::LeftOut(why) => b.missing(file, &name, why),
+        }
+    }
 }
 
 pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
-    let dir = args.output.clone();
-    let archive = archive_path(&dir);
-    prepare(&dir, &archive)?;
-    let mut b = Bundle {
-        dir: dir.clone(),
-        items: Vec::new(),
-    };
+    let out = output::prepare(&args.output)?;
+    let dir = out.dir.clone();
+    let mut b = Bundle::new(dir.clone(), out.handle);
     let short = Duration::from_secs(60);
-    eprintln!("ncclprobe bundle: collecting into {}", dir.display());
+    eprintln!("ncclprobe bundle: collecting into {}", shown(&dir));
     if args.no_run {
         b.missing("run.txt", "a short NCCL run", "left out (--no-run)");
     } else {
@@ -338,27 +325,9 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
     b.write(
         "environment.txt",
         "NCCL_*, CUDA_* and launcher variables",
-        &environment(),
+        &environment::kept(),
     );
-    for (from, file) in [
-        (PathBuf::from("/etc/nccl.conf"), "nccl-conf/etc-nccl.conf"),
-        (
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default()
-                .join(".nccl.conf"),
-            "nccl-conf/home-nccl.conf",
-        ),
-    ] {
-        match std::fs::read_to_string(&from) {
-            Ok(t) => b.write(
-                file,
-                &format!("{} (sets NCCL variables silently)", from.display()),
-                &t,
-            ),
-            Err(_) => b.missing(file, &from.display().to_string(), "not present"),
-        }
-    }
+    conf_files(&mut b);
     b.write(
         "platform.txt",
         "kernel, CPU, driver, IOMMU and ACS per GPU, /dev/shm",
@@ -386,7 +355,7 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
     );
     let mut redactor = redact::Redactor::default();
     if args.redact {
-        redact_all(&b, &mut redactor);
+        redact_all(&mut b, &mut redactor);
     }
     let summary = summary(&b, args, &redactor);
     let summary = if args.redact {
@@ -399,28 +368,28 @@ pub fn run_bundle(args: &BundleArgs) -> Result<ExitCode, Failure> {
         "this summary, laid out as NCCL's issue template",
         &summary,
     );
-    write_archive(&dir, &archive)?;
-    crate::out!("{summary}");
+    archive::write(&b, &out.beside)?;
+    // The summary quotes logs and conf files: no escape sequence of theirs reaches a terminal.
+    crate::out!("{}", crate::render::safe::display(&summary));
     eprintln!(
         "ncclprobe bundle: {} and {}",
-        dir.display(),
-        archive.display()
+        shown(&dir),
+        shown(&out.beside.archive)
     );
     Ok(ExitCode::Ok)
 }
 
 /// ncclprobe's own diagnosis of what was collected.
 fn diagnose_bundle(b: &Bundle) -> String {
-    let mut from: Vec<PathBuf> = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(b.dir.join("nccl")) {
-        from.extend(entries.flatten().map(|e| e.path()));
-    }
-    for f in ["nvidia-smi-topo-m.txt", "run.json"] {
-        let p = b.dir.join(f);
-        if p.exists() {
-            from.push(p);
-        }
-    }
+    // Only files the bundle made or took from the short run as regular files.
+    let mut from: Vec<PathBuf> = b
+        .files()
+        .iter()
+        .filter(|f| {
+            f.starts_with("nccl/") || matches!(f.as_str(), "nvidia-smi-topo-m.txt" | "run.json")
+        })
+        .map(|f| b.dir.join(f))
+        .collect();
     from.sort();
     let args = crate::cli::DiagnoseArgs {
         from,
@@ -435,25 +404,4 @@ fn diagnose_bundle(b: &Bundle) -> String {
         }
         Err(f) => format!("diagnose could not read the bundle: {}\n", f.message),
     }
-}
-
-/// `DIR.tar.gz`, written beside the directory under a temporary name and renamed into place.
-fn write_archive(dir: &Path, archive: &Path) -> Result<(), Failure> {
-    let fail = |e: std::io::Error| Failure::internal(format!("{}: {e}", archive.display()));
-    let tmp = archive.with_extension("gz.partial");
-    let file = std::fs::File::create(&tmp).map_err(fail)?;
-    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
-    let mut tar = tar::Builder::new(gz);
-    let root = dir
-        .file_name()
-        .map_or("bundle".into(), |n| n.to_string_lossy().into_owned());
-    let result = (|| {
-        tar.append_dir_all(&root, dir)?;
-        tar.into_inner()?.finish()?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
-    std::fs::rename(&tmp, archive).map_err(fail)
 }

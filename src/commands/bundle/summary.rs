@@ -4,9 +4,13 @@ use super::collect::Bundle;
 use super::redact;
 use crate::cli::BundleArgs;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
-pub fn redact_all(b: &Bundle, r: &mut redact::Redactor) {
+/// `--redact` over every file the bundle listed: the names to replace gathered first (this
+/// host, the user, the hosts the launcher's variables and the NCCL logs name), then each file
+/// rewritten in place through its own handle, never through a link, and renamed when its
+/// name holds a host. A file too large to read back whole is taken out rather than kept
+/// unredacted.
+pub fn redact_all(b: &mut Bundle, r: &mut redact::Redactor) {
     if let Ok(h) = hostname::get() {
         let h = h.to_string_lossy().into_owned();
         r.host(&h);
@@ -17,27 +21,59 @@ pub fn redact_all(b: &Bundle, r: &mut redact::Redactor) {
     if let Some(u) = std::env::var_os("USER").or_else(|| std::env::var_os("LOGNAME")) {
         r.user(&u.to_string_lossy());
     }
+    // A home directory is named after its user, wherever it is (`/data/users/alice`).
+    if let Some(name) = std::env::var_os("HOME")
+        .as_deref()
+        .and_then(|h| std::path::Path::new(h).file_name())
+    {
+        r.user(&name.to_string_lossy());
+    }
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    for h in super::environment::hosts(
+        vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        super::environment::kept_variable,
+    ) {
+        r.host(&h);
+    }
     // Host names the NCCL logs print (`host:pid:tid`).
-    let files = every_file(&b.dir);
+    let files = b.files().to_vec();
     for f in &files {
-        if let Ok(text) = std::fs::read_to_string(f) {
+        if let Some(text) = b.read(f) {
             for c in nccl_prefix().captures_iter(&text) {
                 r.host(&c[1]);
             }
         }
     }
     for f in files {
-        if let Ok(text) = std::fs::read_to_string(&f) {
-            let _ = std::fs::write(&f, r.redact(&text));
+        if rewrite(b, &f, r).is_err() {
+            b.remove(&f);
+            b.missing(
+                &f,
+                "a file of the bundle",
+                "could not be redacted, left out",
+            );
+            continue;
         }
         // File names carry host names too (ncclDebug.%h.%p).
-        if let Some(name) = f.file_name().map(|n| n.to_string_lossy().into_owned()) {
-            let renamed = r.redact(&name);
-            if renamed != name {
-                let _ = std::fs::rename(&f, f.with_file_name(renamed));
-            }
+        let name = f.rsplit('/').next().unwrap_or(&f).to_string();
+        let renamed = r.redact_file_name(&name);
+        if renamed != name && b.rename(&f, &renamed).is_err() {
+            b.remove(&f);
         }
     }
+}
+
+/// One file redacted in place, through the handle opened on it without following a link.
+fn rewrite(b: &Bundle, file: &str, r: &mut redact::Redactor) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = b.open(file, true)?;
+    let mut bytes = Vec::new();
+    if !crate::bounded::read_to_cap(&f, crate::bounded::MAX_DOCUMENT_BYTES, &mut bytes)? {
+        return Err(std::io::Error::other("too large to redact"));
+    }
+    let redacted = r.redact(&String::from_utf8_lossy(&bytes));
+    f.set_len(0)?;
+    f.write_all_at(redacted.as_bytes(), 0)
 }
 
 /// NCCL's line prefix, `host:pid:tid [dev] NCCL INFO`: its host.
@@ -49,28 +85,12 @@ fn nccl_prefix() -> &'static regex::Regex {
     )
 }
 
-pub fn every_file(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn first_warn(dir: &Path) -> Option<String> {
-    every_file(&dir.join("nccl"))
-        .into_iter()
-        .chain([dir.join("run.txt")])
-        .filter_map(|f| std::fs::read_to_string(f).ok())
+/// The first `NCCL WARN` line of the short run's logs.
+fn first_warn(b: &Bundle) -> Option<String> {
+    b.files()
+        .iter()
+        .filter(|f| f.starts_with("nccl/") || f.as_str() == "run.txt")
+        .filter_map(|f| b.read(f))
         .find_map(|t| {
             t.lines()
                 .find(|l| l.contains("NCCL WARN"))
@@ -81,7 +101,7 @@ fn first_warn(dir: &Path) -> Option<String> {
 /// `summary.md`: the issue template's fields, filled from the bundle.
 pub fn summary(b: &Bundle, args: &BundleArgs, r: &redact::Redactor) -> String {
     let mut m = String::new();
-    let read = |f: &str| std::fs::read_to_string(b.dir.join(f)).ok();
+    let read = |f: &str| b.read(f);
     let _ = writeln!(m, "# NCCL issue bundle\n");
     let _ = writeln!(
         m,
@@ -89,8 +109,8 @@ pub fn summary(b: &Bundle, args: &BundleArgs, r: &redact::Redactor) -> String {
         crate::buildinfo::tool_info().version
     );
     if args.redact {
-        let (h, a, u) = r.counts();
-        let _ = writeln!(m, "Redacted: {h} host names, {a} IP addresses and {u} user names replaced consistently (host-N, 192.0.2.N, user-N).");
+        let c = r.counts();
+        let _ = writeln!(m, "Redacted: {} host names, {} IP and MAC addresses, {} mail addresses and {} user names replaced consistently (host-N, 192.0.2.N, 2001:db8::N, 00:00:5e:00:53:NN, mail-N@example.com, user-N).", c.hosts, c.addresses, c.mails, c.users);
     }
     let _ = writeln!(m, "\n## How is this issue impacting you?\n\n(Lower performance than expected / Application crash / Data corruption / Application hang: say which.)\n");
     let _ = writeln!(m, "## Share Your Debug Logs\n");
@@ -104,10 +124,8 @@ pub fn summary(b: &Bundle, args: &BundleArgs, r: &redact::Redactor) -> String {
             }
         }
     }
-    for f in every_file(&b.dir.join("nccl")) {
-        if let Ok(rel) = f.strip_prefix(&b.dir) {
-            let _ = writeln!(m, "- `{}`", rel.display());
-        }
+    for f in b.files().iter().filter(|f| f.starts_with("nccl/")) {
+        let _ = writeln!(m, "- `{f}`");
     }
     let _ = writeln!(m, "\n## Steps to Reproduce the Issue\n\n`ncclprobe sweep --backend nccl -b 8 -e 64M -f 8 --show-algo` with NCCL_DEBUG=INFO (see `run.txt`); add your own steps.\n");
     let nccl = read("versions.txt")
@@ -130,7 +148,7 @@ pub fn summary(b: &Bundle, args: &BundleArgs, r: &redact::Redactor) -> String {
         let _ = writeln!(m, "```\n{}\n```\n", t.trim_end());
     }
     let _ = writeln!(m, "## Error Message & Behavior\n");
-    match first_warn(&b.dir) {
+    match first_warn(b) {
         Some(w) => {
             let _ = writeln!(m, "First NCCL WARN:\n\n```\n{w}\n```\n");
         }

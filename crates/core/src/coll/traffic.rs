@@ -246,10 +246,42 @@ impl Traffic {
 /// Reads a traffic matrix as AlltoAllvReadTrafficMatrix does: numbers separated by white
 /// space, one row per line (blank lines skipped), square, none negative; each is scaled and
 /// rounded down to 16 bytes. The errors are nccl-tests' own sentences.
+///
+/// Its size is taken as nccl-tests takes it, from `fseek(f, 0, SEEK_END)` and `ftell`
+/// (alltoallv.cu, AlltoAllvReadTrafficMatrix), and that many bytes are read: a device such as
+/// `/dev/zero` tells 0 and is "empty", a pipe cannot seek. A size beyond
+/// [`crate::bounded::MAX_DOCUMENT_BYTES`], which nccl-tests would try to hold, is refused
+/// unread: the sweep and the drop-in read the matrix here alike.
 pub fn read_matrix(path: &std::path::Path, scale: f64) -> Result<Traffic, String> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
     let source = path.display().to_string();
-    let text = std::fs::read(path)
-        .map_err(|_| format!("Unable to open alltoallv traffic matrix file {source}."))?;
+    let fail = |what: &str| format!("Unable to {what} alltoallv traffic matrix file {source}.");
+    // fopen(…, "rb"), but a FIFO without a writer must not hang the open: its seek then
+    // fails, as nccl-tests' does once a writer comes.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|_| fail("open"))?;
+    // A directory opens, and its size means nothing: fread fails on it in nccl-tests.
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(fail("read"));
+    }
+    let len = file.seek(SeekFrom::End(0)).map_err(|_| fail("seek"))?;
+    let cap = crate::bounded::MAX_DOCUMENT_BYTES;
+    if len > cap {
+        return Err(format!(
+            "Unable to read alltoallv traffic matrix file {source}: {len} bytes, larger than {} MiB, the most ncclprobe holds of one document.",
+            cap >> 20
+        ));
+    }
+    file.seek(SeekFrom::Start(0)).map_err(|_| fail("rewind"))?;
+    let mut text = Vec::new();
+    match crate::bounded::read_to_cap(file, len, &mut text) {
+        Ok(_) if text.len() as u64 >= len => text.truncate(len as usize),
+        _ => return Err(fail("read")),
+    }
     parse_matrix(&String::from_utf8_lossy(&text), scale, &source)
 }
 

@@ -153,3 +153,41 @@ fn the_summary_prints_every_rank_as_nccl_tests_does() {
     ));
     assert!(text.contains("#   rank=2 send_bytes=624 recv_bytes=400 alg_bw=0.62 bus_bw=0.42\n"));
 }
+
+/// nccl-tests sizes the file with fseek/ftell (alltoallv.cu lines 195-199): a device tells 0
+/// and is empty, a pipe cannot seek, a directory cannot be read; past the document cap the
+/// file is refused before it is read.
+#[test]
+fn the_file_is_sized_by_seeking_as_nccl_tests_sizes_it() {
+    use std::path::Path;
+    assert_eq!(
+        read_matrix(Path::new("/dev/zero"), 1.0).unwrap_err(),
+        "Invalid alltoallv traffic matrix, file /dev/zero is empty."
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let e = read_matrix(&fifo, 1.0).unwrap_err();
+    assert!(
+        e.starts_with("Unable to seek alltoallv traffic matrix file"),
+        "{e}"
+    );
+    let e = read_matrix(dir.path(), 1.0).unwrap_err();
+    assert!(
+        e.starts_with("Unable to read alltoallv traffic matrix file"),
+        "{e}"
+    );
+    let big = dir.path().join("big.txt");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(crate::bounded::MAX_DOCUMENT_BYTES + 1)
+        .unwrap();
+    let e = read_matrix(&big, 1.0).unwrap_err();
+    assert!(e.contains("larger than 256 MiB"), "{e}");
+    let ok = dir.path().join("ok.txt");
+    std::fs::write(&ok, "0 16\n32 0\n").unwrap();
+    assert!(matches!(
+        read_matrix(&ok, 1.0),
+        Ok(Traffic::Matrix { dim: 2, .. })
+    ));
+}

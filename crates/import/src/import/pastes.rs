@@ -28,8 +28,13 @@ pub const HOST_STATE: &str = "host state pasted as the commands print it: nvidia
 pub struct Pastes {
     pub gpus: Vec<GpuSample>,
     pub memory: Vec<HostMemory>,
-    /// PyTorch's CUDA out-of-memory errors.
-    pub ooms: Vec<GpuOom>,
+    /// PyTorch's first CUDA out-of-memory error, the latest after it (the one a wrapped
+    /// sentence continues), and how many there were: a log of a million errors holds two.
+    first_oom: Option<GpuOom>,
+    latest_oom: Option<GpuOom>,
+    oom_count: usize,
+    /// What reading the input's lines came to (the lines cut at the line cap).
+    pub lines: text::LinesRead,
     /// `nproc` (the CPUs this shell may use, which is what a DataLoader's workers get).
     pub nproc: Option<Count>,
     /// `lscpu`'s `CPU(s):` (every CPU of the machine).
@@ -81,12 +86,12 @@ impl Pastes {
                 })
             });
         if let Some(e) = oom::parse(file, line) {
-            self.ooms.push(e);
+            self.add_oom(e);
         } else if let Some(e) = broken_start.as_ref().and_then(|s| oom::parse(file, s)) {
-            self.ooms.push(e);
+            self.add_oom(e);
         } else if oom::starts_alone(&line.text) {
             self.oom_start = Some(line.clone());
-        } else if let Some(last) = self.ooms.last_mut().filter(|o| {
+        } else if let Some(last) = self.latest_oom_mut().filter(|o| {
             o.evidence.file == file
                 && line.number >= o.evidence.line
                 && line.number <= o.evidence.line + oom::CONTINUATION_LINES
@@ -115,6 +120,29 @@ impl Pastes {
         }
     }
 
+    fn add_oom(&mut self, e: GpuOom) {
+        self.oom_count += 1;
+        if self.first_oom.is_none() {
+            self.first_oom = Some(e);
+        } else {
+            self.latest_oom = Some(e);
+        }
+    }
+
+    fn latest_oom_mut(&mut self) -> Option<&mut GpuOom> {
+        self.latest_oom.as_mut().or(self.first_oom.as_mut())
+    }
+
+    /// The first out-of-memory error: the one a plan is held against.
+    pub fn first_oom(&self) -> Option<&GpuOom> {
+        self.first_oom.as_ref()
+    }
+
+    /// How many out-of-memory errors the input held.
+    pub fn oom_count(&self) -> usize {
+        self.oom_count
+    }
+
     /// Close the blocks the input ended in.
     pub fn finish(&mut self, file: &str) {
         if let Some(m) = self.host_reader.finish() {
@@ -139,7 +167,7 @@ impl Pastes {
     pub fn is_empty(&self) -> bool {
         self.gpus.is_empty()
             && self.memory.is_empty()
-            && self.ooms.is_empty()
+            && self.oom_count == 0
             && self.nproc.is_none()
             && self.lscpu_cpus.is_none()
             && self.worker_warnings.is_empty()
@@ -154,9 +182,13 @@ impl Pastes {
 }
 
 /// Every line of a text input, unwrapped when it was pasted from a web page.
-fn each_line(input: Input, expected: &str, mut each: impl FnMut(&Line)) -> Result<(), InputError> {
+fn each_line(
+    input: Input,
+    expected: &str,
+    mut each: impl FnMut(&Line),
+) -> Result<text::LinesRead, InputError> {
     let html = super::input::html::looks_like_html(&input.head_lines(400));
-    input.lines(expected, |line| {
+    input.lines_read(expected, |line| {
         if html {
             for l in super::input::html::lines_of(&line) {
                 each(&l);
@@ -164,8 +196,7 @@ fn each_line(input: Input, expected: &str, mut each: impl FnMut(&Line)) -> Resul
         } else {
             each(&line);
         }
-    })?;
-    Ok(())
+    })
 }
 
 /// A text input read once as a log and as pastes. The log's own error (no NCCL or PyTorch
@@ -174,10 +205,11 @@ pub fn with_log(input: Input) -> Result<(Result<LogFacts, InputError>, Pastes), 
     let name = input.name.clone();
     let mut log = LogFacts::default();
     let mut pastes = Pastes::default();
-    each_line(input, nccl_log::EXPECTED, |line| {
+    let lines = each_line(input, nccl_log::EXPECTED, |line| {
         log.feed(&name, line);
         pastes.feed(&name, line);
     })?;
+    pastes.lines = lines;
     pastes.finish(&name);
     Ok((log.finish(name), pastes))
 }

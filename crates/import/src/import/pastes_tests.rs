@@ -260,9 +260,8 @@ fn an_out_of_memory_error_wrapped_after_each_sentence_is_read_whole() {
          GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free. \n\
          Including non-PyTorch memory, this process has 22.66 GiB memory in use.\n",
     );
-    let [oom] = p.ooms.as_slice() else {
-        panic!("{:?}", p.ooms)
-    };
+    assert_eq!(p.oom_count(), 1);
+    let oom = p.first_oom().unwrap();
     let gib = (1u64 << 30) as f64;
     let mib = (1u64 << 20) as f64;
     assert_eq!(oom.tried_bytes, 500.0 * mib);
@@ -276,7 +275,7 @@ fn an_out_of_memory_error_wrapped_after_each_sentence_is_read_whole() {
         "CUDA out of memory. Tried to allocate 500.00 MiB.\n{}this process has 9.00 GiB memory in use.\n",
         "other\n".repeat(10)
     ));
-    assert_eq!(far.ooms[0].process_in_use_bytes, None);
+    assert_eq!(far.first_oom().unwrap().process_in_use_bytes, None);
 }
 
 #[test]
@@ -284,7 +283,7 @@ fn pytorch_2_1s_capacty_and_a_containers_listed_process_are_read() {
     // github.com/FoundationVision/GenerateU/issues/10: in a container PyTorch lists the
     // process by PID, without "this process".
     let p = read("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacty of 14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Of the allocated memory 14.06 GiB is allocated by PyTorch, and 330.42 MiB is reserved by PyTorch but unallocated.\n");
-    let oom = &p.ooms[0];
+    let oom = p.first_oom().unwrap();
     let (gib, mib) = ((1u64 << 30) as f64, (1u64 << 20) as f64);
     assert_eq!(oom.total_bytes, Some(14.75 * gib));
     assert_eq!(oom.free_bytes, Some(235.06 * mib));
@@ -293,8 +292,14 @@ fn pytorch_2_1s_capacty_and_a_containers_listed_process_are_read() {
     assert_eq!(oom.reserved_unallocated_bytes, Some(330.42 * mib));
     // Both sentences: the listed one is another process.
     let p = read("CUDA out of memory. Tried to allocate 4.22 GiB. GPU 0 has a total capacity of 15.69 GiB of which 3.71 GiB is free. Process 811 has 1.25 GiB memory in use. Including non-PyTorch memory, this process has 10.71 GiB memory in use.\n");
-    assert_eq!(p.ooms[0].process_in_use_bytes, Some(10.71 * gib));
-    assert_eq!(p.ooms[0].listed_processes_bytes, vec![1.25 * gib]);
+    assert_eq!(
+        p.first_oom().unwrap().process_in_use_bytes,
+        Some(10.71 * gib)
+    );
+    assert_eq!(
+        p.first_oom().unwrap().listed_processes_bytes,
+        vec![1.25 * gib]
+    );
 }
 
 #[test]
@@ -302,29 +307,40 @@ fn hip_cached_zero_bytes_a_break_after_the_first_sentence_and_a_no_break_space_a
     let (gib, mib, kib) = ((1u64 << 30) as f64, (1u64 << 20) as f64, 1024.0);
     // ROCm (github.com/huggingface/autotrain-advanced/issues/737): the same message with HIP.
     let p = read("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 124.00 MiB. GPU 0 has a total capacity of 19.94 GiB of which 554.47 MiB is free. Of the allocated memory 18.90 GiB is allocated by PyTorch, and 134.00 MiB is reserved by PyTorch but unallocated.\n");
-    assert_eq!(p.ooms[0].tried_bytes, 124.0 * mib);
-    assert_eq!(p.ooms[0].allocated_bytes, Some(18.90 * gib));
+    assert_eq!(p.first_oom().unwrap().tried_bytes, 124.0 * mib);
+    assert_eq!(p.first_oom().unwrap().allocated_bytes, Some(18.90 * gib));
     // PyTorch 1.0-1.3 (github.com/pytorch/examples/issues/621): "cached" is the pool beyond
     // what tensors hold.
     let p = read("RuntimeError: CUDA out of memory. Tried to allocate 1024.00 KiB (GPU 0; 11.17 GiB total capacity; 10.90 GiB already allocated; 576.00 KiB free; 30.96 MiB cached)\n");
-    let oom = &p.ooms[0];
+    let oom = p.first_oom().unwrap();
     assert_eq!(oom.free_bytes, Some(576.0 * kib));
     assert_eq!(oom.reserved_unallocated_bytes, Some(30.96 * mib));
     assert_eq!(oom.reserved_total_bytes, Some(30.96 * mib + 10.90 * gib));
     // A container's "0 bytes" is no reading.
     let p = read("CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 39.38 GiB of which 3.76 GiB is free. Including non-PyTorch memory, this process has 0 bytes memory in use. Of the allocated memory 34.94 GiB is allocated by PyTorch, and 175.15 MiB is reserved by PyTorch but unallocated.\n");
-    assert_eq!(p.ooms[0].process_in_use_bytes, None);
+    assert_eq!(p.first_oom().unwrap().process_in_use_bytes, None);
     // Broken after "CUDA out of memory.", each line with its rank prefix.
     let p = read("[rank0]: torch.OutOfMemoryError: CUDA out of memory.\n[rank0]: Tried to allocate 16.00 MiB.\n[rank0]: GPU 0 has a total capacity of 23.56 GiB of which 34.81 MiB is free.\n[rank0]: Process 26463 has 23.07 GiB memory in use.\n");
-    let [oom] = p.ooms.as_slice() else {
-        panic!("{:?}", p.ooms)
-    };
+    assert_eq!(p.oom_count(), 1);
+    let oom = p.first_oom().unwrap();
     assert_eq!(oom.tried_bytes, 16.0 * mib);
     assert_eq!(oom.evidence.line, 1);
     assert_eq!(oom.total_bytes, Some(23.56 * gib));
     assert_eq!(oom.listed_processes_bytes, vec![23.07 * gib]);
     // A browser's copy of &nbsp; before the unit.
     let p = read("CUDA out of memory. Tried to allocate 500.00\u{a0}MiB. GPU 0 has a total capacity of 23.63\u{a0}GiB of which 243.94\u{a0}MiB is free.\n");
-    assert_eq!(p.ooms[0].tried_bytes, 500.0 * mib);
-    assert_eq!(p.ooms[0].total_bytes, Some(23.63 * gib));
+    assert_eq!(p.first_oom().unwrap().tried_bytes, 500.0 * mib);
+    assert_eq!(p.first_oom().unwrap().total_bytes, Some(23.63 * gib));
+}
+
+#[test]
+fn many_out_of_memory_errors_keep_the_first_and_a_count() {
+    let line = "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 1 has a total capacity of 8.00 GiB of which 1.00 MiB is free.\n";
+    let p = read(&format!(
+        "CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of 23.63 GiB of which 243.94 MiB is free.\n{}",
+        line.repeat(10_000)
+    ));
+    assert_eq!(p.oom_count(), 10_001);
+    let first = p.first_oom().unwrap();
+    assert_eq!((first.gpu, first.evidence.line), (Some(0), 1));
 }

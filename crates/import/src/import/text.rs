@@ -105,10 +105,17 @@ const SNIFF: usize = 8192;
 /// Bytes kept from the start of an input to tell what kind of file it is.
 const HEAD_BYTES: usize = 64 << 10;
 
-/// The most a document that must be held whole (JSON, a tensor list, a curve) may weigh;
-/// beyond it the input is refused (exit 2), so `/dev/zero` or a wrong file cannot exhaust
-/// memory. Line-oriented logs are streamed and have no such limit.
-pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+pub use crate::bounded::{MAX_DOCUMENT_BYTES, MAX_LINE_BYTES};
+
+/// What streaming an input's lines came to: how many, and the lines longer than
+/// [`MAX_LINE_BYTES`], of which only the first MiB was read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinesRead {
+    pub lines: usize,
+    pub cut: usize,
+    /// The number of the first line that was cut.
+    pub first_cut: Option<usize>,
+}
 
 /// An input opened once — a file, or `-` for stdin. Its first bytes are kept to tell its
 /// kind; the parser then reads the whole stream from the start without opening it again, so
@@ -200,7 +207,16 @@ impl Input {
     }
 
     /// Stream every line, from the first, to `each`; the number of lines.
-    pub fn lines(self, expected: &str, mut each: impl FnMut(Line)) -> Result<usize, InputError> {
+    pub fn lines(self, expected: &str, each: impl FnMut(Line)) -> Result<usize, InputError> {
+        Ok(self.lines_read(expected, each)?.lines)
+    }
+
+    /// [`Input::lines`], saying which lines were cut at [`MAX_LINE_BYTES`].
+    pub fn lines_read(
+        self,
+        expected: &str,
+        mut each: impl FnMut(Line),
+    ) -> Result<LinesRead, InputError> {
         self.check(expected)?;
         let name = self.name.clone();
         let stream = std::io::Cursor::new(self.head).chain(self.rest);
@@ -212,14 +228,14 @@ impl Input {
     pub fn bytes(self, expected: &str) -> Result<Vec<u8>, InputError> {
         self.check(expected)?;
         let mut all = self.head;
-        self.rest
-            .take(MAX_DOCUMENT_BYTES + 1 - all.len() as u64)
-            .read_to_end(&mut all)
-            .map_err(|e| InputError::Unreadable {
+        let left = MAX_DOCUMENT_BYTES.saturating_sub(all.len() as u64);
+        let whole = crate::bounded::read_to_cap(self.rest, left, &mut all).map_err(|e| {
+            InputError::Unreadable {
                 path: self.name.clone(),
                 reason: e.to_string(),
-            })?;
-        if all.len() as u64 > MAX_DOCUMENT_BYTES {
+            }
+        })?;
+        if !whole {
             return Err(InputError::WrongKind {
                 path: self.name,
                 reason: format!(
@@ -248,7 +264,7 @@ pub fn read_lines(
     name: &str,
     expected: &str,
     each: &mut dyn FnMut(Line),
-) -> Result<usize, InputError> {
+) -> Result<LinesRead, InputError> {
     let mut reader = BufReader::with_capacity(1 << 16, reader);
     let head = reader.fill_buf().map_err(|e| InputError::Unreadable {
         path: name.to_string(),
@@ -269,19 +285,22 @@ pub fn read_lines(
         });
     }
     let mut buf = Vec::with_capacity(256);
-    let mut number = 0;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| InputError::Unreadable {
-                path: name.to_string(),
-                reason: e.to_string(),
-            })?;
-        if n == 0 {
-            break;
+    let mut read = LinesRead::default();
+    let mut lines = crate::bounded::CappedLines::new(reader, MAX_LINE_BYTES);
+    // A line past the cap (a 300 MB line) is read past, not held: only its first MiB is seen.
+    while let Some(line) = lines
+        .next_into(&mut buf)
+        .map_err(|e| InputError::Unreadable {
+            path: name.to_string(),
+            reason: e.to_string(),
+        })?
+    {
+        read.lines += 1;
+        let number = read.lines;
+        if line.cut {
+            read.cut += 1;
+            read.first_cut.get_or_insert(number);
         }
-        number += 1;
         let raw = String::from_utf8_lossy(&buf);
         let raw = raw.trim_end_matches(['\n', '\r']).to_string();
         let (text, tag_rank) = clean(&raw);
@@ -292,7 +311,7 @@ pub fn read_lines(
             tag_rank,
         });
     }
-    Ok(number)
+    Ok(read)
 }
 
 /// An input that cannot be read, in words a user acts on (not the OS's "(os error 21)").
@@ -350,7 +369,7 @@ mod tests {
         ));
         let lines =
             read_lines(&b"ok\n\xff\xfe latin1 \xe9\n"[..], "x", "a log", &mut each).unwrap();
-        assert_eq!(lines, 2);
+        assert_eq!(lines.lines, 2);
     }
 
     #[test]
@@ -364,6 +383,25 @@ mod tests {
         input.lines("lines", |l| seen.push(l.text)).unwrap();
         assert_eq!(seen.len(), 20000);
         assert_eq!(seen[19999], "line 19999");
+    }
+
+    #[test]
+    fn a_line_past_the_cap_is_cut_and_counted() {
+        let mut input = b"first\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 3 * MAX_LINE_BYTES));
+        input.extend_from_slice(b"\nlast\n");
+        let mut seen = Vec::new();
+        let read = read_lines(&input[..], "x", "a log", &mut |l: Line| seen.push(l.raw)).unwrap();
+        assert_eq!(
+            read,
+            LinesRead {
+                lines: 3,
+                cut: 1,
+                first_cut: Some(2)
+            }
+        );
+        assert_eq!(seen[1].len(), MAX_LINE_BYTES);
+        assert_eq!(seen[2], "last");
     }
 
     #[test]

@@ -294,7 +294,7 @@ fn gib(bytes: f64) -> String {
 
 /// PyTorch's CUDA out-of-memory error, with what it says of the GPU's memory.
 pub fn gpu_out_of_memory(inp: &Inputs) -> Vec<Hit> {
-    let Some(oom) = inp.pastes.iter().flat_map(|p| &p.ooms).next() else {
+    let Some(oom) = inp.pastes.iter().find_map(|p| p.first_oom()) else {
         return Vec::new();
     };
     let gpu = oom.gpu.map_or(String::new(), |g| format!(" on GPU {g}"));

@@ -43,9 +43,11 @@ use exit::ExitCode;
 pub fn run_cli() -> i32 {
     register_build();
     let mut args = std::env::args_os();
-    if let Some((program, coll)) = args.next().as_deref().and_then(cli::perf::program) {
+    let argv0 = args.next();
+    if let Some((program, coll)) = argv0.as_deref().and_then(cli::perf::program) {
         let rest: Vec<std::ffi::OsString> = args.collect();
-        return commands::perf::run(&program, coll, &rest);
+        let argv0 = argv0.unwrap_or_default().to_string_lossy().into_owned();
+        return commands::perf::run(&argv0, &program, coll, &rest);
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,

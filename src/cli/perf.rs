@@ -7,9 +7,11 @@ use crate::model::Schedule;
 use crate::sweep::options::{
     BackendChoice, BackendOptions, Options, PerfStyle, Sizes, Timing, What,
 };
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use crate::units::cnum;
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+mod getopt;
 
 /// nccl-tests' exit statuses (src/common.h, testResult_t): main returns the first failure.
 pub mod status {
@@ -36,126 +38,6 @@ pub fn program(argv0: &std::ffi::OsStr) -> Option<(String, Collective)> {
         .or_else(|| name.strip_suffix("_perf"))?;
     let coll = Collective::parse(stem)?;
     (coll.name() == stem).then_some((name, coll))
-}
-
-/// Every flag of 2.19.6 (`getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:")`)
-/// and the two of ncclprobe's own that a drop-in can use beside them.
-const FLAGS: [(char, &str); 31] = [
-    ('t', "nthreads"),
-    ('g', "ngpus"),
-    ('b', "minbytes"),
-    ('e', "maxbytes"),
-    ('i', "stepbytes"),
-    ('f', "stepfactor"),
-    ('n', "iters"),
-    ('m', "agg_iters"),
-    ('w', "warmup_iters"),
-    ('N', "run_cycles"),
-    ('p', "parallel_init"),
-    ('c', "check"),
-    ('o', "op"),
-    ('d', "datatype"),
-    ('r', "root"),
-    ('z', "blocking"),
-    ('y', "stream_null"),
-    ('T', "timeout"),
-    ('G', "cudagraph"),
-    ('C', "report_cputime"),
-    ('S', "report_timestamps"),
-    ('J', "output_file"),
-    ('a', "average"),
-    ('R', "local_register"),
-    ('x', "cta_policy"),
-    ('D', "device_implementation"),
-    ('V', "device_cta_count"),
-    ('M', "memory"),
-    ('u', "unalign"),
-    ('I', "per_iter_timing"),
-    ('K', "per_iter_skip"),
-];
-
-fn command(name: &str) -> Command {
-    let mut c = Command::new("nccl-tests")
-        .bin_name(name.to_string())
-        .disable_help_flag(true)
-        .disable_version_flag(true)
-        .arg(
-            Arg::new("help")
-                .short('h')
-                .long("help")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(Arg::new("json").long("json").num_args(1))
-        .arg(Arg::new("backend").long("backend").num_args(1));
-    for (short, long) in FLAGS {
-        c = c.arg(
-            Arg::new(long)
-                .short(short)
-                .long(long)
-                .num_args(1)
-                .allow_hyphen_values(true)
-                .action(ArgAction::Set),
-        );
-    }
-    c
-}
-
-/// C's `strtol(text, NULL, 0)`: leading space, a sign, `0x` hex or `0` octal, as many digits
-/// as read; 0 when none.
-pub fn strtol(text: &str) -> i64 {
-    let t = text.trim_start();
-    let (negative, t) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let (radix, digits) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        (16, h)
-    } else if t.len() > 1 && t.starts_with('0') {
-        (8, &t[1..])
-    } else {
-        (10, t)
-    };
-    let end = digits
-        .find(|c: char| !c.is_digit(radix))
-        .unwrap_or(digits.len());
-    let value = i64::from_str_radix(&digits[..end], radix).unwrap_or(0);
-    if negative {
-        -value
-    } else {
-        value
-    }
-}
-
-/// nccl-tests' `parsesize` (src/common.cu): `sscanf("%lf %1s")`, then K, M or G (binary, either
-/// case); `None` where it returns -1.
-pub fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim_start();
-    let number_end = t
-        .char_indices()
-        .find(|&(i, c)| {
-            !(c.is_ascii_digit()
-                || c == '.'
-                || ((c == '-' || c == '+') && (i == 0 || t[..i].ends_with(['e', 'E'])))
-                || ((c == 'e' || c == 'E') && i > 0))
-        })
-        .map_or(t.len(), |(i, _)| i);
-    let mut number = &t[..number_end];
-    // "8e" or "1M": an `e` not followed by digits is not part of the number (sscanf backs off).
-    while number.ends_with(['e', 'E', '+', '-']) {
-        number = &number[..number.len() - 1];
-    }
-    let value: f64 = number.parse().ok()?;
-    let rest = t[number.len()..].trim_start();
-    let units = match rest.chars().next() {
-        None => 1.0,
-        Some('G' | 'g') => 1024.0 * 1024.0 * 1024.0,
-        Some('M' | 'm') => 1024.0 * 1024.0,
-        Some('K' | 'k') => 1024.0,
-        Some(_) => return None,
-    };
-    let bytes = value * units;
-    (bytes >= 0.0).then_some(bytes as u64)
 }
 
 /// The usage text nccl-tests prints for -h and for an unknown option.
@@ -253,100 +135,189 @@ impl Stop {
     }
 }
 
-/// Read the arguments after the program name as nccl-tests 2.19.6 does.
-pub fn parse(program: &str, args: &[OsString]) -> Result<PerfFlags, Stop> {
-    let argv = std::iter::once(OsString::from(program)).chain(args.iter().cloned());
-    let m = match command(program).try_get_matches_from(argv) {
-        Ok(m) => m,
-        Err(e) => {
-            // getopt prints its own complaint; nccl-tests then prints the usage and returns 0.
-            let what = e
-                .get(clap::error::ContextKind::InvalidArg)
-                .map(|v| v.to_string())
-                .unwrap_or_default();
-            return Err(Stop {
-                stdout: format!(
-                    "invalid option '{}'\n{}",
-                    what.trim_start_matches('-'),
-                    usage(program)
-                ),
-                stderr: String::new(),
-                code: status::SUCCESS,
-            });
+impl Default for PerfFlags {
+    /// nccl-tests' defaults (src/common.cu:90-120).
+    fn default() -> Self {
+        PerfFlags {
+            nthreads: 1,
+            ngpus: 1,
+            min_bytes: 32 << 20,
+            max_bytes: 32 << 20,
+            step_bytes: 1 << 20,
+            step_factor: 1,
+            iters: 20,
+            agg_iters: 1,
+            warmup_iters: 1,
+            run_cycles: 1,
+            parallel_init: 0,
+            check: 1,
+            op: "sum".into(),
+            datatype: "float".into(),
+            root: 0,
+            blocking: 0,
+            stream_null: 0,
+            timeout: 0,
+            cudagraph: 0,
+            report_cputime: 0,
+            report_timestamps: 0,
+            output_file: None,
+            average: 1,
+            local_register: 0,
+            cta_policy: None,
+            device_implementation: 0,
+            memory: 0,
+            unalign: 0,
+            per_iter_timing: 0,
+            per_iter_skip: 0,
+            json: None,
+            backend: None,
         }
-    };
-    if m.get_flag("help") {
-        return Err(Stop {
-            stdout: usage(program),
-            stderr: String::new(),
-            code: status::SUCCESS,
-        });
     }
-    read(program, &m)
 }
 
-fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
-    let text = |k: &str| m.get_one::<String>(k).cloned();
-    let int = |k: &str, default: i64| text(k).map_or(default, |v| strtol(&v));
-    let size = |k: &str, name: &str, default: u64| -> Result<u64, Stop> {
-        match text(k) {
-            None => Ok(default),
-            Some(v) => parse_size(&v).ok_or_else(|| {
-                Stop::err(
-                    format!("invalid size specified for '{name}'\n"),
-                    status::BAD_FLAGS,
-                )
-            }),
-        }
+/// `(int)strtol(optarg, NULL, 0)`, as nccl-tests reads every number but the sizes.
+fn int(value: &str) -> i64 {
+    cnum::c_int(cnum::strtol(value, 0).0)
+}
+
+/// nccl-tests' `parsesize` (src/common.cu:227-260): `sscanf(value, "%lf %1s")`, then K, M or G
+/// (binary, either case) when a letter follows; -1 where it cannot read one.
+pub fn parsesize(value: &str) -> f64 {
+    let Some((size, rest)) = cnum::scan_lf(value) else {
+        return -1.0;
     };
-    let mut f = PerfFlags {
-        nthreads: int("nthreads", 1),
-        ngpus: int("ngpus", 1),
-        min_bytes: size("minbytes", "minbytes", 32 << 20)?,
-        max_bytes: size("maxbytes", "maxbytes", 32 << 20)?,
-        step_bytes: size("stepbytes", "stepBytes", 1 << 20)?,
-        step_factor: int("stepfactor", 1),
-        iters: int("iters", 20),
-        agg_iters: int("agg_iters", 1),
-        warmup_iters: int("warmup_iters", 1),
-        run_cycles: int("run_cycles", 1),
-        parallel_init: int("parallel_init", 0),
-        check: int("check", 1),
-        op: text("op").unwrap_or_else(|| "sum".into()),
-        datatype: text("datatype").unwrap_or_else(|| "float".into()),
-        root: int("root", 0),
-        blocking: int("blocking", 0),
-        stream_null: int("stream_null", 0),
-        timeout: int("timeout", 0),
-        cudagraph: int("cudagraph", 0),
-        report_cputime: int("report_cputime", 0),
-        report_timestamps: int("report_timestamps", 0),
-        output_file: text("output_file"),
-        average: int("average", 1),
-        local_register: int("local_register", 0),
-        cta_policy: text("cta_policy").map(|v| strtol(&v)),
-        device_implementation: int("device_implementation", 0),
-        memory: int("memory", 0),
-        unalign: int("unalign", 0),
-        per_iter_timing: int("per_iter_timing", 0),
-        per_iter_skip: int("per_iter_skip", 0),
-        json: text("json"),
-        backend: text("backend"),
+    let units = match rest
+        .trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b')
+        .chars()
+        .next()
+    {
+        None => 1.0,
+        Some('G' | 'g') => 1024.0 * 1024.0 * 1024.0,
+        Some('M' | 'm') => 1024.0 * 1024.0,
+        Some('K' | 'k') => 1024.0,
+        Some(_) => return -1.0,
     };
-    // ncclstringtotype / ncclstringtoop (src/common.h): an unknown name is said and replaced.
-    if !TYPE_NAMES.contains(&f.datatype.as_str()) && f.datatype != "all" {
-        // A closed stdout is found again at the banner, where the run ends.
-        let _ = crate::exit::print(&format!(
-            "invalid type {}, defaulting to float .. \n",
-            f.datatype
+    size * units
+}
+
+/// A size flag as src/common.cu:1217-1240 stores it: refused below 0 (a NaN is not), then
+/// `(size_t)parsed`, which gcc on x86-64 makes 0 at 2^64 or more (see `cnum::size_t_of`).
+fn size(value: &str, name: &str) -> Result<u64, Stop> {
+    let parsed = parsesize(value);
+    if parsed < 0.0 {
+        return Err(Stop::err(
+            format!("invalid size specified for '{name}'\n"),
+            status::BAD_FLAGS,
         ));
-        f.datatype = "float".into();
     }
-    if !OP_NAMES.contains(&f.op.as_str()) && f.op != "all" {
-        let _ = crate::exit::print(&format!("invalid op {}, defaulting to sum .. \n", f.op));
-        f.op = "sum".into();
+    Ok(cnum::size_t_of(parsed))
+}
+
+/// Read the arguments after the program name as nccl-tests 2.19.6's option loop does
+/// (src/common.cu:1203-1405): getopt_long, each option applied as it comes (the last one
+/// wins), a size it cannot read ending the run at once. `argv0` is the name as called, which
+/// glibc's messages use; `program` its last part, which the usage shows.
+pub fn parse(argv0: &str, program: &str, args: &[OsString]) -> Result<PerfFlags, Stop> {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let posix = std::env::var_os("POSIXLY_CORRECT").is_some();
+    let mut f = PerfFlags::default();
+    for step in getopt::Getopt::new(argv0, &args, posix) {
+        let (c, v) = match step {
+            getopt::Step::Extra("json", v) => {
+                f.json = Some(v);
+                continue;
+            }
+            getopt::Step::Extra(_, v) => {
+                f.backend = Some(v);
+                continue;
+            }
+            // src/common.cu:1357-1404: `default:` says "invalid option '?'" after getopt's
+            // own line on stderr, then the usage, and main returns 0.
+            getopt::Step::Error(line) => {
+                return Err(Stop {
+                    stdout: format!("invalid option '?'\n{}", usage(program)),
+                    stderr: format!("{line}\n"),
+                    code: status::SUCCESS,
+                });
+            }
+            getopt::Step::Opt('h', _) => {
+                return Err(Stop {
+                    stdout: usage(program),
+                    stderr: String::new(),
+                    code: status::SUCCESS,
+                })
+            }
+            getopt::Step::Opt(c, v) => (c, v.unwrap_or_default()),
+        };
+        apply(&mut f, c, &v)?;
     }
-    // The checks after the option loop, in its order and words.
+    after_options(f)
+}
+
+/// One option of the loop (src/common.cu:1210-1356), answered as nccl-tests linked with NCCL
+/// 2.28 or newer answers it: the NCCL ncclprobe will load is not known while the flags are read.
+fn apply(f: &mut PerfFlags, c: char, v: &str) -> Result<(), Stop> {
+    match c {
+        't' => f.nthreads = int(v),
+        'g' => f.ngpus = int(v),
+        'b' => f.min_bytes = size(v, "minbytes")?,
+        'e' => f.max_bytes = size(v, "maxbytes")?,
+        'i' => f.step_bytes = size(v, "stepBytes")?,
+        'f' => f.step_factor = cnum::strtol(v, 0).0,
+        'n' => f.iters = int(v),
+        'm' => f.agg_iters = int(v),
+        'w' => f.warmup_iters = int(v),
+        'N' => f.run_cycles = int(v),
+        'c' => f.check = int(v),
+        'p' => f.parallel_init = int(v),
+        'o' => f.op = known(v, &OP_NAMES, "op", "sum"),
+        'd' => f.datatype = known(v, &TYPE_NAMES, "type", "float"),
+        'r' => f.root = int(v),
+        'z' => f.blocking = int(v),
+        'y' => f.stream_null = int(v),
+        'T' => f.timeout = int(v),
+        'G' => f.cudagraph = int(v),
+        'C' => f.report_cputime = int(v),
+        'J' => f.output_file = Some(v.to_string()),
+        'S' => f.report_timestamps = int(v),
+        'a' => f.average = int(v),
+        'R' => f.local_register = int(v),
+        'M' => f.memory = int(v),
+        'I' => f.per_iter_timing = int(v),
+        'K' => f.per_iter_skip = int(v),
+        'x' => f.cta_policy = Some(int(v)),
+        'D' => f.device_implementation = int(v),
+        // src/common.cu:1341-1347: out of range is said, and 16 used.
+        'V' => {
+            let count = int(v);
+            if count <= 0 || count > 128 {
+                eprintln!("device_cta_count (-V) must be positive and less than 128, got {count}. Using default value 16.");
+            }
+        }
+        'u' => f.unalign = int(v),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// ncclstringtotype / ncclstringtoop (src/common.h:278-302): an unknown name is said on
+/// stdout as it is read, and replaced.
+fn known(name: &str, names: &[&str], what: &str, default: &str) -> String {
+    if names.contains(&name) || name == "all" {
+        return name.to_string();
+    }
+    // A closed stdout is found again at the banner, where the run ends.
+    let _ = crate::exit::print(&format!(
+        "invalid {what} {name}, defaulting to {default} .. \n"
+    ));
+    default.to_string()
+}
+
+/// The checks after the option loop (src/common.cu:1406-1437), in its order and words.
+fn after_options(mut f: PerfFlags) -> Result<PerfFlags, Stop> {
     if f.min_bytes > f.max_bytes {
         return Err(Stop::err(
             format!(
@@ -392,6 +363,29 @@ fn read(_program: &str, m: &ArgMatches) -> Result<PerfFlags, Stop> {
     Ok(f)
 }
 
+/// The ranks one process runs, nThreads x nGpus (src/common.cu:1555, `nGpus*nThreads`; 0 or
+/// less is taken as 1), refused beyond what a backend can run in one process, naming the flags.
+pub fn ranks(f: &PerfFlags) -> Result<usize, String> {
+    let (t, g) = (f.nthreads.max(1), f.ngpus.max(1));
+    let ranks = t * g;
+    if ranks > 1024 {
+        return Err(format!(
+            "-t {t} x -g {g}: {ranks} ranks in one process; ncclprobe runs 1 to 1024 (nThread x nGpus)"
+        ));
+    }
+    Ok(ranks as usize)
+}
+
+/// C's `atoi`: `(int)strtol(text, NULL, 10)`.
+pub fn atoi(text: &str) -> i64 {
+    cnum::c_int(cnum::strtol(text, 10).0)
+}
+
+/// NCCL_TESTS_MIN_BW as run() reads it (src/common.cu:1829-1830, `atof`, -1 when unset) and
+/// writeResultFooter treats it (src/util.cu:778, 791): exactly -1 means no check.
+pub fn min_bw(env: Option<&str>) -> Option<f64> {
+    Some(env.map_or(-1.0, cnum::atof)).filter(|m| *m != -1.0)
+}
 /// What ncclprobe does not do of what the flags ask, in nccl-tests' terms; the run is refused
 /// (exit 5, nccl-tests' testNotImplemented) rather than measured otherwise.
 pub fn unsupported(f: &PerfFlags) -> Option<String> {
@@ -433,9 +427,7 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
     } else {
         (None, Some(f.step_bytes.to_string()))
     };
-    let min_bw = std::env::var("NCCL_TESTS_MIN_BW")
-        .ok()
-        .map(|v| v.trim().parse::<f64>().unwrap_or(0.0));
+    let min_bw = min_bw(std::env::var("NCCL_TESTS_MIN_BW").ok().as_deref());
     let perf = PerfStyle {
         program: program.to_string(),
         nthreads: f.nthreads,
@@ -462,7 +454,8 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
         // The command sets it once it knows the traffic.
         alltoallv_summary: None,
     };
-    let ranks = (f.nthreads.max(1) * f.ngpus.max(1)) as usize;
+    // Checked by the command (`ranks`) before it gets here.
+    let ranks = ranks(f).unwrap_or(1);
     Options {
         sizes: Sizes {
             minbytes: f.min_bytes.to_string(),
@@ -480,10 +473,13 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
                 "all" => ALL_OPS.into(),
                 o => o.into(),
             },
-            root: if f.root == -1 {
-                "all".into()
-            } else {
-                f.root.to_string()
+            // Only the rooted collectives read -r (their RunTest, e.g. src/broadcast.cu:94):
+            // all_reduce_perf -r -5 runs as it would without it. A root outside the ranks is
+            // the command's to answer (NCCL's "invalid argument"), once it knows the ranks.
+            root: match (coll.is_rooted(), f.root) {
+                (false, _) => "0".into(),
+                (true, -1) => "all".into(),
+                (true, r) => r.max(0).to_string(),
             },
             check: f.check.max(0) as usize,
             traffic: crate::coll::Traffic::generated(
@@ -523,13 +519,14 @@ pub fn options(program: &str, coll: Collective, f: &PerfFlags, argv: Vec<String>
                 _ => BackendChoice::Auto,
             },
             ngpus: Some(ranks),
-            // The host backend has no GPUs: its ranks stand for the t*g GPUs of the flags.
-            ranks: (f.backend.as_deref() == Some("host")).then_some(ranks),
+            // The host backend has no GPUs: its ranks stand for the t*g GPUs of the flags,
+            // whether it was named or chosen (the other backends count GPUs or processes).
+            ranks: Some(ranks),
             register: f.local_register.clamp(0, 2) as u8,
             // atoi, as nccl-tests reads it; -1 (or nothing) leaves the default.
             first_device: std::env::var("NCCL_TESTS_DEVICE")
                 .ok()
-                .map(|v| strtol(&v))
+                .map(|v| atoi(&v))
                 .filter(|d| *d >= 0)
                 .map(|d| d as usize),
             cta_policy: f.cta_policy,

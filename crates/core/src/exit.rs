@@ -143,6 +143,12 @@ impl std::error::Error for Failure {}
 /// words coloured where a person reads them (`term::paint`).
 pub fn print(text: &str) -> Result<(), Failure> {
     use std::io::Write;
+    if STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(Failure::internal(format!(
+            "cannot write to stdout: {}",
+            std::io::Error::from_raw_os_error(libc::EBADF)
+        )));
+    }
     let text = crate::term::paint(text);
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
@@ -151,6 +157,23 @@ pub fn print(text: &str) -> Result<(), Failure> {
             std::io::ErrorKind::BrokenPipe => Failure::new(ExitCode::ClosedPipe, ""),
             _ => Failure::internal(format!("cannot write to stdout: {e}")),
         })
+}
+
+/// Whether the process started with no standard output (`>&-`), as [`stdout_at_start`] saw.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A C constructor (`.init_array`): it runs before `main`, and so before Rust's runtime reopens
+/// a closed descriptor 1 on /dev/null (which keeps later files off it, and hides `>&-` from
+/// every write). Each [`print`] then fails as a write to a closed descriptor does (EBADF).
+#[used]
+#[cfg_attr(target_os = "linux", link_section = ".init_array")]
+static STDOUT_AT_START: extern "C" fn() = stdout_at_start;
+
+extern "C" fn stdout_at_start() {
+    // SAFETY: fcntl(F_GETFD) only asks whether descriptor 1 is open.
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Why the process must end without the libraries' exit handlers (set once, by a run that

@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+pub mod cnum;
+
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum SizeError {
     #[error("'{0}' is not a size: expected a whole number with an optional K, M, G or T suffix (binary, K = 1024), e.g. 8, 64K, 256M")]

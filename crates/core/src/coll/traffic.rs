@@ -243,13 +243,13 @@ impl Traffic {
     }
 }
 
-/// Reads a traffic matrix as AlltoAllvReadTrafficMatrix does: numbers separated by white
-/// space, one row per line (blank lines skipped), square, none negative; each is scaled and
-/// rounded down to 16 bytes. The errors are nccl-tests' own sentences.
+/// Reads a traffic matrix as AlltoAllvReadTrafficMatrix does (src/alltoallv.cu:174-327):
+/// numbers separated by white space, one row per line (blank lines skipped), square, none
+/// negative; each is scaled and rounded down to 16 bytes. The errors are nccl-tests' own
+/// sentences.
 ///
-/// Its size is taken as nccl-tests takes it, from `fseek(f, 0, SEEK_END)` and `ftell`
-/// (alltoallv.cu, AlltoAllvReadTrafficMatrix), and that many bytes are read: a device such as
-/// `/dev/zero` tells 0 and is "empty", a pipe cannot seek. A size beyond
+/// Its size is taken as nccl-tests takes it, from `fseek(f, 0, SEEK_END)` and `ftell`: a
+/// device such as `/dev/zero` tells 0 and is "empty", a pipe cannot seek. A size beyond
 /// [`crate::bounded::MAX_DOCUMENT_BYTES`], which nccl-tests would try to hold, is refused
 /// unread: the sweep and the drop-in read the matrix here alike.
 pub fn read_matrix(path: &std::path::Path, scale: f64) -> Result<Traffic, String> {
@@ -285,45 +285,67 @@ pub fn read_matrix(path: &std::path::Path, scale: f64) -> Result<Traffic, String
     parse_matrix(&String::from_utf8_lossy(&text), scale, &source)
 }
 
-/// [`read_matrix`] on text already read; `source` names it in errors.
+/// C's `isspace` in the "C" locale.
+fn c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// [`read_matrix`] on text already read; `source` names it in errors. The first pass of
+/// alltoallv.cu:218-269 character by character: the buffer is a C string, so it ends at the
+/// first NUL; each value is glibc's strtod (hex floats, `inf`, `nan` too), refused when it
+/// reads nothing, sets ERANGE (`1e400`, `1e-400`) or stops short of white space; `nan` passes
+/// every test there and is kept, as `(size_t)` of it (2^63 with gcc on x86-64).
 pub fn parse_matrix(text: &str, scale: f64, source: &str) -> Result<Traffic, String> {
+    let text = text.split('\0').next().unwrap_or("");
+    let b = text.as_bytes();
     let mut bytes = Vec::new();
-    let mut cols = 0usize;
-    let mut rows = 0usize;
-    for line in text.split('\n') {
-        let mut here = 0usize;
-        for token in line.split(|c: char| c.is_ascii_whitespace() || c == '\x0b') {
-            if token.is_empty() {
-                continue;
-            }
-            let bad = |why: &str| {
-                format!("Invalid alltoallv traffic matrix value at row {rows} col {here} in file {source}.{why}")
-            };
-            let v: f64 = token
-                .parse()
-                .ok()
-                .filter(|v: &f64| !v.is_nan())
-                .ok_or_else(|| bad(""))?;
-            if v < 0.0 {
-                return Err(bad(" Value must be non-negative."));
-            }
-            let scaled = v * scale;
-            if scaled > u64::MAX as f64 {
-                return Err(bad(&format!(
-                    " Value overflow (value={v:e} scale={scale})."
-                )));
-            }
-            bytes.push(round16(scaled as u64));
-            here += 1;
-        }
-        if here == 0 {
-            continue;
-        }
+    let (mut rows, mut cols, mut here) = (0usize, 0usize, 0usize);
+    let row_end = |rows: usize, cols: &mut usize, here: usize| {
         if rows == 0 {
-            cols = here;
-        } else if here != cols {
+            *cols = here;
+        } else if here != *cols {
             return Err(format!("Invalid alltoallv traffic matrix column count in file {source} row {rows}. Expected {cols} columns, got {here}."));
         }
+        Ok(())
+    };
+    let mut i = 0;
+    while i < b.len() {
+        if c_space(b[i]) {
+            if b[i] == b'\n' && here > 0 {
+                row_end(rows, &mut cols, here)?;
+                here = 0;
+                rows += 1;
+            }
+            i += 1;
+            continue;
+        }
+        let bad = |why: &str| {
+            format!("Invalid alltoallv traffic matrix value at row {rows} col {here} in file {source}.{why}")
+        };
+        let read = crate::units::cnum::strtod(&text[i..]);
+        let end = i + read.used;
+        if read.used == 0 || read.erange || b.get(end).is_some_and(|c| !c_space(*c)) {
+            return Err(bad(""));
+        }
+        let v = read.value;
+        if v < 0.0 {
+            return Err(bad(" Value must be non-negative."));
+        }
+        // `scaled > (long double)SIZE_MAX`: a double above 2^64 - 1 is 2^64 or more.
+        let scaled = v * scale;
+        if scaled >= 18_446_744_073_709_551_616.0 {
+            return Err(bad(&format!(
+                " Value overflow (value={} scale={}).",
+                crate::units::cnum::format_g(v),
+                crate::units::cnum::format_g(scale)
+            )));
+        }
+        bytes.push(round16(crate::units::cnum::size_t_of(scaled)));
+        here += 1;
+        i = end;
+    }
+    if here > 0 {
+        row_end(rows, &mut cols, here)?;
         rows += 1;
     }
     if rows == 0 {

@@ -110,7 +110,27 @@ fn bad_matrices_are_refused_in_nccl_tests_words() {
         err("1 2\n3 4x\n"),
         "Invalid alltoallv traffic matrix value at row 1 col 1 in file f."
     );
-    assert!(err("nan 1\n1 1\n").contains("row 0 col 0"));
+    // strtod's ERANGE is refused in the plain words (alltoallv.cu:239-242); hex is read.
+    assert_eq!(
+        err("1 1e400\n1 1\n"),
+        "Invalid alltoallv traffic matrix value at row 0 col 1 in file f."
+    );
+    assert_eq!(
+        err("1 1e-400\n1 1\n"),
+        "Invalid alltoallv traffic matrix value at row 0 col 1 in file f."
+    );
+    assert_eq!(
+        err("inf 1\n1 1\n"),
+        "Invalid alltoallv traffic matrix value at row 0 col 0 in file f. Value overflow (value=inf scale=1)."
+    );
+    let hex = parse_matrix("0x400 0x1p4\n0 0\n", 1.0, "f").unwrap();
+    assert_eq!(
+        (hex.peer_bytes(0, 0, 2, 0), hex.peer_bytes(0, 1, 2, 0)),
+        (1024, 16)
+    );
+    // A NaN passes every test there: `(size_t)NaN` is 2^63 with gcc on x86-64.
+    let nan = parse_matrix("nan 1\n1 1\n", 1.0, "f").unwrap();
+    assert_eq!(nan.peer_bytes(0, 0, 2, 0), 1 << 63);
     let huge = parse_matrix("1e19 0\n0 0\n", 10.0, "f").unwrap_err();
     assert!(huge.contains("Value overflow"), "{huge}");
     // Blank lines, tabs, CRLF and a last line without a newline are all fine.

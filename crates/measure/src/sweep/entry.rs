@@ -53,6 +53,7 @@ fn writes_outputs() -> bool {
 fn inputs(args: &Options) -> Files {
     Files::new()
         .input("--rules", args.gate.rules.rules.as_deref())
+        .alltoallv_matrix_env()
         .input(
             "--alltoallv-matrix",
             args.what.traffic_matrix.as_ref().map(|(p, _)| p.as_path()),

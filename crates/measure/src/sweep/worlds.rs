@@ -410,7 +410,7 @@ fn split_group(
     let Some(split) = split else {
         return Ok((nccl::Group::default(), rank, world));
     };
-    let color = split.color(rank);
+    let color = split.color(rank).map_err(Failure::usage)?;
     let colors: Vec<usize> = control
         .allgather(&(color as u64).to_le_bytes())
         .map_err(|e| crate::backend::failure("exchanging NCCL_TESTS_SPLIT colors", e))?

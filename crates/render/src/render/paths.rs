@@ -12,6 +12,9 @@ use crate::exit::Failure;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+/// nccl-tests' variable naming alltoallv_perf's traffic matrix (src/alltoallv.cu:150).
+pub const ALLTOALLV_MATRIX_ENV: &str = "NCCL_TESTS_ALLTOALLV_MATRIX_FILE";
+
 /// What a path finally names, for telling two paths apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Identity {
@@ -190,6 +193,14 @@ impl Files {
     /// A directory the command writes files into (created when missing).
     pub fn directory(self, flag: &str, path: Option<&Path>) -> Self {
         self.push(flag, path, Role::Directory)
+    }
+
+    /// The traffic matrix `NCCL_TESTS_ALLTOALLV_MATRIX_FILE` names, when set: an input of
+    /// every sweep and drop-in started with it (nccl-tests' alltoallv_perf reads it, and a
+    /// sweep that does not is still not to overwrite the file the variable points at).
+    pub fn alltoallv_matrix_env(self) -> Self {
+        let path = std::env::var_os(ALLTOALLV_MATRIX_ENV).filter(|p| !p.is_empty());
+        self.input(ALLTOALLV_MATRIX_ENV, path.as_deref().map(Path::new))
     }
 
     /// A document stdout carries whatever the paths say, sent by `flag` (`--format json`).

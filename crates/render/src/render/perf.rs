@@ -136,17 +136,42 @@ pub fn average_busbw_gbps(points: &[Point]) -> f64 {
         / points.len() as f64
 }
 
-/// Whether the average fails NCCL_TESTS_MIN_BW: below 0.9 x the value (src/common.cu, run()).
+/// Whether the average fails NCCL_TESTS_MIN_BW: below 0.9 x the value (src/common.cu:1851,
+/// `bw[0] < check_avg_bw*(0.9)`; a NaN threshold never fails, and the summary says OK).
 pub fn below_min_bw(style: &PerfStyle, average_gbps: f64) -> bool {
     style.min_bw.is_some_and(|m| average_gbps < m * 0.9)
+}
+
+/// The JSON's `okay` for the average (src/util.cu:791): `bw[0] >= check_avg_bw*(0.9)`, the
+/// opposite test, so a NaN threshold is "false" there while the table says OK.
+pub fn min_bw_json_okay(style: &PerfStyle, average_gbps: f64) -> Option<bool> {
+    style.min_bw.map(|m| average_gbps >= m * 0.9)
+}
+
+/// A point as nccl-tests would report it with these flags: BenchTime divides the timed loop
+/// by `iters*agg_iters` (src/common.cu:772), so -n 0 or -m 0 time `inf` at bandwidth 0; and
+/// `-c` below 0 runs no check (`for (c = 0; c < datacheck; c++)`, common.cu:803) yet shows the
+/// #wrong column (`reportErrors = datacheck`, common.cu:1762) as 0.
+pub fn as_reported(style: &PerfStyle, p: &Point) -> Point {
+    let mut p = p.clone();
+    if style.iters * style.agg_iters == 0 {
+        p.time_s = f64::INFINITY;
+        p.algbw_bytes_per_s = 0.0;
+        p.busbw_bytes_per_s = 0.0;
+    }
+    if style.validation < 0 && p.wrong.is_none() {
+        p.wrong = Some(0);
+    }
+    p
 }
 
 /// What the summary after the rows says: the checks that found wrong elements ("Out of
 /// bounds values" counts those, CheckData's `if (*wrongElts) errors++`, not the elements), the
 /// average bus bandwidth, and whether it meets NCCL_TESTS_MIN_BW (None when that is not set).
 pub fn footer_figures(style: &PerfStyle, points: &[Point]) -> (usize, f64, Option<bool>) {
+    let points: Vec<Point> = points.iter().map(|p| as_reported(style, p)).collect();
     let failed_checks = points.iter().filter(|p| p.wrong.unwrap_or(0) > 0).count();
-    let average = average_busbw_gbps(points);
+    let average = average_busbw_gbps(&points);
     let min_bw_ok = style.min_bw.map(|_| !below_min_bw(style, average));
     (failed_checks, average, min_bw_ok)
 }
@@ -228,7 +253,7 @@ pub fn footer(
 /// What NCCL_TESTS_MIN_BW does not say: the rows under the threshold, slowest first.
 pub fn min_bw_culprits(style: &PerfStyle, points: &[Point]) -> Option<String> {
     let floor = style.min_bw? * 0.9;
-    let average = average_busbw_gbps(points);
+    let (_, average, _) = footer_figures(style, points);
     if !below_min_bw(style, average) {
         return None;
     }
@@ -250,8 +275,9 @@ pub fn min_bw_culprits(style: &PerfStyle, points: &[Point]) -> Option<String> {
         })
         .collect();
     Some(format!(
-        "the average bus bandwidth {} GB/s is below 0.9 x NCCL_TESTS_MIN_BW ({floor:.3} GB/s); {} of {} rows are below it: {}{}",
+        "the average bus bandwidth {} GB/s is below 0.9 x NCCL_TESTS_MIN_BW ({} GB/s); {} of {} rows are below it: {}{}",
         crate::render::table::format_g(average),
+        crate::render::table::format_g(floor),
         low.len(),
         points.len(),
         named.join(", "),
@@ -344,6 +370,10 @@ fn per_iter_columns(p: &Point) -> String {
 /// One row as the binary prints it: both placements, each followed by its -I columns, then
 /// -S's time.
 pub fn row(style: &PerfStyle, out_of_place: &Point, in_place: &Point) -> String {
+    let (out_of_place, in_place) = (
+        &as_reported(style, out_of_place),
+        &as_reported(style, in_place),
+    );
     // alltoallv's summary is printed when each placement's bandwidth is worked out, after
     // the row's start and before that placement's figures (AlltoAllvGetBw).
     let summary = |p: &Point| match &style.alltoallv_summary {

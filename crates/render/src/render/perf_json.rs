@@ -13,7 +13,9 @@
 //! strings are escaped rather than cut at the first non-ASCII byte (sanitizeJson).
 
 use crate::model::{Point, RankInfo};
-use crate::render::perf::{footer_figures, iter_stats, local_time, summarised, PerfStyle};
+use crate::render::perf::{
+    as_reported, footer_figures, iter_stats, local_time, min_bw_json_okay, summarised, PerfStyle,
+};
 use serde::{Serialize, Serializer};
 use std::path::{Path, PathBuf};
 
@@ -32,6 +34,20 @@ pub fn is_json_name(path: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// The name [`claim`] would take now: `path`, or the first free `PATH.0`, `PATH.1`, ... (a
+/// name is taken when anything, a dangling link included, is there).
+pub fn unclaimed(path: &str) -> PathBuf {
+    let taken = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let first = PathBuf::from(path);
+    if !taken(&first) {
+        return first;
+    }
+    (0u64..)
+        .map(|n| PathBuf::from(format!("{path}.{n}")))
+        .find(|p| !taken(p))
+        .unwrap_or(first)
 }
 
 /// Claim the file as jsonOutputInit does: created exclusively, or if the name is taken, the
@@ -411,8 +427,8 @@ impl Writer {
     /// One finished row (the results list opens with the table's header).
     pub fn push_row(&mut self, style: &PerfStyle, out_of_place: &Point, in_place: &Point) {
         let row = Row::of(
-            out_of_place,
-            in_place,
+            &as_reported(style, out_of_place),
+            &as_reported(style, in_place),
             style.iters,
             style.report_cputime,
             &self.processes,
@@ -441,7 +457,7 @@ impl Writer {
 
     /// The summary after the table (writeResultFooter).
     pub fn set_footer(&mut self, style: &PerfStyle, points: &[Point]) {
-        let (failed_checks, average, min_bw_ok) = footer_figures(style, points);
+        let (failed_checks, average, _) = footer_figures(style, points);
         self.doc.results.get_or_insert_with(Vec::new);
         self.doc.out_of_bounds = Some(OutOfBounds {
             count: failed_checks,
@@ -449,7 +465,7 @@ impl Writer {
         });
         self.doc.average_bus_bandwidth = Some(AverageBusBandwidth {
             bandwidth: CDouble(average),
-            okay: match min_bw_ok {
+            okay: match min_bw_json_okay(style, average) {
                 None => "unchecked".into(),
                 Some(ok) => CBool(ok).text().into(),
             },

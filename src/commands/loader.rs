@@ -6,7 +6,7 @@ use crate::analysis::loader::{Loader, PAGEABLE_DEFAULT_BYTES_PER_S, PINNED_DEFAU
 use crate::analysis::loader_plan::{BatchChoice, Sources};
 use crate::cli::LoaderArgs;
 use crate::exit::Failure;
-use crate::flags::{count_in, parse_list, positive};
+use crate::flags::{count_in, parse_list, positive_at_most};
 use crate::model::RunRecord;
 use std::path::Path;
 
@@ -30,20 +30,6 @@ const MAX_GB: f64 = 1e6;
 const MAX_GBPS: f64 = 1e4;
 /// The largest sample or batch copied to the GPU, in bytes (a terabyte).
 const MAX_COPY_BYTES: f64 = 1e12;
-
-/// A finite number above zero and at most `most`.
-fn positive_at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
-    let v = positive(flag, value, unit)?;
-    if v <= most {
-        Ok(v)
-    } else {
-        Err(Failure::usage(format!(
-            "{flag}: must be at most {} {unit}, got {}",
-            crate::units::plain(most),
-            crate::units::plain(v)
-        )))
-    }
-}
 
 /// PyTorch's DataLoader refuses these with num_workers=0 (torch/utils/data/dataloader.py,
 /// `DataLoader.__init__`); the messages quote its ValueError.

@@ -195,6 +195,18 @@ fn strategy(name: &str) -> Strategy {
     }
 }
 
+/// `value` when no more than `most`.
+fn at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
+    if value <= most {
+        return Ok(value);
+    }
+    Err(Failure::usage(format!(
+        "{flag}: must be at most {} {unit}, got {}",
+        crate::units::plain(most),
+        crate::units::plain(value)
+    )))
+}
+
 /// The GPU's capacity: the flag, else the out-of-memory error's, else NVML's total for GPU 0.
 fn gpu_capacity(
     args: &MemoryArgs,
@@ -216,13 +228,23 @@ fn gpu_capacity(
     }
     if let Some(gb) = args.gpu_memory_gb {
         return Ok(Some((
-            positive("--gpu-memory-gb", gb, "GB")? * 1e9,
+            crate::flags::positive_at_most(
+                "--gpu-memory-gb",
+                gb,
+                "GB",
+                crate::flags::MOST_GPU_MEMORY_GB,
+            )? * 1e9,
             "--gpu-memory-gb".into(),
         )));
     }
     if let Some(gib) = args.gpu_memory_gib {
         return Ok(Some((
-            positive("--gpu-memory-gib", gib, "GiB")? * GIB,
+            crate::flags::positive_at_most(
+                "--gpu-memory-gib",
+                gib,
+                "GiB",
+                crate::flags::MOST_GPU_MEMORY_GB * 1e9 / GIB,
+            )? * GIB,
             "--gpu-memory-gib".into(),
         )));
     }
@@ -339,7 +361,7 @@ fn read_oom(path: &std::path::Path) -> Result<(observed::Oom, Vec<String>), Fail
             gpu: first.gpu,
             requested_bytes: first.tried_bytes,
             // A capacity of 0 is no reading: the GPU's is then unknown, or a flag's.
-            capacity_bytes: first.total_bytes.filter(|t| *t > 0.0),
+            capacity_bytes: first.total_bytes.filter(|t| *t != 0.0),
             free_bytes: first.free_bytes,
             process_in_use_bytes: first.process_in_use_bytes,
             listed_processes_bytes: first.listed_processes_bytes.clone(),
@@ -410,8 +432,13 @@ fn setup(
             LogitsArg::Fused => Logits::Fused,
         },
         expandable_segments,
-        cuda_context_bytes: non_negative("--cuda-context-mb", args.cuda_context_mb, "MiB")?
-            * 1024.0
+        // A CUDA context takes 300-1000 MiB; 64 GiB is no context at all.
+        cuda_context_bytes: at_most(
+            "--cuda-context-mb",
+            non_negative("--cuda-context-mb", args.cuda_context_mb, "MiB")?,
+            "MiB",
+            65536.0,
+        )? * 1024.0
             * 1024.0,
         fragmentation: args
             .fragmentation

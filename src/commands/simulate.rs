@@ -414,7 +414,14 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
     let activations_bytes = non_negative("--activations-gb", args.activations_gb, "GB")? * 1e9;
     let gpu_memory_gb = args
         .gpu_memory_gb
-        .map(|gb| positive("--gpu-memory-gb", gb, "GB"))
+        .map(|gb| {
+            crate::flags::positive_at_most(
+                "--gpu-memory-gb",
+                gb,
+                "GB",
+                crate::flags::MOST_GPU_MEMORY_GB,
+            )
+        })
         .transpose()?;
     let model = load_model(&args.model)?;
     // FSDP reduce-scatters gradients and all-gathers weights; an all_reduce curve can stand in.

@@ -4,6 +4,7 @@
 use crate::common;
 
 use common::bin;
+use predicates::prelude::PredicateBooleanExt;
 use predicates::str::contains;
 
 fn memory() -> assert_cmd::Command {
@@ -128,5 +129,42 @@ fn absurd_config_sizes_and_experts_exit_2() {
             .assert()
             .code(2)
             .stderr(contains(*says));
+    }
+}
+
+#[test]
+fn capacities_no_gpu_has_and_oom_figures_that_contradict_are_refused() {
+    // Review D33: these were planned as given ("fits: 4.59 GiB of inf GiB", exit 0).
+    for (flag, value) in [
+        ("--gpu-memory-gb", "1e308"),
+        ("--gpu-memory-gib", "100000"),
+        ("--cuda-context-mb", "1e300"),
+    ] {
+        bin()
+            .args(["simulate", "memory", "--model", "gpt2", flag, value])
+            .assert()
+            .code(2)
+            .stderr(contains(flag).and(contains("must be at most")));
+    }
+    let line = |capacity: &str, free: &str| {
+        format!(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of {capacity} of which {free} is free. Including non-PyTorch memory, this process has 23.12 GiB memory in use. Of the allocated memory 22.40 GiB is allocated by PyTorch, and 301.25 MiB is reserved by PyTorch but unallocated.\n"
+        )
+    };
+    for (capacity, free, why) in [
+        ("-23.63 GiB", "243.94 MiB", "is beyond any GPU"),
+        ("1e308 GiB", "243.94 MiB", "is beyond any GPU"),
+        (
+            "23.63 GiB",
+            "30.00 GiB",
+            "more than the GPU's 23.63 GiB capacity",
+        ),
+    ] {
+        bin()
+            .args(["simulate", "memory", "--model", "gpt2", "--oom", "-"])
+            .write_stdin(line(capacity, free))
+            .assert()
+            .code(2)
+            .stderr(contains(why).and(contains("is the message intact?")));
     }
 }

@@ -57,6 +57,24 @@ pub fn positive(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> {
     }
 }
 
+/// The most memory one GPU's flags may state: more than any GPU holds (288 GB of HBM, 624 GB
+/// with a Grace Hopper's unified memory), so that only a typo or a made-up figure is refused.
+pub const MOST_GPU_MEMORY_GB: f64 = 4096.0;
+
+/// A positive, finite number no larger than `most`.
+pub fn positive_at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
+    let v = positive(flag, value, unit)?;
+    if v <= most {
+        Ok(v)
+    } else {
+        Err(Failure::usage(format!(
+            "{flag}: must be at most {} {unit}, got {}",
+            crate::units::plain(most),
+            crate::units::plain(v)
+        )))
+    }
+}
+
 /// A finite number of zero or more.
 pub fn non_negative(flag: &str, value: f64, unit: &str) -> Result<f64, Failure> {
     if value.is_finite() && value >= 0.0 {

@@ -76,6 +76,20 @@ pub fn since(text: &str, now: f64) -> Result<f64, String> {
     if let Some(u) = entry::unix_time(t) {
         return Ok(u);
     }
+    // A plain date is its midnight, UTC.
+    let b = t.as_bytes();
+    let date_like =
+        b.len() >= 10 && b[4] == b'-' && b[7] == b'-' && b[..4].iter().all(u8::is_ascii_digit);
+    if b.len() == 10 && date_like {
+        if let Some(u) = entry::unix_time(&format!("{t}T00:00:00Z")) {
+            return Ok(u);
+        }
+    }
+    if date_like {
+        return Err(format!(
+            "--since {t:?}: not a valid date or RFC 3339 time (2026-11-01, 2026-11-01T06:00:00Z)"
+        ));
+    }
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(t.len());
@@ -108,5 +122,9 @@ mod tests {
         assert_eq!(since("90m", 6000.0).unwrap(), 600.0);
         assert!(since("soon", 0.0).is_err());
         assert!(since("3y", 0.0).is_err());
+        // Review D32: a plain date is its midnight; an impossible one is said as such.
+        assert_eq!(since("1970-01-03", 0.0).unwrap(), 172_800.0);
+        let e = since("2026-13-45T00:00:00Z", 0.0).unwrap_err();
+        assert!(e.contains("not a valid date"), "{e}");
     }
 }

@@ -41,7 +41,9 @@ pub const CONTINUATION_LINES: usize = 6;
 
 /// An amount as PyTorch's `format_size` prints it; a page copied from a browser may hold a
 /// no-break space before the unit.
-const AMOUNT: &str = r"([\d.]+[ \x{a0}]?(?:[KMGT]i?B|bytes|B))";
+/// A sign or an exponent is read too, so that a damaged or made-up figure (`-23.63 GiB`,
+/// `1e308 GiB`) is caught as absurd rather than passed over as no figure at all.
+const AMOUNT: &str = r"(-?[\d.]+(?:[eE][+-]?\d+)?[ \x{a0}]?(?:[KMGT]i?B|bytes|B))";
 
 /// The error's first words: ROCm builds print the same message with HIP for CUDA.
 const START: &str = r"(?:CUDA|HIP) out of memory\.";
@@ -107,8 +109,17 @@ fn other_process() -> &'static Regex {
 
 /// `500.00 MiB`, `23.63 GiB`, `0 bytes` in bytes (PyTorch prints binary units).
 fn bytes(text: &str) -> Option<f64> {
-    let split = text
-        .find(|c: char| c.is_alphabetic() || c.is_whitespace())
+    let b = text.as_bytes();
+    let exponent_at = |i: usize| {
+        matches!(b.get(i), Some(b'e' | b'E'))
+            && matches!(b.get(i + 1), Some(b'0'..=b'9' | b'+' | b'-'))
+    };
+    let split = (0..b.len())
+        .find(|&i| {
+            let c = b[i];
+            !(c.is_ascii_digit() || c == b'.' || (i == 0 && c == b'-') || exponent_at(i))
+                && !(matches!(c, b'+' | b'-') && i > 0 && matches!(b[i - 1], b'e' | b'E'))
+        })
         .unwrap_or(text.len());
     let value: f64 = text[..split].parse().ok()?;
     let power = match text[split..]

@@ -37,8 +37,10 @@ pub struct Oom {
 pub enum ObservedError {
     #[error("{0}: the error states neither what the process had in use nor the GPU's capacity and free memory (PyTorch 2.x prints both; give the whole message)")]
     NoUsage(String),
-    #[error("{0}: {1} is beyond any GPU (more than a PiB); is the message intact?")]
+    #[error("{0}: {1} is beyond any GPU (negative, or more than a PiB); is the message intact?")]
     Absurd(String, String),
+    #[error("{0}: {1}; figures that cannot all be true: is the message intact?")]
+    Contradicts(String, String),
 }
 
 /// A figure no GPU has: the message is damaged or made up.
@@ -117,16 +119,6 @@ fn others(oom: &Oom, in_use_bytes: f64) -> f64 {
 /// Figures the message states that cannot all be true, in words.
 fn inconsistencies(oom: &Oom, in_use_bytes: f64) -> Vec<String> {
     let mut out = Vec::new();
-    if let (Some(total), Some(free)) = (oom.capacity_bytes, oom.free_bytes) {
-        if free > total {
-            out.push(format!(
-                "{}: {:.2} GiB free is more than the {:.2} GiB capacity; the figures are taken as stated",
-                oom.source,
-                free / GIB,
-                total / GIB
-            ));
-        }
-    }
     if let Some(total) = oom.capacity_bytes {
         if in_use_bytes > total * 1.01 {
             out.push(format!(
@@ -138,6 +130,24 @@ fn inconsistencies(oom: &Oom, in_use_bytes: f64) -> Vec<String> {
         }
     }
     out
+}
+
+/// Figures of one message that cannot all be true: beyond the rounding of two printed
+/// figures, free memory cannot exceed capacity.
+fn contradictions(oom: &Oom) -> Result<(), ObservedError> {
+    if let (Some(total), Some(free)) = (oom.capacity_bytes, oom.free_bytes) {
+        if free > total + MIB.max(0.001 * total) {
+            return Err(ObservedError::Contradicts(
+                oom.source.clone(),
+                format!(
+                    "{:.2} GiB free is more than the GPU's {:.2} GiB capacity",
+                    free / GIB,
+                    total / GIB
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The observation, the GPU terms to carry into the setup (`Setup::observed_terms`) and
@@ -159,6 +169,7 @@ pub fn calibrate(
             ));
         }
     }
+    contradictions(oom)?;
     let (in_use_bytes, in_use_basis) = in_use(oom, setup.cuda_context_bytes)?;
     let others = others(oom, in_use_bytes);
     let mut notes = inconsistencies(oom, in_use_bytes);

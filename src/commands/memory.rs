@@ -195,18 +195,6 @@ fn strategy(name: &str) -> Strategy {
     }
 }
 
-/// `value` when no more than `most`.
-fn at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
-    if value <= most {
-        return Ok(value);
-    }
-    Err(Failure::usage(format!(
-        "{flag}: must be at most {} {unit}, got {}",
-        crate::units::plain(most),
-        crate::units::plain(value)
-    )))
-}
-
 /// The GPU's capacity: the flag, else the out-of-memory error's, else NVML's total for GPU 0.
 fn gpu_capacity(
     args: &MemoryArgs,
@@ -433,7 +421,7 @@ fn setup(
         },
         expandable_segments,
         // A CUDA context takes 300-1000 MiB; 64 GiB is no context at all.
-        cuda_context_bytes: at_most(
+        cuda_context_bytes: crate::flags::at_most(
             "--cuda-context-mb",
             non_negative("--cuda-context-mb", args.cuda_context_mb, "MiB")?,
             "MiB",

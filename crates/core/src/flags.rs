@@ -63,14 +63,18 @@ pub const MOST_GPU_MEMORY_GB: f64 = 4096.0;
 
 /// A positive, finite number no larger than `most`.
 pub fn positive_at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
-    let v = positive(flag, value, unit)?;
-    if v <= most {
-        Ok(v)
+    at_most(flag, positive(flag, value, unit)?, unit, most)
+}
+
+/// `value` when it is no larger than `most`.
+pub fn at_most(flag: &str, value: f64, unit: &str, most: f64) -> Result<f64, Failure> {
+    if value <= most {
+        Ok(value)
     } else {
         Err(Failure::usage(format!(
             "{flag}: must be at most {} {unit}, got {}",
             crate::units::plain(most),
-            crate::units::plain(v)
+            crate::units::plain(value)
         )))
     }
 }

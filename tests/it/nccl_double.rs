@@ -238,7 +238,9 @@ fn two_ranks_on_one_gpu_are_refused_before_nccl_init_on_every_rank() {
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{}\n{err}", text(&o.stdout));
         assert!(
-            err.contains("ranks 0 and 1 would both use GPU 0000:18:00.0 on host"),
+            err.contains(
+                "ranks 0 and 1 of one communicator would both use GPU 0000:18:00.0 on host"
+            ),
             "{err}"
         );
         assert!(
@@ -1064,6 +1066,46 @@ fn communicators_and_streams_are_made_as_nccl_tests_makes_them_and_any_blocking_
             vec!["call=cuStreamCreate flags=1"; 2],
             "{what}: {calls}"
         );
+    }
+}
+
+/// On a non-blocking communicator NCCL does not simulate a group: ncclGroupSimulateEnd takes
+/// ncclGroupEnd's non-blocking branch and launches the collective for real, leaving the
+/// communicator ncclInProgress (src/group.cc, v2.28.9 642-644 and 704-738). Under
+/// NCCL_COMM_BLOCKING=0 no estimate is asked for, and the record says why; blocking
+/// communicators still get NCCL's estimate per point.
+#[test]
+fn no_simulated_group_is_launched_for_real_on_a_non_blocking_communicator() {
+    for blocking in [Some("0"), None] {
+        let d = doubles();
+        let dir = tempfile::tempdir().unwrap();
+        let (trace, json) = (dir.path().join("calls.txt"), dir.path().join("run.json"));
+        let mut c = probe(d.path());
+        c.args(SMALL)
+            .args(["--collective", "all_reduce", "--json"])
+            .arg(&json)
+            .env("NCCLPROBE_TEST_DOUBLE_TRACE", &trace)
+            .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", "22803");
+        if let Some(b) = blocking {
+            c.env("NCCL_COMM_BLOCKING", b);
+        }
+        let (out, _) = run(c);
+        assert!(out.status.success(), "{blocking:?}: {}", text(&out.stderr));
+        let calls = std::fs::read_to_string(&trace).unwrap();
+        assert!(
+            !calls.contains("call=ncclGroupSimulateEnd simulated=0"),
+            "{blocking:?}: a simulated group ran for real"
+        );
+        let r = read_record(&json);
+        let estimated = r.points.iter().filter(|p| p.nccl_model_time_s.is_some());
+        let said = r.notes.iter().any(|n| n.contains("no NCCL estimate"));
+        if blocking.is_some() {
+            assert_eq!(estimated.count(), 0, "{:?}", r.points);
+            assert!(said, "{:?}", r.notes);
+        } else {
+            assert_eq!(estimated.count(), r.points.len());
+            assert!(!said, "{:?}", r.notes);
+        }
     }
 }
 

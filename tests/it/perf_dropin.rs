@@ -1005,6 +1005,44 @@ fn cudagraph_captures_each_sample_and_launches_it_g_times_on_the_nccl_backend_on
     assert!(text(&out.stderr).contains("-G (CUDA graphs) applies to the NCCL backend only"));
 }
 
+/// NCCL checks for a shared GPU among the peers of one communicator (src/init.cc, v2.28.9
+/// 903-904): under NCCL_TESTS_SPLIT two processes of different colors may use one GPU, as
+/// NCCL and nccl-tests run them, and ncclprobe does not refuse them first.
+#[test]
+fn two_split_groups_may_share_a_gpu_as_nccl_allows() {
+    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
+    let (dir, link) = linked("all_reduce_perf");
+    let port = common::free_port();
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            let mut c = Command::new(&link);
+            common::without_host_settings(&mut c);
+            c.args(["-b", "1K", "-e", "4K", "-f", "4", "--json"])
+                .arg(dir.path().join(format!("rank{rank}.json")))
+                .env("LD_LIBRARY_PATH", libs.path())
+                .env("NCCLPROBE_TEST_DOUBLE_GPUS", "1")
+                .env("CUDA_VISIBLE_DEVICES", "0")
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("LOCAL_RANK", rank.to_string())
+                .env("LOCAL_WORLD_SIZE", "2")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
+                .env("NCCL_TESTS_SPLIT", "MOD 2")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (r, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "rank {r}: {err}");
+        assert!(!err.contains("would both use GPU"), "rank {r}: {err}");
+    }
+}
+
 #[test]
 fn nccl_tests_split_runs_a_communicator_per_color_and_prints_every_groups_rows() {
     // Four processes as torchrun starts them, on the GPU TEST DOUBLE's four GPUs;

@@ -9,6 +9,7 @@ mod entry;
 mod gate_checks;
 pub mod launch;
 pub mod observe;
+mod one_gpu;
 pub mod options;
 mod orphan;
 mod outcome;

@@ -204,7 +204,7 @@ impl Rank0 {
         if let Some((style, _)) = &self.perf {
             self.with_perf_json(|json| json.set_footer(style, points));
             let mut lines = perf::footer(style, points, memory);
-            // Each group's average right after nccl-tests' own (rank 0's group's).
+            // Each group's average right after nccl-tests' own (taken over every group).
             let groups = self.groups.get().map_or(&[][..], Vec::as_slice);
             let own = perf::group_footer(points, groups, self.across);
             lines.splice(2..2, own);

@@ -3,6 +3,7 @@
 //! with one GPU per process (torchrun-style or under an MPI launcher), and MPI on host memory.
 
 use super::launch::{launch, Start};
+use super::one_gpu::{one_gpu_per_rank, Place};
 use super::options::Bootstrap;
 use super::options::Options;
 use super::record;
@@ -354,7 +355,7 @@ fn nccl_per_process(
     let split = args.backend.split.clone();
     if let Some(s) = &split {
         plan.notes.push(format!(
-            "{}: the processes of each color form their own communicator and run the test at once; rows are rank 0's group, as nccl-tests prints them (each group's follow it as `#  group` lines)",
+            "{}: the processes of each color form their own communicator and run the test at once; each row's time is taken over every process of every group (-a: the average unless told) and its bandwidth uses the group's size, as nccl-tests computes them (each group's own figures follow it as `#  group` lines)",
             s.source
         ));
     }
@@ -378,9 +379,15 @@ fn nccl_per_process(
             })?;
             let host = crate::measure::host_name(rank, &plan.injected);
             let gpu = api.pci_bus_id(device);
-            one_gpu_per_rank(control.as_mut(), &host, gpu, device, (sharing, api.devices))?;
             let (group, group_rank, group_size) =
                 split_group(control.as_mut(), split, (rank, world))?;
+            let place = Place {
+                host: &host,
+                bus_id: gpu,
+                device,
+                color: group.color,
+            };
+            one_gpu_per_rank(control.as_mut(), place, (sharing, api.devices))?;
             watchdog.arm(format!(
                 "ncclCommInitRank of rank {group_rank} of {group_size} (group {})",
                 group.color
@@ -424,57 +431,6 @@ fn split_group(
         leader: members.first().copied().unwrap_or(0),
     };
     Ok((group, group_rank, members.len()))
-}
-
-/// Two ranks of one communicator on one GPU, refused before NCCL's init, which would stop at
-/// its own check (src/init.cc, initTransportsRank: "Duplicate GPU detected : rank %d and rank
-/// %d both on CUDA device %lx", ncclInvalidUsage) after the rendezvous, with no word on why.
-/// Every rank exchanges its host and the GPU's PCI address (what NCCL compares), so all ranks
-/// refuse alike, naming the pair, the GPU and the counts.
-fn one_gpu_per_rank(
-    control: &mut dyn ControlPlane,
-    host: &str,
-    bus_id: Option<String>,
-    device: c_int,
-    (ranks_here, visible): (usize, c_int),
-) -> Result<(), Failure> {
-    let gpu = bus_id.unwrap_or_else(|| format!("device {device}"));
-    let all = control
-        .allgather(format!("{host}\t{gpu}\t{}", host_identity()).as_bytes())
-        .map_err(|e| crate::backend::failure("exchanging which GPU each rank uses", e))?;
-    let places: Vec<String> = all
-        .iter()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .collect();
-    match shared_gpu(&places) {
-        None => Ok(()),
-        Some((a, b)) => {
-            let mut fields = places[a].split('\t');
-            let (host, gpu) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
-            Err(Failure::usage(format!(
-                "ranks {a} and {b} would both use GPU {gpu} on host {host}, which NCCL refuses (\"Duplicate GPU detected\"); {ranks_here} ranks run on this host and each process sees {visible} GPU(s): start no more ranks per host than it has GPUs, and give each process its own (CUDA_VISIBLE_DEVICES, or the local rank's device)"
-            )))
-        }
-    }
-}
-
-/// What tells one machine from another as NCCL's host hash does (src/misc/utils.cc,
-/// getHostHash: the host name followed by `NCCL_HOSTID`, or else the kernel's boot id): nodes
-/// with one container host name ("localhost") and GPUs on the same bus numbers are not one GPU.
-fn host_identity() -> String {
-    std::env::var("NCCL_HOSTID")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-/// The first two ranks whose `host\tgpu\thost id` entries are one GPU.
-fn shared_gpu(places: &[String]) -> Option<(usize, usize)> {
-    places
-        .iter()
-        .enumerate()
-        .find_map(|(b, p)| places[..b].iter().position(|q| q == p).map(|a| (a, b)))
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -566,28 +522,6 @@ pub fn mpi(_: &Options, _: &Selection) -> Result<ExitCode, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_first_pair_of_ranks_on_one_gpu_is_named() {
-        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            shared_gpu(&p(&["a\t0000:18:00.0", "a\t0000:28:00.0"])),
-            None
-        );
-        assert_eq!(
-            shared_gpu(&p(&["a\t0000:18:00.0", "b\t0000:18:00.0"])),
-            None
-        );
-        assert_eq!(
-            shared_gpu(&p(&["a\tx", "a\ty", "a\ty", "a\tx"])),
-            Some((1, 2))
-        );
-        // One container host name on two machines (two boot ids): two GPUs.
-        assert_eq!(
-            shared_gpu(&p(&["localhost\tx\tboot1", "localhost\tx\tboot2"])),
-            None
-        );
-    }
 
     #[test]
     fn device_limit_is_the_largest_power_of_two_that_fits_three_buffers() {

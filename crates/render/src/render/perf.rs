@@ -399,8 +399,8 @@ pub fn row(style: &PerfStyle, out_of_place: &Point, in_place: &Point) -> String 
 }
 
 /// NCCL_TESTS_SPLIT: each group's figures at the row's size, from its ranks' times, as
-/// comment lines under the row (nccl-tests prints only the row of rank 0's group; its open
-/// PR 376 asks for these). Nothing when every rank is in one group.
+/// comment lines under the row (nccl-tests prints one row, its time averaged over every
+/// process of every group under -a 1, src/common.cu 338-351; its open PR 376 asks for these). Nothing when every rank is in one group.
 pub fn group_rows(
     out_of_place: &Point,
     in_place: &Point,
@@ -421,7 +421,7 @@ pub fn group_rows(
 }
 
 /// NCCL_TESTS_SPLIT: each group's average bus bandwidth over the rows, after nccl-tests' own
-/// (rank 0's group's) average.
+/// average (over every group).
 pub fn group_footer(
     points: &[Point],
     groups: &[usize],

@@ -89,13 +89,30 @@ pub struct SimInfo {
 /// As NCCL does (src/group.cc, enqueue.cc): only collectives are estimated (a group of sends
 /// and receives leaves estimatedTime at -1), nothing is launched, and the group's sends and
 /// receives stay queued on their communicators for the next group to run first.
+///
+/// Except on a non-blocking communicator: ncclGroupEndInternal takes its non-blocking branch
+/// (src/group.cc, v2.28.9 704-738), and groupLaunchNonBlocking calls groupLaunch without the
+/// simulation info (642-644), so the group is launched for real on NCCL's thread, the
+/// estimate is never written, and the call answers ncclInProgress with every communicator of
+/// the group in progress until the launch is done.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult {
-    let Some((p2p, collectives, _, _)) = close_group() else {
+    let Some((p2p, collectives, inits, error)) = close_group() else {
         return NCCL_SUCCESS;
     };
     if info.is_null() || (*info).magic != 0x7468_5283 {
         return NCCL_INVALID_ARGUMENT;
+    }
+    let non_blocking = p2p
+        .iter()
+        .map(|o| o.comm)
+        .chain(collectives.iter().map(|d| d.comm))
+        .any(|c| !comm_of(c as *mut c_void).blocking);
+    if non_blocking || !inits.is_empty() || error != NCCL_SUCCESS {
+        crate::trace::trace_line(
+            "call=ncclGroupSimulateEnd simulated=0 (launched as ncclGroupEnd)",
+        );
+        return end_closed((p2p, collectives, inits, error));
     }
     if !collectives.is_empty() {
         (*info).estimated_time = collectives
@@ -120,9 +137,14 @@ pub unsafe extern "C" fn ncclGroupSimulateEnd(info: *mut SimInfo) -> NcclResult 
 /// communicator of the group says ncclInProgress until the work is launched.
 #[no_mangle]
 pub unsafe extern "C" fn ncclGroupEnd() -> NcclResult {
-    let Some((new_ops, collectives, inits, error)) = close_group() else {
-        return NCCL_SUCCESS;
-    };
+    match close_group() {
+        Some(closed) => end_closed(closed),
+        None => NCCL_SUCCESS,
+    }
+}
+
+/// The end of the outermost group level: what ncclGroupEnd does with what the group queued.
+unsafe fn end_closed((new_ops, collectives, inits, error): Closed) -> NcclResult {
     if error != NCCL_SUCCESS {
         // Nothing queued runs; the communicators handed back by the group's inits report
         // the failure (NCCL's groupCleanup sets each one's async error).

@@ -11,11 +11,14 @@
 //! - communicators are blocking, as nccl-tests makes them (a non-blocking one pays a thread
 //!   per call: see `NcclConfig::nccl_tests`). A call returns once its work is enqueued, and
 //!   the owner waits for the stream itself, polling `cuStreamQuery` and
-//!   `ncclCommGetAsyncError` (`completion::wait`), so a hung collective holds no thread
-//!   inside NCCL. Where NCCL itself waits for peers (init, the connection a first call makes)
-//!   the owner may be stuck inside a call: the watchdog or the signal thread then ends the
-//!   run without it, the record is closed, and the process ends without the libraries' exit
-//!   handlers (`exit::end_without_teardown`). Where NCCL returns `ncclInProgress`
+//!   `ncclCommGetAsyncError` (`completion::wait`), so a hung collective usually holds no
+//!   thread inside NCCL. Not always: once a long batch has filled NCCL's work FIFO behind a
+//!   hung kernel, the next enqueue spins in `waitWorkFifoAvailable` (src/enqueue.cc, v2.28.9
+//!   1122-1131), polling event callbacks and never the abort flag, and CUDA's launch queue
+//!   blocks a launch the same way. There, as where NCCL itself waits for peers (init, the
+//!   connection a first call makes), the owner is stuck inside a call: the watchdog or the
+//!   signal thread then ends the run without it, the record is closed, and the process ends
+//!   without the libraries' exit handlers (`exit::end_without_teardown`). Where NCCL returns `ncclInProgress`
 //!   (`NCCL_COMM_BLOCKING=0` in the environment) the owner polls until it is done
 //!   (`Handle::settle`), as NCCL's user guide prescribes;
 //! - a timeout or a signal only raises a flag (`abort_all`); the owner sees it at its next poll
@@ -34,6 +37,15 @@ pub(super) const NCCL_IN_PROGRESS: c_int = 7;
 /// `ncclRemoteError` in nccl.h's `ncclResult_t` (2.14+): "A call failed possibly due to a
 /// network error or a remote process exiting prematurely".
 pub(super) const NCCL_REMOTE_ERROR: c_int = 6;
+
+/// Why a record has no NCCL estimate on a non-blocking communicator.
+pub(super) const NO_SIMULATION_NON_BLOCKING: &str = "no NCCL estimate (ncclGroupSimulateEnd) per point: the communicators are non-blocking (NCCL_COMM_BLOCKING=0), where NCCL launches a simulated group for real";
+
+/// NCCL_COMM_BLOCKING=0 in the environment, which makes every communicator non-blocking
+/// whatever its config says (NCCL_PARAM CommBlocking: only 0 and 1 override).
+pub(super) fn non_blocking_by_env() -> bool {
+    std::env::var("NCCL_COMM_BLOCKING").is_ok_and(|v| v.trim().parse::<i64>() == Ok(0))
+}
 
 #[derive(Default)]
 struct Flags {

@@ -8,6 +8,9 @@ use crate::backend::BackendError;
 use std::ffi::c_void;
 use std::sync::Arc;
 
+/// `ncclInvalidArgument` in nccl.h's `ncclResult_t`.
+const NCCL_INVALID_ARGUMENT: std::ffi::c_int = 4;
+
 impl NcclComm {
     /// `-R 1`: allocate buffers with ncclMemAlloc and register them with the communicator;
     /// `-R 2`: register them as symmetric windows (a collective call on every rank).
@@ -143,17 +146,28 @@ impl NcclComm {
                             _ => ("ncclCommRegister", (reg.register)(c, p, bytes, &mut h)),
                         }
                     };
+                    // NCCL 2.28+ (dev_runtime.cc, 606-609): a window whose offset in its cuMem
+                    // allocation is not a multiple of NCCL_WIN_REQUIRED_ALIGNMENT (4096) is
+                    // ncclInvalidArgument: the buffer's placement, not a lack of memory.
+                    if call == "ncclCommWindowRegister" && rc == NCCL_INVALID_ARGUMENT {
+                        return Err(BackendError::Unavailable(format!(
+                            "-R 2: ncclCommWindowRegister on GPU {device} refused the window ({}): NCCL 2.28+ takes a window only at an offset in its ncclMemAlloc allocation that is a multiple of 4096 bytes (NCCL_WIN_REQUIRED_ALIGNMENT)",
+                            nccl.error_string(rc)
+                        )));
+                    }
                     comm.check(&|| format!("{call} on GPU {device}"), rc)
                         .map_err(|e| match e {
                             BackendError::Failed(m) if !comm.aborted() => failed(m),
                             e => e,
                         })?;
-                    // NCCL 2.27 (register/register.cc): with cuMem or local registration off,
-                    // ncclCommWindowRegister returns ncclSuccess and a NULL window; the buffer
-                    // then runs unregistered, and a record saying "symmetric" would be false.
+                    // NCCL 2.27 (register/register.cc, 2.27.7 209-222): with cuMem or local
+                    // registration off, or an allocation whose base address or size is not a
+                    // multiple of NCCL's 2 MiB registration page, ncclCommWindowRegister returns
+                    // ncclSuccess and a NULL window; the buffer then runs unregistered, and a
+                    // record saying "symmetric" would be false.
                     if h.is_null() && *mode == RegistrationMode::Symmetric {
                         return Err(BackendError::Unavailable(format!(
-                            "-R 2: ncclCommWindowRegister on GPU {device} returned no window: NCCL makes symmetric windows only with cuMem and local registration on (NCCL_CUMEM_ENABLE, NCCL_LOCAL_REGISTER unset or 1, and a driver with cuMem)"
+                            "-R 2: ncclCommWindowRegister on GPU {device} returned no window: NCCL makes symmetric windows only with cuMem and local registration on (NCCL_CUMEM_ENABLE, NCCL_LOCAL_REGISTER unset or 1, and a driver with cuMem), and (NCCL 2.27) only over an allocation whose base address and size are multiples of 2 MiB"
                         )));
                     }
                     // NCCL 2.24+ (register/register.cc, ncclCommRegister): NCCL_LOCAL_REGISTER=0

@@ -4,7 +4,9 @@
 //! completion, polling `cuStreamQuery` and `ncclCommGetAsyncError` (an async error aborts the
 //! communicator and fails the run, naming the collective, size and rank).
 
-use super::abort::{initialised, Handle};
+use super::abort::{
+    initialised, non_blocking_by_env, Handle, NCCL_IN_PROGRESS, NO_SIMULATION_NON_BLOCKING,
+};
 use super::api::{Api, NcclConfig, Registration, RegistrationMode};
 use super::completion;
 use super::enqueue::{enqueue, enqueue_transfer, FirstError, Rotation, Target};
@@ -199,6 +201,10 @@ impl NcclComm {
             comm.destroy();
             return Err(e);
         }
+        let notes = (api.simulate.is_some() && non_blocking_by_env())
+            .then(|| NO_SIMULATION_NON_BLOCKING.to_string())
+            .into_iter()
+            .collect();
         Ok(NcclComm {
             api,
             rank,
@@ -219,7 +225,7 @@ impl NcclComm {
             events: None,
             group: None,
             registered: None,
-            notes: Vec::new(),
+            notes,
             memory: MemoryWatch::default(),
             color: 0,
         })
@@ -499,6 +505,14 @@ impl Communicator for NcclComm {
         ) {
             return None;
         }
+        // On a non-blocking communicator NCCL does not simulate: ncclGroupEndInternal takes its
+        // non-blocking branch and groupLaunchNonBlocking launches the group for real, without
+        // the simulation info, answering ncclInProgress (src/group.cc, v2.28.9 642-644,
+        // 704-738). NCCL_COMM_BLOCKING=0 overrides the blocking config (init.cc,
+        // envConfigOverride), so ask only where the communicator blocks.
+        if non_blocking_by_env() {
+            return None;
+        }
         self.current().ok()?;
         let mut info = ncclSimInfo_t {
             size: std::mem::size_of::<ncclSimInfo_t>(),
@@ -515,6 +529,14 @@ impl Communicator for NcclComm {
             queued.ok()?;
             rc
         };
+        if rc == NCCL_IN_PROGRESS {
+            // Non-blocking after all: the group runs for real; the next call must find the
+            // communicator ready (init.cc, ncclCommEnsureReady).
+            let _ = self
+                .comm
+                .settle(&|| "a group NCCL launched for real".into());
+            return None;
+        }
         (rc == 0 && info.estimatedTime >= 0.0).then_some(info.estimatedTime as f64 * 1e-6)
     }
 

@@ -68,7 +68,12 @@ fn read_all(paths: &[std::path::PathBuf]) -> Result<TopologyDocument, Failure> {
         }
         names.push(doc.source);
     }
-    dump.rails = nccl_dump::rails(dump.system.as_ref(), dump.graphs.as_ref());
+    // The files are dumps, not logs: no word of NICs NCCL fused (see `nccl_dump::rails`).
+    dump.rails = nccl_dump::rails(
+        dump.system.as_ref(),
+        dump.graphs.as_ref(),
+        &Default::default(),
+    );
     let topology = dump
         .system
         .as_ref()

@@ -1357,6 +1357,40 @@ fn a_dump_file_the_user_named_is_read_and_kept() {
     assert!(n.files.contains(&"mine.xml".to_string()));
 }
 
+/// NCCL 2.24+ dumps the topology from a pass over physical ports, while its graphs name the
+/// virtual NIC it fused from them (src/graph/topo.cc, v2.28.9 1373-1374 and 1347-1350): the
+/// rails join the two through the log's `Made virtual device` line and name the fused NIC,
+/// with the channels that use it, on either side of 2.24.
+#[test]
+fn rails_name_the_nic_nccl_fused_from_two_ports() {
+    for version in ["22803", "22304"] {
+        let d = doubles();
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("run.json");
+        let mut c = probe(d.path());
+        c.env("NCCLPROBE_TEST_DOUBLE_NET", "ib-fused")
+            .env("NCCLPROBE_TEST_DOUBLE_NCCL_VERSION", version)
+            .args(SMALL)
+            .args(["--collective", "all_reduce", "--json"])
+            .arg(&json);
+        let (out, _) = run(c);
+        assert!(out.status.success(), "{version}: {}", text(&out.stderr));
+        let rails = read_record(&json).nccl.unwrap().dump.unwrap().rails;
+        let used: Vec<_> = rails.iter().filter(|r| r.channels > 0).collect();
+        assert_eq!(used.len(), 2, "{version}: {rails:?}");
+        for r in used {
+            assert_eq!(r.net, Some(2), "{version}: {r:?}");
+            assert!(
+                r.net_name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("mlx5_0+mlx5_1 (NET 2")),
+                "{version}: {r:?}"
+            );
+            assert!(r.path.is_some(), "{version}: {r:?}");
+        }
+    }
+}
+
 /// `sweep --qualify` with `--forbid socket`: the double's NCCL says `Using network Socket`
 /// (no InfiniBand), so the gate fails (exit 3) naming the line; with two IB ports and
 /// GPUDirect RDMA it passes, `--require transport=IB` too.

@@ -7,6 +7,7 @@
 use super::text::{Input, InputError};
 pub use crate::documents::nccl_dump::*;
 use roxmltree::Node;
+use std::collections::BTreeMap;
 
 pub const EXPECTED: &str =
     "an NCCL topology or graph dump (NCCL_TOPO_DUMP_FILE, NCCL_GRAPH_DUMP_FILE)";
@@ -69,7 +70,13 @@ pub fn from_text(name: &str, text: &str) -> Result<NcclDump, InputError> {
             "no <system version=...> or <graphs version=...> element".into(),
         ));
     }
-    dump.rails = rails(dump.system.as_ref(), dump.graphs.as_ref());
+    // A pasted log around the dumps may say which NICs NCCL fused.
+    let fused: BTreeMap<u32, Vec<String>> = text
+        .lines()
+        .filter_map(super::nccl_log::virtual_nic)
+        .take(64)
+        .collect();
+    dump.rails = rails(dump.system.as_ref(), dump.graphs.as_ref(), &fused);
     Ok(dump)
 }
 
@@ -301,8 +308,16 @@ fn graph(node: Node) -> DumpGraph {
 
 /// Each GPU's NIC: the ones the ring channels enter and leave by (the GPU a channel starts at
 /// receives from its entry NIC, the one it ends at sends by its exit NIC), else the nearest.
-pub fn rails(system: Option<&NcclSystem>, graphs: Option<&NcclGraphs>) -> Vec<Rail> {
-    let mut used: std::collections::BTreeMap<(u32, u32), u32> = Default::default();
+/// `fused` holds the virtual NICs NCCL's log says it made (`LogFacts::virtual_nics`): from
+/// 2.24 a topology dump comes from a pass over physical ports only (src/graph/topo.cc, v2.28.9
+/// 1373-1374, `usePhysicalDevices = dumpXmlFile || ...`), while the graphs name the fused NIC
+/// by an index past the ports (1347-1350), which no `<net>` of the dump has.
+pub fn rails(
+    system: Option<&NcclSystem>,
+    graphs: Option<&NcclGraphs>,
+    fused: &BTreeMap<u32, Vec<String>>,
+) -> Vec<Rail> {
+    let mut used: BTreeMap<(u32, u32), u32> = Default::default();
     for g in graphs.into_iter().flat_map(|g| g.used(PATTERN_RING)) {
         for ch in &g.channels {
             if let (Some(n), Some(first)) = (ch.net_in, ch.gpus.first()) {
@@ -320,46 +335,62 @@ pub fn rails(system: Option<&NcclSystem>, graphs: Option<&NcclGraphs>) -> Vec<Ra
             .map(|((g, n), c)| Rail {
                 gpu: format!("GPU {g}"),
                 gpu_dev: Some(*g),
-                gpu_bus_id: None,
-                gpu_numa: None,
                 net: Some(*n),
-                net_name: Some(format!("NET {n}")),
-                net_numa: None,
-                net_bus_id: None,
+                net_name: Some(match fused.get(n) {
+                    Some(ports) => format!("{} (NET {n})", ports.join("+")),
+                    None => format!("NET {n}"),
+                }),
                 channels: *c,
-                path: None,
-                gdr: None,
-                nearest: None,
-                nearest_path: None,
+                ..unplaced()
             })
             .collect();
     };
     let mut out = Vec::new();
     for gpu in &sys.gpus {
         let nearest = nearest_net(sys, gpu);
-        let mine: Vec<(&DumpNet, u32)> = used
+        let mine: Vec<(Nic, u32)> = used
             .iter()
             .filter(|((g, _), _)| Some(*g) == gpu.dev)
-            .filter_map(|((_, n), c)| Some((sys.nets.iter().find(|x| x.dev == Some(*n))?, *c)))
+            .map(|((_, n), c)| (nic(sys, fused, *n), *c))
             .collect();
-        let picks: Vec<(Option<&DumpNet>, u32)> = if mine.is_empty() {
-            vec![(nearest.map(|(n, _)| n), 0)]
+        let picks: Vec<(Option<Nic>, u32)> = if mine.is_empty() {
+            vec![(nearest.map(|(n, _)| Nic::Port(n)), 0)]
         } else {
             mine.into_iter().map(|(n, c)| (Some(n), c)).collect()
         };
-        for (n, channels) in picks {
+        for (pick, channels) in picks {
+            let numa = |p: &Placement| sys.cpus.get(p.cpu).and_then(|c| c.numa);
+            let (n, name) = match pick {
+                Some(Nic::Unknown(dev)) => {
+                    // Said as unknown, not as no NIC: the channels do use one.
+                    out.push(Rail {
+                        gpu: gpu.label(),
+                        gpu_dev: gpu.dev,
+                        gpu_bus_id: gpu.bus_id.clone(),
+                        gpu_numa: numa(&gpu.place),
+                        net: Some(dev),
+                        net_name: Some(format!("NET {dev} (not in the topology dump: a NIC NCCL fused from ports, whose `Made virtual device` line the log lacks)")),
+                        channels,
+                        ..unplaced()
+                    });
+                    continue;
+                }
+                Some(Nic::Port(n)) => (Some(n), (n.label(), n.dev)),
+                Some(Nic::Fused(n, name, dev)) => (Some(n), (name, Some(dev))),
+                None => (None, (String::new(), None)),
+            };
+            let (name, net) = name;
             let path = n.map(|n| path_between(&gpu.place, &n.place));
             let other_nearer = nearest.filter(|(near, p)| {
                 n.is_some_and(|n| !std::ptr::eq(*near, n)) && path.is_some_and(|used| *p < used)
             });
-            let numa = |p: &Placement| sys.cpus.get(p.cpu).and_then(|c| c.numa);
             out.push(Rail {
                 gpu: gpu.label(),
                 gpu_dev: gpu.dev,
                 gpu_bus_id: gpu.bus_id.clone(),
                 gpu_numa: numa(&gpu.place),
-                net: n.and_then(|n| n.dev),
-                net_name: n.map(DumpNet::label),
+                net,
+                net_name: n.map(|_| name),
                 net_numa: n.and_then(|n| numa(&n.place)),
                 net_bus_id: n.and_then(|n| n.bus_id.clone()),
                 channels,
@@ -374,6 +405,64 @@ pub fn rails(system: Option<&NcclSystem>, graphs: Option<&NcclGraphs>) -> Vec<Ra
         }
     }
     out
+}
+
+/// A rail with nothing known past its GPU and NIC index.
+fn unplaced() -> Rail {
+    Rail {
+        gpu: String::new(),
+        gpu_dev: None,
+        gpu_bus_id: None,
+        gpu_numa: None,
+        net: None,
+        net_name: None,
+        net_numa: None,
+        net_bus_id: None,
+        channels: 0,
+        path: None,
+        gdr: None,
+        nearest: None,
+        nearest_path: None,
+    }
+}
+
+/// What a graph's `<net dev>` is in a topology dump.
+enum Nic<'a> {
+    /// A `<net>` of the dump.
+    Port(&'a DumpNet),
+    /// A virtual NIC fused from ports of the dump: placed at its first port (ports NCCL fuses
+    /// share a PCI parent, src/graph/topo.cc ncclTopoGetVNicParent), and its name.
+    Fused(&'a DumpNet, String, u32),
+    /// Neither: the dump lacks it, and the log says nothing of it.
+    Unknown(u32),
+}
+
+fn nic<'a>(sys: &'a NcclSystem, fused: &BTreeMap<u32, Vec<String>>, dev: u32) -> Nic<'a> {
+    if let Some(n) = sys.nets.iter().find(|x| x.dev == Some(dev)) {
+        return Nic::Port(n);
+    }
+    let ports: Vec<&DumpNet> = fused
+        .get(&dev)
+        .into_iter()
+        .flatten()
+        .filter_map(|name| sys.nets.iter().find(|x| &x.name == name))
+        .collect();
+    match ports.first() {
+        Some(first) => {
+            let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
+            let labels: Vec<String> = ports.iter().map(|p| p.label()).collect();
+            Nic::Fused(
+                first,
+                format!(
+                    "{} (NET {dev}, fused by NCCL from {})",
+                    names.join("+"),
+                    labels.join(", ")
+                ),
+                dev,
+            )
+        }
+        None => Nic::Unknown(dev),
+    }
 }
 
 /// The nearest RDMA NIC to `gpu` (any NIC when none is RDMA), fastest first among equals.

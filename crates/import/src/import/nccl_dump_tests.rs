@@ -269,3 +269,81 @@ fn tuner_lines_of_each_version() {
         (Some(64), Some(64), Some(0), Some(64))
     );
 }
+
+/// One GPU and a dual-port NIC behind one PCIe switch, as an NCCL 2.24+ dump lists them (the
+/// physical ports, NET 0 and NET 1), and a ring graph of the same run that enters and leaves
+/// by NET 2: the virtual NIC NCCL fused from both ports (src/graph/topo.cc, v2.28.9
+/// 1006-1029 and 1347-1350). Made up in NCCL's schema, not a real dump.
+const FUSED: &str = r#"<system version="1">
+  <cpu host_hash="0x1" numaid="0" affinity="ffffffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
+    <pci busid="0000:10:00.0" class="0x060400" vendor="0x1000" device="0xc030" link_speed="32.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:18:00.0" class="0x030200" vendor="0x10de" device="0x2330" link_speed="32.0 GT/s PCIe" link_width="16">
+        <gpu dev="0" sm="90" rank="0" gdr="1"/>
+      </pci>
+      <pci busid="0000:1a:00.0" class="0x020700" vendor="0x15b3" device="0x1021" link_speed="32.0 GT/s PCIe" link_width="16">
+        <nic>
+          <net name="mlx5_0" dev="0" speed="200000" port="1" latency="0" guid="0x1" maxconn="131072" gdr="1"/>
+          <net name="mlx5_1" dev="1" speed="200000" port="2" latency="0" guid="0x2" maxconn="131072" gdr="1"/>
+        </nic>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+<graphs version="1">
+  <graph id="0" pattern="4" crossnic="0" nchannels="2" speedintra="40" speedinter="40" latencyinter="0" typeintra="LOC" typeinter="PIX" samechannels="1">
+    <channel>
+      <net dev="2"/>
+      <gpu dev="0"/>
+      <net dev="2"/>
+    </channel>
+    <channel>
+      <net dev="2"/>
+      <gpu dev="0"/>
+      <net dev="2"/>
+    </channel>
+  </graph>
+</graphs>
+"#;
+
+#[test]
+fn a_nic_nccl_fused_from_ports_is_joined_to_its_ports_or_said_unknown() {
+    // With the log's line, the rail is the fused NIC, placed at its ports.
+    let log = "node1:1:1 [0] NCCL INFO NET/IB : Made virtual device [2] name=mlx5_0+mlx5_1 speed=400000 ndevs=2\n";
+    let d = from_text("t", &format!("{log}{FUSED}")).unwrap();
+    assert_eq!(d.rails.len(), 1, "{:?}", d.rails);
+    let r = &d.rails[0];
+    assert_eq!((r.net, r.channels), (Some(2), 4), "{r:?}");
+    assert_eq!(
+        r.net_name.as_deref(),
+        Some("mlx5_0+mlx5_1 (NET 2, fused by NCCL from mlx5_0 (NET 0), mlx5_1 (NET 1))")
+    );
+    assert_eq!((r.path, r.gdr), (Some(PathKind::Pix), Some(true)));
+    // Without it, the NIC the channels use is unknown: never "no NIC", never the nearest
+    // port standing in with no channels.
+    let d = from_text("t", FUSED).unwrap();
+    let r = &d.rails[0];
+    assert_eq!((r.net, r.channels, r.path), (Some(2), 4, None), "{r:?}");
+    assert!(
+        r.net_name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("NET 2 (not in the topology dump")),
+        "{r:?}"
+    );
+    // The line in each form NCCL has printed it (2.30 adds the rail and plane).
+    let facts = |t: &str| {
+        let mut f = crate::import::nccl_log::LogFacts::default();
+        f.feed(
+            "t",
+            &crate::import::text::Line {
+                number: 1,
+                raw: t.to_string(),
+                text: t.to_string(),
+                tag_rank: None,
+            },
+        );
+        f.virtual_nics
+    };
+    let v = facts("h:1:1 [0] NCCL INFO NET/IB : Made virtual device [5] name=mlx5_2+mlx5_3 speed=800000 ndevs=2 rail=1 plane=0");
+    assert_eq!(v.get(&5).map(Vec::len), Some(2));
+    assert!(facts("h:1:1 [0] NCCL INFO TOPO/NET : Made vNic 5").is_empty());
+}

@@ -49,6 +49,10 @@ pub struct LogFacts {
     /// NICs NCCL's IB plugin lists (`NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE`), as
     /// `mlx5_0:1/IB`: how many a node has, and whether they are InfiniBand or RoCE.
     pub net_devices: Vec<String>,
+    /// Virtual NICs NCCL fused from ports (2.21+, `NET/IB : Made virtual device [2]
+    /// name=mlx5_0+mlx5_1 speed=800000 ndevs=2`): the device index graphs name, and the
+    /// ports' names. From 2.24 a topology dump lists the ports only (see `nccl_dump::rails`).
+    pub virtual_nics: BTreeMap<u32, Vec<String>>,
     pub env: BTreeMap<String, (String, Evidence)>,
     pub p2p_unavailable: Vec<Evidence>,
     pub gdr_disabled: Vec<Evidence>,
@@ -315,6 +319,11 @@ impl LogFacts {
                 }
             }
         }
+        if let Some((dev, ports)) = virtual_nic(t) {
+            if self.virtual_nics.len() < 64 {
+                self.virtual_nics.insert(dev, ports);
+            }
+        }
         if t.contains("Bootstrap : Using") {
             keep(&mut self.bootstrap, ev);
         }
@@ -418,6 +427,21 @@ impl LogFacts {
         }
         Ok(facts)
     }
+}
+
+/// `NET/IB : Made virtual device [%d] name=%s speed=%d ndevs=%d` (src/transport/net_ib.cc,
+/// v2.28.9 649; 2.30 adds ` rail=%d plane=%d`): the virtual device and the names of the ports
+/// it fuses, which NCCL joins with `+`.
+pub(crate) fn virtual_nic(t: &str) -> Option<(u32, Vec<String>)> {
+    let rest = &t[t.find("Made virtual device [")? + 21..];
+    let (dev, rest) = rest.split_once(']')?;
+    let name = rest
+        .trim_start()
+        .strip_prefix("name=")?
+        .split_whitespace()
+        .next()?;
+    let ports: Vec<String> = name.split('+').take(8).map(str::to_string).collect();
+    Some((dev.trim().parse().ok()?, ports))
 }
 
 #[cfg(test)]

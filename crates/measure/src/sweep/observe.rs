@@ -267,8 +267,11 @@ impl Observer {
             }
         }
         if dump.system.is_some() || dump.graphs.is_some() {
-            dump.rails =
-                crate::import::nccl_dump::rails(dump.system.as_ref(), dump.graphs.as_ref());
+            dump.rails = crate::import::nccl_dump::rails(
+                dump.system.as_ref(),
+                dump.graphs.as_ref(),
+                &self.facts.virtual_nics,
+            );
             obs.dump = Some(dump);
         }
         if self.show_algo {

@@ -90,7 +90,16 @@ unsafe fn libc_gettid() -> i64 {
 }
 
 fn ib() -> bool {
-    env("NCCLPROBE_TEST_DOUBLE_NET").is_some_and(|v| v == "ib")
+    env("NCCLPROBE_TEST_DOUBLE_NET").is_some_and(|v| v == "ib" || v == "ib-fused")
+}
+
+/// `NCCLPROBE_TEST_DOUBLE_NET=ib-fused`: the two IB ports are one dual-port NIC, which NCCL
+/// 2.21+ fuses into a virtual NIC, NET 2 (src/graph/topo.cc ncclTopoMakeVnic; the IB plugin's
+/// merged device, src/transport/net_ib.cc). The graphs name NET 2; from 2.24 the topology dump
+/// comes from a pass over physical ports (topo.cc, `usePhysicalDevices = dumpXmlFile || ...`)
+/// and lists NET 0 and NET 1 only.
+fn fused(version: i32) -> bool {
+    version >= 22100 && env("NCCLPROBE_TEST_DOUBLE_NET").is_some_and(|v| v == "ib-fused")
 }
 
 /// What a communicator's init says, and the dumps it writes (rank `rank` of `nranks` on CUDA
@@ -118,6 +127,14 @@ pub(crate) fn init_lines(
             dev,
             "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.2<0>",
         );
+        if fused(version) {
+            info(
+                "NET",
+                dev,
+                "NET/IB : Made virtual device [2] name=mlx5_0+mlx5_1 speed=800000 ndevs=2",
+            );
+            info("GRAPH", dev, "TOPO/NET : Made vNic 2");
+        }
         info("NET", dev, "Using network IB");
     } else {
         info("NET", dev, "NET/IB : No device found.");
@@ -148,7 +165,7 @@ pub(crate) fn init_lines(
                 dev,
                 &format!("NCCL_TOPO_DUMP_FILE set by environment to {path}"),
             );
-            let _ = std::fs::write(path, system_xml());
+            let _ = std::fs::write(path, system_xml(version));
         }
     }
     if rank == dump_rank("NCCL_GRAPH_DUMP_FILE_RANK") {
@@ -158,7 +175,7 @@ pub(crate) fn init_lines(
                 dev,
                 &format!("NCCL_GRAPH_DUMP_FILE set by environment to {path}"),
             );
-            let _ = std::fs::write(path, graph_xml(nranks));
+            let _ = std::fs::write(path, graph_xml(nranks, version));
         }
     }
     info(
@@ -170,7 +187,7 @@ pub(crate) fn init_lines(
 
 /// The machine as NCCL 2.2x writes it: one CPU, the GPUs on their buses (`nvml.rs`'s), and the
 /// network ports.
-fn system_xml() -> String {
+fn system_xml(version: i32) -> String {
     let gpus = crate::cuda::device::machine_gpus();
     let cc = env("NCCLPROBE_TEST_DOUBLE_COMPUTE_CAPABILITY").unwrap_or_else(|| "9.0".into());
     let sm = cc.replace('.', "");
@@ -181,7 +198,23 @@ fn system_xml() -> String {
             0x18 + 0x10 * g
         ));
     }
-    if ib() {
+    if fused(version) {
+        // One NIC, two ports: NCCL lists each port as a <net> of the NIC's one PCI function.
+        x.push_str("    <pci busid=\"0000:c0:00.0\" class=\"0x020700\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n      <nic>\n");
+        for n in 0..2 {
+            x.push_str(&format!(
+                "        <net name=\"mlx5_{n}\" dev=\"{n}\" speed=\"400000\" port=\"{}\" latency=\"0\" guid=\"0x{:x}\" maxconn=\"131072\" gdr=\"1\"/>\n",
+                n + 1,
+                0xa088_c203_00e1_b2c0u64 + n as u64
+            ));
+        }
+        x.push_str("      </nic>\n    </pci>\n");
+        if version < 22400 {
+            // Before 2.24 the dump is the pass NCCL uses: the ports kept out, the vNIC in.
+            x = x.replace("gdr=\"1\"/>\n", "gdr=\"1\" keep=\"0\"/>\n");
+            x.push_str("    <nic>\n      <net name=\"mlx5_0+mlx5_1\" dev=\"2\" speed=\"800000\" port=\"0\" latency=\"0\" guid=\"0x0\" maxconn=\"131072\" gdr=\"1\"/>\n    </nic>\n");
+        }
+    } else if ib() {
         for n in 0..2 {
             x.push_str(&format!(
                 "    <pci busid=\"0000:{:02x}:00.0\" class=\"0x020700\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n      <nic>\n        <net name=\"mlx5_{n}\" dev=\"{n}\" speed=\"400000\" port=\"1\" latency=\"0\" guid=\"0x{:x}\" maxconn=\"131072\" gdr=\"1\"/>\n      </nic>\n    </pci>\n",
@@ -198,12 +231,18 @@ fn system_xml() -> String {
 
 /// Ring and tree over the communicator's ranks in order, two channels; NVLS and CollNet searched
 /// and empty, as NCCL 2.28 writes a PCIe machine's graphs (ids 0, 1, 4, 2, 3).
-fn graph_xml(nranks: usize) -> String {
+fn graph_xml(nranks: usize, version: i32) -> String {
+    // With a fused NIC, the ring's channels enter and leave the node by it, as between nodes.
+    let net = if fused(version) {
+        "      <net dev=\"2\"/>\n"
+    } else {
+        ""
+    };
     let channel = || {
         let gpus: String = (0..nranks)
             .map(|g| format!("      <gpu dev=\"{g}\"/>\n"))
             .collect();
-        format!("    <channel>\n{gpus}    </channel>\n")
+        format!("    <channel>\n{net}{gpus}{net}    </channel>\n")
     };
     let graph = |id: u32, pattern: u32| {
         format!(

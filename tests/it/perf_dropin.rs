@@ -985,19 +985,39 @@ fn cudagraph_captures_each_sample_and_launches_it_g_times_on_the_nccl_backend_on
     assert!(text(&out.stdout).contains(" graph: 4"));
     let count = |what: &str| trace.lines().filter(|l| l.starts_with(what)).count();
     // Two sizes, two placements, two ranks: eight captures in thread-local mode, each of the
-    // three iterations' groups of two calls, each launched four times.
-    assert_eq!(count("call=cuStreamBeginCapture mode=1"), 8, "{trace}");
+    // three iterations' groups of two calls, each launched four times; and, as nccl-tests
+    // checks (common.cu 806-831), eight captures of the check's one call, launched once.
+    assert_eq!(count("call=cuStreamBeginCapture mode=1"), 8 + 8, "{trace}");
     assert_eq!(
         count("call=cuStreamEndCapture nodes=6 invalidated=false"),
         8
     );
-    assert_eq!(count("call=cuGraphLaunch"), 8 * 4);
+    assert_eq!(
+        count("call=cuStreamEndCapture nodes=1 invalidated=false"),
+        8
+    );
+    assert_eq!(count("call=cuGraphLaunch"), 8 * 4 + 8);
     // CUDA forbids waiting inside a capture: nccl-tests' -z 1 and 2 would, so they are refused.
     let (out, _) = on_double(
         "22703",
         &["-b", "8", "-e", "8", "-g", "2", "-G", "2", "-z", "1"],
     );
     assert_eq!(out.status.code(), Some(5));
+    // A fault only graph launches show (one byte wrong on rank 1): the check, captured and
+    // launched as nccl-tests does, finds it; an eager check would report #wrong 0.
+    let (out, _) = on_double_env(
+        "all_reduce_perf",
+        2,
+        "22703",
+        &["-b", "1K", "-e", "1K", "-g", "2", "-G", "2", "-n", "2"],
+        &[("NCCLPROBE_TEST_DOUBLE_FAULT", "graph-wrong:1")],
+    );
+    let stdout = text(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        !stdout.contains("# Out of bounds values : 0 OK"),
+        "{stdout}"
+    );
     // Without GPUs there are no graphs: said, and the calls run as without -G.
     let (_dir, link) = linked("all_reduce_perf");
     let out = perf(&link, "-b 8 -e 8 -g 2 -G 3 --backend host");

@@ -366,8 +366,24 @@ impl PointRunner<'_> {
                 fill_inputs(gen, rank, layout, placement, self.comm.buffers());
                 self.comm.upload().map_err(|e| backend_failure(what, e))?;
             }
-            // Named as the point: its first call is the check's.
-            let t = self.timed(placement, 1, what)?;
+            // Named as the point: its first call is the check's. Under -G it is captured into
+            // a graph and launched once, as nccl-tests checks (src/common.cu 806-831): a fault
+            // of graph launches alone (graph-time registration, persistent plans) shows there.
+            let t = match self.plan.settings.graph_launches {
+                Some(_) => {
+                    self.arm(what);
+                    let t = self
+                        .comm
+                        .run_graph(placement, 1, 1, 1)
+                        .map_err(|e| backend_failure(what, e))?;
+                    let all = self
+                        .comm
+                        .allgather_f64(t)
+                        .map_err(|e| backend_failure(what, e))?;
+                    max_of(&all)
+                }
+                None => self.timed(placement, 1, what)?,
+            };
             checked.call_s = Some(t);
             checked.spent_s += t;
             self.comm.download().map_err(|e| backend_failure(what, e))?;

@@ -118,10 +118,23 @@ pub unsafe extern "C" fn cuGraphLaunch(exec: *mut c_void, s: *mut c_void) -> CUr
     }
     let stream = stream_of(s);
     crate::trace::trace_line("call=cuGraphLaunch");
+    LAUNCHING.with(|l| l.set(true));
     for node in &graph_of(exec).nodes {
         stream.submit(Arc::clone(node));
     }
+    LAUNCHING.with(|l| l.set(false));
     CUDA_SUCCESS
+}
+
+std::thread_local! {
+    /// This thread is inside cuGraphLaunch, turning the graph's nodes into work.
+    static LAUNCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a node is being launched from a graph (it is called on the launching thread),
+/// for faults that strike graph launches only.
+pub(crate) fn launching() -> bool {
+    LAUNCHING.with(|l| l.get())
 }
 
 #[no_mangle]

@@ -219,6 +219,7 @@ unsafe fn collective(
         comm.connect_on_first_use();
         let node = move || -> Work {
             let seq = comm.seq.fetch_add(1, Ordering::AcqRel);
+            let wrong = comm.wrong_in_graph(count * ts);
             Box::new(move || {
                 if comm.faulted(count * ts) {
                     return;
@@ -288,6 +289,12 @@ unsafe fn collective(
                         if let Some(p) = &parts[root] {
                             out(count * ts).copy_from_slice(p);
                         }
+                    }
+                }
+                if wrong {
+                    // The first byte this rank wrote (a non-root's reduce writes none).
+                    if !matches!(kind, Coll::Reduce(root) if root != me) {
+                        out(1)[0] ^= 0x40;
                     }
                 }
                 comm.cleanup(seq);

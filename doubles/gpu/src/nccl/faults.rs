@@ -21,6 +21,10 @@ pub(crate) enum FaultKind {
     /// non-blocking one stays ncclInProgress. Only an abort ends it.
     Stall,
     Die,
+    /// The collective completes but one output byte is wrong, only when it runs from a
+    /// CUDA graph launch (as a fault of graph-time registration or a persistent plan would):
+    /// a check made with eager calls under -G misses it.
+    GraphWrong,
 }
 
 #[derive(Clone, Copy)]
@@ -41,6 +45,7 @@ pub(crate) fn fault() -> Option<Fault> {
         "hang" => FaultKind::Hang,
         "stall" => FaultKind::Stall,
         "die" => FaultKind::Die,
+        "graph-wrong" => FaultKind::GraphWrong,
         _ => return None,
     };
     let rank = p.next()?.parse().ok()?;
@@ -63,13 +68,23 @@ impl Comm {
         stalls
     }
 
+    /// A graph-wrong fault for this rank at a collective of `bytes` launched from a graph.
+    pub(crate) fn wrong_in_graph(&self, bytes: usize) -> bool {
+        fault().is_some_and(|f| {
+            f.kind == FaultKind::GraphWrong && f.rank == self.rank && bytes as u64 >= f.after
+        }) && crate::cuda::graphs::launching()
+    }
+
     /// Apply an injected fault at this collective (of `bytes`); true = do not complete it.
     pub(crate) fn faulted(&self, bytes: usize) -> bool {
         let n = self.collectives.fetch_add(1, Ordering::AcqRel) + 1;
         let Some(f) = fault() else { return false };
         if f.rank != self.rank
             || (bytes as u64) < f.after
-            || matches!(f.kind, FaultKind::Init | FaultKind::Stall)
+            || matches!(
+                f.kind,
+                FaultKind::Init | FaultKind::Stall | FaultKind::GraphWrong
+            )
         {
             return false;
         }
@@ -84,7 +99,7 @@ impl Comm {
             FaultKind::Async => self.async_error.store(NCCL_SYSTEM_ERROR, Ordering::Release),
             FaultKind::Remote => self.async_error.store(NCCL_REMOTE_ERROR, Ordering::Release),
             FaultKind::Contained => STREAM_ERROR.store(CUDA_ERROR_CONTAINED, Ordering::Release),
-            FaultKind::Hang | FaultKind::Init | FaultKind::Stall => {}
+            FaultKind::Hang | FaultKind::Init | FaultKind::Stall | FaultKind::GraphWrong => {}
         }
         while !self.aborted.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(5));

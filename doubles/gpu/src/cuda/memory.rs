@@ -65,7 +65,18 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
 
 /// Zeroed memory of `bytes`, counted against `device` (`None`: host memory).
 unsafe fn alloc(bytes: usize, device: Option<usize>) -> Option<*mut u8> {
-    let layout = std::alloc::Layout::from_size_align(bytes.max(1), 256).ok()?;
+    alloc_aligned(bytes, 256, device)
+}
+
+/// Device memory of the current context at a multiple of `align`, as a virtual-memory
+/// allocation (cuMemCreate + cuMemAddressReserve at the granularity) places it; freed by
+/// cuMemFree_v2 here.
+pub(crate) unsafe fn device_alloc_aligned(bytes: usize, align: usize) -> Option<usize> {
+    alloc_aligned(bytes, align, current()).map(|p| p as usize)
+}
+
+unsafe fn alloc_aligned(bytes: usize, align: usize, device: Option<usize>) -> Option<*mut u8> {
+    let layout = std::alloc::Layout::from_size_align(bytes.max(1), align).ok()?;
     if let Some(d) = device {
         if !reserve(d, layout.size()) {
             return None;

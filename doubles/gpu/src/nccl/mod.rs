@@ -22,7 +22,7 @@ use std::ffi::{c_char, c_int};
 type NcclResult = c_int;
 
 const NCCL_SUCCESS: NcclResult = 0;
-const NCCL_UNHANDLED_CUDA_ERROR: NcclResult = 1;
+pub(crate) const NCCL_UNHANDLED_CUDA_ERROR: NcclResult = 1;
 const NCCL_SYSTEM_ERROR: NcclResult = 2;
 const NCCL_INVALID_ARGUMENT: NcclResult = 4;
 const NCCL_INVALID_USAGE: NcclResult = 5;

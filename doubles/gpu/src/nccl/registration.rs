@@ -1,8 +1,10 @@
 //! NCCL's allocator (ncclMemAlloc/Free) and buffer registration: ncclCommRegister and the
 //! symmetric windows of ncclCommWindowRegister.
 
-use super::{NcclResult, NCCL_INVALID_ARGUMENT, NCCL_SUCCESS, NCCL_SYSTEM_ERROR};
-use crate::cuda::memory::{cuMemAlloc_v2, cuMemFree_v2};
+use super::{
+    NcclResult, NCCL_INVALID_ARGUMENT, NCCL_SUCCESS, NCCL_SYSTEM_ERROR, NCCL_UNHANDLED_CUDA_ERROR,
+};
+use crate::cuda::memory::cuMemFree_v2;
 use crate::cuda::CUDA_SUCCESS;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,12 +28,38 @@ pub(crate) fn is_registered(comm: usize, ptr: usize) -> bool {
         .unwrap_or(false)
 }
 
-/// NCCL 2.19's allocator: device memory like cuMemAlloc's.
+/// The allocation granularity the double's GPUs report (CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+/// is 2 MiB on NVIDIA data-centre GPUs).
+const GRANULARITY: usize = 2 << 20;
+
+/// NCCL's allocations: base → size, as cuMemGetAddressRange would answer for them.
+fn mem_allocs() -> &'static Mutex<std::collections::BTreeMap<usize, usize>> {
+    static M: OnceLock<Mutex<std::collections::BTreeMap<usize, usize>>> = OnceLock::new();
+    M.get_or_init(Default::default)
+}
+
+/// The ncclMemAlloc allocation holding `[p, p + bytes)`: its base and size.
+fn allocation_of(p: usize, bytes: usize) -> Option<(usize, usize)> {
+    let m = mem_allocs().lock().ok()?;
+    let (&base, &size) = m.range(..=p).next_back()?;
+    (p.checked_add(bytes)? <= base + size).then_some((base, size))
+}
+
+/// NCCL 2.19's allocator (src/allocator.cc, v2.28.9 33-75): cuMem memory, the size rounded up
+/// to the recommended granularity (52-53) and the address reserved at it.
 #[no_mangle]
 pub unsafe extern "C" fn ncclMemAlloc(p: *mut *mut c_void, bytes: usize) -> NcclResult {
-    let mut d = 0u64;
-    if cuMemAlloc_v2(&mut d, bytes) != CUDA_SUCCESS {
+    if p.is_null() {
+        return NCCL_INVALID_ARGUMENT;
+    }
+    let Some(size) = bytes.max(1).checked_next_multiple_of(GRANULARITY) else {
         return NCCL_SYSTEM_ERROR;
+    };
+    let Some(d) = crate::cuda::memory::device_alloc_aligned(size, GRANULARITY) else {
+        return NCCL_SYSTEM_ERROR;
+    };
+    if let Ok(mut m) = mem_allocs().lock() {
+        m.insert(d, size);
     }
     *p = d as *mut c_void;
     NCCL_SUCCESS
@@ -39,6 +67,9 @@ pub unsafe extern "C" fn ncclMemAlloc(p: *mut *mut c_void, bytes: usize) -> Nccl
 
 #[no_mangle]
 pub unsafe extern "C" fn ncclMemFree(p: *mut c_void) -> NcclResult {
+    if let Ok(mut m) = mem_allocs().lock() {
+        m.remove(&(p as usize));
+    }
     match cuMemFree_v2(p as u64) {
         CUDA_SUCCESS => NCCL_SUCCESS,
         _ => NCCL_INVALID_ARGUMENT,
@@ -123,7 +154,38 @@ pub unsafe extern "C" fn ncclCommWindowRegister(
         *win = std::ptr::null_mut();
         return NCCL_SUCCESS;
     }
-    ncclCommRegister(c, buf, bytes, win)
+    match refused_window(version, buf as usize, bytes) {
+        Some(Refused::NullWindow) => {
+            *win = std::ptr::null_mut();
+            NCCL_SUCCESS
+        }
+        Some(Refused::With(rc)) => rc,
+        None => ncclCommRegister(c, buf, bytes, win),
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Refused {
+    NullWindow,
+    With(NcclResult),
+}
+
+/// Why NCCL `version` would not make a window of `[buf, buf + bytes)`, if it would not.
+fn refused_window(version: c_int, buf: usize, bytes: usize) -> Option<Refused> {
+    // A window is cuMem memory: NCCL retains the allocation's handle, which memory from
+    // cuMemAlloc has none of (cuMemRetainAllocationHandle fails: ncclUnhandledCudaError).
+    let Some((base, size)) = allocation_of(buf, bytes) else {
+        return Some(Refused::With(NCCL_UNHANDLED_CUDA_ERROR));
+    };
+    if version < 22800 {
+        // 2.27.7 register.cc 218-222: an allocation off NCCL's 2 MiB page is refused with a
+        // warning, ncclSuccess and a NULL window.
+        (!base.is_multiple_of(GRANULARITY) || !size.is_multiple_of(GRANULARITY))
+            .then_some(Refused::NullWindow)
+    } else {
+        // 2.28 dev_runtime.cc 606-609: "Window address must be suitably aligned."
+        (!(buf - base).is_multiple_of(4096)).then_some(Refused::With(NCCL_INVALID_ARGUMENT))
+    }
 }
 
 /// `ncclCommProperties_t` (nccl.h, 2.29) up to the fields NCCL 2.29.0 writes.
@@ -173,4 +235,43 @@ pub unsafe extern "C" fn ncclCommWindowDeregister(c: *mut c_void, win: *mut c_vo
         return NCCL_SUCCESS;
     }
     ncclCommDeregister(c, win)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_made_only_over_nccls_own_allocations_as_each_version_checks() {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; freed below.
+        assert_eq!(unsafe { ncclMemAlloc(&mut p, 1000) }, NCCL_SUCCESS);
+        let base = p as usize;
+        assert!(base.is_multiple_of(GRANULARITY));
+        assert_eq!(allocation_of(base, 1000), Some((base, GRANULARITY)));
+        // The whole allocation, and a 4 KiB-aligned part of it: a window on every version.
+        for version in [22703, 22803] {
+            assert_eq!(refused_window(version, base, GRANULARITY), None);
+            assert_eq!(refused_window(version, base + 4096, 4096), None);
+        }
+        // Misaligned inside the allocation: 2.28 refuses it, 2.27 checks the allocation only.
+        assert_eq!(
+            refused_window(22803, base + 256, 256),
+            Some(Refused::With(NCCL_INVALID_ARGUMENT))
+        );
+        assert_eq!(refused_window(22703, base + 256, 256), None);
+        // Past its end, or memory NCCL did not allocate: no cuMem handle to retain.
+        assert_eq!(
+            refused_window(22803, base, GRANULARITY + 1),
+            Some(Refused::With(NCCL_UNHANDLED_CUDA_ERROR))
+        );
+        let heap = [0u8; 64];
+        assert_eq!(
+            refused_window(22803, heap.as_ptr() as usize, 64),
+            Some(Refused::With(NCCL_UNHANDLED_CUDA_ERROR))
+        );
+        // SAFETY: allocated above, freed once.
+        assert_eq!(unsafe { ncclMemFree(p) }, NCCL_SUCCESS);
+        assert_eq!(allocation_of(base, 1), None);
+    }
 }

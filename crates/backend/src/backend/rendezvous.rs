@@ -51,10 +51,6 @@ pub struct Tcp {
     peers: Vec<(usize, std::net::TcpStream)>,
 }
 
-fn io(what: &str, e: std::io::Error) -> BackendError {
-    BackendError::Failed(format!("rendezvous {what}: {e}"))
-}
-
 #[path = "rendezvous_handshake.rs"]
 mod handshake;
 #[path = "rendezvous_hub.rs"]
@@ -85,36 +81,17 @@ impl Tcp {
     ) -> Result<Tcp, BackendError> {
         let deadline = Instant::now() + timeout;
         if meet.hub {
-            hub::hub((rank, nranks), meet, (timeout, deadline), net, limits)
+            let peers = hub::hub((rank, nranks), meet, (timeout, deadline), net, limits)?;
+            Ok(Tcp {
+                rank,
+                world: nranks,
+                hub: true,
+                peers,
+            })
         } else {
             spoke(rank, nranks, meet, timeout, deadline)
         }
     }
-}
-
-/// "1, 2, 5" (the first twenty, then a count).
-fn list(ranks: &[usize]) -> String {
-    let mut out: Vec<String> = ranks.iter().take(20).map(usize::to_string).collect();
-    if ranks.len() > 20 {
-        out.push(format!("and {} more", ranks.len() - 20));
-    }
-    out.join(", ")
-}
-
-/// An `accept` error that says nothing about the listener itself.
-fn transient(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(
-            libc::EMFILE
-                | libc::ENFILE
-                | libc::ENOBUFS
-                | libc::ENOMEM
-                | libc::ECONNABORTED
-                | libc::EPROTO
-                | libc::EINTR
-        )
-    ) || e.kind() == std::io::ErrorKind::Interrupted
 }
 
 /// The connecting end: the hub's hosts in turn until one proves it is this job's hub.

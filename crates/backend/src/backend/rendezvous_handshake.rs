@@ -228,3 +228,65 @@ pub fn join(
     usize::try_from(hub_rank)
         .map_err(|_| Refused::Retry(format!("the hub said it is rank {hub_rank}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mac_binds_every_field_and_one_side_cannot_serve_as_the_other() {
+        let k = [1u8; 32];
+        let hello = Hello {
+            key: 7,
+            rank: 1,
+            size: 4,
+            nonce: [2; 32],
+        };
+        assert_eq!(Hello::parse(&hello.bytes()), Some(hello.clone()));
+        let hub_mac = mac(&k, Side::Hub, &hello, &[3; 32], 0);
+        assert!(verify(&k, Side::Hub, (&hello, &[3; 32], 0), &hub_mac));
+        assert!(
+            !verify(&k, Side::Rank, (&hello, &[3; 32], 0), &hub_mac),
+            "reflected"
+        );
+        assert!(
+            !verify(&[9; 32], Side::Hub, (&hello, &[3; 32], 0), &hub_mac),
+            "key"
+        );
+        assert!(
+            !verify(&k, Side::Hub, (&hello, &[4; 32], 0), &hub_mac),
+            "hub nonce"
+        );
+        assert!(
+            !verify(&k, Side::Hub, (&hello, &[3; 32], 2), &hub_mac),
+            "hub rank"
+        );
+        for other in [
+            Hello {
+                key: 8,
+                ..hello.clone()
+            },
+            Hello {
+                rank: 2,
+                ..hello.clone()
+            },
+            Hello {
+                size: 5,
+                ..hello.clone()
+            },
+            Hello {
+                nonce: [0; 32],
+                ..hello.clone()
+            },
+        ] {
+            assert!(
+                !verify(&k, Side::Hub, (&other, &[3; 32], 0), &hub_mac),
+                "{other:?}"
+            );
+        }
+        assert!(
+            !verify(&k, Side::Hub, (&hello, &[3; 32], 0), &hub_mac[..31]),
+            "short"
+        );
+    }
+}

@@ -6,7 +6,6 @@
 use super::super::launcher::{Meeting, PeerHosts};
 use super::super::BackendError;
 use super::handshake::{self, Hello, Nonce, ANSWER_LEN, HELLO_LEN, JOINED, PROOF_LEN, TAKEN};
-use super::Tcp;
 use std::collections::{HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -154,13 +153,15 @@ impl Tally {
     }
 }
 
+/// The listening end: every other rank, proven (or from an admitted host), by the deadline;
+/// (rank, stream) in rank order.
 pub fn hub(
     (rank, nranks): (usize, usize),
     meet: &Meeting,
     (timeout, deadline): (Duration, Instant),
     net: &Net,
     limits: &Limits,
-) -> Result<Tcp, BackendError> {
+) -> Result<Vec<(usize, TcpStream)>, BackendError> {
     let listener = listen(meet)?;
     let allowed = Allowed::new(meet, net.resolve);
     let k = handshake::mac_key(meet);
@@ -220,17 +221,40 @@ pub fn hub(
             )?;
         }
     }
-    let peers = slots
+    Ok(slots
         .into_iter()
         .enumerate()
         .filter_map(|(r, s)| Some((r, s?)))
-        .collect();
-    Ok(Tcp {
-        rank,
-        world: nranks,
-        hub: true,
-        peers,
-    })
+        .collect())
+}
+
+fn io(what: &str, e: std::io::Error) -> BackendError {
+    BackendError::Failed(format!("rendezvous {what}: {e}"))
+}
+
+/// "1, 2, 5" (the first twenty, then a count).
+fn list(ranks: &[usize]) -> String {
+    let mut out: Vec<String> = ranks.iter().take(20).map(usize::to_string).collect();
+    if ranks.len() > 20 {
+        out.push(format!("and {} more", ranks.len() - 20));
+    }
+    out.join(", ")
+}
+
+/// An `accept` error that says nothing about the listener itself.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNABORTED
+                | libc::EPROTO
+                | libc::EINTR
+        )
+    ) || e.kind() == std::io::ErrorKind::Interrupted
 }
 
 /// Listen on every interface, as torchrun's TCPStore does: the name peers use may resolve
@@ -252,7 +276,7 @@ fn listen(meet: &Meeting) -> Result<TcpListener, BackendError> {
     })?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| super::io("listener", e))?;
+        .map_err(|e| io("listener", e))?;
     Ok(listener)
 }
 
@@ -291,14 +315,14 @@ fn accept_some(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
             // Out of descriptors (EMFILE, ENFILE): the oldest handshake gives its one up, so
             // the next connection, which may well be a rank's, can be taken.
-            Err(e) if super::transient(&e) => {
+            Err(e) if transient(&e) => {
                 seen.strangers += 1;
                 if pending.pop_front().is_some() {
                     seen.evicted += 1;
                 }
                 return Ok(());
             }
-            Err(e) => return Err(super::io("accept", e)),
+            Err(e) => return Err(io("accept", e)),
         };
         if !allowed.admits(from.ip(), net.is_local) {
             seen.refused.note(from);
@@ -453,6 +477,61 @@ fn timed_out(
     }
     BackendError::TimedOut(format!(
         "rendezvous: rank {rank} listened on port {} of {} ({}) but ranks {} did not connect within {timeout:?}{noise}; are they running, and can they reach this host on that port?",
-        meet.port, meet.hosts.join(" or "), meet.source, super::list(&missing)
+        meet.port, meet.hosts.join(" or "), meet.source, list(&missing)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn meeting(token: Option<&str>, peer_hosts: PeerHosts) -> Meeting {
+        Meeting {
+            hosts: vec!["127.0.0.1".into()],
+            port: 0,
+            hub: true,
+            source: "a test".into(),
+            key: 7,
+            token: token.map(|t| super::super::super::launcher::Token::new(t.as_bytes(), "t")),
+            peer_hosts,
+        }
+    }
+
+    /// gpu-a is 127.0.0.2; gpu-b resolves nowhere.
+    fn resolve(host: &str) -> Result<Vec<IpAddr>, String> {
+        match host {
+            "gpu-a" => Ok(vec![IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))]),
+            _ => Err("no such host".into()),
+        }
+    }
+
+    fn is_local(ip: IpAddr) -> bool {
+        ip == IpAddr::V4(Ipv4Addr::LOCALHOST)
+    }
+
+    #[test]
+    fn the_hub_admits_its_own_host_the_named_hosts_or_anyone_as_the_launcher_says() {
+        let at = |s: &str| s.parse::<IpAddr>().unwrap();
+        let named = PeerHosts::Named {
+            hosts: vec!["gpu-a".into(), "gpu-b".into()],
+            from: "a test".into(),
+        };
+        let allowed = Allowed::new(&meeting(None, named.clone()), &resolve);
+        assert!(allowed.admits(at("127.0.0.2"), &is_local), "a named host");
+        assert!(
+            allowed.admits(at("::ffff:127.0.0.2"), &is_local),
+            "the same, IPv4-mapped"
+        );
+        assert!(allowed.admits(at("127.0.0.1"), &is_local), "this host");
+        assert!(!allowed.admits(at("10.1.2.3"), &is_local), "a stranger");
+        assert_eq!(allowed.unresolved, ["gpu-b (no such host)"]);
+        let local = Allowed::new(&meeting(None, PeerHosts::ThisHost), &resolve);
+        assert!(!local.admits(at("127.0.0.2"), &is_local));
+        let any = Allowed::new(&meeting(None, PeerHosts::Any("torchrun".into())), &resolve);
+        assert!(any.admits(at("10.1.2.3"), &is_local));
+        // A token authenticates each rank, wherever it connects from.
+        let token = Allowed::new(&meeting(Some("t"), named), &resolve);
+        assert!(token.admits(at("10.1.2.3"), &is_local));
+    }
 }

@@ -2,13 +2,58 @@
 //! as `scontrol show hostnames` does: commas outside brackets separate entries, a bracket holds
 //! numbers and ranges whose zero padding is kept, and several brackets in one entry multiply.
 
-/// Every host name of `list`, in Slurm's order; `Err` says what is malformed.
+/// The most names `expand` gives: more than any cluster has, few enough that a hostile or
+/// mistyped list (`n[0-999999]x[0-999999]`) costs no memory to refuse.
+pub const MAX_HOSTS: usize = 65_536;
+
+/// Every host name of `list`, in Slurm's order; `Err` says what is malformed, or that it
+/// names more than [`MAX_HOSTS`].
 pub fn expand(list: &str) -> Result<Vec<String>, String> {
     let mut hosts = Vec::new();
     for entry in top_level_entries(list)? {
+        if entry_count(entry)?.saturating_add(hosts.len()) > MAX_HOSTS {
+            return Err(format!(
+                "host list `{}` names more than {MAX_HOSTS} hosts",
+                shown(list)
+            ));
+        }
         hosts.extend(expand_entry(entry)?);
     }
     Ok(hosts)
+}
+
+/// How many names one entry stands for, counted without making them.
+fn entry_count(entry: &str) -> Result<usize, String> {
+    let mut count = 1usize;
+    let mut rest = entry;
+    while let Some(open) = rest.find('[') {
+        let close = rest[open..]
+            .find(']')
+            .map(|c| open + c)
+            .ok_or_else(|| format!("host list entry `{entry}`: `[` without `]`"))?;
+        let mut here = 0usize;
+        for part in rest[open + 1..close].split(',').map(str::trim) {
+            let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+            let (a, b) = (lo.parse::<u64>(), hi.parse::<u64>());
+            // Malformed parts are refused, with the reason, by `expand_entry`.
+            let n = match (a, b) {
+                (Ok(a), Ok(b)) if b >= a => (b - a).saturating_add(1),
+                _ => 1,
+            };
+            here = here.saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
+        }
+        count = count.saturating_mul(here);
+        rest = &rest[close + 1..];
+    }
+    Ok(count)
+}
+
+/// The start of a long list, for a message.
+fn shown(list: &str) -> String {
+    match list.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &list[..at]),
+        None => list.to_string(),
+    }
 }
 
 /// The first host of `list` (the one Slurm gives task 0 under its default distribution).
@@ -156,5 +201,17 @@ mod tests {
             let e = first(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_list_of_more_than_the_cap_is_refused_before_it_is_made() {
+        // 65,536 names expand; one more is refused, as is a product of brackets that would
+        // be a trillion names, without making them.
+        assert_eq!(expand("n[00000-65535]").unwrap().len(), MAX_HOSTS);
+        let e = expand("n[00000-65535],x").unwrap_err();
+        assert!(e.contains("more than 65536 hosts"), "{e}");
+        let e = expand("a[0-999999]b[0-999999]").unwrap_err();
+        assert!(e.contains("more than 65536 hosts"), "{e}");
+        assert_eq!(expand("gpu[07-08]").unwrap(), ["gpu07", "gpu08"]);
     }
 }

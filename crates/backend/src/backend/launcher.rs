@@ -32,9 +32,29 @@ pub struct Meeting {
     pub hub: bool,
     /// Where the host and port came from, for errors ("the first host of SLURM_STEP_NODELIST").
     pub source: String,
-    /// Tells this job's rendezvous from another's on the same port.
+    /// Tells this job's rendezvous from another's on the same port. Computed from public
+    /// values: it tells jobs apart and authenticates nothing.
     pub key: u64,
+    /// The secret every rank was given, when one was: the handshake's MAC key.
+    pub token: Option<Token>,
+    /// Where the other ranks connect from, as far as the launcher says.
+    pub peer_hosts: PeerHosts,
 }
+
+/// The hosts a job's ranks run on, which the hub admits when no token authenticates them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PeerHosts {
+    /// Every rank runs on the hub's host: only its own addresses connect.
+    ThisHost,
+    /// The hosts the launcher names (Slurm's node list, JobSet's pods), and where from.
+    Named { hosts: Vec<String>, from: String },
+    /// The launcher names no list (torchrun and Open MPI across hosts): why.
+    Any(String),
+}
+
+#[path = "launcher_token.rs"]
+mod token;
+pub use token::Token;
 
 /// The port a rendezvous takes when the launcher names none and no job id can spread jobs
 /// over a range: one above torchrun's default MASTER_PORT (29500).
@@ -99,24 +119,19 @@ pub fn detect(m: &Machine) -> Option<Launch> {
         .or_else(|| hydra(m))
         .or_else(|| indexed_job(m))?;
     overridden(m, &mut launch);
-    if let (Some(secret), Ok(meet)) = (m.get("NCCLPROBE_RENDEZVOUS_SECRET"), launch.meet.as_mut()) {
-        meet.key = keyed(meet.key, &secret);
-        meet.source = format!("{}, keyed by NCCLPROBE_RENDEZVOUS_SECRET", meet.source);
+    // The key is computed from values anyone on the network may know (MASTER_ADDR, the port,
+    // the world size): it tells jobs apart but turns no one away. A token every rank was given
+    // is what the handshake proves, both ways.
+    let get = |k: &str| m.get(k);
+    match (token::from_vars(&get), launch.meet.as_mut()) {
+        (Ok(Some(t)), Ok(meet)) => {
+            meet.source = format!("{}, authenticated by {}", meet.source, t.from);
+            meet.token = Some(t);
+        }
+        (Err(e), Ok(_)) => launch.meet = Err(e),
+        _ => {}
     }
     Some(launch)
-}
-
-/// The job's key with a secret every rank was given: the key alone is computed from values
-/// anyone on the network may know (MASTER_ADDR, the port, the world size), so it tells jobs
-/// apart but turns no one away; keyed by a secret, a stranger cannot compute it.
-fn keyed(key: u64, secret: &str) -> u64 {
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
-    h.update(b"ncclprobe rendezvous key\0");
-    h.update(key.to_le_bytes());
-    h.update(secret.as_bytes());
-    let d = h.finalize();
-    u64::from_le_bytes(d[..8].try_into().unwrap_or([0; 8]))
 }
 
 /// NCCLPROBE_RENDEZVOUS=host:port (or host) and NCCLPROBE_RENDEZVOUS_PORT name the meeting
@@ -131,6 +146,12 @@ fn overridden(m: &Machine, launch: &mut Launch) {
             hub: launch.rank == 0,
             source: "NCCLPROBE_RENDEZVOUS".into(),
             key: launch.meet.as_ref().map_or(0, |m| m.key),
+            token: None,
+            // The launcher still says where the ranks run, wherever they meet.
+            peer_hosts: launch.meet.as_ref().map_or_else(
+                |_| PeerHosts::Any("the launcher names no hosts".into()),
+                |m| m.peer_hosts.clone(),
+            ),
         };
         launch.meet = Ok(meeting);
     } else if let (Some(port), Ok(meet)) = (port, launch.meet.as_mut()) {
@@ -209,6 +230,12 @@ fn torchrun(m: &Machine) -> Option<Launch> {
                 master_port.map_or("none".into(), |p| p.to_string())
             ),
             key: key_of(&format!("torchrun {addr} {port} {world}")),
+            token: None,
+            peer_hosts: if m.num("LOCAL_WORLD_SIZE") == Some(world) {
+                PeerHosts::ThisHost
+            } else {
+                PeerHosts::Any("torchrun names only MASTER_ADDR, not the other ranks' hosts".into())
+            },
         }),
     })
 }
@@ -227,6 +254,8 @@ fn stated(m: &Machine, rank: usize, job: &str) -> Option<Meeting> {
         hub: rank == 0,
         source: "MASTER_ADDR, MASTER_PORT + 1".into(),
         key: key_of(job),
+        token: None,
+        peer_hosts: PeerHosts::Any("the launcher names only MASTER_ADDR".into()),
     })
 }
 
@@ -238,6 +267,8 @@ fn on_this_host(rank: usize, port: u16, job: &str, why: &str) -> Meeting {
         hub: rank == 0,
         source: format!("this host ({why})"),
         key: key_of(job),
+        token: None,
+        peer_hosts: PeerHosts::ThisHost,
     }
 }
 
@@ -272,7 +303,7 @@ fn slurm(m: &Machine) -> Option<Launch> {
     ]
     .into_iter()
     .find(|v| m.get(v).is_some());
-    let meet = match stated(m, rank, &job) {
+    let mut meet = match stated(m, rank, &job) {
         Some(s) => Ok(s),
         None => match list_var {
             Some(var) => hostlist::first(&m.get(var).unwrap_or_default()).map(|first| {
@@ -288,6 +319,8 @@ fn slurm(m: &Machine) -> Option<Launch> {
                     hub: first_node && local == 0,
                     source: format!("the first host of {var}, {port_source}"),
                     key: key_of(&job),
+                    token: None,
+                    peer_hosts: PeerHosts::Any(String::new()),
                 }
             }),
             None => Err(
@@ -295,6 +328,23 @@ fn slurm(m: &Machine) -> Option<Launch> {
             ),
         },
     };
+    // The step's nodes are where its tasks connect from, wherever they meet.
+    if let (Some(var), Ok(meeting)) = (list_var, meet.as_mut()) {
+        let list = m.get(var).unwrap_or_default();
+        match hostlist::expand(&list) {
+            Ok(hosts) => {
+                meeting.peer_hosts = PeerHosts::Named {
+                    hosts,
+                    from: var.into(),
+                }
+            }
+            Err(e) => {
+                meet = Err(format!(
+                    "{var}: {e}; set NCCLPROBE_RENDEZVOUS_TOKEN for every task instead"
+                ))
+            }
+        }
+    }
     Some(Launch {
         launcher: "Slurm srun: SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST".into(),
         rank,
@@ -313,6 +363,9 @@ fn slurm(m: &Machine) -> Option<Launch> {
 fn short(host: &str) -> &str {
     host.split('.').next().unwrap_or(host)
 }
+
+/// Why an Open MPI job across hosts admits any address: its variables name mpirun's host only.
+const ACROSS_MPIRUN: &str = "mpirun names only its own host, not the ranks' hosts";
 
 /// Open MPI's mpirun: OMPI_COMM_WORLD_RANK of OMPI_COMM_WORLD_SIZE. All ranks on this host
 /// meet on the loopback interface; across hosts, at mpirun's own host (Open MPI 4 names its
@@ -348,6 +401,8 @@ fn open_mpi(m: &Machine) -> Option<Launch> {
                 hub: here && local == 0,
                 source: "mpirun's host (OMPI_MCA_orte_hnp_uri), a port from the job id".into(),
                 key: key_of(&job),
+                token: None,
+                peer_hosts: PeerHosts::Any(ACROSS_MPIRUN.into()),
             })
         }
     } else if let Some(host) = m.get("PMIX_NAMESPACE").as_deref().and_then(prrte_host) {
@@ -358,6 +413,8 @@ fn open_mpi(m: &Machine) -> Option<Launch> {
             port,
             source: "mpirun's host (named in PMIX_NAMESPACE), a port from the job id".into(),
             key: key_of(&job),
+            token: None,
+            peer_hosts: PeerHosts::Any(ACROSS_MPIRUN.into()),
         })
     } else {
         Err("mpirun named no host to meet at; add `-x MASTER_ADDR=<the first host>` to mpirun, or set NCCLPROBE_RENDEZVOUS=host:port".into())
@@ -446,6 +503,8 @@ fn leader_worker_set(m: &Machine) -> Option<Launch> {
             hub: rank == 0,
             source: "LWS_LEADER_ADDRESS".into(),
             key: key_of(&format!("lws {leader}")),
+            token: None,
+            peer_hosts: PeerHosts::Any("LeaderWorkerSet names only the leader's address".into()),
         }),
     })
 }
@@ -473,12 +532,22 @@ fn indexed_job(m: &Machine) -> Option<Launch> {
             let replicated = m.get("REPLICATED_JOB_NAME").unwrap_or_default();
             let job_index = m.get("JOB_INDEX").unwrap_or_else(|| "0".into());
             let pod0 = format!("{set}-{replicated}-{job_index}-0");
+            // JobSet names every pod of the job alike: pod i is `<job>-i.<jobset>`.
+            let job_pods = format!("{set}-{replicated}-{job_index}-");
+            let hosts = (0..world.unwrap_or(1))
+                .map(|i| format!("{job_pods}{i}.{set}"))
+                .collect();
             Ok(Meeting {
-                hosts: vec![format!("{pod0}.{set}"), pod0],
+                hosts: vec![format!("{pod0}.{set}"), pod0.clone()],
                 port: DEFAULT_PORT,
                 hub: index == 0,
                 source: "pod 0 of the JobSet's job, by its DNS name".into(),
                 key: key_of(&job),
+                token: None,
+                peer_hosts: PeerHosts::Named {
+                    hosts,
+                    from: "the JobSet's pod names".into(),
+                },
             })
         }
         (None, _, None) => Err("an Indexed Job names no host to meet at: set MASTER_ADDR to pod 0's DNS name (<job>-0.<headless service>)".into()),
@@ -521,6 +590,8 @@ fn mpi_job(m: &Machine, local: usize, port: u16, job: &str) -> Option<Meeting> {
         hub: index == "0" && local == 0,
         source: "worker 0 of the MPIJob, by its DNS name".into(),
         key: key_of(job),
+        token: None,
+        peer_hosts: PeerHosts::Any(ACROSS_MPIRUN.into()),
     })
 }
 

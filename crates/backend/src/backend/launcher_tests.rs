@@ -314,33 +314,143 @@ fn no_launcher_variables_is_no_launch() {
     assert_eq!(launch(&[("RANK", "1")], "vm", &[]), None);
 }
 
+/// torchrun's rank `rank` of 2 on node01, with `more` variables.
+fn torchrun_with(rank: &str, more: &[(&str, &str)]) -> Result<Meeting, String> {
+    let mut vars = vec![
+        ("RANK", rank),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", rank),
+        ("MASTER_ADDR", "node01"),
+        ("MASTER_PORT", "29500"),
+    ];
+    vars.extend_from_slice(more);
+    launch(&vars, "node01", &[]).unwrap().meet
+}
+
+/// The MAC key a meeting's token gives, whichever variable it came from.
+fn mac(m: &Meeting) -> Option<[u8; 32]> {
+    m.token.as_ref().map(|t| *t.mac_key())
+}
+
 #[test]
-fn a_shared_secret_makes_the_key_one_a_stranger_cannot_compute() {
-    // Review D16: without a secret the key follows from public values (here MASTER_ADDR,
-    // MASTER_PORT and WORLD_SIZE); with one, every rank of the job agrees on a key that
-    // those values alone do not give.
-    let torchrun = |rank: &str, secret: Option<&str>| {
-        let mut vars = vec![
-            ("RANK", rank),
-            ("WORLD_SIZE", "2"),
-            ("LOCAL_RANK", rank),
-            ("MASTER_ADDR", "node01"),
-            ("MASTER_PORT", "29500"),
-        ];
-        if let Some(s) = secret {
-            vars.push(("NCCLPROBE_RENDEZVOUS_SECRET", s));
-        }
-        meeting(&launch(&vars, "node01", &[]).unwrap()).clone()
-    };
-    let public = torchrun("0", None);
+fn a_token_is_what_the_handshake_proves_and_the_public_key_stays_public() {
+    // Review D16: the key follows from public values (here MASTER_ADDR, MASTER_PORT and
+    // WORLD_SIZE), so it tells jobs apart and no more. A token every rank is given is the
+    // handshake's MAC key; NCCLPROBE_RENDEZVOUS_SECRET, last round's name, still works.
+    let public = torchrun_with("0", &[]).unwrap();
     assert_eq!(public.key, key_of("torchrun node01 29501 2"));
-    let (zero, one) = (torchrun("0", Some("s3cret")), torchrun("1", Some("s3cret")));
-    assert_eq!(zero.key, one.key, "every rank agrees");
-    assert_ne!(zero.key, public.key);
-    assert_ne!(zero.key, torchrun("0", Some("other")).key);
+    assert_eq!(public.token, None);
+    let token = |r: &str, t: &str| torchrun_with(r, &[("NCCLPROBE_RENDEZVOUS_TOKEN", t)]).unwrap();
+    let (zero, one) = (token("0", "s3cret"), token("1", "s3cret"));
+    assert_eq!(mac(&zero), mac(&one), "every rank agrees");
+    assert_eq!(zero.key, public.key, "the key is the job's public one");
+    assert_ne!(mac(&zero), mac(&token("0", "other")));
     assert!(
-        zero.source.contains("NCCLPROBE_RENDEZVOUS_SECRET"),
+        zero.source
+            .contains("authenticated by NCCLPROBE_RENDEZVOUS_TOKEN"),
         "{}",
         zero.source
+    );
+    assert!(
+        !format!("{zero:?}").contains("s3cret"),
+        "a token is never printed"
+    );
+    let alias = torchrun_with("1", &[("NCCLPROBE_RENDEZVOUS_SECRET", "s3cret")]).unwrap();
+    assert_eq!(mac(&alias), mac(&zero), "SECRET is TOKEN's older name");
+    let e = torchrun_with(
+        "0",
+        &[
+            ("NCCLPROBE_RENDEZVOUS_TOKEN", "a"),
+            ("NCCLPROBE_RENDEZVOUS_SECRET", "b"),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("differ"), "{e}");
+}
+
+#[test]
+fn a_token_file_is_read_only_when_it_is_the_users_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("token");
+    std::fs::write(&path, "s3cret\n").unwrap();
+    let p = path.to_str().unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let from_file = torchrun_with("0", &[("NCCLPROBE_RENDEZVOUS_TOKEN_FILE", p)]).unwrap();
+    let from_var = torchrun_with("0", &[("NCCLPROBE_RENDEZVOUS_TOKEN", "s3cret")]).unwrap();
+    assert_eq!(
+        mac(&from_file),
+        mac(&from_var),
+        "the file's newline is not the token's"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let e = torchrun_with("0", &[("NCCLPROBE_RENDEZVOUS_TOKEN_FILE", p)]).unwrap_err();
+    assert!(
+        e.contains("can be read or written by others (mode 640); chmod 600 it"),
+        "{e}"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // SAFETY: geteuid cannot fail. Only root can give a file away, to check the owner rule.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&path, Some(1), None).unwrap();
+        let e = torchrun_with("0", &[("NCCLPROBE_RENDEZVOUS_TOKEN_FILE", p)]).unwrap_err();
+        assert!(e.contains("belongs to user 1 rather than this one"), "{e}");
+    }
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'x'; 5000]).unwrap();
+    std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = token::read_file(big.to_str().unwrap()).unwrap_err();
+    assert!(e.contains("longer than 4096 bytes"), "{e}");
+    let e = token::read_file(dir.path().to_str().unwrap()).unwrap_err();
+    assert!(e.contains("not a regular file"), "{e}");
+    let e = token::read_file("/nonexistent/token").unwrap_err();
+    assert!(e.contains("cannot be read"), "{e}");
+    let e = torchrun_with(
+        "0",
+        &[
+            ("NCCLPROBE_RENDEZVOUS_TOKEN_FILE", p),
+            ("NCCLPROBE_RENDEZVOUS_TOKEN", "x"),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.contains("give every rank one of them"), "{e}");
+}
+
+#[test]
+fn the_hosts_a_hub_admits_are_the_ones_the_launcher_names() {
+    // Slurm: the step's whole node list; all-local launches: this host; torchrun across
+    // hosts names only MASTER_ADDR, so any host may try (and only a token authenticates).
+    let slurm = meeting(&srun(1, &[])).clone();
+    assert_eq!(
+        slurm.peer_hosts,
+        PeerHosts::Named {
+            hosts: vec!["gpu07".into(), "gpu08".into()],
+            from: "SLURM_STEP_NODELIST".into()
+        }
+    );
+    let huge = srun(0, &[("SLURM_STEP_NODELIST", "n[0-99999]")]);
+    assert!(huge.meet.unwrap_err().contains("more than 65536 hosts"));
+    assert!(matches!(
+        torchrun_with("0", &[]).unwrap().peer_hosts,
+        PeerHosts::Any(_)
+    ));
+    let local = torchrun_with("0", &[("LOCAL_WORLD_SIZE", "2")]).unwrap();
+    assert_eq!(local.peer_hosts, PeerHosts::ThisHost);
+    let vars = [
+        ("JOB_COMPLETION_INDEX", "1"),
+        ("WORLD_SIZE", "3"),
+        ("JOBSET_NAME", "bench"),
+        ("REPLICATED_JOB_NAME", "workers"),
+        ("JOB_INDEX", "0"),
+    ];
+    let pods = launch(&vars, "bench-workers-0-1", &[]).unwrap();
+    assert_eq!(
+        meeting(&pods).peer_hosts,
+        PeerHosts::Named {
+            hosts: (0..3)
+                .map(|i| format!("bench-workers-0-{i}.bench"))
+                .collect(),
+            from: "the JobSet's pod names".into()
+        }
     );
 }

@@ -10,6 +10,8 @@ fn meet(hosts: &str, port: u16, hub: bool) -> Meeting {
         hub,
         source: "a test".into(),
         key: 7,
+        token: None,
+        peer_hosts: super::super::launcher::PeerHosts::ThisHost,
     }
 }
 
@@ -264,11 +266,13 @@ fn reach(port: u16) -> std::net::TcpStream {
 fn claim(port: u16, rank: u64, size: u64) -> std::net::TcpStream {
     use std::io::Write;
     let mut s = reach(port);
-    let mut frame = HELLO.to_vec();
-    for n in [7u64, rank, size] {
-        frame.extend_from_slice(&n.to_le_bytes());
-    }
-    s.write_all(&frame).unwrap();
+    let hello = handshake::Hello {
+        key: 7,
+        rank,
+        size,
+        nonce: [1; 32],
+    };
+    s.write_all(&hello.bytes()).unwrap();
     s
 }
 
@@ -291,7 +295,7 @@ fn a_flood_of_idle_connections_and_false_claims_do_not_end_the_job() {
     });
     let idle: Vec<std::net::TcpStream> = (0..300).map(|_| reach(port)).collect();
     let mut trickle = reach(port);
-    trickle.write_all(&HELLO[..1]).unwrap();
+    trickle.write_all(&handshake::MAGIC[..1]).unwrap();
     let _wrong_size = claim(port, 1, 3);
     let _hubs_rank = claim(port, 0, 2);
     let mut one = Tcp::connect(

@@ -30,7 +30,7 @@ mod log;
 #[path = "observe_tests.rs"]
 mod tests;
 
-use log::{LogReader, Mode};
+use log::{expand, LogReader, Mode};
 
 /// The subsystems read when ncclprobe owns the log (all valid names, debug.cc:81-113).
 const OUR_SUBSYS: &str = "INIT,ENV,NET,GRAPH";
@@ -63,17 +63,6 @@ fn with<R>(f: impl FnOnce(&mut Observer) -> R) -> Option<R> {
     let m = OBSERVER.get()?;
     let mut o = m.lock().unwrap_or_else(|p| p.into_inner());
     Some(f(&mut o))
-}
-
-/// NCCL's `%h` (the host name up to its first dot) and `%p` (the pid) in NCCL_DEBUG_FILE.
-fn expand(pattern: &str) -> String {
-    let host = hostname::get()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let host = host.split('.').next().unwrap_or("").to_string();
-    pattern
-        .replace("%h", &host)
-        .replace("%p", &std::process::id().to_string())
 }
 
 fn user(key: &str) -> Option<String> {

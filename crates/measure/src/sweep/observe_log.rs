@@ -158,7 +158,7 @@ impl LogReader {
         if let Some(old) = self.path.take() {
             let _ = std::fs::remove_file(old);
         }
-        self.path = Some(PathBuf::from(super::expand(&next)));
+        self.path = Some(PathBuf::from(expand(&next)));
         self.read_to = 0;
         self.partial.clear();
     }
@@ -244,4 +244,15 @@ pub(super) fn nccl_name(coll: Collective) -> Option<&'static str> {
         Collective::Reduce => "Reduce",
         _ => return None,
     })
+}
+
+/// NCCL's `%h` (the host name up to its first dot) and `%p` (the pid) in NCCL_DEBUG_FILE.
+pub(super) fn expand(pattern: &str) -> String {
+    let host = hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let host = host.split('.').next().unwrap_or("").to_string();
+    pattern
+        .replace("%h", &host)
+        .replace("%p", &std::process::id().to_string())
 }

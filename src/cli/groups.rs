@@ -134,8 +134,9 @@ pub struct BackendArgs {
     #[arg(short = 'R', long = "register", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=2))]
     pub register: u8,
     /// nccl backend: a column with the algorithm, protocol and channels NCCL's tuner chose at
-    /// each size (from its NCCL_DEBUG_SUBSYS=TUNING lines; NCCL 2.19 and later print them,
-    /// one line per call on rank 0, which costs a little at the smallest sizes).
+    /// each size (from its NCCL_DEBUG_SUBSYS=TUNING lines, one per call on rank 0; NCCL 2.20
+    /// and later print them). On NCCL 2.24+ they are on for each point's untimed first call
+    /// only; before, for every call, and the record says the times include that logging.
     #[arg(long)]
     pub show_algo: bool,
     /// nccl backend, several processes: how they exchange NCCL's unique id and results. tcp:

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+#[path = "nccl_show_algo.rs"]
+mod show_algo;
+
 /// A directory where `libcuda.so.1` and `libnccl.so.2` are the test double.
 fn doubles() -> tempfile::TempDir {
     common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"])

@@ -29,6 +29,9 @@ pub struct PointRunner<'a> {
     pub comm: &'a mut dyn Communicator,
     pub plan: &'a Plan,
     pub watchdog: Option<&'a Watchdog>,
+    /// Called with `true` before the point's first (checked, untimed) calls and `false` after
+    /// them, on the rank that reads NCCL's log: `--show-algo` turns the tuner's lines on there.
+    pub around_check: Option<fn(bool)>,
 }
 
 impl PointRunner<'_> {
@@ -133,7 +136,14 @@ impl PointRunner<'_> {
             Site::BeforeTiming { what: &what },
         );
 
-        let checked = self.check(spec, placement, &gen, &layout, &what)?;
+        if let Some(f) = self.around_check {
+            f(true);
+        }
+        let checked = self.check(spec, placement, &gen, &layout, &what);
+        if let Some(f) = self.around_check {
+            f(false);
+        }
+        let checked = checked?;
         let warm = self.warm_up(placement, &what, checked.call_s)?;
         let (sampled, per_iteration) = match (s.schedule, s.per_iteration_skip) {
             (Schedule::NcclTests, Some(skip)) => {

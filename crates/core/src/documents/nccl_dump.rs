@@ -413,7 +413,7 @@ use crate::documents::topology::{DeviceInfo, Topology};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AlgoChoice {
-    /// `AllReduce`, ... (NCCL 2.23+ name it; 2.19-2.22 print sizes only).
+    /// `AllReduce`, ... (NCCL 2.23+ name it; 2.20-2.22 print sizes only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective: Option<String>,
     /// Bytes NCCL tuned for (the message, as NCCL counts it for the collective).
@@ -422,7 +422,7 @@ pub struct AlgoChoice {
     pub algo: String,
     /// `LL`, `LL128`, `Simple`.
     pub proto: String,
-    /// Channels used (2.23+: `channel{Lo..Hi}`).
+    /// Channels used (2.24+: `channel{Lo..Hi}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channels: Option<u32>,
 }
@@ -535,4 +535,10 @@ pub struct NcclObserved {
     /// NCCL's own warnings (first few).
     pub warnings: Vec<String>,
     pub notes: Vec<String>,
+    /// `--show-algo`: how the tuner's choices were learned. `untimed-first-call`: its lines
+    /// were on for each point's first (checked, untimed) call only; `logged-every-call`: on
+    /// for every call, so the timings include NCCL's per-call logging on rank 0. Absent in
+    /// records from before it was kept, and without `--show-algo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algo_learned: Option<String>,
 }

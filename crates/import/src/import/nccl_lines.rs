@@ -150,9 +150,10 @@ pub(super) fn is_error(l: &str) -> bool {
         || (l.contains("nccl error") && !l.contains("nccl_"))
 }
 
-/// A tuner line (`src/enqueue.cc`): NCCL 2.19-2.22 `%ld Bytes -> Algo %d proto %d time %f`
-/// (rank 0, numbers); 2.23+ `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}`
-/// (names, and the channels used), maybe followed by more fields.
+/// A tuner line (`src/enqueue.cc`, rank 0; none through 2.19): NCCL 2.20-2.22 `%ld Bytes ->
+/// Algo %d proto %d time %f` (numbers, v2.20.3 :1498); 2.23 `%s: %ld Bytes -> Algo %d proto %d
+/// time %f` (the collective named, v2.23.4 :1855); 2.24+ `%s: %ld Bytes -> Algo %s proto %s
+/// channel{Lo..Hi}={%d..%d}` (names, and the channels used), maybe followed by more fields.
 pub(crate) fn algo_choice(t: &str) -> Option<crate::documents::nccl_dump::AlgoChoice> {
     use crate::documents::nccl_dump::{algo_name, proto_name, AlgoChoice};
     static R: OnceLock<Regex> = OnceLock::new();

@@ -54,6 +54,7 @@ fn batch(mode: Blocking) -> (f64, Vec<f64>, Paced) {
         comm: &mut comm,
         plan: &plan,
         watchdog: None,
+        around_check: None,
     };
     let (t, each) = runner
         .blocking_batch(Placement::OutOfPlace, 4, 3, mode, "test")

@@ -220,6 +220,9 @@ impl Sweep<'_> {
             comm: &mut *self.comm,
             plan: self.plan,
             watchdog: self.watchdog,
+            // The out-of-place placement's check is the point's first call: the tuner's
+            // choice for the size is learned there, untimed.
+            around_check: self.out.map(|_| super::observe::tuning_window as fn(bool)),
         };
         let oop = runner.measure(&spec, Placement::OutOfPlace, budget_s)?;
         let inp = runner.measure(&spec, Placement::InPlace, budget_s)?;

@@ -230,13 +230,13 @@ impl Rank0 {
             }
             None => table::row(oop, inp),
         };
-        let row = match super::observe::showing().then(|| {
-            super::observe::algo_for(oop.collective, oop.size_bytes)
-                .map_or("-".to_string(), |a| a.short())
-        }) {
-            Some(algo) => format!("{row}  {algo}"),
-            None => row,
-        };
+        // Read after every point, --show-algo or not: NCCL's warnings reach stderr as they come.
+        let algo = super::observe::after_point(oop.collective, oop.size_bytes, oop.nranks);
+        let row =
+            match super::observe::showing().then(|| algo.map_or("-".to_string(), |a| a.short())) {
+                Some(algo) => format!("{row}  {algo}"),
+                None => row,
+            };
         self.println(&row);
         let groups = self.groups.get().map_or(&[][..], Vec::as_slice);
         for line in perf::group_rows(oop, inp, groups, self.across) {
@@ -426,12 +426,7 @@ impl Rank0 {
             sink.flush().map(|_| sink.record.clone())
         })?;
         let record = record.map_err(|e| Failure::internal(format!("{e:#}")))?;
-        // NCCL's own warnings went to its debug file: a failed run shows them here.
-        if result.is_err() {
-            for w in record.nccl.iter().flat_map(|n| n.warnings.iter()) {
-                eprintln!("ncclprobe: NCCL said: {w}");
-            }
-        }
+        // NCCL's own warnings reached stderr as the log was read (`observe::after_point`).
         super::observe::disarm();
         let error = result.as_ref().err().map(|f| f.message.as_str());
         self.with_perf_json(|json| json.finish(error));

@@ -174,6 +174,7 @@ pub fn nccl(args: &Options, selection: &Selection) -> Result<ExitCode, Failure> 
     let api = Arc::new(
         Api::load(found).map_err(|e| Failure::unavailable(format!("--backend nccl: {e}")))?,
     );
+    super::observe::loaded(api.reset_debug);
     // nccl-tests says this while reading its flags, before the banner.
     if let Some(line) = nccl::cta_policy_for(args.backend.cta_policy, api.nccl.version_code).said {
         crate::outln!("{line}");

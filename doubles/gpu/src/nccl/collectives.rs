@@ -194,25 +194,39 @@ unsafe fn collective(
     let comm = live_comm(c, name);
     let (sp, rp) = (send as usize, recv as usize);
     let ts = dtype.size();
-    // NCCL's nBytes: the per-rank count times the ranks for AllGather and ReduceScatter.
+    // The tuner's bytes: through 2.23 NCCL's nBytes, the per-rank count times the ranks for
+    // AllGather and ReduceScatter; from 2.24 the task's own count, per rank.
+    let version = super::playing();
     let tuned_bytes = match kind {
-        Coll::AllGather | Coll::ReduceScatter => count * ts * comm.nranks,
+        Coll::AllGather | Coll::ReduceScatter if version < 22400 => count * ts * comm.nranks,
         _ => count * ts,
     };
-    super::debug::tuner_line(
-        name.trim_start_matches("nccl"),
-        tuned_bytes,
-        comm.rank,
-        comm.nranks,
-        comm.device,
-        super::playing(),
-    );
+    let coll_name = name.trim_start_matches("nccl");
+    let tuner = move || {
+        super::debug::tuner_line(
+            coll_name,
+            tuned_bytes,
+            comm.rank,
+            comm.nranks,
+            comm.device,
+            version,
+        )
+    };
+    // Through 2.23 the line comes as the call is tuned (a simulated group's calls too); from
+    // 2.24 it sits in scheduleCollTasksToPlan (enqueue.cc:740-743), at the group's launch,
+    // which a simulated group never reaches.
+    if version < 22400 {
+        tuner();
+    }
     let stream = s as usize;
     // Launched at the group's end (a call outside a group is a group of one, as in NCCL;
     // never, if the group is only simulated). The sequence number is taken at launch, so a
     // simulated call uses none: at once, or, for a call captured into a CUDA graph, at each
     // launch of the graph.
     let launch = move || {
+        if version >= 22400 {
+            tuner();
+        }
         if comm.stalled(count * ts) {
             return;
         }

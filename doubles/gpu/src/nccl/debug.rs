@@ -4,8 +4,14 @@
 //! invert, `ALL`; default INIT and ENV); the system and graph XML NCCL writes at init to
 //! `NCCL_TOPO_DUMP_FILE` / `NCCL_GRAPH_DUMP_FILE` on rank `NCCL_TOPO_DUMP_FILE_RANK` /
 //! `NCCL_GRAPH_DUMP_FILE_RANK` (default 0); and the tuner's line per collective call on rank 0:
-//! none before 2.19 (a TRACE line then), `%ld Bytes -> Algo %d proto %d time %f` in 2.19-2.22,
-//! `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}` from 2.23.
+//! none through 2.19 (the INFO line is commented out, v2.19.4 enqueue.cc:1217),
+//! `%ld Bytes -> Algo %d proto %d time %f` in 2.20-2.22 (v2.20.3 enqueue.cc:1498),
+//! `%s: %ld Bytes -> Algo %d proto %d time %f` in 2.23 (v2.23.4 enqueue.cc:1855), and from 2.24
+//! `%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}` with per-rank bytes, written when
+//! the plan is scheduled (so never for a simulated group). Each line written costs
+//! `NCCLPROBE_TEST_DOUBLE_LOG_LINE_US` microseconds of spinning (default 0), as NCCL's mutex,
+//! formatting and `write(2)` per line do; `ncclResetDebugInit` (2.24+) makes the next line read
+//! the variables again and reopen the file, truncating it as NCCL's `fopen(.., "w")` does.
 //!
 //! The algorithm the double "chooses" is its own fixed table (not NCCL's cost model): AllReduce
 //! Tree/LL up to 64 KiB, Ring/LL128 to 8 MiB, Ring/Simple above; the others Ring with the same
@@ -19,22 +25,48 @@ fn env(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
 
-fn level_info() -> bool {
-    env("NCCL_DEBUG").is_some_and(|v| matches!(v.to_ascii_uppercase().as_str(), "INFO" | "TRACE"))
+/// What NCCL read at its first log line (debug.cc, ncclDebugInit), kept until
+/// `ncclResetDebugInit`: the level, the subsystems and the file (`None`: stdout).
+struct Conf {
+    level: Option<String>,
+    subsys: String,
+    out: Option<std::fs::File>,
 }
 
-/// Whether `subsys` is on in NCCL_DEBUG_SUBSYS.
-fn subsys_on(subsys: &str) -> bool {
-    let spec = env("NCCL_DEBUG_SUBSYS").unwrap_or_else(|| "INIT,ENV".into());
-    let (invert, list) = match spec.strip_prefix('^') {
-        Some(rest) => (true, rest.to_string()),
-        None => (false, spec),
-    };
-    let named = list
-        .split(',')
-        .map(|s| s.trim().to_ascii_uppercase())
-        .any(|s| s == subsys || s == "ALL");
-    named != invert
+impl Conf {
+    fn read() -> Conf {
+        let out = env("NCCL_DEBUG_FILE").and_then(|pattern| {
+            let path = pattern
+                .replace("%h", &hostname())
+                .replace("%p", &std::process::id().to_string());
+            // NCCL opens it with "w": a file from before (or before a reset) starts over.
+            std::fs::File::create(path).ok()
+        });
+        Conf {
+            level: env("NCCL_DEBUG").map(|v| v.to_ascii_uppercase()),
+            subsys: env("NCCL_DEBUG_SUBSYS").unwrap_or_else(|| "INIT,ENV".into()),
+            out,
+        }
+    }
+
+    fn level_info(&self) -> bool {
+        self.level
+            .as_deref()
+            .is_some_and(|v| matches!(v, "INFO" | "TRACE"))
+    }
+
+    /// Whether `subsys` is on in NCCL_DEBUG_SUBSYS.
+    fn subsys_on(&self, subsys: &str) -> bool {
+        let (invert, list) = match self.subsys.strip_prefix('^') {
+            Some(rest) => (true, rest),
+            None => (false, self.subsys.as_str()),
+        };
+        let named = list
+            .split(',')
+            .map(|s| s.trim().to_ascii_uppercase())
+            .any(|s| s == subsys || s == "ALL");
+        named != invert
+    }
 }
 
 fn hostname() -> String {
@@ -42,39 +74,77 @@ fn hostname() -> String {
     host.trim().split('.').next().unwrap_or("").to_string()
 }
 
-static OUT: Mutex<Option<std::fs::File>> = Mutex::new(None);
+static CONF: Mutex<Option<Conf>> = Mutex::new(None);
+
+fn with_conf<R>(f: impl FnOnce(&mut Conf) -> R) -> R {
+    let mut conf = CONF.lock().unwrap_or_else(|p| p.into_inner());
+    f(conf.get_or_insert_with(Conf::read))
+}
+
+/// Whether INFO lines of `subsys` are written.
+fn on(subsys: &str) -> bool {
+    with_conf(|c| c.level_info() && c.subsys_on(subsys))
+}
 
 /// One INFO line of subsystem `subsys` from device `dev`.
 pub(crate) fn info(subsys: &str, dev: i32, text: &str) {
-    if !level_info() || !subsys_on(subsys) {
-        return;
-    }
-    let tid = unsafe { libc_gettid() };
-    let line = format!(
-        "{}:{}:{tid} [{dev}] NCCL INFO {text}\n",
-        hostname(),
-        std::process::id()
-    );
-    let mut out = OUT.lock().unwrap_or_else(|p| p.into_inner());
-    if out.is_none() {
-        if let Some(pattern) = env("NCCL_DEBUG_FILE") {
-            let path = pattern
-                .replace("%h", &hostname())
-                .replace("%p", &std::process::id().to_string());
-            *out = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .ok();
+    with_conf(|c| {
+        if c.level_info() && c.subsys_on(subsys) {
+            write_line(c, "", &format!("[{dev}] NCCL INFO {text}"));
         }
-    }
-    match out.as_mut() {
+    })
+}
+
+/// One WARN line from device `dev` (NCCL prints them at every level but NONE and VERSION,
+/// with a blank line before: debug.cc's `buffer[len++] = '\n'`).
+pub(crate) fn warn(dev: i32, text: &str) {
+    with_conf(|c| {
+        if c.level
+            .as_deref()
+            .is_some_and(|v| matches!(v, "WARN" | "INFO" | "TRACE"))
+        {
+            write_line(c, "\n", &format!("[{dev}] init.cc:1 NCCL WARN {text}"));
+        }
+    })
+}
+
+fn write_line(c: &mut Conf, lead: &str, body: &str) {
+    let tid = unsafe { libc_gettid() };
+    let line = format!("{lead}{}:{}:{tid} {body}\n", hostname(), std::process::id());
+    match c.out.as_mut() {
         // Written whole and at once, as NCCL flushes each line.
         Some(f) => {
             let _ = f.write_all(line.as_bytes());
         }
-        None => print!("{line}"),
+        None => {
+            print!("{line}");
+            let _ = std::io::stdout().flush();
+        }
     }
+    spin_line_cost();
+}
+
+/// NCCL's cost per line written (`NCCLPROBE_TEST_DOUBLE_LOG_LINE_US`), spent holding the lock
+/// as NCCL holds its debug mutex.
+fn spin_line_cost() {
+    let us: u64 = env("NCCLPROBE_TEST_DOUBLE_LOG_LINE_US")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if us > 0 {
+        let until = std::time::Instant::now() + std::time::Duration::from_micros(us);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// `ncclResetDebugInit` (exported from 2.24, deprecated in 2.28 but still there): the next
+/// line reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE again (debug.cc,
+/// `NCCL_DEBUG_RESET_TRIGGERED`).
+#[no_mangle]
+pub extern "C" fn ncclResetDebugInit() {
+    let mut conf = CONF.lock().unwrap_or_else(|p| p.into_inner());
+    *conf = None;
 }
 
 unsafe fn libc_gettid() -> i64 {
@@ -151,6 +221,10 @@ pub(crate) fn init_lines(
         dev,
         &format!("ncclCommInitRank comm 0x{:x} rank {rank} nranks {nranks} cudaDev {dev} nvmlDev {gpu} busId {bus_short}0 commId 0x1 - Init START", 0x7f00_0000_0000u64 + rank as u64 * 0x1000),
     );
+    // A warning to show where NCCL's WARN lines go (`NCCLPROBE_TEST_DOUBLE_NCCL_WARN`).
+    if let Some(text) = env("NCCLPROBE_TEST_DOUBLE_NCCL_WARN") {
+        warn(dev, &text);
+    }
     let channels = 2;
     info(
         "INIT",
@@ -265,8 +339,9 @@ fn graph_xml(nranks: usize, version: i32) -> String {
 }
 
 /// The tuner's line for one collective call on rank 0 of `nranks` (NCCL runs no algorithm for
-/// one rank). `bytes` is NCCL's `nBytes`: the whole buffer (all ranks' parts for AllGather
-/// and ReduceScatter).
+/// one rank). `bytes` as the version prints it: through 2.23 `nBytes`, the whole buffer (all
+/// ranks' parts for AllGather and ReduceScatter); from 2.24 `task->count * typeSize`, the
+/// per-rank part (enqueue.cc:741-742).
 pub(crate) fn tuner_line(
     coll: &str,
     bytes: usize,
@@ -275,7 +350,7 @@ pub(crate) fn tuner_line(
     dev: i32,
     version: i32,
 ) {
-    if rank != 0 || nranks < 2 || version < 21900 || !subsys_on("TUNING") || !level_info() {
+    if rank != 0 || nranks < 2 || version < 22000 || !on("TUNING") {
         return;
     }
     let (algo, proto) = match (coll, bytes) {
@@ -285,14 +360,18 @@ pub(crate) fn tuner_line(
         _ => (1, 2),
     };
     let channels = [2, 4, 8][proto];
+    let time = 5.0 + bytes as f64 / 2e4;
     if version < 22300 {
         info(
             "TUNING",
             dev,
-            &format!(
-                "{bytes} Bytes -> Algo {algo} proto {proto} time {:.6}",
-                5.0 + bytes as f64 / 2e4
-            ),
+            &format!("{bytes} Bytes -> Algo {algo} proto {proto} time {time:.6}"),
+        );
+    } else if version < 22400 {
+        info(
+            "TUNING",
+            dev,
+            &format!("{coll}: {bytes} Bytes -> Algo {algo} proto {proto} time {time:.6}"),
         );
     } else {
         let a = ["TREE", "RING"][algo];

@@ -283,6 +283,9 @@ pub struct Api {
     pub(super) simulate: Option<NcclGroupSimulateEnd>,
     /// NCCL 2.29's `ncclCommQueryProperties`: whether -R 2's windows are really symmetric.
     pub(super) query_properties: Option<NcclQueryProperties>,
+    /// `ncclResetDebugInit` (exported from 2.24, v2.24.3 debug.cc:230; deprecated in 2.28,
+    /// debug.cc:399-410): NCCL reads its debug variables again at its next log line.
+    pub reset_debug: Option<unsafe extern "C" fn()>,
     /// The CUDA driver: its file and `cuDriverGetVersion` (e.g. 12040).
     pub driver: (std::path::PathBuf, i32),
 }
@@ -386,6 +389,9 @@ impl Api {
                     .flatten(),
                 query_properties: (nccl.version_code >= 22900)
                     .then(|| sym(nlib, n, "ncclCommQueryProperties", &mut Vec::new()))
+                    .flatten(),
+                reset_debug: (nccl.version_code >= 22400)
+                    .then(|| sym(nlib, n, "ncclResetDebugInit", &mut Vec::new()))
                     .flatten(),
                 nccl,
                 devices: 0,

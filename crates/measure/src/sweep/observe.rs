@@ -291,7 +291,7 @@ impl Observer {
             dump.rails = crate::import::nccl_dump::rails(
                 dump.system.as_ref(),
                 dump.graphs.as_ref(),
-                &self.facts.virtual_nics,
+                &self.log.facts.virtual_nics,
             );
             obs.dump = Some(dump);
         }

@@ -1025,27 +1025,33 @@ fn cudagraph_captures_each_sample_and_launches_it_g_times_on_the_nccl_backend_on
     assert!(text(&out.stderr).contains("-G (CUDA graphs) applies to the NCCL backend only"));
 }
 
-/// NCCL checks for a shared GPU among the peers of one communicator (src/init.cc, v2.28.9
-/// 903-904): under NCCL_TESTS_SPLIT two processes of different colors may use one GPU, as
-/// NCCL and nccl-tests run them, and ncclprobe does not refuse them first.
-#[test]
-fn two_split_groups_may_share_a_gpu_as_nccl_allows() {
+/// `ranks` processes of the drop-in `name`, started as torchrun starts them on one host with
+/// NCCL_TESTS_SPLIT="MOD 2", on `gpus` GPUs of the TEST DOUBLE; the directory of their
+/// records (`rankN.json`) and their outputs, in rank order.
+fn split_on_double(
+    name: &str,
+    ranks: usize,
+    gpus: usize,
+    args: &[&str],
+) -> (tempfile::TempDir, Vec<Output>) {
     let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-    let (dir, link) = linked("all_reduce_perf");
+    let (dir, link) = linked(name);
     let port = common::free_port();
-    let children: Vec<_> = (0..2)
+    let visible: Vec<String> = (0..gpus).map(|g| g.to_string()).collect();
+    let children: Vec<_> = (0..ranks)
         .map(|rank| {
             let mut c = Command::new(&link);
             common::without_host_settings(&mut c);
-            c.args(["-b", "1K", "-e", "4K", "-f", "4", "--json"])
+            c.args(args)
+                .arg("--json")
                 .arg(dir.path().join(format!("rank{rank}.json")))
                 .env("LD_LIBRARY_PATH", libs.path())
-                .env("NCCLPROBE_TEST_DOUBLE_GPUS", "1")
-                .env("CUDA_VISIBLE_DEVICES", "0")
+                .env("NCCLPROBE_TEST_DOUBLE_GPUS", gpus.to_string())
+                .env("CUDA_VISIBLE_DEVICES", visible.join(","))
                 .env("RANK", rank.to_string())
-                .env("WORLD_SIZE", "2")
+                .env("WORLD_SIZE", ranks.to_string())
                 .env("LOCAL_RANK", rank.to_string())
-                .env("LOCAL_WORLD_SIZE", "2")
+                .env("LOCAL_WORLD_SIZE", ranks.to_string())
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
                 .env("NCCL_TESTS_SPLIT", "MOD 2")
@@ -1055,8 +1061,25 @@ fn two_split_groups_may_share_a_gpu_as_nccl_allows() {
                 .unwrap()
         })
         .collect();
-    for (r, c) in children.into_iter().enumerate() {
-        let o = c.wait_with_output().unwrap();
+    let outs = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    (dir, outs)
+}
+
+/// NCCL checks for a shared GPU among the peers of one communicator (src/init.cc, v2.28.9
+/// 903-904): under NCCL_TESTS_SPLIT two processes of different colors may use one GPU, as
+/// NCCL and nccl-tests run them, and ncclprobe does not refuse them first.
+#[test]
+fn two_split_groups_may_share_a_gpu_as_nccl_allows() {
+    let (_dir, outs) = split_on_double(
+        "all_reduce_perf",
+        2,
+        1,
+        &["-b", "1K", "-e", "4K", "-f", "4"],
+    );
+    for (r, o) in outs.iter().enumerate() {
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "rank {r}: {err}");
         assert!(!err.contains("would both use GPU"), "rank {r}: {err}");
@@ -1067,35 +1090,12 @@ fn two_split_groups_may_share_a_gpu_as_nccl_allows() {
 fn nccl_tests_split_runs_a_communicator_per_color_and_prints_every_groups_rows() {
     // Four processes as torchrun starts them, on the GPU TEST DOUBLE's four GPUs;
     // "MOD 2" puts ranks 0 and 2 in group 0, 1 and 3 in group 1.
-    let libs = common::test_double_dir(&["libcuda.so.1", "libnccl.so.2"]);
-    let (dir, link) = linked("all_gather_perf");
-    let port = common::free_port();
-    let children: Vec<_> = (0..4)
-        .map(|rank| {
-            let mut c = Command::new(&link);
-            common::without_host_settings(&mut c);
-            c.args(["-b", "1K", "-e", "64K", "-f", "8", "--json"])
-                .arg(dir.path().join(format!("rank{rank}.json")))
-                .env("LD_LIBRARY_PATH", libs.path())
-                .env("NCCLPROBE_TEST_DOUBLE_GPUS", "4")
-                .env("CUDA_VISIBLE_DEVICES", "0,1,2,3")
-                .env("RANK", rank.to_string())
-                .env("WORLD_SIZE", "4")
-                .env("LOCAL_RANK", rank.to_string())
-                .env("LOCAL_WORLD_SIZE", "4")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("NCCLPROBE_RENDEZVOUS_PORT", port.to_string())
-                .env("NCCL_TESTS_SPLIT", "MOD 2")
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<Output> = children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect();
+    let (dir, outs) = split_on_double(
+        "all_gather_perf",
+        4,
+        4,
+        &["-b", "1K", "-e", "64K", "-f", "8"],
+    );
     for (r, o) in outs.iter().enumerate() {
         assert_eq!(o.status.code(), Some(0), "rank {r}: {}", text(&o.stderr));
     }
@@ -1135,6 +1135,7 @@ fn nccl_tests_split_runs_a_communicator_per_color_and_prints_every_groups_rows()
 
     // Text nccl-tests cannot read leaves every process in color 0 (common.cu:1499-1524), so
     // the run goes on; without processes to group, it is said.
+    let (_link_dir, link) = linked("all_gather_perf");
     let out = perf_env(
         &link,
         "-b 8 -e 8 --backend host",

@@ -77,6 +77,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Compare(args) => commands::compare::run(args),
         cli::Command::Qualify(args) => commands::qualify::run(args),
         cli::Command::Baselines(args) => commands::baselines::run(args),
+        cli::Command::Messages(args) => commands::messages::run(args),
         cli::Command::Report(args) => commands::report::run(args),
         cli::Command::Doctor(args) => commands::doctor::run(args),
         cli::Command::Bundle(args) => commands::bundle::run_bundle(args),

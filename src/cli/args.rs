@@ -219,6 +219,37 @@ pub struct DiagnoseArgs {
     /// Exit with code 3 when a finding of this severity or worse is present.
     #[arg(long, value_enum)]
     pub fail_on: Option<Severity>,
+    /// Print the message catalogue's entry for one pasted line (NCCL, PyTorch, MPI, UCX ...):
+    /// the source that prints it, when, in which releases, what it means and what to do.
+    /// Reads nothing else.
+    #[arg(long, value_name = "LINE", conflicts_with_all = ["from", "live", "fail_on"])]
+    pub explain: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MessagesArgs {
+    /// Only this project's messages (nccl, rccl, aws-ofi-nccl, pytorch, ...).
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Only this level (WARN, INFO, ERROR, RESULT).
+    #[arg(long)]
+    pub level: Option<String>,
+    /// Only this class (the finding id diagnosis raises, e.g. nccl.net-ib).
+    #[arg(long)]
+    pub class: Option<String>,
+    /// Only formats containing this text (case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
+    /// Only what this release prints (2.21.5).
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
+    /// How much of each release's messages the catalogue holds: formats in the source against
+    /// entries, recognisable, classified and noted ones.
+    #[arg(long)]
+    pub coverage: bool,
+    /// table for people; json: a typed document; csv: one row per entry; markdown: a table.
+    #[arg(long, value_enum, default_value_t = DocFormat::Table, help_heading = "Output")]
+    pub format: DocFormat,
 }
 
 #[derive(Debug, Args)]

@@ -54,7 +54,9 @@ Examples:
   # what a user pasted: nvidia-smi, an NCCL_DEBUG=INFO log, nccl-tests output
   ncclprobe diagnose --from smi.txt --from nccl.log
   # fail a CI step on an error-severity finding
-  ncclprobe diagnose --fail-on error";
+  ncclprobe diagnose --fail-on error
+  # one line of a log: the source that prints it, its cause and fix
+  ncclprobe diagnose --explain 'NCCL WARN Bootstrap : no socket interface found'";
 
 /// `ncclprobe import`.
 pub const IMPORT: &str = "\
@@ -107,6 +109,16 @@ pub const BASELINES: &str = "\
 Examples:
   ncclprobe baselines
   ncclprobe baselines --format markdown";
+
+/// `ncclprobe messages`.
+pub const MESSAGES: &str = "\
+Examples:
+  # every message whose format mentions completions from a peer, with its class
+  ncclprobe messages --grep 'Got completion from peer'
+  # what NCCL 2.21.5 can warn about the IB transport
+  ncclprobe messages --version 2.21.5 --level WARN --class nccl.net-ib
+  # formats per release against the catalogue's entries
+  ncclprobe messages --coverage";
 
 /// `ncclprobe report`.
 pub const REPORT: &str = "\
@@ -181,6 +193,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("compare", COMPARE),
     ("qualify", QUALIFY),
     ("baselines", BASELINES),
+    ("messages", MESSAGES),
     ("report", REPORT),
     ("doctor", DOCTOR),
     ("bundle", BUNDLE),

@@ -14,8 +14,8 @@ mod sweep;
 
 pub use args::{
     BaselinesArgs, BundleArgs, CompareArgs, ComputeArgs, DdpArgs, DiagnoseArgs, DocFormat,
-    DoctorArgs, FsdpArgs, ImportArgs, LinkArgs, QualifyArgs, ReportArgs, Severity, SimulateCommand,
-    Strategy, TopoArgs,
+    DoctorArgs, FsdpArgs, ImportArgs, LinkArgs, MessagesArgs, QualifyArgs, ReportArgs, Severity,
+    SimulateCommand, Strategy, TopoArgs,
 };
 use clap::{Parser, Subcommand};
 pub use groups::{
@@ -135,6 +135,10 @@ pub enum Command {
     /// The CI gate: rules on a run (a profile, flags or a rules file); exit 0 pass, 3 fail.
     #[command(after_help = examples::QUALIFY)]
     Qualify(Box<QualifyArgs>),
+    /// The message catalogue: what NCCL, RCCL, their network plugins, PyTorch and the MPI
+    /// launchers print, from their source, with each message's cause and fix.
+    #[command(after_help = examples::MESSAGES)]
+    Messages(MessagesArgs),
     /// Every shipped expectation with its conditions, provenance and citation.
     #[command(after_help = examples::BASELINES)]
     Baselines(BaselinesArgs),

@@ -90,6 +90,9 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
 }
 
 pub fn run(args: &DiagnoseArgs) -> Result<ExitCode, Failure> {
+    if let Some(line) = &args.explain {
+        return super::messages::explain_line(line, args.format);
+    }
     let inputs = gather(args)?;
     let findings = rules(&inputs);
     let facts = inputs.facts();

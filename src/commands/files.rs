@@ -73,6 +73,7 @@ fn files(command: &Command) -> Files {
         | Command::Sweep(_)
         | Command::Matrix(_)
         | Command::Baselines(_)
+        | Command::Messages(_)
         | Command::Aliases(_)
         | Command::Completions(_)
         | Command::Man(_) => files,

@@ -14,6 +14,7 @@ pub mod loader;
 pub mod manual;
 pub mod matrix;
 pub mod memory;
+pub mod messages;
 pub mod perf;
 pub mod qualify;
 pub mod report;

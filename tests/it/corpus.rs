@@ -190,15 +190,43 @@ const NCCL_TESTS: &[ImportCase] = &[
         14,
         true,
     ),
+    // Two footers and nothing else: two processes of a non-MPI build, no rows to read.
+    ("40-", RunStatus::Truncated, None, 0, 0, false),
+    ("41-", RunStatus::Truncated, None, 4, 0, true),
+    // nccl-tests 2.20's banner with its git hash, columns by whitespace.
+    (
+        "42-",
+        RunStatus::Truncated,
+        Some(Collective::AllReduce),
+        2,
+        8,
+        true,
+    ),
+    (
+        "44-",
+        RunStatus::Complete,
+        Some(Collective::AllReduce),
+        24,
+        12,
+        false,
+    ),
 ];
+
+/// Files the reader refuses, with what it says: a header retyped without its `#`.
+const NCCL_TESTS_REFUSED: &[(&str, &str)] =
+    &[("43-", "no nccl-tests table, header or device lines")];
 
 #[test]
 fn every_nccl_tests_file_imports_as_expected() {
     assert_eq!(
         all("nccl-tests").len(),
-        NCCL_TESTS.len(),
+        NCCL_TESTS.len() + NCCL_TESTS_REFUSED.len(),
         "a corpus file without an expectation"
     );
+    for &(prefix, says) in NCCL_TESTS_REFUSED {
+        let e = nccl_tests::import_text(&corpus("nccl-tests", prefix)).unwrap_err();
+        assert!(e.to_string().contains(says), "{prefix}: {e}");
+    }
     for &(prefix, status, coll, nranks, points, truncated) in NCCL_TESTS {
         let path = corpus("nccl-tests", prefix);
         let r = nccl_tests::import_text(&path).unwrap_or_else(|e| panic!("{prefix}: {e}"));
@@ -423,7 +451,7 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
 fn findings_from_the_corpus() {
     type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str]);
     let cases: &[Case] = &[
-        (&[("nccl-debug", "01-")], &["nccl.error"]),
+        (&[("nccl-debug", "01-")], &["nccl.nvml"]),
         (
             &[("nccl-debug", "03-")],
             &[
@@ -433,21 +461,28 @@ fn findings_from_the_corpus() {
             ],
         ),
         (&[("nccl-debug", "04-")], &["wsl2"]),
-        (&[("nccl-debug", "06-")], &["nccl.error", "p2p.unavailable"]),
-        (&[("nccl-debug", "07-")], &["nccl.error", "wsl2"]),
+        (
+            &[("nccl-debug", "06-")],
+            &["nccl.topology", "p2p.unavailable"],
+        ),
+        (
+            &[("nccl-debug", "07-")],
+            &["nccl-tests.failure", "nccl.topology", "wsl2"],
+        ),
         (&[("nccl-debug", "09-")], &["watchdog.timeout"]),
         (&[("nccl-debug", "11-")], &["watchdog.timeout"]),
-        (&[("nccl-debug", "12-")], &["nccl.error"]),
-        (&[("nccl-debug", "13-")], &["nccl.error"]),
+        (&[("nccl-debug", "12-")], &["nccl.proxy"]),
+        // An old release's WARN that libibverbs is missing (an INFO from 2.18): no error.
+        (&[("nccl-debug", "13-")], &["nccl.choices"]),
         (&[("nccl-debug", "15-")], &["p2p.unavailable"]),
         (&[("nccl-debug", "16-")], &["p2p.unavailable"]),
-        (&[("nccl-debug", "17-")], &["nccl.error"]),
+        (&[("nccl-debug", "17-")], &["nccl.p2p"]),
         (&[("nccl-debug", "19-")], &["transport.gdr-disabled"]),
         (&[("nccl-tests", "11-")], &["result.truncated"]),
-        (&[("nccl-tests", "14-")], &["nccl.error"]),
+        (&[("nccl-tests", "14-")], &["nccl-tests.failure"]),
         (
             &[("nccl-tests", "16-")],
-            &["nccl.error", "result.truncated"],
+            &["nccl-tests.failure", "result.truncated"],
         ),
         (&[("nccl-tests", "25-")], &["result.truncated", "wsl2"]),
         (&[("topo", "01-")], &["p2p.unavailable"]),

@@ -27,6 +27,7 @@ mod double_libraries;
 mod expectations;
 mod fallback_gates;
 mod field_classes;
+mod field_logs;
 mod fleet_history;
 mod fuzz_parsers;
 mod hostile_documents;

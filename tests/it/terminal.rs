@@ -157,6 +157,27 @@ fn help_shows_defaults_examples_and_no_flag_it_lacks() {
     );
 }
 
+/// A command line split as a POSIX shell splits it (single and double quotes; no expansion).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                word.get_or_insert_with(String::new);
+            }
+            (None, c) if c.is_whitespace() => words.extend(word.take()),
+            (None, c) => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
 #[test]
 fn every_commands_examples_parse_with_the_real_parser() {
     let commands: Vec<String> = leaves().into_iter().map(|(p, _)| p).collect();
@@ -174,7 +195,8 @@ fn every_commands_examples_parse_with_the_real_parser() {
             .collect();
         assert!(!examples.is_empty(), "{path}: no example");
         for e in examples {
-            let words: Vec<&str> = e.split_whitespace().collect();
+            let owned = shell_words(e);
+            let words: Vec<&str> = owned.iter().map(String::as_str).collect();
             assert!(
                 e.starts_with(&format!("ncclprobe {path}")),
                 "{path}: {e} is not of this command"

@@ -396,6 +396,7 @@ fn diagnose_bundle(b: &Bundle) -> String {
         live: true,
         format: crate::cli::OutputFormat::Table,
         fail_on: None,
+        explain: None,
     };
     match super::diagnose::gather(&args) {
         Ok(inputs) => {

@@ -263,6 +263,7 @@ impl Doctor<'_> {
             live: true,
             format: crate::cli::OutputFormat::Json,
             fail_on: None,
+            explain: None,
         };
         let inputs = crate::commands::diagnose::gather(&diagnose_args)?;
         let mut findings = crate::diagnose::rules(&inputs);

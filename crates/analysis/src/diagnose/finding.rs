@@ -23,6 +23,18 @@ pub struct Hit {
     pub evidence: Vec<Evidence>,
     /// Overrides the rule's severity (e.g. a PCIe speed that is only low at idle is info).
     pub severity: Option<Severity>,
+    /// Overrides the rule's id and texts: the message catalogue's findings carry their own.
+    pub text: Option<HitText>,
+    /// Dropped when a finding with this id is raised too (a rule that says it better).
+    pub unless: Option<String>,
+}
+
+/// A finding's id and texts, where they come from data rather than the rule's row.
+pub struct HitText {
+    pub id: String,
+    pub explanation: String,
+    pub fix: String,
+    pub source: String,
 }
 
 impl Hit {
@@ -31,6 +43,8 @@ impl Hit {
             title: title.into(),
             evidence,
             severity: None,
+            text: None,
+            unless: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! them into findings (`rules`, one table) — each with a stable id, a severity, evidence
 //! (values or lines with file and line), an explanation, a fix, and the source it rests on.
 
+pub mod catalogue;
 pub mod facts;
 pub mod finding;
 pub mod rules;

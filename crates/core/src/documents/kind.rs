@@ -18,4 +18,6 @@ pub enum Kind {
     #[serde(rename = "memory-plan")]
     MemoryPlan,
     Fleet,
+    /// `ncclprobe messages`: the message catalogue, or `diagnose --explain`'s one entry.
+    Messages,
 }

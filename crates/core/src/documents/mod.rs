@@ -9,6 +9,7 @@ pub mod fleet;
 pub mod kind;
 pub mod matrix;
 pub mod memory;
+pub mod messages;
 pub mod nccl_dump;
 pub mod qualification;
 pub mod read;

@@ -72,7 +72,8 @@ impl Kind {
 /// The header `sweep --csv` writes (render::csv).
 const SWEEP_CSV_HEADER: &str = "collective,nranks,size_bytes,";
 
-/// Words only NCCL, PyTorch, CUDA or MPI output carries: what makes text a log.
+/// Words only NCCL, PyTorch, CUDA or MPI output carries, or a line the message catalogue
+/// knows (NCCL's lines with their prefix stripped, UCX's, Open MPI's): what makes text a log.
 fn is_log_line(line: &str) -> bool {
     let l = line.to_ascii_lowercase();
     [
@@ -86,6 +87,9 @@ fn is_log_line(line: &str) -> bool {
     ]
     .iter()
     .any(|w| l.contains(w))
+        || super::messages::catalogue()
+            .recognise(line.trim(), None)
+            .is_some()
 }
 
 /// JSON that is not an object, named: `[]`, `null`, ... A log line may open with `[` too

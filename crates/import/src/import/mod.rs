@@ -3,6 +3,7 @@
 //! the host (GPU utilisation, `free`, `nproc`, PyTorch's DataLoader warning).
 
 pub mod input;
+pub mod messages;
 pub mod nccl_causes;
 pub mod nccl_dump;
 pub(crate) mod nccl_lines;

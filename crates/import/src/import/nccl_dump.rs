@@ -73,7 +73,7 @@ pub fn from_text(name: &str, text: &str) -> Result<NcclDump, InputError> {
     // A pasted log around the dumps may say which NICs NCCL fused.
     let fused: BTreeMap<u32, Vec<String>> = text
         .lines()
-        .filter_map(super::nccl_log::virtual_nic)
+        .filter_map(super::nccl_lines::virtual_nic)
         .take(64)
         .collect();
     dump.rails = rails(dump.system.as_ref(), dump.graphs.as_ref(), &fused);

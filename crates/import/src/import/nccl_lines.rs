@@ -199,6 +199,21 @@ pub(crate) fn channel_counts(t: &str) -> Option<crate::documents::nccl_dump::Cha
     })
 }
 
+/// `NET/IB : Made virtual device [%d] name=%s speed=%d ndevs=%d` (src/transport/net_ib.cc,
+/// v2.28.9 649; 2.30 adds ` rail=%d plane=%d`): the virtual device and the names of the ports
+/// it fuses, which NCCL joins with `+`.
+pub(crate) fn virtual_nic(t: &str) -> Option<(u32, Vec<String>)> {
+    let rest = &t[t.find("Made virtual device [")? + 21..];
+    let (dev, rest) = rest.split_once(']')?;
+    let name = rest
+        .trim_start()
+        .strip_prefix("name=")?
+        .split_whitespace()
+        .next()?;
+    let ports: Vec<String> = name.split('+').take(8).map(str::to_string).collect();
+    Some((dev.trim().parse().ok()?, ports))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

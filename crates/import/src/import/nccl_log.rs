@@ -11,7 +11,7 @@ pub mod torch_watchdog;
 pub use super::nccl_lines::normalise_transport;
 use super::nccl_lines::{
     channel_re, comm_re, env_re, host_of, is_error, is_shm_failure, nnodes_re, nvls_channels,
-    prefix_of,
+    prefix_of, virtual_nic,
 };
 use super::text::{self, InputError, Line};
 pub use crate::documents::diagnosis::Evidence;
@@ -86,6 +86,9 @@ pub struct LogFacts {
     /// with the number of lines that stated it (kept out of JSON: a map keyed by a struct).
     #[serde(skip)]
     pub choices: BTreeMap<AlgoChoice, u64>,
+    /// Lines the message catalogue knows (`messages`), in order, with their processes.
+    #[serde(skip)]
+    pub messages: super::messages::seen::Seen,
     pub lines: usize,
     /// Lines that were NCCL's own (INFO/WARN/TRACE), to tell a log from something else.
     pub nccl_lines: usize,
@@ -119,8 +122,10 @@ impl LogFacts {
             line: line.number,
             text: t.chars().take(300).collect(),
         };
+        let known = self.messages.feed(&ev, t, self.nccl_version.as_deref());
+        // A line the catalogue knows is NCCL's (or its neighbours') even without the prefix.
         let nccl_line =
-            t.contains("NCCL INFO") || t.contains("NCCL WARN") || t.contains("NCCL TRACE");
+            known || t.contains("NCCL INFO") || t.contains("NCCL WARN") || t.contains("NCCL TRACE");
         if nccl_line {
             self.nccl_lines += 1;
         }
@@ -427,21 +432,6 @@ impl LogFacts {
         }
         Ok(facts)
     }
-}
-
-/// `NET/IB : Made virtual device [%d] name=%s speed=%d ndevs=%d` (src/transport/net_ib.cc,
-/// v2.28.9 649; 2.30 adds ` rail=%d plane=%d`): the virtual device and the names of the ports
-/// it fuses, which NCCL joins with `+`.
-pub(crate) fn virtual_nic(t: &str) -> Option<(u32, Vec<String>)> {
-    let rest = &t[t.find("Made virtual device [")? + 21..];
-    let (dev, rest) = rest.split_once(']')?;
-    let name = rest
-        .trim_start()
-        .strip_prefix("name=")?
-        .split_whitespace()
-        .next()?;
-    let ports: Vec<String> = name.split('+').take(8).map(str::to_string).collect();
-    Some((dev.trim().parse().ok()?, ports))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod junit;
 pub mod matrix;
 pub mod memory;
+pub mod messages;
 pub mod nccl_dump;
 pub mod perf;
 pub mod perf_json;

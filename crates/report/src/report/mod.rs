@@ -211,6 +211,11 @@ impl Documents {
                     "{file}: is the list of shipped expectations; a report renders runs and what was said about them"
                 )))
             }
+            Kind::Messages => {
+                return Err(Failure::usage(format!(
+                    "{file}: is the message catalogue (ncclprobe messages); a report renders runs and what was said about them"
+                )))
+            }
             Kind::MemoryPlan => self.memory.push(Named {
                 doc: read::read_body(&file, bytes).map_err(bad)?,
                 file,

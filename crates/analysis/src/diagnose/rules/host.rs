@@ -57,13 +57,23 @@ fn error_lines(inp: &Inputs) -> Vec<Evidence> {
     errors
 }
 
-/// NCCL errors (an error) or only its warnings (a warning), first one in the title.
+/// NCCL errors (an error) or only its warnings (a warning) that the message catalogue does not
+/// know, first one in the title: the catalogue's findings (`messages`) explain the rest, and a
+/// line it knows as context (an INFO that older releases printed as a WARN) is no error.
 pub fn nccl_error(inp: &Inputs) -> Vec<Hit> {
-    let errors = error_lines(inp);
+    let explained: BTreeSet<(&str, usize)> = inp
+        .logs
+        .iter()
+        .flat_map(|l| l.messages.lines.iter())
+        .map(|l| (l.evidence.file.as_str(), l.evidence.line))
+        .collect();
+    let unexplained = |e: &Evidence| !explained.contains(&(e.file.as_str(), e.line));
+    let errors: Vec<Evidence> = error_lines(inp).into_iter().filter(unexplained).collect();
     let warnings: Vec<Evidence> = inp
         .logs
         .iter()
         .flat_map(|l| l.warnings.iter().cloned())
+        .filter(unexplained)
         .collect();
     let Some(first) = errors.first().or(warnings.first()).map(|x| x.text.clone()) else {
         return Vec::new();
@@ -78,7 +88,7 @@ pub fn nccl_error(inp: &Inputs) -> Vec<Hit> {
     evidence.sort();
     evidence.dedup();
     let title = format!(
-        "NCCL reported {what}: {}",
+        "NCCL reported {what} the message catalogue does not know: {}",
         first.chars().take(120).collect::<String>()
     );
     vec![Hit::new(title, evidence).with_severity(severity)]

@@ -4,12 +4,14 @@
 //! from the row's); everything a reader of the finding needs besides is in the row.
 
 mod causes;
+mod consistency;
 mod fallback;
 mod health;
 mod host;
 mod links;
 mod loader;
 mod matrix;
+mod messages;
 mod placement;
 mod results;
 
@@ -375,6 +377,38 @@ pub static RULES: &[Rule] = &[
         check: causes::remote_error,
     },
     Rule {
+        id: "nccl.versions-differ",
+        severity: Severity::Error,
+        explanation: "Every rank of a job must run the same NCCL: the bootstrap and proxy exchange structures whose layout changes between releases, so ranks on different builds fail with internal errors, truncated messages or hangs. Which release a host runs shows in the messages it prints: each message exists in a known range of releases (the catalogue read them off NCCL's source), and these hosts printed messages no single release prints together.",
+        fix: "Make every node load the same libnccl.so.2: check `NCCL version` on each rank (NCCL_DEBUG=VERSION), the NCCL a Python environment brings (pip's nvidia-nccl-cu*, conda's nccl) against LD_LIBRARY_PATH and the container image, and rebuild or re-pull the images that differ.",
+        source: "data/messages/nccl.json (each message's releases, from NCCL's source v2.18-v2.30); NCCL troubleshooting, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html",
+        check: consistency::versions_differ,
+    },
+    Rule {
+        id: "nccl.ranks-differ",
+        severity: Severity::Warning,
+        explanation: "Ranks of one job should make the same choices: the same network and plugin, the same NCCL_* settings. When they differ, the environment did not reach every rank (mpirun without -x, a launcher that passes only some variables, a per-node profile), or the nodes differ (a plugin installed on some, another container image); ranks that chose differently cannot connect, or the job runs at the slower node's speed.",
+        fix: "Set NCCL_* variables for every rank (mpirun -x NAME, srun --export, the pod spec of every worker), install the same plugins on every node, and check that each rank's log shows the same `Using network` line and the same variables.",
+        source: "NCCL environment variables, https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; Open MPI mpirun -x; the lines each host printed (data/messages/causes.toml notes with a fact)",
+        check: consistency::choices_differ,
+    },
+    Rule {
+        id: "nccl.choices",
+        severity: Severity::Info,
+        explanation: "The log reports no problem, so what it shows is what NCCL chose: a network (IB, a plugin, or Socket), per-channel transports (P2P and NVLS inside a node, NET/IB with GDRDMA across nodes when the NICs can reach GPU memory), the channel counts, the tuner's algorithm and protocol per size. Slow collectives with no error usually show here: sockets where RDMA exists, SHM where P2P should be, GPUDirect RDMA off, few channels, NVLS unavailable on an NVSwitch system.",
+        fix: "Hold the choices against the hardware: `ncclprobe compare RUN --log LOG` for what that path should give; the other findings name what would change them (transport.*, net.*, env.*).",
+        source: "NCCL_DEBUG=INFO lines (init.cc `Using network`, channel lines of transport/*.cc, `NVLS multicast support`, the tuner's lines of enqueue.cc 2.23+)",
+        check: consistency::choices,
+    },
+    Rule {
+        id: "nccl.catalogue",
+        severity: Severity::Error,
+        explanation: "A message the catalogue of NCCL's (and its neighbours') messages knows: each finding carries the id, explanation, fix and source of the message's class or of the note on it.",
+        fix: "As the finding says; `ncclprobe diagnose --explain LINE` prints the catalogue's entry for one line, and `ncclprobe messages` lists them all.",
+        source: "data/messages/*.json (generated from the projects' source by ci/messages/generate) and data/messages/causes*.toml",
+        check: messages::explained,
+    },
+    Rule {
         id: "nccl.error",
         severity: Severity::Error,
         explanation: "'unhandled system error' is usually the environment (missing libnvidia-ml/libibverbs, /sys paths absent in containers or WSL, sockets refused); 'unhandled cuda error' a driver/device problem (busy or exclusive-process GPUs, illegal memory access); NCCL WARN lines just before the error name the cause.",
@@ -458,19 +492,43 @@ pub static RULES: &[Rule] = &[
 
 /// Run every rule; findings sorted by severity (worst first), then id.
 pub fn run(inputs: &Inputs) -> Vec<Finding> {
-    let mut out: Vec<Finding> = RULES
+    let raised: Vec<(Option<String>, Finding)> = RULES
         .iter()
         .flat_map(|rule| {
-            (rule.check)(inputs).into_iter().map(|hit| Finding {
-                id: rule.id.into(),
-                severity: hit.severity.unwrap_or(rule.severity),
-                title: hit.title,
-                evidence: hit.evidence,
-                explanation: rule.explanation.into(),
-                fix: rule.fix.into(),
-                source: rule.source.into(),
+            (rule.check)(inputs).into_iter().map(|hit| {
+                let (id, explanation, fix, source) = match hit.text {
+                    Some(t) => (t.id, t.explanation, t.fix, t.source),
+                    None => (
+                        rule.id.into(),
+                        rule.explanation.into(),
+                        rule.fix.into(),
+                        rule.source.into(),
+                    ),
+                };
+                let finding = Finding {
+                    id,
+                    severity: hit.severity.unwrap_or(rule.severity),
+                    title: hit.title,
+                    evidence: hit.evidence,
+                    explanation,
+                    fix,
+                    source,
+                };
+                (hit.unless, finding)
             })
         })
+        .collect();
+    let ids: std::collections::BTreeSet<String> =
+        raised.iter().map(|(_, f)| f.id.clone()).collect();
+    let mut out: Vec<Finding> = raised
+        .into_iter()
+        // `*`: only when nothing else is raised (a summary of a log with nothing to say).
+        .filter(|(unless, _)| {
+            unless
+                .as_ref()
+                .is_none_or(|u| !ids.contains(u) && (u != "*" || ids.len() == 1))
+        })
+        .map(|(_, f)| f)
         .collect();
     out.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.id.cmp(&b.id)));
     out

@@ -260,7 +260,8 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     info.errors = p.errors.clone();
     record.status = if record.points.is_empty() && !info.errors.is_empty() {
         RunStatus::Failed
-    } else if info.truncated {
+    } else if info.truncated || record.points.is_empty() {
+        // A paste of the footer alone measured nothing anyone can read: never a complete run.
         RunStatus::Truncated
     } else if record.total_wrong() > 0 || p.out_of_bounds.unwrap_or(0) > 0 {
         RunStatus::CheckFailed

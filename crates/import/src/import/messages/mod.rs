@@ -16,6 +16,9 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
+/// The most of one line the catalogue looks at.
+const MAX_LINE: usize = 4096;
+
 /// The generated catalogues, one per project.
 const CATALOGUES: &[&str] = &[
     include_str!("../../../../../data/messages/nccl.json"),
@@ -358,6 +361,12 @@ impl Catalogue {
     /// then the one printed by `version` (the log's NCCL version, `2.21.5`), then a report
     /// over context.
     pub fn recognise(&self, line: &str, version: Option<&str>) -> Option<Recognised> {
+        // No message is longer: a huge line (a minified dump, a base64 blob) costs no more.
+        let mut cut = line.len().min(MAX_LINE);
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let line = &line[..cut];
         let mut candidates: BTreeSet<usize> = BTreeSet::new();
         for m in self.finder.find_overlapping_iter(line) {
             candidates.extend(&self.anchored[m.pattern().as_usize()]);

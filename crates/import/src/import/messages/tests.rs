@@ -166,3 +166,15 @@ fn broken_judgement_files_are_reported_not_ignored() {
     let c = Catalogue::load(&[cat], &[("c.toml", "[[class]]\nid = \"x\"\nbogus = 1\n")]);
     assert!(c.problems[0].starts_with("c.toml:"), "{:?}", c.problems);
 }
+
+#[test]
+fn a_huge_line_is_looked_at_up_to_its_first_kilobytes() {
+    let c = catalogue();
+    let anchors = "Bootstrap : no socket interface found ".repeat(20_000);
+    assert!(c.recognise(&anchors, None).is_some());
+    let tail = format!(
+        "{}Bootstrap : no socket interface found",
+        "é".repeat(10_000)
+    );
+    assert!(c.recognise(&tail, None).is_none(), "past the limit");
+}

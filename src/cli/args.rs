@@ -170,6 +170,10 @@ pub struct QualifyArgs {
 
 #[derive(Debug, Args)]
 pub struct BaselinesArgs {
+    /// The reference designs (nodes, instances and shapes: their GPUs and NICs) instead of the
+    /// expectations; `--format json` carries both.
+    #[arg(long)]
+    pub designs: bool,
     /// table for people; json: a typed document; csv: one row per entry; markdown: a table.
     #[arg(long, value_enum, default_value_t = DocFormat::Table, help_heading = "Output")]
     pub format: DocFormat,

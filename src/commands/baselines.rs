@@ -7,6 +7,7 @@ use crate::render;
 
 pub fn run(args: &BaselinesArgs) -> Result<ExitCode, Failure> {
     let table = crate::expect::shipped();
+    let designs = crate::expect::designs::shipped();
     match args.format {
         DocFormat::Json => crate::outln!(
             "{}",
@@ -15,8 +16,14 @@ pub fn run(args: &BaselinesArgs) -> Result<ExitCode, Failure> {
                 kind: Kind::Baselines,
                 tool: crate::buildinfo::tool_info(),
                 entries: table.entries.clone(),
+                designs: designs.to_vec(),
             })?
         ),
+        DocFormat::Csv if args.designs => crate::out!("{}", render::designs::csv(designs)?),
+        DocFormat::Markdown if args.designs => {
+            crate::out!("{}", render::designs::markdown(designs))
+        }
+        DocFormat::Table if args.designs => crate::out!("{}", render::designs::table(designs)),
         DocFormat::Csv => crate::out!("{}", render::expect::baselines_csv(table)?),
         DocFormat::Markdown => crate::out!("{}", render::expect::baselines_markdown(table)),
         DocFormat::Table => crate::out!("{}", render::expect::baselines_table(table)),

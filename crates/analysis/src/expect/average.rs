@@ -50,6 +50,7 @@ pub fn comparison(run_name: &str, r: &RunRecord, choice: &Choice) -> Comparison 
         summary,
         stated: choice.stated.clone(),
         nic_readings: Vec::new(),
+        assumed: None,
     }
 }
 

@@ -183,6 +183,9 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
     for (coll, rows) in &by_coll {
         sentences.push(sentence(*coll, rows, &points, choice));
     }
+    if let Some(s) = two_node_tree(choice, &points) {
+        sentences.push(s);
+    }
     let summary = if sentences.is_empty() && not_compared.is_empty() {
         "nothing to compare: the run has no measured points".to_string()
     } else if sentences.is_empty() {
@@ -204,11 +207,39 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
             "expected busbw from NCCL's latency/bandwidth model (tuning.cc constants) anchored on the entry's plateau; band {:.2}-{:.2}x at the plateau ({} and up), its low edge easing by (size/plateau)^0.25 (at most to {:.2}x of it) below, and widening to {:.1}-{:.1}x where latency dominates; below = under the band, far-below = under half its low edge",
             choice.entry.band[0], choice.entry.band[1], format_size(choice.entry.plateau_from_bytes), RAMP_FLOOR, LATENCY_BAND[0], LATENCY_BAND[1]
         ),
-        warnings: record_warnings(r),
+        warnings: {
+            let mut w = record_warnings(r);
+            if choice.nnodes == 2 && choice.entry.path == crate::expect::table::PathKind::Net {
+                w.push(crate::expect::conditional::TWO_NODES.into());
+            }
+            w
+        },
         summary,
         stated: choice.stated.clone(),
         nic_readings: Vec::new(),
+        assumed: None,
     }
+}
+
+/// Two nodes across a network are no fabric test: all_reduce points above the NICs'
+/// aggregate (the entry's band) are NCCL's tree at 2 nodes, and the summary says so rather
+/// than let `ok` read as a fabric baseline.
+fn two_node_tree(choice: &Choice, points: &[ComparedPoint]) -> Option<String> {
+    if choice.nnodes != 2 || choice.entry.path != crate::expect::table::PathKind::Net {
+        return None;
+    }
+    let above: Vec<&ComparedPoint> = points
+        .iter()
+        .filter(|p| p.collective == Collective::AllReduce)
+        .filter(|p| p.ratio > choice.entry.band[1] && p.verdict == OK)
+        .collect();
+    let top = above.iter().map(|p| p.ratio).fold(0.0, f64::max);
+    (!above.is_empty()).then(|| {
+        format!(
+            "{} all_reduce point(s) run above the NICs' aggregate (up to {top:.2}x): expected of NCCL's tree at 2 nodes, not a fabric baseline; measure 3 or more nodes, or NCCL_ALGO=RING, to judge the network.",
+            above.len()
+        )
+    })
 }
 
 /// Where a run's plateau starts: the entry's plateau size when the run reaches it, else the

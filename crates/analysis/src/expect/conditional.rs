@@ -8,7 +8,7 @@
 use super::compare::measured_busbw;
 use super::situation::Situation;
 use crate::coll::{Collective, Placement};
-use crate::documents::{BaselineRef, Comparison, Kind, NicReading, SCHEMA_VERSION};
+use crate::documents::{AssumedDesign, BaselineRef, Comparison, Kind, NicReading, SCHEMA_VERSION};
 use crate::model::RunRecord;
 use crate::units::format_size;
 
@@ -47,6 +47,9 @@ pub const CLASSES: [NicClass; 4] = [
         citation: "derived: the 400G figure doubled",
     },
 ];
+
+/// Said of every run on exactly two nodes across a network.
+pub const TWO_NODES: &str = "2 nodes are not a fabric test: NCCL's model keeps the inter-node bandwidth unhalved at 2 nodes (tuning.cc), so tree all_reduce can exceed one NIC's rate; measure 3 or more nodes, or NCCL_ALGO=RING, to characterise the network";
 
 /// A per-NIC figure within this fraction of a class's is "near line rate" (the band of the
 /// shipped per-NIC entries).
@@ -131,6 +134,11 @@ pub fn needed(s: &Situation) -> bool {
 /// certain to hold them against), a reading per plausible NIC count, and what settles it.
 pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
     let (nic_readings, summary, notes) = readings(r, s);
+    let assumed = assumed(r, s);
+    let summary = match &assumed {
+        Some(a) => format!("{} {summary}", a.sentence),
+        None => summary,
+    };
     let mut warnings = super::compare::record_warnings(r);
     warnings.extend(notes);
     Comparison {
@@ -162,7 +170,84 @@ pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
         summary,
         stated: s.stated.facts(),
         nic_readings,
+        assumed,
     }
+}
+
+/// Busbw one NIC of a kind carries per Gb/s of line rate at the plateau: the per-NIC rule
+/// (24 GB/s per 200G NIC) for InfiniBand, RoCE and Slingshot; EFA's measured figure (47.1 per
+/// 400G, data/expectations.toml efa-400). Sockets have no such rule (their plateau is the
+/// host's, not the line's).
+fn per_gbps(kind: super::hardware::NicKind) -> Option<f64> {
+    use super::hardware::NicKind;
+    match kind {
+        NicKind::Infiniband | NicKind::Roce | NicKind::Slingshot => Some(24.0 / 200.0),
+        NicKind::Efa => Some(47.1 / 400.0),
+        NicKind::Tcp => None,
+    }
+}
+
+/// The run under the design a maintainer assumes of its nodes, when nothing gives the NICs:
+/// the GPU model and ranks per node pick the design, its NICs give the figure, and the NIC
+/// count the run is consistent with is the question to ask.
+fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
+    if s.known_nic_count().is_some() || s.stated.nic_gbps.is_some() || s.nnodes < 2 {
+        return None;
+    }
+    let per_node = s.nranks.div_ceil(s.nnodes);
+    let d = super::designs::usual_for(s.gpu_name.as_deref()?, per_node)?;
+    let per_nic = d.nic_gbps * per_gbps(super::designs::kind(d))?;
+    let (coll, plateau, _) = plateaus(r).into_iter().find(|(c, ..)| {
+        !matches!(
+            c,
+            Collective::Alltoall | Collective::Alltoallv | Collective::Sendrecv
+        )
+    })?;
+    let expected = per_nic * d.nics as f64;
+    let ratio = plateau / expected;
+    let two = s.nnodes == 2;
+    let consistent = COUNTS
+        .iter()
+        .copied()
+        .filter(|&n| n != d.nics)
+        .find(|&n| (NEAR[0]..=NEAR[1]).contains(&(plateau / n as f64 / per_nic)));
+    let short = format!("{} x {:.0}G", d.nics, d.nic_gbps);
+    let (verdict, head) = match ratio {
+        x if x > NEAR[1] && two => ("above-two-nodes", format!("above the {short} NICs of standard {} nodes: expected of NCCL's tree at 2 nodes, not a fabric baseline", d.title)),
+        x if x > NEAR[1] => ("above", format!("above the {short} NICs of standard {} nodes: only SHARP/CollNet or NVLS across nodes go past the NICs' aggregate", d.title)),
+        x if x >= NEAR[0] => ("consistent", format!("consistent with standard {} nodes ({short})", d.title)),
+        x if x >= 0.5 => ("below", format!("below what standard {} nodes give ({short})", d.title)),
+        _ => ("far-below", format!("far below if these are standard {} nodes ({short})", d.title)),
+    };
+    let ask = match (verdict, consistent) {
+        ("consistent" | "above" | "above-two-nodes", _) => String::new(),
+        (_, Some(n)) => format!(
+            "; consistent only with {n} NICs per node at {:.0}G — which do you have?",
+            d.nic_gbps
+        ),
+        _ => " — how many NICs per node do you have, and at what speed?".into(),
+    };
+    let sentence = format!(
+        "{coll} {plateau:.1} GB/s busbw against {expected:.0} GB/s: {head}{ask} (assumed from {} x {} per node; {}.)",
+        per_node,
+        s.gpu_name.as_deref().unwrap_or("?"),
+        match d.variants.is_empty() {
+            true => "state the NICs with --hardware to judge for certain".to_string(),
+            false => format!("{}; state the NICs with --hardware to judge for certain", d.variants),
+        }
+    );
+    Some(AssumedDesign {
+        design: d.id.clone(),
+        title: d.title.clone(),
+        facts: d.facts(),
+        citation: d.citation.clone(),
+        collective: coll,
+        measured_gbps: plateau,
+        expected_gbps: expected,
+        verdict: verdict.into(),
+        consistent_with_nics: consistent,
+        sentence,
+    })
 }
 
 /// What is not known of the nodes' NICs, said as the table below it will use it: a count read
@@ -220,7 +305,7 @@ pub fn readings(r: &RunRecord, s: &Situation) -> (Vec<NicReading>, String, Vec<S
         ));
     }
     if two {
-        notes.push("2 nodes are not a fabric test: NCCL's model keeps the inter-node bandwidth unhalved at 2 nodes (tuning.cc), so tree all_reduce can exceed one NIC's rate; measure 3 or more nodes, or NCCL_ALGO=RING, to characterise the network".into());
+        notes.push(TWO_NODES.into());
     }
     let settle = match s.known_nic_count() {
         Some(n) => format!("the NICs' speed settles it: --hardware \"{n}x400G IB per node\" (your count, speed and kind)"),

@@ -116,3 +116,72 @@ fn one_node_needs_no_condition() {
     let r = run(1, 400.0);
     assert!(!needed(&situation(&r)));
 }
+
+#[test]
+fn h100_nodes_with_nics_unknown_are_judged_against_the_hgx_design_and_asked() {
+    // 90 GB/s across two 8x H100 nodes: far below HGX H100's 8 x 400G (384 GB/s), and
+    // exactly what 2 such NICs give (2 x 48 x 0.94).
+    let r = run(2, 90.0);
+    let s = situation(&r);
+    let a = assumed(&r, &s).expect("an HGX H100 design");
+    assert_eq!(
+        (
+            a.design.as_str(),
+            a.verdict.as_str(),
+            a.consistent_with_nics
+        ),
+        ("hgx-h100-8", "far-below", Some(2))
+    );
+    assert!((a.expected_gbps - 384.0).abs() < 0.5, "{}", a.expected_gbps);
+    assert!(
+        a.sentence
+            .contains("far below if these are standard DGX H100 / HGX H100 8-GPU nodes (8 x 400G)")
+            && a.sentence
+                .contains("consistent only with 2 NICs per node at 400G — which do you have?"),
+        "{}",
+        a.sentence
+    );
+    let doc = comparison("run.txt", &r, &s);
+    assert!(doc.summary.starts_with(&a.sentence), "{}", doc.summary);
+    assert_eq!(doc.nic_readings.len(), 4, "the conditional table stays");
+    assert!(
+        !doc.judged(),
+        "an assumption is not a verdict a gate passes on"
+    );
+
+    // At the design's rate on 4 nodes: consistent; above it on 2 nodes: the tree, said.
+    let ok = run(4, 370.0);
+    assert_eq!(assumed(&ok, &situation(&ok)).unwrap().verdict, "consistent");
+    let two = run(2, 470.0);
+    let a = assumed(&two, &situation(&two)).unwrap();
+    assert_eq!(a.verdict, "above-two-nodes");
+    assert!(
+        a.sentence.contains("not a fabric baseline"),
+        "{}",
+        a.sentence
+    );
+    // Between: below, with no NIC count that fits at 400G.
+    let mid = run(4, 250.0);
+    let a = assumed(&mid, &situation(&mid)).unwrap();
+    assert_eq!(
+        (a.verdict.as_str(), a.consistent_with_nics),
+        ("below", None)
+    );
+    assert!(
+        a.sentence.contains("how many NICs per node"),
+        "{}",
+        a.sentence
+    );
+}
+
+#[test]
+fn no_design_is_assumed_when_the_nics_are_known_or_the_node_matches_none() {
+    let r = run(2, 90.0);
+    let mut stated = situation(&r);
+    stated.state(crate::expect::hardware::Hardware::parse("2x NDR").unwrap());
+    assert!(assumed(&r, &stated).is_none());
+    let mut pcie = situation(&r);
+    pcie.gpu_name = Some("NVIDIA H100 PCIe".into());
+    assert!(assumed(&r, &pcie).is_none());
+    assert!(comparison("run.txt", &r, &pcie).assumed.is_none());
+}

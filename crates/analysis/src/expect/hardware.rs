@@ -2,6 +2,7 @@
 //! pasted run often does not carry (the NICs above all), parsed strictly and always shown as
 //! stated, never as measured.
 
+use super::designs::{self, Design};
 use serde::Serialize;
 
 /// The network a node's NICs are on.
@@ -58,10 +59,13 @@ pub struct Hardware {
     pub nic_gbps: Option<f64>,
     pub nic_kind: Option<NicKind>,
     pub intra: Option<Intra>,
+    /// The reference design an instance, shape or system name stood for (`p5.48xlarge`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub design: Option<String>,
 }
 
 /// The forms `--hardware` takes, for its errors and help.
-pub const FORMS: &str = "clauses separated by commas: `N nodes` or `N nodes x G GPU-MODEL` (e.g. `2 nodes x 8 H100 SXM`); `G x GPU-MODEL [per node]` (`8x A100`); `K x SPEED KIND [per node]` for the NICs, SPEED as 100G, 200Gb/s, 400Gbps, KIND one of IB (InfiniBand, or the generation EDR/HDR/NDR/XDR, which gives the speed), RoCE, EFA, Slingshot, TCP (e.g. `8x400G IB per node`, `4x NDR`, `1x 100G TCP`); `NVSwitch`, `NVLink` or `PCIe` for the links inside a node";
+pub const FORMS: &str = "clauses separated by commas: an instance, shape or system name, alone or as `N x NAME` for N nodes (`2 x p5.48xlarge`, `BM.GPU.H100.8`, `4 x DGX H100`; `ncclprobe baselines --designs` lists them); `N nodes` or `N nodes x G GPU-MODEL` (e.g. `2 nodes x 8 H100 SXM`); `G x GPU-MODEL [per node]` (`8x A100`); `K x SPEED KIND [per node]` for the NICs, SPEED as 100G, 200Gb/s, 400Gbps, KIND one of IB (InfiniBand, or the generation EDR/HDR/NDR/XDR, which gives the speed), RoCE, EFA, Slingshot, TCP (e.g. `8x400G IB per node`, `4x NDR`, `1x 100G TCP`); `NVSwitch`, `NVLink` or `PCIe` for the links inside a node";
 
 /// InfiniBand generations and their per-port line rate.
 const IB_GENERATIONS: [(&str, f64); 5] = [
@@ -164,6 +168,9 @@ impl Hardware {
         if words.iter().any(|w| w == "per") {
             return Err("`per` must be `per node`, at the end".into());
         }
+        if let Some((nodes, design)) = design_clause(&words) {
+            return self.set_design(nodes, design);
+        }
         match words.as_slice() {
             [w] if w == "nvswitch" || w == "nvlink" || w == "pcie" => {
                 return self.set_intra(w);
@@ -241,8 +248,36 @@ impl Hardware {
                 model.join(" ")
             ));
         }
+        let model = model.join(" ");
+        if !known_gpu(&model) {
+            return Err(unknown_model(&model));
+        }
         set_once(&mut self.gpus_per_node, count, "GPUs per node")?;
-        self.gpu = Some(model.join(" ").to_ascii_uppercase());
+        self.gpu = Some(model.to_ascii_uppercase());
+        Ok(())
+    }
+
+    /// Every fact of a reference design, each as if stated, and `nodes` nodes when counted.
+    fn set_design(&mut self, nodes: Option<usize>, d: &Design) -> Result<(), String> {
+        if let Some(n) = nodes {
+            set_once(&mut self.nodes, n, "nodes")?;
+        }
+        if self.design.as_ref().is_some_and(|have| *have != d.id) {
+            return Err("two different instances or systems stated".into());
+        }
+        set_once(&mut self.gpus_per_node, d.gpus, "GPUs per node")?;
+        set_once(&mut self.nics_per_node, d.nics, "NICs per node")?;
+        self.gpu = Some(d.gpu.to_ascii_uppercase());
+        self.nic_gbps = Some(d.nic_gbps);
+        self.nic_kind = Some(designs::kind(d));
+        if let Some(i) = designs::intra_link(d) {
+            self.set_intra(match i {
+                Intra::Nvswitch => "nvswitch",
+                Intra::Nvlink => "nvlink",
+                Intra::Pcie => "pcie",
+            })?;
+        }
+        self.design = Some(d.id.clone());
         Ok(())
     }
 
@@ -265,6 +300,9 @@ impl Hardware {
     /// InfiniBand NICs per node").
     pub fn facts(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(d) = self.design.as_deref().and_then(designs::by_id) {
+            out.push(format!("{} ({})", d.title, d.citation));
+        }
         if let Some(n) = self.nodes {
             out.push(format!("{n} node(s)"));
         }
@@ -293,6 +331,79 @@ impl Hardware {
         }
         out
     }
+}
+
+/// `p5.48xlarge`, `2 x p5.48xlarge`, `2 nodes x DGX H100`: the nodes counted, if they are,
+/// and the design named.
+fn design_clause(words: &[String]) -> Option<(Option<usize>, &'static Design)> {
+    if let Some(d) = designs::by_name(&words.join(" ")) {
+        return Some((None, d));
+    }
+    let mut rest = words.to_vec();
+    let n = count_of(&mut rest)?;
+    if rest.first().is_some_and(|w| w == "nodes" || w == "node") {
+        rest.remove(0);
+        if rest.first().is_some_and(|w| w == "x") {
+            rest.remove(0);
+        }
+    }
+    designs::by_name(&rest.join(" ")).map(|d| (Some(n), d))
+}
+
+/// Whether a stated model is one the expectations or the designs know (`H100 SXM` is, as the
+/// table knows `H100`; `P5.48XLARGE` is not).
+fn known_gpu(model: &str) -> bool {
+    let table = super::table::shipped();
+    table
+        .gpus
+        .iter()
+        .flat_map(|g| g.names.iter())
+        .chain(designs::shipped().iter().flat_map(|d| d.gpu_match.iter()))
+        .any(|name| super::table::contains_ci(model, name))
+}
+
+/// The refusal of a model nobody knows, with the nearest known GPU or design name.
+fn unknown_model(model: &str) -> String {
+    let table = super::table::shipped();
+    let candidates = table
+        .gpus
+        .iter()
+        .flat_map(|g| g.names.iter().map(String::as_str))
+        .chain(designs::all_names());
+    let squash = |s: &str| -> String {
+        s.to_ascii_lowercase()
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect()
+    };
+    let want = squash(model);
+    let best = candidates
+        .map(|c| (edit_distance(&want, &squash(c)), c))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, _)| *d <= want.len().max(3) / 2);
+    let hint = match best {
+        Some((_, name)) => format!("; did you mean `{name}`?"),
+        None => String::new(),
+    };
+    format!(
+        "`{model}` is neither a GPU model nor an instance, shape or system ncclprobe knows{hint}"
+    )
+}
+
+/// Levenshtein distance over bytes (names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 fn set_once(slot: &mut Option<usize>, value: usize, what: &str) -> Result<(), String> {

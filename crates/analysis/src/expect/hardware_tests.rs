@@ -78,3 +78,70 @@ fn facts_are_shown_as_stated() {
         ]
     );
 }
+
+#[test]
+fn an_instance_or_shape_name_stands_for_its_design() {
+    let hw = Hardware::parse("2 x p5.48xlarge").unwrap();
+    assert_eq!(
+        (
+            hw.nodes,
+            hw.gpus_per_node,
+            hw.gpu.as_deref(),
+            hw.nics_per_node,
+            hw.nic_gbps,
+            hw.nic_kind
+        ),
+        (
+            Some(2),
+            Some(8),
+            Some("H100 SXM"),
+            Some(32),
+            Some(100.0),
+            Some(NicKind::Efa)
+        )
+    );
+    assert_eq!(hw.design.as_deref(), Some("aws-p5-48xlarge"));
+    assert!(hw.facts()[0].contains("p5.48xlarge"), "{:?}", hw.facts());
+    for text in [
+        "2x P5-48XLARGE",
+        "2 nodes x p5.48xlarge",
+        "p5.48xlarge, 2 nodes",
+    ] {
+        assert_eq!(Hardware::parse(text).unwrap(), hw, "{text}");
+    }
+    let oci = Hardware::parse("BM.GPU.H100.8").unwrap();
+    assert_eq!(
+        (oci.nodes, oci.nics_per_node, oci.nic_kind),
+        (None, Some(16), Some(NicKind::Roce))
+    );
+    let azure = Hardware::parse("4 x Standard_ND96isr_H100_v5").unwrap();
+    assert_eq!((azure.nodes, azure.nic_gbps), (Some(4), Some(400.0)));
+    // A fact that contradicts the design is refused, not silently overwritten.
+    assert!(Hardware::parse("p5.48xlarge, 8x400G IB")
+        .unwrap_err()
+        .contains("NICs per node stated twice"));
+}
+
+#[test]
+fn a_model_or_name_nobody_knows_is_refused_with_the_nearest_one() {
+    let e = Hardware::parse("2 x p5.49xlarge").unwrap_err();
+    assert!(
+        e.contains("`p5.49xlarge` is neither a GPU model nor an instance"),
+        "{e}"
+    );
+    assert!(e.contains("did you mean `p5.48xlarge`?"), "{e}");
+    let e = Hardware::parse("8x H1OO").unwrap_err();
+    assert!(e.contains("neither a GPU model"), "{e}");
+    // MI300 alone is two GPUs (MI300X, MI300A): asked, not guessed.
+    let e = Hardware::parse("8x MI300").unwrap_err();
+    assert!(e.contains("did you mean `MI300X`?"), "{e}");
+    for known in [
+        "8x MI300X",
+        "4 x GH200",
+        "2x RTX 4090",
+        "8x A10G",
+        "1x GB10",
+    ] {
+        assert!(Hardware::parse(known).is_ok(), "{known}");
+    }
+}

@@ -8,6 +8,7 @@ pub mod choose;
 pub mod compare;
 pub mod conditional;
 pub mod cost;
+pub mod designs;
 pub mod fallback_gate;
 pub mod gate;
 pub mod hardware;

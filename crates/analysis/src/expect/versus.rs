@@ -345,6 +345,7 @@ pub fn against_run(
         summary,
         stated: Vec::new(),
         nic_readings: Vec::new(),
+        assumed: None,
     })
 }
 

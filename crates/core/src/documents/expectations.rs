@@ -233,3 +233,53 @@ impl Table {
             .find(|g| g.names.iter().any(|n| contains_ci(name, n)))
     }
 }
+
+/// A reference design (`data/designs.toml`): what a node of a kind is built with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Design {
+    pub id: String,
+    pub title: String,
+    pub names: Vec<String>,
+    pub gpu: String,
+    pub gpu_match: Vec<String>,
+    pub gpus: usize,
+    pub intra: String,
+    pub domain: usize,
+    pub nics: usize,
+    pub nic_gbps: f64,
+    pub nic_kind: String,
+    #[serde(default)]
+    pub usual: bool,
+    #[serde(default)]
+    pub variants: String,
+    pub citation: String,
+}
+
+impl Design {
+    /// `8 x H100 SXM, 8 x 400G ib per node`.
+    pub fn facts(&self) -> String {
+        let kind = match self.nic_kind.as_str() {
+            "ib" => "InfiniBand",
+            "roce" => "RoCE",
+            "efa" => "EFA",
+            "slingshot" => "Slingshot",
+            _ => "TCP",
+        };
+        format!(
+            "{} x {}, {} x {:.0}G {kind} per node",
+            self.gpus, self.gpu, self.nics, self.nic_gbps
+        )
+    }
+
+    /// Whether a GPU name as the driver printed it (`NVIDIA H100 80GB HBM3`) or as stated
+    /// (`H100 SXM`) is this design's GPU.
+    pub fn has_gpu(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        let stated = self.gpu.to_ascii_lowercase();
+        self.gpu_match
+            .iter()
+            .any(|m| name.contains(&m.to_ascii_lowercase()))
+            || name.split_whitespace().eq(stated.split_whitespace())
+    }
+}

@@ -233,6 +233,31 @@ pub struct Comparison {
     /// count and the line rate it matches (the verdict is conditional on them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nic_readings: Vec<NicReading>,
+    /// The same run under the reference design a maintainer assumes of its nodes (their GPU
+    /// model and count), stated as an assumption: only where nothing gives the NICs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assumed: Option<AssumedDesign>,
+}
+
+/// A run judged under the design its nodes usually have (`hgx-h100-8`: 8 x 400G per node).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssumedDesign {
+    pub design: String,
+    pub title: String,
+    /// `8 x H100 SXM, 8 x 400G InfiniBand per node`.
+    pub facts: String,
+    pub citation: String,
+    pub collective: crate::coll::Collective,
+    /// The run's plateau and what the design's NICs carry, GB/s busbw.
+    pub measured_gbps: f64,
+    pub expected_gbps: f64,
+    /// far-below | below | consistent | above-two-nodes | above
+    pub verdict: String,
+    /// The NIC count per node (at the design's line rate) the run is consistent with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistent_with_nics: Option<usize>,
+    pub sentence: String,
 }
 
 impl Comparison {
@@ -267,4 +292,7 @@ pub struct BaselinesDocument {
     pub kind: Kind,
     pub tool: ToolInfo,
     pub entries: Vec<expectations::Entry>,
+    /// The reference designs (`data/designs.toml`) runs across nodes are judged under.
+    #[serde(default)]
+    pub designs: Vec<expectations::Design>,
 }

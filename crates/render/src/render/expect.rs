@@ -160,11 +160,17 @@ pub fn baselines_markdown(t: &Table) -> String {
 }
 
 fn head(doc: &Comparison) -> Vec<String> {
-    let mut lines = vec![
+    // The answer under the usual design comes first: it is what the reader asked.
+    let assumed = doc
+        .assumed
+        .iter()
+        .map(|a| format!("assumed: {}", a.sentence));
+    let mut lines: Vec<String> = assumed.collect();
+    lines.extend([
         format!("run: {}", doc.run),
         format!("baseline: {} — {}", doc.baseline.id, doc.baseline.title),
         format!("chosen: {}", doc.baseline.why),
-    ];
+    ]);
     if matches!(doc.baseline.kind.as_str(), "expectation" | "conditional") {
         lines.push(format!("source: {}", doc.baseline.citation));
     }

@@ -2,6 +2,7 @@
 //! matrix, findings, simulations; JSON of any typed document.
 
 pub mod csv;
+pub mod designs;
 pub mod expect;
 pub mod findings;
 pub mod fleet;

@@ -39,6 +39,7 @@ mod hostile_text;
 mod import_formats;
 mod is_it_normal;
 mod journeys;
+mod judged_runs;
 mod launchers;
 mod library;
 mod loader_sim;

@@ -175,13 +175,14 @@ pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
 }
 
 /// Busbw one NIC of a kind carries per Gb/s of line rate at the plateau: the per-NIC rule
-/// (24 GB/s per 200G NIC) for InfiniBand, RoCE and Slingshot; EFA's measured figure (47.1 per
-/// 400G, data/expectations.toml efa-400). Sockets have no such rule (their plateau is the
+/// (24 GB/s per 200G NIC) for InfiniBand and RoCE; the measured figures of EFA (47.1 per 400G)
+/// and Slingshot (17.5 per 200G), data/expectations.toml efa-400 and slingshot-200. Sockets have no such rule (their plateau is the
 /// host's, not the line's).
 fn per_gbps(kind: super::hardware::NicKind) -> Option<f64> {
     use super::hardware::NicKind;
     match kind {
-        NicKind::Infiniband | NicKind::Roce | NicKind::Slingshot => Some(24.0 / 200.0),
+        NicKind::Infiniband | NicKind::Roce => Some(24.0 / 200.0),
+        NicKind::Slingshot => Some(17.5 / 200.0),
         NicKind::Efa => Some(47.1 / 400.0),
         NicKind::Tcp => None,
     }

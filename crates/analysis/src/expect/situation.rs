@@ -122,9 +122,11 @@ impl Situation {
             // The stated model's words (`H100 SXM`) found in the run's name (`NVIDIA H100 80GB
             // HBM3`) agree; otherwise the two machines differ and the statement wins, said.
             let lower = run.to_lowercase();
-            let agrees = stated
-                .split_whitespace()
-                .all(|w| lower.contains(&w.to_lowercase()));
+            let design = hw.design.as_deref().and_then(super::designs::by_id);
+            let agrees = design.is_some_and(|d| d.has_gpu(run))
+                || stated
+                    .split_whitespace()
+                    .all(|w| lower.contains(&w.to_lowercase()));
             if !agrees {
                 conflicts.push(format!(
                     "the run's GPUs are {run}; {stated} stated, used as stated"

@@ -34,6 +34,9 @@ pub fn baseline_ref(choice: &Choice) -> BaselineRef {
     }
 }
 
+/// Said of every run on exactly two nodes across a network.
+pub const TWO_NODES: &str = "2 nodes are not a fabric test: NCCL's model keeps the inter-node bandwidth unhalved at 2 nodes (tuning.cc), so tree all_reduce can exceed one NIC's rate; measure 3 or more nodes, or NCCL_ALGO=RING, to characterise the network";
+
 /// The expectation for one point, or why there is none.
 pub struct Expected {
     pub busbw_bytes_per_s: f64,
@@ -210,7 +213,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         warnings: {
             let mut w = record_warnings(r);
             if choice.nnodes == 2 && choice.entry.path == crate::expect::table::PathKind::Net {
-                w.push(crate::expect::conditional::TWO_NODES.into());
+                w.push(TWO_NODES.into());
             }
             w
         },

@@ -48,9 +48,6 @@ pub const CLASSES: [NicClass; 4] = [
     },
 ];
 
-/// Said of every run on exactly two nodes across a network.
-pub const TWO_NODES: &str = "2 nodes are not a fabric test: NCCL's model keeps the inter-node bandwidth unhalved at 2 nodes (tuning.cc), so tree all_reduce can exceed one NIC's rate; measure 3 or more nodes, or NCCL_ALGO=RING, to characterise the network";
-
 /// A per-NIC figure within this fraction of a class's is "near line rate" (the band of the
 /// shipped per-NIC entries).
 const NEAR: [f64; 2] = [0.9, 1.06];
@@ -197,7 +194,7 @@ fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
     }
     let per_node = s.nranks.div_ceil(s.nnodes);
     let d = super::designs::usual_for(s.gpu_name.as_deref()?, per_node)?;
-    let per_nic = d.nic_gbps * per_gbps(super::designs::kind(d))?;
+    let per_nic = d.nic_gbps * per_gbps(super::hardware::design_nic_kind(d))?;
     let (coll, plateau, _) = plateaus(r).into_iter().find(|(c, ..)| {
         !matches!(
             c,
@@ -306,7 +303,7 @@ pub fn readings(r: &RunRecord, s: &Situation) -> (Vec<NicReading>, String, Vec<S
         ));
     }
     if two {
-        notes.push(TWO_NODES.into());
+        notes.push(super::compare::TWO_NODES.into());
     }
     let settle = match s.known_nic_count() {
         Some(n) => format!("the NICs' speed settles it: --hardware \"{n}x400G IB per node\" (your count, speed and kind)"),

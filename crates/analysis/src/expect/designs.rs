@@ -2,7 +2,6 @@
 //! run across nodes whose NICs nobody stated is judged against what a maintainer would assume
 //! of it, and an instance or shape name (`p5.48xlarge`, `BM.GPU.H100.8`) stands for its facts.
 
-use super::hardware::{Intra, NicKind};
 pub use crate::documents::expectations::Design;
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -15,27 +14,6 @@ struct File {
     schema_version: u32,
     #[serde(rename = "design")]
     designs: Vec<Design>,
-}
-
-/// The kind of a design's NICs as `--hardware` names them.
-pub fn kind(d: &Design) -> NicKind {
-    match d.nic_kind.as_str() {
-        "ib" => NicKind::Infiniband,
-        "roce" => NicKind::Roce,
-        "efa" => NicKind::Efa,
-        "slingshot" => NicKind::Slingshot,
-        _ => NicKind::Tcp,
-    }
-}
-
-/// The link inside a design's node, where `--hardware` has a word for it (xGMI has none).
-pub fn intra_link(d: &Design) -> Option<Intra> {
-    match d.intra.as_str() {
-        "nvswitch" => Some(Intra::Nvswitch),
-        "nvlink" => Some(Intra::Nvlink),
-        "pcie" => Some(Intra::Pcie),
-        _ => None,
-    }
 }
 
 /// A name without case, spaces, `_`, `-`, `.` or Azure's `Standard_` prefix: `p5.48xlarge`,

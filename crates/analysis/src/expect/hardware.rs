@@ -269,8 +269,8 @@ impl Hardware {
         set_once(&mut self.nics_per_node, d.nics, "NICs per node")?;
         self.gpu = Some(d.gpu.to_ascii_uppercase());
         self.nic_gbps = Some(d.nic_gbps);
-        self.nic_kind = Some(designs::kind(d));
-        if let Some(i) = designs::intra_link(d) {
+        self.nic_kind = Some(design_nic_kind(d));
+        if let Some(i) = design_intra(d) {
             self.set_intra(match i {
                 Intra::Nvswitch => "nvswitch",
                 Intra::Nvlink => "nvlink",
@@ -330,6 +330,27 @@ impl Hardware {
             );
         }
         out
+    }
+}
+
+/// The kind of a design's NICs as `--hardware` names them.
+pub fn design_nic_kind(d: &Design) -> NicKind {
+    match d.nic_kind.as_str() {
+        "ib" => NicKind::Infiniband,
+        "roce" => NicKind::Roce,
+        "efa" => NicKind::Efa,
+        "slingshot" => NicKind::Slingshot,
+        _ => NicKind::Tcp,
+    }
+}
+
+/// The link inside a design's node, where `--hardware` has a word for it (xGMI has none).
+fn design_intra(d: &Design) -> Option<Intra> {
+    match d.intra.as_str() {
+        "nvswitch" => Some(Intra::Nvswitch),
+        "nvlink" => Some(Intra::Nvlink),
+        "pcie" => Some(Intra::Pcie),
+        _ => None,
     }
 }
 

@@ -12,17 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn corpus(dir: &str, prefix: &str) -> PathBuf {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(dir);
-    let found: Vec<PathBuf> = std::fs::read_dir(&base)
-        .unwrap_or_else(|e| panic!("{}: {e}", base.display()))
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
-        .collect();
-    assert_eq!(found.len(), 1, "{dir}/{prefix}*: {found:?}");
-    found[0].clone()
+    crate::common::corpus_file(dir, prefix)
 }
 
 fn all(dir: &str) -> Vec<PathBuf> {

@@ -84,15 +84,7 @@ const TODAY: &[(&str, &str, &str)] = &[
 ];
 
 fn file(prefix: &str) -> PathBuf {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/judged");
-    let found: Vec<PathBuf> = std::fs::read_dir(&base)
-        .unwrap_or_else(|e| panic!("{}: {e}", base.display()))
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
-        .collect();
-    assert_eq!(found.len(), 1, "judged/{prefix}*: {found:?}");
-    found[0].clone()
+    crate::common::corpus_file("judged", prefix)
 }
 
 /// The answer in a few words: the verdict most of the largest sizes got, the conditional or

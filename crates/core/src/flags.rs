@@ -171,7 +171,7 @@ pub fn did_you_mean(given: &str, names: &[&str]) -> String {
 }
 
 /// Levenshtein distance (insertions, deletions, substitutions), for short names.
-fn edits(a: &str, b: &str) -> usize {
+pub fn edits(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -438,3 +438,18 @@ pub fn needs_fault_injection() {
         );
     }
 }
+
+/// The one file of `tests/corpus/DIR` whose name starts with `prefix` (`nccl-tests`, `04-`).
+pub fn corpus_file(dir: &str, prefix: &str) -> std::path::PathBuf {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(dir);
+    let found: Vec<std::path::PathBuf> = std::fs::read_dir(&base)
+        .unwrap_or_else(|e| panic!("{}: {e}", base.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    assert_eq!(found.len(), 1, "{dir}/{prefix}*: {found:?}");
+    found[0].clone()
+}

@@ -18,7 +18,7 @@ struct File {
 
 /// A name without case, spaces, `_`, `-`, `.` or Azure's `Standard_` prefix: `p5.48xlarge`,
 /// `P5-48XLARGE` and `p5_48xlarge` are one.
-fn key(name: &str) -> String {
+pub(super) fn key(name: &str) -> String {
     let lower = name.trim().to_ascii_lowercase();
     let lower = lower.strip_prefix("standard_").unwrap_or(&lower);
     lower

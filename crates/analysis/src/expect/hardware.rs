@@ -270,12 +270,9 @@ impl Hardware {
         self.gpu = Some(d.gpu.to_ascii_uppercase());
         self.nic_gbps = Some(d.nic_gbps);
         self.nic_kind = Some(design_nic_kind(d));
-        if let Some(i) = design_intra(d) {
-            self.set_intra(match i {
-                Intra::Nvswitch => "nvswitch",
-                Intra::Nvlink => "nvlink",
-                Intra::Pcie => "pcie",
-            })?;
+        // The design's words are --hardware's, but for xGMI, which it has no word for.
+        if d.intra != "xgmi" {
+            self.set_intra(&d.intra)?;
         }
         self.design = Some(d.id.clone());
         Ok(())
@@ -344,16 +341,6 @@ pub fn design_nic_kind(d: &Design) -> NicKind {
     }
 }
 
-/// The link inside a design's node, where `--hardware` has a word for it (xGMI has none).
-fn design_intra(d: &Design) -> Option<Intra> {
-    match d.intra.as_str() {
-        "nvswitch" => Some(Intra::Nvswitch),
-        "nvlink" => Some(Intra::Nvlink),
-        "pcie" => Some(Intra::Pcie),
-        _ => None,
-    }
-}
-
 /// `p5.48xlarge`, `2 x p5.48xlarge`, `2 nodes x DGX H100`: the nodes counted, if they are,
 /// and the design named.
 fn design_clause(words: &[String]) -> Option<(Option<usize>, &'static Design)> {
@@ -391,15 +378,9 @@ fn unknown_model(model: &str) -> String {
         .iter()
         .flat_map(|g| g.names.iter().map(String::as_str))
         .chain(designs::all_names());
-    let squash = |s: &str| -> String {
-        s.to_ascii_lowercase()
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .collect()
-    };
-    let want = squash(model);
+    let want = designs::key(model);
     let best = candidates
-        .map(|c| (edit_distance(&want, &squash(c)), c))
+        .map(|c| (crate::flags::edits(&want, &designs::key(c)), c))
         .min_by_key(|(d, _)| *d)
         .filter(|(d, _)| *d <= want.len().max(3) / 2);
     let hint = match best {
@@ -409,22 +390,6 @@ fn unknown_model(model: &str) -> String {
     format!(
         "`{model}` is neither a GPU model nor an instance, shape or system ncclprobe knows{hint}"
     )
-}
-
-/// Levenshtein distance over bytes (names are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.bytes().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 fn set_once(slot: &mut Option<usize>, value: usize, what: &str) -> Result<(), String> {

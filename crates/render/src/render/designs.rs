@@ -57,7 +57,7 @@ pub fn csv(designs: &[Design]) -> Result<String, Failure> {
             ]
         }),
     )
-    .map_err(|e| Failure::internal(format!("CSV: {e}")))
+    .map_err(super::expect::csv_failure)
 }
 
 pub fn markdown(designs: &[Design]) -> String {

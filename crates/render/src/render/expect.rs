@@ -25,7 +25,7 @@ fn gbps(bytes_per_s: f64) -> String {
     }
 }
 
-fn csv_failure(e: ::csv::Error) -> Failure {
+pub(crate) fn csv_failure(e: ::csv::Error) -> Failure {
     Failure::internal(e.to_string())
 }
 

@@ -314,6 +314,18 @@ fn a_paste_of_only_the_summary_imports_and_its_average_is_judged_over_its_sizes(
         summary.contains("expected as the mean over the same sizes"),
         "{summary}"
     );
+    // The same lines without their '#' (hand-copied, or behind a launcher's tag) read alike.
+    std::fs::write(
+        &paste,
+        "$ mpirun -np 16 -H n1:8,n2:8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1\n[1,0]<stdout>:Out of bounds values : 0 OK\nAvg bus bandwidth    : 139.56 \n",
+    )
+    .unwrap();
+    let bare = compare_json(&[
+        paste.to_str().unwrap(),
+        "--hardware",
+        "2 nodes x 8 H100 SXM, 8x400G IB per node",
+    ]);
+    assert_eq!(bare["summary"], doc["summary"]);
     // Without the sizes it says what it needs; with nothing at all, exit 2 naming it.
     std::fs::write(
         &paste,

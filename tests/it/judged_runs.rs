@@ -45,7 +45,78 @@ const CASES: &[(&str, Judged, usize, &str)] = &[
     ("13-", Judged::Expected, 4, "4 x DGX A100"),
     ("14-", Judged::Expected, 2, "2 x p5.48xlarge"),
     ("15-", Judged::Expected, 2, "2 x BM.GPU.H100.8"),
+    (
+        "16-",
+        Judged::Below,
+        8,
+        "8 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "17-",
+        Judged::Below,
+        2,
+        "2 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "18-",
+        Judged::Below,
+        8,
+        "8 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "19-",
+        Judged::Below,
+        128,
+        "128 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "20-",
+        Judged::Below,
+        2,
+        "2 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "21-",
+        Judged::Below,
+        8,
+        "8 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "22-",
+        Judged::Below,
+        2,
+        "2 nodes x 8 H100 SXM, 8x400G IB per node",
+    ),
+    (
+        "23-",
+        Judged::Expected,
+        8,
+        "8 nodes x 4 A100 SXM, 2x200G Slingshot",
+    ),
+    (
+        "24-",
+        Judged::Expected,
+        2,
+        "2 nodes x 8 A100 SXM, 8x200G IPoIB per node",
+    ),
+    ("25-", Judged::Expected, 2, "2 x ND96asr_v4"),
+    ("26-", Judged::Expected, 2, "2 x BM.GPU.MI300X.8"),
+    ("27-", Judged::Expected, 1, "8x MI300X"),
+    ("28-", Judged::Expected, 2, "2 x a3-ultragpu-8g"),
+    ("29-", Judged::Expected, 32, "32 x BM.GPU.GB200-v3.4"),
 ];
+
+/// What the source says of the run itself that the paste does not carry, given with and
+/// without the hardware: file 05's table cannot tell all_gather from alltoall (validation was
+/// off), and the guide runs it as `allgather.sh`.
+const RUN_ARGS: &[(&str, &[&str])] = &[("05-", &["--collective", "all_gather"])];
+
+fn run_args(prefix: &str) -> &'static [&'static str] {
+    RUN_ARGS
+        .iter()
+        .find(|(p, _)| *p == prefix)
+        .map_or(&[], |(_, a)| a)
+}
 
 /// What ncclprobe answered today, with the hardware stated and with nothing stated; `agrees`
 /// says whether the stated answer is the judged verdict.
@@ -53,34 +124,32 @@ const TODAY: &[(&str, &str, &str)] = &[
     ("01-", "ok", "refused: the run names no GPU"),
     ("02-", "ok", "refused: the run names no GPU"),
     ("03-", "ok", "conditional"),
-    ("04-", "far-below", "conditional"),
-    (
-        "05-",
-        "refused: its rank count cannot be told",
-        "refused: its rank count cannot be told",
-    ),
-    ("06-", "above-expectation", "refused: the run names no GPU"),
-    (
-        "07-",
-        "above-expectation",
-        "refused: no shipped expectation",
-    ),
-    (
-        "08-",
-        "above-expectation",
-        "refused: no shipped expectation",
-    ),
-    (
-        "09-",
-        "above-expectation",
-        "refused: no shipped expectation",
-    ),
+    ("04-", "far-below", "assumed far-below"),
+    ("05-", "ok", "refused: the run names no GPU"),
+    ("06-", "ok", "refused: the run names no GPU"),
+    ("07-", "ok", "ok"),
+    ("08-", "ok", "ok"),
+    ("09-", "ok", "ok"),
     ("10-", "ok", "conditional"),
     ("11-", "ok", "refused: the run names no GPU"),
     ("12-", "ok", "refused: the run names no GPU"),
     ("13-", "ok", "refused: the run names no GPU"),
     ("14-", "ok", "refused: the run names no GPU"),
     ("15-", "ok", "assumed above-two-nodes"),
+    ("16-", "far-below", "assumed below"),
+    ("17-", "far-below", "conditional"),
+    ("18-", "far-below", "conditional"),
+    ("19-", "far-below", "assumed far-below"),
+    ("20-", "far-below", "assumed far-below"),
+    ("21-", "far-below", "assumed far-below"),
+    ("22-", "far-below", "refused: the run names no GPU"),
+    ("23-", "ok", "conditional"),
+    ("24-", "ok", "refused: the run names no GPU"),
+    ("25-", "ok", "refused: the run names no GPU"),
+    ("26-", "ok", "conditional"),
+    ("27-", "ok", "ok"),
+    ("28-", "ok", "refused: the run names no GPU"),
+    ("29-", "ok", "ok"),
 ];
 
 fn file(prefix: &str) -> PathBuf {
@@ -89,9 +158,12 @@ fn file(prefix: &str) -> PathBuf {
 
 /// The answer in a few words: the verdict most of the largest sizes got, the conditional or
 /// assumed answer, or the refusal's first words.
-fn answer(path: &Path, hardware: Option<&str>) -> String {
+fn answer(path: &Path, args: &[&str], hardware: Option<&str>) -> String {
     let mut cmd = bin();
-    cmd.arg("compare").arg(path).args(["--format", "json"]);
+    cmd.arg("compare")
+        .arg(path)
+        .args(["--format", "json"])
+        .args(args);
     if let Some(h) = hardware {
         cmd.args(["--hardware", h]);
     }
@@ -170,8 +242,8 @@ fn judged_runs_get_the_judged_verdict_with_the_hardware_stated() {
     for (&(prefix, judged, nodes, hw), &(p2, today_stated, today_bare)) in CASES.iter().zip(TODAY) {
         assert_eq!(prefix, p2);
         let path = file(prefix);
-        let stated = answer(&path, Some(hw));
-        let bare = answer(&path, None);
+        let stated = answer(&path, run_args(prefix), Some(hw));
+        let bare = answer(&path, run_args(prefix), None);
         stated_agree += usize::from(agrees(&stated, judged, nodes));
         bare_agree += usize::from(agrees(&bare, judged, nodes));
         if stated != today_stated || bare != today_bare {
@@ -212,9 +284,53 @@ fn judged_runs_get_the_judged_verdict_with_the_hardware_stated() {
         "answers changed; update TODAY and the closing note:\n{}\n{table}",
         drift.join("\n")
     );
-    // What the designs and the Slingshot entry bought: 11 of 15 with the hardware stated, the
-    // one run judged below among them.
-    assert!(stated_agree >= 11, "{table}");
-    let below = CASES.iter().position(|c| c.1 == Judged::Below).unwrap();
-    assert!(agrees(TODAY[below].1, Judged::Below, 2), "{table}");
+    // What the designs, the Slingshot, TCPX/TCPXO, NVL72, xGMI and RoCE 400G entries bought: 29
+    // of 29 with the hardware stated, the 8 runs judged below among them; with nothing stated,
+    // the NVL72 and MI300X runs, and the runs too slow for any RDMA NIC.
+    assert!(stated_agree >= 29, "{table}");
+    assert!(bare_agree >= 11, "{table}");
+    let below = CASES.iter().filter(|c| c.1 == Judged::Below).count();
+    assert!(
+        CASES.len() >= 20 && below >= 8,
+        "the corpus holds {} judged runs, {below} of them below",
+        CASES.len()
+    );
+}
+
+/// The shape of a curve, without any reference run: Oracle's two-rack GB200 example dips at
+/// 1 GiB in both placements (411 GB/s at 512 MiB, 285 at 1 GiB, 549 at 2 GiB), which the
+/// per-size verdict takes as one `below` row among `ok` ones; ALCF's tuned Polaris run rises
+/// smoothly and has no finding.
+#[test]
+fn a_curve_that_falls_over_a_range_of_sizes_is_a_finding_with_the_range() {
+    let shape = |prefix: &str, hw: &str| -> Vec<Value> {
+        let out = bin()
+            .arg("compare")
+            .arg(file(prefix))
+            .args(["--format", "json", "--hardware", hw])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["shape"].as_array().cloned().unwrap_or_default()
+    };
+    let dip = shape("29-", "32 x BM.GPU.GB200-v3.4");
+    assert_eq!(dip.len(), 1, "{dip:?}");
+    assert_eq!(dip[0]["kind"], "falls");
+    assert_eq!(dip[0]["from_bytes"], 1u64 << 30);
+    assert_eq!(dip[0]["to_bytes"], 1u64 << 30);
+    let sentence = dip[0]["sentence"].as_str().unwrap();
+    assert!(
+        sentence
+            .contains("from 411.0 GB/s at 512 MiB to 284.6 GB/s at 1 GiB and recovers at 2 GiB"),
+        "{sentence}"
+    );
+    let text = bin()
+        .arg("compare")
+        .arg(file("29-"))
+        .args(["--hardware", "32 x BM.GPU.GB200-v3.4"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("# shape: all_reduce busbw falls"));
+    let smooth = shape("23-", "8 nodes x 4 A100 SXM, 2x200G Slingshot");
+    assert!(smooth.is_empty(), "{smooth:?}");
 }

@@ -51,6 +51,7 @@ pub fn comparison(run_name: &str, r: &RunRecord, choice: &Choice) -> Comparison 
         stated: choice.stated.clone(),
         nic_readings: Vec::new(),
         assumed: None,
+        shape: Vec::new(),
     }
 }
 

@@ -93,13 +93,18 @@ fn fit(e: &Entry, s: &Situation, p: &PathFacts) -> Option<u32> {
         if e.nvls.is_some() || e.nv_links.is_some() {
             score += 1;
         }
+        // An entry measured at the run's line rate beats one scaled to it.
+        if e.per_nic && e.nic_gbps.is_some() && e.nic_gbps == p.nic_gbps {
+            score += 1;
+        }
         score
     })
 }
 
 fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
     let gpu = s.gpu_name.as_deref().and_then(|n| table.gpu_model(n));
-    let path = path_of(s, gpu)?;
+    let mut path = path_of(s, gpu)?;
+    path.reasons.splice(0..0, s.hints.iter().cloned());
     let mut best: Option<(u32, &Entry)> = None;
     for e in &table.entries {
         // A fleet's floor is chosen only where nothing else fits (or by name): it says what a
@@ -128,14 +133,30 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
                 (true, Some(have), Some(base)) => have / base,
                 _ => 1.0,
             };
-            nics * rate
+            let cap = entry
+                .node_cap_gbps
+                .zip(entry.busbw_gbps.get("all_reduce"))
+                .map(|(cap, per_nic)| cap / per_nic);
+            (nics * rate).min(cap.unwrap_or(f64::INFINITY))
         }
         (false, _) if entry.per_nvlink => {
             path.nv_links.unwrap_or(1) as f64 * path.nvlink_gbps.unwrap_or(20.0)
         }
         (false, _) => 1.0,
     };
-    let mut path = path;
+    if let Some(cap) = entry.node_cap_gbps.filter(|_| entry.per_nic) {
+        let uncapped = path.nics_per_node.unwrap_or(1) as f64
+            * entry.busbw_gbps.get("all_reduce").copied().unwrap_or(0.0)
+            * match (entry.scales_with_line_rate, path.nic_gbps, entry.nic_gbps) {
+                (true, Some(have), Some(base)) => have / base,
+                _ => 1.0,
+            };
+        if uncapped > cap {
+            path.reasons.push(format!(
+                "a node over sockets carries about {cap:.0} GB/s at most, whatever the line rate ({uncapped:.1} by the NICs alone)"
+            ));
+        }
+    }
     if entry.per_nvlink {
         path.reasons.push(format!(
             "{} NVLinks x {} GB/s (NCCL's constant for this GPU)",

@@ -196,6 +196,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
     } else {
         sentences.join(" ")
     };
+    let points_for_shape = points.clone();
     Comparison {
         schema_version: SCHEMA_VERSION,
         kind: Kind::Comparison,
@@ -221,6 +222,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         stated: choice.stated.clone(),
         nic_readings: Vec::new(),
         assumed: None,
+        shape: super::shape::findings(r, &points_for_shape),
     }
 }
 

@@ -122,16 +122,19 @@ fn plateaus(r: &RunRecord) -> Vec<(Collective, f64, u64)> {
 }
 
 /// Whether the run needs the conditional answer: it spans nodes and neither a statement, a
-/// topology nor a log gives its NICs and their speed.
+/// topology nor a log gives its NICs and their speed. Trays of an NVLink domain (NVL72) do not:
+/// NVLink carries the run, not the NICs.
 pub fn needed(s: &Situation) -> bool {
-    s.nnodes > 1 && (s.known_nic_count().is_none() || s.stated.nic_gbps.is_none())
+    s.nnodes > 1
+        && (s.known_nic_count().is_none() || s.stated.nic_gbps.is_none())
+        && super::path::nvlink_domains(s).is_none()
 }
 
 /// The conditional answer as a comparison document: no point verdicts (there is nothing
 /// certain to hold them against), a reading per plausible NIC count, and what settles it.
 pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
     let (nic_readings, summary, notes) = readings(r, s);
-    let assumed = assumed(r, s);
+    let assumed = assumed(r, s).or_else(|| below_any_rdma(r, s));
     let summary = match &assumed {
         Some(a) => format!("{} {summary}", a.sentence),
         None => summary,
@@ -168,19 +171,23 @@ pub fn comparison(run_name: &str, r: &RunRecord, s: &Situation) -> Comparison {
         stated: s.stated.facts(),
         nic_readings,
         assumed,
+        shape: super::shape::findings(r, &[]),
     }
 }
 
 /// Busbw one NIC of a kind carries per Gb/s of line rate at the plateau: the per-NIC rule
 /// (24 GB/s per 200G NIC) for InfiniBand and RoCE; the measured figures of EFA (47.1 per 400G)
-/// and Slingshot (17.5 per 200G), data/expectations.toml efa-400 and slingshot-200. Sockets have no such rule (their plateau is the
-/// host's, not the line's).
+/// and Slingshot (17.5 per 200G), data/expectations.toml efa-400 and slingshot-200; GPUDirect-TCPX
+/// and -TCPXO as measured on A3 High and A3 Mega (gcp-tcpx, gcp-tcpxo). Sockets have no such
+/// rule (their plateau is the host's, not the line's).
 fn per_gbps(kind: super::hardware::NicKind) -> Option<f64> {
     use super::hardware::NicKind;
     match kind {
         NicKind::Infiniband | NicKind::Roce => Some(24.0 / 200.0),
         NicKind::Slingshot => Some(17.5 / 200.0),
         NicKind::Efa => Some(47.1 / 400.0),
+        NicKind::Tcpx => Some(12.6 / 200.0),
+        NicKind::Tcpxo => Some(23.6 / 200.0),
         NicKind::Tcp => None,
     }
 }
@@ -244,6 +251,49 @@ fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
         expected_gbps: expected,
         verdict: verdict.into(),
         consistent_with_nics: consistent,
+        sentence,
+    })
+}
+
+/// The least a GPU cluster's nodes have between them: one RDMA NIC of 100 Gb/s, 12 GB/s busbw
+/// by the per-NIC rule (sjeaugey, nccl-tests#119). A run across nodes well under it is below
+/// for every NIC count and RDMA fabric: NCCL on TCP sockets is the usual reason.
+const LEAST_RDMA_GBPS: f64 = 12.0;
+
+/// The run under the weakest RDMA fabric a GPU cluster has, when no design is assumed of its
+/// nodes and even one 100G NIC per node would carry more than the run did.
+fn below_any_rdma(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
+    if s.known_nic_count().is_some() || s.stated.nic_gbps.is_some() || s.nnodes < 2 {
+        return None;
+    }
+    let (coll, plateau, _) = plateaus(r).into_iter().find(|(c, ..)| {
+        !matches!(
+            c,
+            Collective::Alltoall | Collective::Alltoallv | Collective::Sendrecv
+        )
+    })?;
+    let ratio = plateau / LEAST_RDMA_GBPS;
+    // Three quarters of the near band's low edge: 100G RoCE measured 9.4 per NIC (roce-100),
+    // a little under the rule and no fault, stays clear of it.
+    if ratio >= NEAR[0] * 0.75 {
+        return None;
+    }
+    let verdict = if ratio < 0.5 { "far-below" } else { "below" };
+    let sentence = format!(
+        "{coll} {plateau:.1} GB/s busbw across {} nodes is {} what one 100G RDMA NIC per node gives ({LEAST_RDMA_GBPS:.0} GB/s), whatever the GPUs: this is the speed of NCCL over TCP sockets (the InfiniBand/RoCE, EFA or libfabric plugin not loaded, NCCL_IB_DISABLE=1, or no RDMA device in the container; `NCCL_DEBUG=INFO` prints `Using network Socket` when so) — unless the nodes have only Ethernet of 50G or less between them, where this is what TCP gives; state the NICs with --hardware to judge for certain.",
+        s.nnodes,
+        if verdict == "far-below" { "far below" } else { "below" }
+    );
+    Some(AssumedDesign {
+        design: "any-rdma".into(),
+        title: "one RDMA NIC of 100 Gb/s per node, the least any GPU cluster has".into(),
+        facts: "1 x 100G RDMA per node".into(),
+        citation: "sjeaugey: '24GB/s is the peak performance per 200G NIC (12 GB/s for 100G NICs)', https://github.com/NVIDIA/nccl-tests/issues/119".into(),
+        collective: coll,
+        measured_gbps: plateau,
+        expected_gbps: LEAST_RDMA_GBPS,
+        verdict: verdict.into(),
+        consistent_with_nics: None,
         sentence,
     })
 }

@@ -49,8 +49,10 @@ fn parse(text: &str) -> Result<Vec<Design>, String> {
         if !d.citation.contains("http") {
             return bad("no citation with a link");
         }
-        if !["ib", "roce", "efa", "slingshot", "tcp"].contains(&d.nic_kind.as_str()) {
-            return bad("nic_kind is not ib, roce, efa, slingshot or tcp");
+        if !["ib", "roce", "efa", "slingshot", "tcp", "tcpx", "tcpxo"]
+            .contains(&d.nic_kind.as_str())
+        {
+            return bad("nic_kind is not ib, roce, efa, slingshot, tcp, tcpx or tcpxo");
         }
         if !["nvswitch", "nvlink", "xgmi", "pcie"].contains(&d.intra.as_str()) {
             return bad("intra is not nvswitch, nvlink, xgmi or pcie");

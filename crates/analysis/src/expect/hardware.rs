@@ -14,6 +14,10 @@ pub enum NicKind {
     Efa,
     Slingshot,
     Tcp,
+    /// Google's GPUDirect-TCPX (A3 High): TCP, with the payload received into GPU memory.
+    Tcpx,
+    /// GPUDirect-TCPXO (A3 Mega): TCPX with the protocol offloaded to the NIC.
+    Tcpxo,
 }
 
 impl NicKind {
@@ -24,6 +28,8 @@ impl NicKind {
             NicKind::Efa => "EFA",
             NicKind::Slingshot => "Slingshot",
             NicKind::Tcp => "TCP",
+            NicKind::Tcpx => "GPUDirect-TCPX",
+            NicKind::Tcpxo => "GPUDirect-TCPXO",
         }
     }
 
@@ -35,6 +41,8 @@ impl NicKind {
             NicKind::Efa => "efa",
             NicKind::Slingshot => "slingshot",
             NicKind::Tcp => "socket",
+            NicKind::Tcpx => "tcpx",
+            NicKind::Tcpxo => "tcpxo",
         }
     }
 }
@@ -45,6 +53,8 @@ impl NicKind {
 pub enum Intra {
     Nvswitch,
     Nvlink,
+    /// AMD Infinity Fabric: every GPU of an OAM board linked to every other.
+    Xgmi,
     Pcie,
 }
 
@@ -65,7 +75,7 @@ pub struct Hardware {
 }
 
 /// The forms `--hardware` takes, for its errors and help.
-pub const FORMS: &str = "clauses separated by commas: an instance, shape or system name, alone or as `N x NAME` for N nodes (`2 x p5.48xlarge`, `BM.GPU.H100.8`, `4 x DGX H100`; `ncclprobe baselines --designs` lists them); `N nodes` or `N nodes x G GPU-MODEL` (e.g. `2 nodes x 8 H100 SXM`); `G x GPU-MODEL [per node]` (`8x A100`); `K x SPEED KIND [per node]` for the NICs, SPEED as 100G, 200Gb/s, 400Gbps, KIND one of IB (InfiniBand, or the generation EDR/HDR/NDR/XDR, which gives the speed), RoCE, EFA, Slingshot, TCP (e.g. `8x400G IB per node`, `4x NDR`, `1x 100G TCP`); `NVSwitch`, `NVLink` or `PCIe` for the links inside a node";
+pub const FORMS: &str = "clauses separated by commas: an instance, shape or system name, alone or as `N x NAME` for N nodes (`2 x p5.48xlarge`, `BM.GPU.H100.8`, `4 x DGX H100`; `ncclprobe baselines --designs` lists them); `N nodes` or `N nodes x G GPU-MODEL` (e.g. `2 nodes x 8 H100 SXM`); `G x GPU-MODEL [per node]` (`8x A100`); `K x SPEED KIND [per node]` for the NICs, SPEED as 100G, 200Gb/s, 400Gbps, KIND one of IB (InfiniBand, or the generation EDR/HDR/NDR/XDR, which gives the speed), RoCE, EFA, Slingshot, TCP (also IPoIB), TCPX, TCPXO (e.g. `8x400G IB per node`, `4x NDR`, `1x 100G TCP`); `NVSwitch`, `NVLink`, `xGMI` or `PCIe` for the links inside a node";
 
 /// InfiniBand generations and their per-port line rate.
 const IB_GENERATIONS: [(&str, f64); 5] = [
@@ -85,7 +95,9 @@ fn kind_word(word: &str) -> Option<(NicKind, Option<f64>)> {
         "roce" | "rocev2" => NicKind::Roce,
         "efa" => NicKind::Efa,
         "slingshot" => NicKind::Slingshot,
-        "tcp" | "ethernet" | "socket" | "sockets" => NicKind::Tcp,
+        "tcp" | "ethernet" | "socket" | "sockets" | "ipoib" => NicKind::Tcp,
+        "tcpx" | "gpudirect-tcpx" => NicKind::Tcpx,
+        "tcpxo" | "gpudirect-tcpxo" => NicKind::Tcpxo,
         _ => return None,
     };
     Some((kind, None))
@@ -172,7 +184,7 @@ impl Hardware {
             return self.set_design(nodes, design);
         }
         match words.as_slice() {
-            [w] if w == "nvswitch" || w == "nvlink" || w == "pcie" => {
+            [w] if ["nvswitch", "nvlink", "xgmi", "pcie"].contains(&w.as_str()) => {
                 return self.set_intra(w);
             }
             _ => {}
@@ -235,7 +247,9 @@ impl Hardware {
         for w in words {
             match w.as_str() {
                 "gpu" | "gpus" => {}
-                "nvswitch" | "nvlink" | "pcie" if !model.is_empty() => self.set_intra(w)?,
+                "nvswitch" | "nvlink" | "xgmi" | "pcie" if !model.is_empty() => {
+                    self.set_intra(w)?
+                }
                 w => model.push(w),
             }
         }
@@ -270,10 +284,7 @@ impl Hardware {
         self.gpu = Some(d.gpu.to_ascii_uppercase());
         self.nic_gbps = Some(d.nic_gbps);
         self.nic_kind = Some(design_nic_kind(d));
-        // The design's words are --hardware's, but for xGMI, which it has no word for.
-        if d.intra != "xgmi" {
-            self.set_intra(&d.intra)?;
-        }
+        self.set_intra(&d.intra)?;
         self.design = Some(d.id.clone());
         Ok(())
     }
@@ -282,6 +293,7 @@ impl Hardware {
         let intra = match word {
             "nvswitch" => Intra::Nvswitch,
             "nvlink" => Intra::Nvlink,
+            "xgmi" => Intra::Xgmi,
             _ => Intra::Pcie,
         };
         match self.intra {
@@ -321,6 +333,7 @@ impl Hardware {
                 match i {
                     Intra::Nvswitch => "NVSwitch inside the node",
                     Intra::Nvlink => "NVLink inside the node",
+                    Intra::Xgmi => "xGMI inside the node",
                     Intra::Pcie => "PCIe inside the node",
                 }
                 .to_string(),
@@ -337,6 +350,8 @@ pub fn design_nic_kind(d: &Design) -> NicKind {
         "roce" => NicKind::Roce,
         "efa" => NicKind::Efa,
         "slingshot" => NicKind::Slingshot,
+        "tcpx" => NicKind::Tcpx,
+        "tcpxo" => NicKind::Tcpxo,
         _ => NicKind::Tcp,
     }
 }

@@ -145,3 +145,38 @@ fn a_model_or_name_nobody_knows_is_refused_with_the_nearest_one() {
         assert!(Hardware::parse(known).is_ok(), "{known}");
     }
 }
+
+#[test]
+fn google_s_tcpx_amd_s_xgmi_and_ipoib_have_their_own_words() {
+    let high = Hardware::parse("2 x a3-highgpu-8g").unwrap();
+    assert_eq!(high.nic_kind, Some(NicKind::Tcpx));
+    assert_eq!(NicKind::Tcpx.link(), "tcpx");
+    let mega = Hardware::parse("2 x a3-megagpu-8g").unwrap();
+    assert_eq!(
+        (mega.nic_kind, mega.nics_per_node),
+        (Some(NicKind::Tcpxo), Some(8))
+    );
+    assert_eq!(
+        Hardware::parse("2 nodes, 4x200G GPUDirect-TCPX")
+            .unwrap()
+            .nic_kind,
+        Some(NicKind::Tcpx)
+    );
+    // IPoIB is NCCL's socket transport on an InfiniBand NIC.
+    assert_eq!(
+        Hardware::parse("8x200G IPoIB per node").unwrap().nic_kind,
+        Some(NicKind::Tcp)
+    );
+    // An MI300X shape's board is xGMI, said as stated.
+    let mi = Hardware::parse("BM.GPU.MI300X.8").unwrap();
+    assert_eq!(mi.intra, Some(Intra::Xgmi));
+    assert!(
+        mi.facts().iter().any(|f| f == "xGMI inside the node"),
+        "{:?}",
+        mi.facts()
+    );
+    assert_eq!(
+        Hardware::parse("8x MI300X xgmi").unwrap().intra,
+        Some(Intra::Xgmi)
+    );
+}

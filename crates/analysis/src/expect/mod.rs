@@ -17,6 +17,7 @@ pub mod options;
 mod path;
 pub mod qualify;
 pub mod setup;
+pub mod shape;
 pub mod situation;
 pub mod table;
 pub mod versus;

@@ -168,12 +168,12 @@ pub(super) fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts
     } else if let Some(why) = beyond_p2p_reach(s, &link) {
         reasons.push(why);
         PathKind::PcieShm
-    } else if link.starts_with("nv") {
+    } else if gpu_fabric(&link) {
         PathKind::Nvlink
     } else {
         PathKind::PcieP2p
     };
-    if kind == PathKind::PcieShm && link.starts_with("nv") {
+    if kind == PathKind::PcieShm && gpu_fabric(&link) {
         // No NVLink P2P either: the ring goes through host memory across the host bridge.
         link = "phb".into();
     }
@@ -224,9 +224,17 @@ pub(super) fn path_of(s: &Situation, gpu: Option<&GpuModel>) -> Result<PathFacts
     })
 }
 
+/// Links between GPUs that are not PCIe: NVLink (`nvswitch`, `nvlink`, `nv12`) and xGMI.
+fn gpu_fabric(link: &str) -> bool {
+    link.starts_with("nv") || link == "xgmi"
+}
+
 /// Across nodes: which network NCCL uses, how many NICs a node has and how fast they are.
 fn network_path(c: &Clues) -> PathFacts {
     let (s, gpu) = (c.s, c.gpu);
+    if let Some(p) = mnnvl_path(s, gpu) {
+        return p;
+    }
     let mut reasons = Vec::new();
     let topo_nics = s
         .topology
@@ -305,6 +313,69 @@ fn network_path(c: &Clues) -> PathFacts {
     }
 }
 
+/// The design whose NVLink domains span nodes that a run across nodes ran on, and whether it
+/// was stated or assumed (the design its GPU comes in); `None` when NCCL_MNNVL_ENABLE=0.
+pub(super) fn nvlink_domains(
+    s: &Situation,
+) -> Option<(&'static super::designs::Design, &'static str)> {
+    use super::designs;
+    if s.nnodes < 2 || s.set("NCCL_MNNVL_ENABLE").is_some_and(|v| v.trim() == "0") {
+        return None;
+    }
+    let ppn = s.nranks.div_ceil(s.nnodes).max(1);
+    let (design, how) = match s.stated.design.as_deref().and_then(designs::by_id) {
+        Some(d) => (d, "stated"),
+        None => (
+            designs::usual_for(s.gpu_name.as_deref()?, ppn)?,
+            "assumed: the design this GPU comes in",
+        ),
+    };
+    (design.domain > design.gpus).then_some((design, how))
+}
+
+/// A run whose nodes are trays of NVLink domains larger than a node (GB200/GB300 NVL72): the
+/// domain the statement's design gives, or the one the GPU's usual design has. Inside one domain
+/// NCCL crosses trays over NVLink (MNNVL), not the NICs; across domains the NICs join them.
+fn mnnvl_path(s: &Situation, gpu: Option<&GpuModel>) -> Option<PathFacts> {
+    let (design, how) = nvlink_domains(s)?;
+    let ppn = s.nranks.div_ceil(s.nnodes).max(1);
+    let nvls = s.set("NCCL_NVLS_ENABLE").is_none_or(|v| v.trim() != "0");
+    let domains = s.nranks.div_ceil(design.domain);
+    let mut reasons = vec![format!(
+        "{} nodes of {ppn} GPUs in {} ({how}): NVLink domains of {} GPUs",
+        s.nnodes, design.title, design.domain
+    )];
+    let within = domains <= 1;
+    if within {
+        reasons.push(format!(
+            "all {} ranks in one domain: multi-node NVLink (MNNVL), not the NICs{}",
+            s.nranks,
+            if nvls { ", NVLS" } else { ", NVLS off" }
+        ));
+    } else {
+        reasons.push(format!(
+            "{domains} domains joined by {} x {:.0}G NICs per node; NCCL reduces inside each domain first",
+            design.nics, design.nic_gbps
+        ));
+    }
+    Some(PathFacts {
+        kind: if within {
+            PathKind::Nvlink
+        } else {
+            PathKind::Net
+        },
+        link: "mnnvl".into(),
+        pcie_gen: gpu.map(|g| g.pcie_gen),
+        nvls: within && nvls,
+        nics_per_node: (!within).then_some(design.nics),
+        nic_gbps: (!within).then_some(design.nic_gbps),
+        intra_nvlink: true,
+        nv_links: None,
+        nvlink_gbps: gpu.and_then(|g| g.nvlink_gbps),
+        reasons,
+    })
+}
+
 /// One node: the link class of the slowest GPU pair the ring must cross, or what the GPU
 /// model says when there is no topology.
 fn slowest_link(
@@ -342,6 +413,7 @@ fn slowest_link(
         let (link, words) = match s.stated.intra {
             Some(Intra::Nvswitch) => ("nvswitch", "NVSwitch"),
             Some(Intra::Nvlink) => ("nvlink", "NVLink"),
+            Some(Intra::Xgmi) => ("xgmi", "xGMI"),
             _ => ("phb", "PCIe, taken as under one host bridge"),
         };
         reasons.push(format!("no topology; {words} inside the node (stated)"));
@@ -352,6 +424,12 @@ fn slowest_link(
             "no topology; {name} is an SXM part, whose multi-GPU boards are NVSwitch systems"
         ));
         "nvswitch".to_string()
+    }
+    None if c.gpu.is_some_and(|g| g.xgmi) => {
+        reasons.push(format!(
+            "no topology; {name} OAM boards link every GPU to every other by xGMI"
+        ));
+        "xgmi".to_string()
     }
     None if !name.is_empty() => {
         reasons.push(format!(
@@ -381,8 +459,8 @@ fn p2p_blocker(c: &Clues, link: &str, reasons: &mut Vec<String>) -> Option<Strin
             s.wsl2[0]
         ))
     } else if let Some(no) = s.topology.as_ref().and_then(|(_, t)| p2p_matrix_says_no(t)) {
-        (!link.starts_with("nv")).then_some(no)
-    } else if !link.starts_with("nv") && gpu.is_some_and(|g| g.consumer) {
+        (!gpu_fabric(link)).then_some(no)
+    } else if !gpu_fabric(link) && gpu.is_some_and(|g| g.consumer) {
         if c.log_has("P2P") {
             reasons.push("the log shows P2P in use despite a GeForce card (patched driver)".into());
             None
@@ -391,7 +469,7 @@ fn p2p_blocker(c: &Clues, link: &str, reasons: &mut Vec<String>) -> Option<Strin
             "{name} is a GeForce/consumer card: no GPUDirect P2P over PCIe with the stock driver"
         ))
         }
-    } else if c.log_has("SHM") && !c.log_has("P2P") && !link.starts_with("nv") {
+    } else if c.log_has("SHM") && !c.log_has("P2P") && !gpu_fabric(link) {
         Some("the log shows SHM, not P2P, between the GPUs".to_string())
     } else {
         None
@@ -415,7 +493,7 @@ fn beyond_p2p_reach(s: &Situation, link: &str) -> Option<String> {
         _ => 3,
     };
     let link_level = match link {
-        l if l.starts_with("nv") => 1,
+        l if gpu_fabric(l) => 1,
         "pix" => 2,
         "pxb" => 3,
         "phb" | "node" => 4,

@@ -34,6 +34,9 @@ pub struct Situation {
     pub stated_conflicts: Vec<String>,
     /// What was assumed to fit a `--topo` to the run (which of its GPUs the run used).
     pub topology_notes: Vec<String>,
+    /// Facts read from hints rather than stated or listed (the node count from a cut device
+    /// list, the GPU model from host names), each with how.
+    pub hints: Vec<String>,
 }
 
 /// The environment variables that force NCCL off its default path.
@@ -77,6 +80,20 @@ impl Situation {
             log_network = l.network.as_ref().map(|(n, _)| n.clone());
             log_nics = l.net_devices.clone();
         }
+        let mut hints = Vec::new();
+        if let Some((n, why)) = nodes_from_rank_lines(record, nranks) {
+            if n > nnodes {
+                nnodes = n;
+                hints.push(why);
+            }
+        }
+        let mut name = gpu_name(record).filter(|n| !generic_gpu_name(n));
+        if name.is_none() {
+            if let Some((model, host)) = gpu_from_hosts(record) {
+                hints.push(format!("GPU model {model} from the host name {host}"));
+                name = Some(model);
+            }
+        }
         let record_topology = record
             .topology
             .as_ref()
@@ -86,7 +103,7 @@ impl Situation {
         Situation {
             nranks,
             nnodes,
-            gpu_name: gpu_name(record),
+            gpu_name: name.or_else(|| gpu_name(record)),
             rank_gpus: record
                 .backend
                 .ranks
@@ -102,6 +119,7 @@ impl Situation {
             stated: Default::default(),
             stated_conflicts: Vec::new(),
             topology_notes: Vec::new(),
+            hints,
         }
     }
 
@@ -123,7 +141,8 @@ impl Situation {
             // HBM3`) agree; otherwise the two machines differ and the statement wins, said.
             let lower = run.to_lowercase();
             let design = hw.design.as_deref().and_then(super::designs::by_id);
-            let agrees = design.is_some_and(|d| d.has_gpu(run))
+            let agrees = generic_gpu_name(run)
+                || design.is_some_and(|d| d.has_gpu(run))
                 || stated
                     .split_whitespace()
                     .all(|w| lower.contains(&w.to_lowercase()));
@@ -272,4 +291,63 @@ fn gpu_name(record: &RunRecord) -> Option<String> {
         };
         (!name.is_empty()).then(|| name.to_string())
     })
+}
+
+/// Names a driver prints for a GPU it does not know (`NVIDIA Graphics Device` on GB200 with
+/// drivers older than the part): they say nothing of the model.
+fn generic_gpu_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("graphics device") || n == "nvidia" || n == "unknown"
+}
+
+/// A GPU model named as a word of a host name (`slurm-gb200-207-171`, `h100-node-03`): the
+/// model a known GPU name of four characters or more spells, with the host it came from.
+fn gpu_from_hosts(record: &RunRecord) -> Option<(String, String)> {
+    let table = super::table::shipped();
+    let names: Vec<&str> = table
+        .gpus
+        .iter()
+        .flat_map(|g| g.names.iter())
+        .map(String::as_str)
+        .filter(|n| n.len() >= 4 && !n.contains(' ') && n.chars().any(|c| c.is_ascii_digit()))
+        .collect();
+    record.backend.hosts.iter().find_map(|host| {
+        host.split(|c: char| !c.is_ascii_alphanumeric())
+            .find_map(|word| names.iter().find(|n| n.eq_ignore_ascii_case(word)))
+            .map(|n| (n.to_ascii_uppercase(), host.clone()))
+    })
+}
+
+/// The node count a cut device list implies: the poster kept a few `# Rank` lines (often the
+/// last), each naming its device index. With one GPU per rank and ranks filled node by node,
+/// rank r sits on device r mod p for p ranks per node; the smallest p that divides the world
+/// and fits every listed line is the node size. Only when the list is cut (fewer lines than
+/// ranks) and some listed rank exceeds its device index (the ranks are not all on one node).
+fn nodes_from_rank_lines(record: &RunRecord, nranks: usize) -> Option<(usize, String)> {
+    let ranks = &record.backend.ranks;
+    if ranks.is_empty() || ranks.len() >= nranks {
+        return None;
+    }
+    let listed: Vec<(usize, usize)> = ranks
+        .iter()
+        .map(|r| {
+            let d = r.device.as_deref()?.trim();
+            let digits: String = d.chars().take_while(|c| c.is_ascii_digit()).collect();
+            Some((r.rank, digits.parse::<usize>().ok()?))
+        })
+        .collect::<Option<_>>()?;
+    if !listed.iter().any(|(r, d)| r > d) {
+        return None;
+    }
+    let top = listed.iter().map(|(_, d)| *d).max()?;
+    let p = (top + 1..nranks)
+        .find(|p| nranks.is_multiple_of(*p) && listed.iter().all(|(r, d)| r % p == *d))?;
+    let (r, d) = listed[listed.len() - 1];
+    Some((
+        nranks / p,
+        format!(
+            "{} nodes of {p} GPUs: the device list is cut, and rank {r} on device {d} of {nranks} ranks fits {p} ranks per node",
+            nranks / p
+        ),
+    ))
 }

@@ -346,6 +346,7 @@ pub fn against_run(
         stated: Vec::new(),
         nic_readings: Vec::new(),
         assumed: None,
+        shape: Vec::new(),
     })
 }
 

@@ -63,6 +63,9 @@ pub struct GpuModel {
     pub consumer: bool,
     #[serde(default)]
     pub sxm_nvswitch: bool,
+    /// OAM boards of this model link every GPU to every other by xGMI (AMD Instinct).
+    #[serde(default)]
+    pub xgmi: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,6 +99,10 @@ pub struct Entry {
     pub nic_gbps: Option<f64>,
     #[serde(default)]
     pub scales_with_line_rate: bool,
+    /// Per-NIC entries: the most one node carries, GB/s, however many NICs and however fast
+    /// (NCCL over sockets is bound by the host, not the line).
+    #[serde(default)]
+    pub node_cap_gbps: Option<f64>,
     /// A per-step latency that replaces NCCL's hardware constant (sockets are slower than IB).
     #[serde(default)]
     pub hop_latency_us: Option<f64>,
@@ -214,6 +221,11 @@ impl Table {
             if e.per_nic && e.nic_gbps.is_none() {
                 return bad("per_nic needs nic_gbps");
             }
+            if e.node_cap_gbps
+                .is_some_and(|c| !(e.per_nic && c.is_finite() && c > 0.0))
+            {
+                return bad("node_cap_gbps needs per_nic and a positive figure");
+            }
         }
         Ok(())
     }
@@ -264,6 +276,8 @@ impl Design {
             "roce" => "RoCE",
             "efa" => "EFA",
             "slingshot" => "Slingshot",
+            "tcpx" => "GPUDirect-TCPX",
+            "tcpxo" => "GPUDirect-TCPXO",
             _ => "TCP",
         };
         format!(

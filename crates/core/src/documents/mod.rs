@@ -237,6 +237,24 @@ pub struct Comparison {
     /// model and count), stated as an assumption: only where nothing gives the NICs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assumed: Option<AssumedDesign>,
+    /// Where the curve's shape is wrong whatever the baseline: busbw falling over a range of
+    /// sizes, a plateau reached far later than the model says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape: Vec<ShapeFinding>,
+}
+
+/// A range of sizes where a run's busbw curve has the wrong shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShapeFinding {
+    pub collective: crate::coll::Collective,
+    /// falls | falls-at-end | late-plateau
+    pub kind: String,
+    /// The sizes it covers (late-plateau: where the model's plateau starts and where the run's
+    /// does).
+    pub from_bytes: u64,
+    pub to_bytes: u64,
+    pub sentence: String,
 }
 
 /// A run judged under the design its nodes usually have (`hgx-h100-8`: 8 x 400G per node).

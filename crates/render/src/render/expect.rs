@@ -276,6 +276,7 @@ pub fn comparison_table(doc: &Comparison) -> String {
         for [c, n, g, m] in reading_rows(doc) {
             let _ = writeln!(out, "{c:<15} {n:>9} {g:>12}  {m}");
         }
+        shape_lines(&mut out, doc);
         let _ = writeln!(
             out,
             "{}",
@@ -321,6 +322,7 @@ pub fn comparison_table(doc: &Comparison) -> String {
         let _ = writeln!(out, "# {}", alt.sentence);
         let _ = writeln!(out, "#   source: {}", alt.baseline.citation);
     }
+    shape_lines(&mut out, doc);
     let _ = writeln!(
         out,
         "{}",
@@ -328,6 +330,17 @@ pub fn comparison_table(doc: &Comparison) -> String {
     );
     let _ = writeln!(out, "{}", prose(&doc.summary, "  "));
     shown(out)
+}
+
+/// The curve's shape findings, one `# shape:` line each.
+fn shape_lines(out: &mut String, doc: &Comparison) {
+    for f in &doc.shape {
+        let _ = writeln!(
+            out,
+            "{}",
+            prose(&format!("# shape: {}", f.sentence), "#   ")
+        );
+    }
 }
 
 pub fn comparison_csv(doc: &Comparison) -> Result<String, Failure> {
@@ -385,6 +398,9 @@ pub fn comparison_markdown(doc: &Comparison) -> String {
     }
     for w in &doc.warnings {
         let _ = writeln!(out, "- warning: {}", md(w));
+    }
+    for f in &doc.shape {
+        let _ = writeln!(out, "- shape: {}", md(&f.sentence));
     }
     if !doc.nic_readings.is_empty() {
         let _ = writeln!(

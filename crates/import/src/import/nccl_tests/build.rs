@@ -2,7 +2,10 @@
 //! point per row and placement, the rank count inferred where the output does not state it,
 //! rows a restarted run printed twice dropped, and unusable output refused.
 
-use super::infer::{infer_collective, nranks_from_ratio, nranks_from_size, nranks_proven_by_ratio};
+use super::infer::{
+    infer_collective, nranks_from_ratio, nranks_from_size, nranks_proven_by_ratio,
+    nranks_ratio_bounds,
+};
 use super::table::{Parsed, Row};
 use crate::coll::{Collective, Placement};
 use crate::dtype::{Dtype, RedOp};
@@ -155,8 +158,8 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     let ranks_consistent = !rank_ids.is_empty()
         && rank_ids.len() == p.ranks.len()
         && rank_ids.last() == Some(&(rank_ids.len() - 1));
-    if !ranks_consistent && !p.ranks.is_empty() {
-        p.notes.push("the '# Rank' lines repeat rank numbers: separate processes each printed their own (a non-MPI build under a launcher?)".into());
+    if !ranks_consistent {
+        p.notes.extend(rank_lines_note(&rank_ids, p.ranks.len()));
     }
 
     let mut groups: Vec<Option<Collective>> = Vec::new();
@@ -285,6 +288,18 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     Ok(record)
 }
 
+/// What '# Rank' lines that are not one 0..n-1 set say: rank numbers repeated (each process
+/// printed its own), or a list cut short (`rank_ids` sorted and deduplicated).
+fn rank_lines_note(rank_ids: &[usize], lines: usize) -> Option<String> {
+    if rank_ids.len() < lines {
+        Some("the '# Rank' lines repeat rank numbers: separate processes each printed their own (a non-MPI build under a launcher?)".into())
+    } else {
+        rank_ids.last().map(|top| {
+            format!("the '# Rank' lines list {lines} of the ranks (up to rank {top}): the device list was cut")
+        })
+    }
+}
+
 /// Refuses input that holds nothing of a run, or far more rows than any run prints.
 fn refuse_unusable(name: &str, p: &Parsed) -> Result<(), InputError> {
     if p.rows.is_empty()
@@ -369,8 +384,31 @@ fn nranks_for(
             _ => (listed, "the '# Rank' lines".to_string(), None),
         };
     }
+    // A cut device list (`# Rank 71 ... device 3`, the rest trimmed) bounds the world from below:
+    // where busbw/algbw cannot settle a large world, the highest listed rank does, if the
+    // ratio allows it.
+    let mut ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();
+    ids.sort_unstable();
+    let unique = ids.windows(2).all(|w| w[0] != w[1]);
+    let top = ids.last().filter(|_| unique).map(|r| r + 1);
+    let top_fits = top.filter(|&t| {
+        nranks_ratio_bounds(coll, rows)
+            .is_some_and(|(lo, hi)| lo <= t as f64 + 0.5 && t as f64 <= hi + 0.5)
+    });
+    let note = match (proven, top) {
+        (Some((n, from)), Some(t)) if t > n => Some(format!(
+            "a '# Rank' line names rank {} but {coll}'s {from} proves {n} ranks: the table kept (was the line from another run?)",
+            t - 1
+        )),
+        _ => None,
+    };
     let (n, from) = if let Some((n, from)) = proven {
         (n, from.to_string())
+    } else if let Some(t) = top_fits {
+        (
+            t,
+            "the highest '# Rank' line listed, within what busbw/algbw allows".to_string(),
+        )
     } else if let Some(n) = nranks_from_ratio(coll, rows) {
         (n, "busbw/algbw of the largest size".to_string())
     } else if let Some(n) = p.info_nranks {
@@ -382,5 +420,5 @@ fn nranks_for(
     } else {
         (0, "unknown".to_string())
     };
-    (n, from, None)
+    (n, from, note)
 }

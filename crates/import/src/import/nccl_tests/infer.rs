@@ -156,6 +156,11 @@ fn fits(rows: &[&Row], k: Option<u64>, inplace_checked: bool) -> String {
 }
 
 /// The rank count from the size/count ratio, for collectives whose printed size spans all ranks.
+///
+/// A table whose collective the columns cannot settle still tells its rank count this way:
+/// size = count x type size x k with k > 1 holds only for the collectives whose size spans the
+/// ranks (all_gather, reduce_scatter, alltoall, gather, scatter), and for every one of them k is
+/// the rank count.
 pub(super) fn nranks_from_size(coll: Collective, rows: &[&Row]) -> Option<usize> {
     let spans_ranks = matches!(
         coll,
@@ -164,6 +169,7 @@ pub(super) fn nranks_from_size(coll: Collective, rows: &[&Row]) -> Option<usize>
             | Collective::Alltoall
             | Collective::Gather
             | Collective::Scatter
+            | Collective::Unknown
     );
     size_ratio(rows)
         .filter(|&k| spans_ranks && k > 1)
@@ -192,6 +198,14 @@ pub(super) fn nranks_from_ratio(coll: Collective, rows: &[&Row]) -> Option<usize
 /// printed decimals taken as ±0.005, bounds n; the answer is the one integer inside all the
 /// bounds, or none when the decimals leave room for two (large worlds: 2(n-1)/n nears 2).
 pub(super) fn nranks_proven_by_ratio(coll: Collective, rows: &[&Row]) -> Option<usize> {
+    let (lo, hi) = nranks_ratio_bounds(coll, rows)?;
+    let (first, last) = (lo.ceil(), hi.floor());
+    (lo.is_finite() && first == last && first >= 2.0).then_some(first as usize)
+}
+
+/// The range of rank counts every row's busbw/algbw allows (its two printed decimals taken as
+/// ±0.005), from the rows at 1 GB/s or more; `None` when there are none.
+pub(super) fn nranks_ratio_bounds(coll: Collective, rows: &[&Row]) -> Option<(f64, f64)> {
     let n_of = |r: f64| match coll {
         Collective::AllReduce => 2.0 / (2.0 - r),
         Collective::AllGather | Collective::ReduceScatter | Collective::Alltoall => 1.0 / (1.0 - r),
@@ -219,8 +233,7 @@ pub(super) fn nranks_proven_by_ratio(coll: Collective, rows: &[&Row]) -> Option<
         });
         seen = true;
     }
-    let (first, last) = (lo.ceil(), hi.floor());
-    (seen && lo.is_finite() && first == last && first >= 2.0).then_some(first as usize)
+    seen.then_some((lo, hi))
 }
 
 #[cfg(test)]

@@ -334,3 +334,49 @@ fn a_curve_that_falls_over_a_range_of_sizes_is_a_finding_with_the_range() {
     let smooth = shape("23-", "8 nodes x 4 A100 SXM, 2x200G Slingshot");
     assert!(smooth.is_empty(), "{smooth:?}");
 }
+
+/// The expected curve follows NCCL 2.30's constants; a run on an NCCL whose cost model is
+/// pipeline-based (2.32.6 and later) says so, and one on an older NCCL does not.
+#[test]
+fn a_run_on_an_nccl_with_another_cost_model_says_which_model_the_curve_follows() {
+    let text = std::fs::read_to_string(file("29-")).unwrap();
+    assert!(text.contains("NCCL version 2.29.2+cuda13.1"));
+    let dir = tempfile::tempdir().unwrap();
+    let newer = dir.path().join("newer.txt");
+    std::fs::write(
+        &newer,
+        text.replace(
+            "NCCL version 2.29.2+cuda13.1",
+            "NCCL version 2.32.6+cuda13.1",
+        ),
+    )
+    .unwrap();
+    let warnings = |path: &Path| -> Vec<String> {
+        let out = bin()
+            .arg("compare")
+            .arg(path)
+            .args(["--format", "json", "--hardware", "32 x BM.GPU.GB200-v3.4"])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(doc["method"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL 2.30's tuning.cc constants"));
+        doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    let w = warnings(&newer);
+    assert!(
+        w.iter().any(|w| w
+            .starts_with("the run used NCCL 2.32.6+cuda13.1, whose cost model is pipeline-based")),
+        "{w:?}"
+    );
+    assert!(!warnings(&file("29-"))
+        .iter()
+        .any(|w| w.contains("pipeline-based")));
+}

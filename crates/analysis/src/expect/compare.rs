@@ -208,7 +208,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         points,
         not_compared,
         method: format!(
-            "expected busbw from NCCL's latency/bandwidth model (tuning.cc constants) anchored on the entry's plateau; band {:.2}-{:.2}x at the plateau ({} and up), its low edge easing by (size/plateau)^0.25 (at most to {:.2}x of it) below, and widening to {:.1}-{:.1}x where latency dominates; below = under the band, far-below = under half its low edge",
+            "expected busbw from NCCL's latency/bandwidth model (NCCL 2.30's tuning.cc constants) anchored on the entry's plateau; band {:.2}-{:.2}x at the plateau ({} and up), its low edge easing by (size/plateau)^0.25 (at most to {:.2}x of it) below, and widening to {:.1}-{:.1}x where latency dominates; below = under the band, far-below = under half its low edge",
             choice.entry.band[0], choice.entry.band[1], format_size(choice.entry.plateau_from_bytes), RAMP_FLOOR, LATENCY_BAND[0], LATENCY_BAND[1]
         ),
         warnings: {
@@ -216,6 +216,7 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
             if choice.nnodes == 2 && choice.entry.path == crate::expect::table::PathKind::Net {
                 w.push(TWO_NODES.into());
             }
+            w.extend(model_version(r));
             w
         },
         summary,
@@ -224,6 +225,26 @@ pub fn against_expectation(run_name: &str, r: &RunRecord, choice: &Choice) -> Co
         assumed: None,
         shape: super::shape::findings(r, &points_for_shape),
     }
+}
+
+/// The NCCL a run names, when its cost model is not the one the expected curve follows: from
+/// 2.32.6 NCCL models Ring, Tree, NVLS and NVLSTree as a pipeline ("a pipeline-based cost
+/// model", 2.32.6 release notes), where the curve here uses 2.30's latency constants.
+fn model_version(r: &RunRecord) -> Option<String> {
+    let v = r.backend.library_versions.get("nccl")?;
+    let nums: Vec<u32> = v
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(|n| n.parse().ok())
+        .collect::<Option<_>>()?;
+    let [major, minor, patch] = nums[..] else {
+        return None;
+    };
+    ((major, minor, patch) >= (2, 32, 6)).then(|| {
+        format!(
+            "the run used NCCL {v}, whose cost model is pipeline-based (2.32.6 release notes); the expected curve here follows NCCL 2.30's latency constants, so below the plateau it is not what this NCCL assumes. A live sweep records NCCL's own estimate per size (ncclGroupSimulateEnd) beside each point"
+        )
+    })
 }
 
 /// Two nodes across a network are no fabric test: all_reduce points above the NICs'

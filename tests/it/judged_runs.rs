@@ -124,7 +124,7 @@ const TODAY: &[(&str, &str, &str)] = &[
     ("01-", "ok", "refused: the run names no GPU"),
     ("02-", "ok", "refused: the run names no GPU"),
     ("03-", "ok", "conditional"),
-    ("04-", "far-below", "assumed far-below"),
+    ("04-", "far-below", "assumed below-if-rdma"),
     ("05-", "ok", "refused: the run names no GPU"),
     ("06-", "ok", "refused: the run names no GPU"),
     ("07-", "ok", "ok"),
@@ -136,12 +136,12 @@ const TODAY: &[(&str, &str, &str)] = &[
     ("13-", "ok", "refused: the run names no GPU"),
     ("14-", "ok", "refused: the run names no GPU"),
     ("15-", "ok", "assumed above-two-nodes"),
-    ("16-", "far-below", "assumed below"),
+    ("16-", "far-below", "assumed below-if-rdma"),
     ("17-", "far-below", "conditional"),
     ("18-", "far-below", "conditional"),
-    ("19-", "far-below", "assumed far-below"),
-    ("20-", "far-below", "assumed far-below"),
-    ("21-", "far-below", "assumed far-below"),
+    ("19-", "far-below", "assumed below-if-rdma"),
+    ("20-", "far-below", "assumed below-if-rdma"),
+    ("21-", "far-below", "assumed below-if-rdma"),
     ("22-", "far-below", "refused: the run names no GPU"),
     ("23-", "ok", "conditional"),
     ("24-", "ok", "refused: the run names no GPU"),
@@ -226,7 +226,7 @@ fn agrees(answer: &str, judged: Judged, nodes: usize) -> bool {
         }
         Judged::Below => matches!(
             answer,
-            "below" | "far-below" | "assumed below" | "assumed far-below"
+            "below" | "far-below" | "assumed below" | "assumed far-below" | "assumed below-if-rdma"
         ),
     }
 }

@@ -15,6 +15,7 @@
 mod common;
 
 mod architecture;
+mod assumed_nodes;
 mod bounded_inputs;
 mod browser;
 mod bundle_abuse;

@@ -196,7 +196,11 @@ fn per_gbps(kind: super::hardware::NicKind) -> Option<f64> {
 /// the GPU model and ranks per node pick the design, its NICs give the figure, and the NIC
 /// count the run is consistent with is the question to ask.
 fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
-    if s.known_nic_count().is_some() || s.stated.nic_gbps.is_some() || s.nnodes < 2 {
+    if s.known_nic_count().is_some()
+        || s.stated.nic_gbps.is_some()
+        || s.nnodes < 2
+        || !reaches_bandwidth_sizes(r)
+    {
         return None;
     }
     let per_node = s.nranks.div_ceil(s.nnodes);
@@ -255,6 +259,14 @@ fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
     })
 }
 
+/// The smallest largest size an assumed verdict needs: a sweep that stops short of it (`-e
+/// 256K`, a latency run) measured latency, not what the fabric carries.
+const BANDWIDTH_SIZE: u64 = 64 << 20;
+
+fn reaches_bandwidth_sizes(r: &RunRecord) -> bool {
+    r.points.iter().any(|p| p.size_bytes >= BANDWIDTH_SIZE)
+}
+
 /// The least a GPU cluster's nodes have between them: one RDMA NIC of 100 Gb/s, 12 GB/s busbw
 /// by the per-NIC rule (sjeaugey, nccl-tests#119). A run across nodes well under it is below
 /// for every NIC count and RDMA fabric: NCCL on TCP sockets is the usual reason.
@@ -263,7 +275,11 @@ const LEAST_RDMA_GBPS: f64 = 12.0;
 /// The run under the weakest RDMA fabric a GPU cluster has, when no design is assumed of its
 /// nodes and even one 100G NIC per node would carry more than the run did.
 fn below_any_rdma(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
-    if s.known_nic_count().is_some() || s.stated.nic_gbps.is_some() || s.nnodes < 2 {
+    if s.known_nic_count().is_some()
+        || s.stated.nic_gbps.is_some()
+        || s.nnodes < 2
+        || !reaches_bandwidth_sizes(r)
+    {
         return None;
     }
     let (coll, plateau, _) = plateaus(r).into_iter().find(|(c, ..)| {
@@ -278,11 +294,13 @@ fn below_any_rdma(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
     if ratio >= NEAR[0] * 0.75 {
         return None;
     }
-    let verdict = if ratio < 0.5 { "far-below" } else { "below" };
+    // Below only if the nodes have an RDMA fabric, which the run does not show: a verdict of
+    // its own, never a plain `below` that automation would take as certain.
+    let verdict = "below-if-rdma";
     let sentence = format!(
-        "{coll} {plateau:.1} GB/s busbw across {} nodes is {} what one 100G RDMA NIC per node gives ({LEAST_RDMA_GBPS:.0} GB/s), whatever the GPUs: this is the speed of NCCL over TCP sockets (the InfiniBand/RoCE, EFA or libfabric plugin not loaded, NCCL_IB_DISABLE=1, or no RDMA device in the container; `NCCL_DEBUG=INFO` prints `Using network Socket` when so) — unless the nodes have only Ethernet of 50G or less between them, where this is what TCP gives; state the NICs with --hardware to judge for certain.",
+        "{coll} {plateau:.1} GB/s busbw across {} nodes is {} what one 100G RDMA NIC per node gives ({LEAST_RDMA_GBPS:.0} GB/s), whatever the GPUs: this is the speed of NCCL over TCP sockets (the InfiniBand/RoCE, EFA or libfabric plugin not loaded, NCCL_IB_DISABLE=1, or no RDMA device in the container; `NCCL_DEBUG=INFO` prints `Using network Socket` when so) — unless the nodes have only Ethernet of 50G or less between them (TCP or RoCE), which gives about this; state the NICs with --hardware to judge for certain.",
         s.nnodes,
-        if verdict == "far-below" { "far below" } else { "below" }
+        if ratio < 0.5 { "far below" } else { "below" }
     );
     Some(AssumedDesign {
         design: "any-rdma".into(),
@@ -302,7 +320,8 @@ fn below_any_rdma(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
 /// from the log or topology is named, not denied.
 fn unknown_nics(s: &Situation) -> String {
     let nodes = s.nnodes;
-    match (s.known_nic_count(), s.stated.nic_gbps) {
+    let hints = s.hints.iter().map(|h| format!("{h}; ")).collect::<String>();
+    let what = match (s.known_nic_count(), s.stated.nic_gbps) {
         (Some(n), None) => format!(
             "ranks on {nodes} nodes with {n} NICs per node (from {}) and their speed not known (no --hardware or topology that gives it)",
             s.nic_count_source()
@@ -313,7 +332,8 @@ fn unknown_nics(s: &Situation) -> String {
         _ => format!(
             "ranks on {nodes} nodes and no NIC count and speed known (no --hardware, topology or log that gives them)"
         ),
-    }
+    };
+    format!("{hints}{what}")
 }
 
 /// The readings for each plausible NIC count (the one known count, when only the speed is

@@ -325,10 +325,18 @@ pub(super) fn nvlink_domains(
     let ppn = s.nranks.div_ceil(s.nnodes).max(1);
     let (design, how) = match s.stated.design.as_deref().and_then(designs::by_id) {
         Some(d) => (d, "stated"),
-        None => (
-            designs::usual_for(s.gpu_name.as_deref()?, ppn)?,
-            "assumed: the design this GPU comes in",
-        ),
+        // Stated NICs, or a log whose channels cross nodes over the network inside what would
+        // be one domain, say the nodes are not trays of one (GB200 NVL4 nodes, trays without
+        // an IMEX channel).
+        None if s.stated.nic_kind.is_some() => return None,
+        None => {
+            let d = designs::usual_for(s.gpu_name.as_deref()?, ppn)?;
+            let net = s.log_transports.iter().any(|t| t.starts_with("NET/"));
+            if net && s.nranks <= d.domain {
+                return None;
+            }
+            (d, "assumed: the design this GPU comes in")
+        }
     };
     (design.domain > design.gpus).then_some((design, how))
 }
@@ -352,6 +360,14 @@ fn mnnvl_path(s: &Situation, gpu: Option<&GpuModel>) -> Option<PathFacts> {
             s.nranks,
             if nvls { ", NVLS" } else { ", NVLS off" }
         ));
+        if how != "stated" {
+            reasons.push(format!(
+                "if MNNVL is not in use (no IMEX channel or ComputeDomain, trays of different racks, NCCL_MNNVL_ENABLE=0) the trays talk over their {} x {:.0}G NICs, about {:.0} GB/s: state the NICs with --hardware to judge that",
+                design.nics,
+                design.nic_gbps,
+                design.nics as f64 * design.nic_gbps * 0.12
+            ));
+        }
     } else {
         reasons.push(format!(
             "{domains} domains joined by {} x {:.0}G NICs per node; NCCL reduces inside each domain first",

@@ -164,16 +164,14 @@ fn late_plateau(
     if expected.len() < 4 {
         return None;
     }
+    // The top is the second best size, so one high last point does not move the plateau.
     let reach = |curve: &[(u64, f64)]| {
-        let top = curve.iter().map(|x| x.1).fold(0.0, f64::max);
+        let mut v: Vec<f64> = curve.iter().map(|x| x.1).collect();
+        v.sort_by(|a, b| b.total_cmp(a));
+        let top = v.get(1).copied().unwrap_or(v[0]);
         curve.iter().find(|x| x.1 >= 0.9 * top).map(|x| x.0)
     };
     let (measured, modelled) = (reach(c)?, reach(&expected)?);
-    // Where the model is at its plateau from the run's smallest size on, where it starts is
-    // not seen (a paste of the large sizes only): no finding.
-    if modelled <= expected[0].0 || (measured as f64) < LATE * modelled as f64 {
-        return None;
-    }
     let at = |s: u64| c.iter().find(|x| x.0 == s).map(|x| x.1).unwrap_or(0.0);
     let model_at = |s: u64| {
         expected
@@ -182,6 +180,16 @@ fn late_plateau(
             .map(|x| x.1)
             .unwrap_or(0.0)
     };
+    // Where the model is at its plateau from the run's smallest size on, where it starts is
+    // not seen (a paste of the large sizes only); and a run at or above three quarters of the
+    // model where the model's plateau starts is not late, whatever it does after (2 nodes'
+    // tree jump).
+    if modelled <= expected[0].0
+        || (measured as f64) < LATE * modelled as f64
+        || at(modelled) >= 0.75 * model_at(modelled)
+    {
+        return None;
+    }
     Some(ShapeFinding {
         collective: coll,
         kind: "late-plateau".into(),

@@ -90,7 +90,7 @@ impl Situation {
         let mut name = gpu_name(record).filter(|n| !generic_gpu_name(n));
         if name.is_none() {
             if let Some((model, host)) = gpu_from_hosts(record) {
-                hints.push(format!("GPU model {model} from the host name {host}"));
+                hints.push(format!("{HOST_GPU}{model} from the host name {host}"));
                 name = Some(model);
             }
         }
@@ -135,6 +135,12 @@ impl Situation {
                 ));
             }
             self.nnodes = n;
+        }
+        // A model read from a host name is a guess the statement replaces, not a disagreement.
+        let from_host = self.hints.iter().position(|h| h.starts_with(HOST_GPU));
+        if let (Some(i), Some(_)) = (from_host, &hw.gpu) {
+            self.hints.remove(i);
+            self.gpu_name = None;
         }
         if let (Some(run), Some(stated)) = (&self.gpu_name, &hw.gpu) {
             // The stated model's words (`H100 SXM`) found in the run's name (`NVIDIA H100 80GB
@@ -293,6 +299,9 @@ fn gpu_name(record: &RunRecord) -> Option<String> {
     })
 }
 
+/// How a hint that names the GPU model from a host name begins.
+const HOST_GPU: &str = "GPU model ";
+
 /// Names a driver prints for a GPU it does not know (`NVIDIA Graphics Device` on GB200 with
 /// drivers older than the part): they say nothing of the model.
 fn generic_gpu_name(name: &str) -> bool {
@@ -308,6 +317,11 @@ fn gpu_from_hosts(record: &RunRecord) -> Option<(String, String)> {
         .gpus
         .iter()
         .flat_map(|g| g.names.iter())
+        .chain(
+            super::designs::shipped()
+                .iter()
+                .flat_map(|d| d.gpu_match.iter()),
+        )
         .map(String::as_str)
         .filter(|n| n.len() >= 4 && !n.contains(' ') && n.chars().any(|c| c.is_ascii_digit()))
         .collect();
@@ -319,34 +333,47 @@ fn gpu_from_hosts(record: &RunRecord) -> Option<(String, String)> {
 }
 
 /// The node count a cut device list implies: the poster kept a few `# Rank` lines (often the
-/// last), each naming its device index. With one GPU per rank and ranks filled node by node,
-/// rank r sits on device r mod p for p ranks per node; the smallest p that divides the world
-/// and fits every listed line is the node size. Only when the list is cut (fewer lines than
-/// ranks) and some listed rank exceeds its device index (the ranks are not all on one node).
+/// last), each naming its host and device index. With one GPU per rank and ranks filled node by
+/// node, rank r sits on device r mod p of node r / p for p ranks per node; lines on one host
+/// share a node, lines on two hosts do not. Only where exactly one p that divides the world fits
+/// every line (rank 71 on device 3 of 72 ranks: p = 4), and never where every line says device
+/// 0 (a launcher that gives each process one GPU numbers them all 0).
 fn nodes_from_rank_lines(record: &RunRecord, nranks: usize) -> Option<(usize, String)> {
     let ranks = &record.backend.ranks;
     if ranks.is_empty() || ranks.len() >= nranks {
         return None;
     }
-    let listed: Vec<(usize, usize)> = ranks
+    let listed: Vec<(usize, usize, &str)> = ranks
         .iter()
         .map(|r| {
             let d = r.device.as_deref()?.trim();
             let digits: String = d.chars().take_while(|c| c.is_ascii_digit()).collect();
-            Some((r.rank, digits.parse::<usize>().ok()?))
+            Some((r.rank, digits.parse::<usize>().ok()?, r.host.as_str()))
         })
         .collect::<Option<_>>()?;
-    if !listed.iter().any(|(r, d)| r > d) {
+    let top = listed.iter().map(|(_, d, _)| *d).max()?;
+    if top == 0 || !listed.iter().any(|(r, d, _)| r > d) {
         return None;
     }
-    let top = listed.iter().map(|(_, d)| *d).max()?;
-    let p = (top + 1..nranks)
-        .find(|p| nranks.is_multiple_of(*p) && listed.iter().all(|(r, d)| r % p == *d))?;
-    let (r, d) = listed[listed.len() - 1];
+    let fits = |p: usize| {
+        nranks.is_multiple_of(p)
+            && listed.iter().all(|(r, d, host)| {
+                r % p == *d
+                    && listed
+                        .iter()
+                        .all(|(r2, _, h2)| (h2 == host) == (r2 / p == r / p))
+            })
+    };
+    let mut ps = (top + 1..=nranks).filter(|&p| fits(p));
+    let p = ps.next()?;
+    if ps.next().is_some() || p == nranks {
+        return None;
+    }
+    let (r, d, _) = listed[listed.len() - 1];
     Some((
         nranks / p,
         format!(
-            "{} nodes of {p} GPUs: the device list is cut, and rank {r} on device {d} of {nranks} ranks fits {p} ranks per node",
+            "{} nodes of {p} GPUs: the device list is cut, and rank {r} on device {d} of {nranks} ranks fits {p} ranks per node only",
             nranks / p
         ),
     ))

@@ -270,7 +270,8 @@ pub struct AssumedDesign {
     /// The run's plateau and what the design's NICs carry, GB/s busbw.
     pub measured_gbps: f64,
     pub expected_gbps: f64,
-    /// far-below | below | consistent | above-two-nodes | above
+    /// far-below | below | consistent | above-two-nodes | above; below-if-rdma where no design
+    /// is assumed and the run is slower than one 100G RDMA NIC per node
     pub verdict: String,
     /// The NIC count per node (at the design's line rate) the run is consistent with.
     #[serde(default, skip_serializing_if = "Option::is_none")]

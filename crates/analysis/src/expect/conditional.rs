@@ -196,22 +196,10 @@ fn per_gbps(kind: super::hardware::NicKind) -> Option<f64> {
 /// the GPU model and ranks per node pick the design, its NICs give the figure, and the NIC
 /// count the run is consistent with is the question to ask.
 fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
-    if s.known_nic_count().is_some()
-        || s.stated.nic_gbps.is_some()
-        || s.nnodes < 2
-        || !reaches_bandwidth_sizes(r)
-    {
-        return None;
-    }
+    let (coll, plateau) = assumable(r, s)?;
     let per_node = s.nranks.div_ceil(s.nnodes);
     let d = super::designs::usual_for(s.gpu_name.as_deref()?, per_node)?;
     let per_nic = d.nic_gbps * per_gbps(super::hardware::design_nic_kind(d))?;
-    let (coll, plateau, _) = plateaus(r).into_iter().find(|(c, ..)| {
-        !matches!(
-            c,
-            Collective::Alltoall | Collective::Alltoallv | Collective::Sendrecv
-        )
-    })?;
     let expected = per_nic * d.nics as f64;
     let ratio = plateau / expected;
     let two = s.nnodes == 2;
@@ -263,8 +251,26 @@ fn assumed(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
 /// 256K`, a latency run) measured latency, not what the fabric carries.
 const BANDWIDTH_SIZE: u64 = 64 << 20;
 
-fn reaches_bandwidth_sizes(r: &RunRecord) -> bool {
-    r.points.iter().any(|p| p.size_bytes >= BANDWIDTH_SIZE)
+/// Whether an assumed verdict may be given, and on what: a run across nodes whose NICs nothing
+/// gives, whose sweep reaches bandwidth sizes, judged on its first ring collective's plateau
+/// (alltoall and sendrecv do not spread over a node's NICs).
+fn assumable(r: &RunRecord, s: &Situation) -> Option<(Collective, f64)> {
+    if s.known_nic_count().is_some()
+        || s.stated.nic_gbps.is_some()
+        || s.nnodes < 2
+        || !r.points.iter().any(|p| p.size_bytes >= BANDWIDTH_SIZE)
+    {
+        return None;
+    }
+    plateaus(r)
+        .into_iter()
+        .find(|(c, ..)| {
+            !matches!(
+                c,
+                Collective::Alltoall | Collective::Alltoallv | Collective::Sendrecv
+            )
+        })
+        .map(|(c, plateau, _)| (c, plateau))
 }
 
 /// The least a GPU cluster's nodes have between them: one RDMA NIC of 100 Gb/s, 12 GB/s busbw
@@ -275,19 +281,7 @@ const LEAST_RDMA_GBPS: f64 = 12.0;
 /// The run under the weakest RDMA fabric a GPU cluster has, when no design is assumed of its
 /// nodes and even one 100G NIC per node would carry more than the run did.
 fn below_any_rdma(r: &RunRecord, s: &Situation) -> Option<AssumedDesign> {
-    if s.known_nic_count().is_some()
-        || s.stated.nic_gbps.is_some()
-        || s.nnodes < 2
-        || !reaches_bandwidth_sizes(r)
-    {
-        return None;
-    }
-    let (coll, plateau, _) = plateaus(r).into_iter().find(|(c, ..)| {
-        !matches!(
-            c,
-            Collective::Alltoall | Collective::Alltoallv | Collective::Sendrecv
-        )
-    })?;
+    let (coll, plateau) = assumable(r, s)?;
     let ratio = plateau / LEAST_RDMA_GBPS;
     // Three quarters of the near band's low edge: 100G RoCE measured 9.4 per NIC (roce-100),
     // a little under the rule and no fault, stays clear of it.

@@ -333,6 +333,39 @@ fn a_curve_that_falls_over_a_range_of_sizes_is_a_finding_with_the_range() {
     assert!(String::from_utf8_lossy(&text.stdout).contains("# shape: all_reduce busbw falls"));
     let smooth = shape("23-", "8 nodes x 4 A100 SXM, 2x200G Slingshot");
     assert!(smooth.is_empty(), "{smooth:?}");
+    // The HTML report carries it beside the comparison's warnings.
+    let dir = tempfile::tempdir().unwrap();
+    let (record, doc, page) = (
+        dir.path().join("r.json"),
+        dir.path().join("c.json"),
+        dir.path().join("r.html"),
+    );
+    bin()
+        .arg("import")
+        .arg(file("29-"))
+        .arg("--json")
+        .arg(&record)
+        .assert()
+        .success();
+    let out = bin()
+        .arg("compare")
+        .arg(&record)
+        .args(["--format", "json", "--hardware", "32 x BM.GPU.GB200-v3.4"])
+        .output()
+        .unwrap();
+    std::fs::write(&doc, &out.stdout).unwrap();
+    bin()
+        .arg("report")
+        .args([&record, &doc])
+        .arg("-o")
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("shape: all_reduce busbw falls from 411.0 GB&#x2f;s at 512 MiB"),
+        "the report leaves the shape finding out"
+    );
 }
 
 /// The expected curve follows NCCL 2.30's constants; a run on an NCCL whose cost model is

@@ -362,7 +362,13 @@ fn comparison_view(file: &str, c: &crate::documents::Comparison) -> ComparisonVi
         method: c.method.clone(),
         without_overrides: c.without_overrides.as_ref().map(|a| a.sentence.clone()),
         not_compared: c.not_compared.clone(),
-        warnings: c.warnings.clone(),
+        // The curve's shape findings read beside the warnings: both qualify the verdicts below.
+        warnings: c
+            .warnings
+            .iter()
+            .cloned()
+            .chain(c.shape.iter().map(|f| format!("shape: {}", f.sentence)))
+            .collect(),
         points: c
             .points
             .iter()

@@ -478,6 +478,16 @@ pub struct Headline {
 pub type PointKey = (Collective, Dtype, Option<RedOp>, i64, Placement, u64);
 
 impl Point {
+    /// busbw from the point's time: nccl-tests prints busbw with two decimals, so an imported
+    /// 8-byte point reads 0.00 GB/s while its time is exact enough.
+    pub fn busbw_from_time(&self) -> f64 {
+        if self.time_s > 0.0 && self.collective != Collective::Unknown {
+            self.size_bytes as f64 * self.collective.busbw_factor(self.nranks) / self.time_s
+        } else {
+            self.busbw_bytes_per_s
+        }
+    }
+
     pub fn key(&self) -> PointKey {
         (
             self.collective,

@@ -126,6 +126,7 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
             s.gpu_name.as_deref().map(|g| format!(", {g}")).unwrap_or_default()
         )));
     };
+    let mut capped = None;
     let scale = match (entry.per_nic, path.nics_per_node) {
         (true, nics) => {
             let nics = nics.unwrap_or(1) as f64;
@@ -133,30 +134,24 @@ fn choose_once(table: &Table, s: &Situation) -> Result<Choice, ChooseError> {
                 (true, Some(have), Some(base)) => have / base,
                 _ => 1.0,
             };
-            let cap = entry
-                .node_cap_gbps
-                .zip(entry.busbw_gbps.get("all_reduce"))
-                .map(|(cap, per_nic)| cap / per_nic);
-            (nics * rate).min(cap.unwrap_or(f64::INFINITY))
+            let by_nics = nics * rate;
+            match (entry.node_cap_gbps, entry.busbw_gbps.get("all_reduce")) {
+                (Some(cap), Some(&per_nic)) if by_nics * per_nic > cap => {
+                    capped = Some(format!(
+                        "a node over sockets carries about {cap:.0} GB/s at most, whatever the line rate ({:.1} by the NICs alone)",
+                        by_nics * per_nic
+                    ));
+                    cap / per_nic
+                }
+                _ => by_nics,
+            }
         }
         (false, _) if entry.per_nvlink => {
             path.nv_links.unwrap_or(1) as f64 * path.nvlink_gbps.unwrap_or(20.0)
         }
         (false, _) => 1.0,
     };
-    if let Some(cap) = entry.node_cap_gbps.filter(|_| entry.per_nic) {
-        let uncapped = path.nics_per_node.unwrap_or(1) as f64
-            * entry.busbw_gbps.get("all_reduce").copied().unwrap_or(0.0)
-            * match (entry.scales_with_line_rate, path.nic_gbps, entry.nic_gbps) {
-                (true, Some(have), Some(base)) => have / base,
-                _ => 1.0,
-            };
-        if uncapped > cap {
-            path.reasons.push(format!(
-                "a node over sockets carries about {cap:.0} GB/s at most, whatever the line rate ({uncapped:.1} by the NICs alone)"
-            ));
-        }
-    }
+    path.reasons.extend(capped);
     if entry.per_nvlink {
         path.reasons.push(format!(
             "{} NVLinks x {} GB/s (NCCL's constant for this GPU)",

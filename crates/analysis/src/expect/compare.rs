@@ -108,11 +108,7 @@ pub fn verdict(measured: f64, e: &Expected) -> &'static str {
 /// busbw from the point's time: nccl-tests prints busbw with two decimals, so an imported
 /// 8-byte point reads 0.00 GB/s while its time is exact enough.
 pub fn measured_busbw(p: &Point) -> f64 {
-    if p.time_s > 0.0 && p.collective != Collective::Unknown {
-        p.size_bytes as f64 * p.collective.busbw_factor(p.nranks) / p.time_s
-    } else {
-        p.busbw_bytes_per_s
-    }
+    p.busbw_from_time()
 }
 
 fn nccl_busbw(p: &Point) -> Option<f64> {

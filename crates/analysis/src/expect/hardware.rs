@@ -376,13 +376,18 @@ fn design_clause(words: &[String]) -> Option<(Option<usize>, &'static Design)> {
 /// Whether a stated model is one the expectations or the designs know (`H100 SXM` is, as the
 /// table knows `H100`; `P5.48XLARGE` is not).
 fn known_gpu(model: &str) -> bool {
-    let table = super::table::shipped();
-    table
+    gpu_names().any(|name| super::table::contains_ci(model, name))
+}
+
+/// Every GPU name the expectations' models and the designs know (`H100`, `GB300`, `H100 80GB
+/// HBM3`).
+pub(super) fn gpu_names() -> impl Iterator<Item = &'static str> {
+    super::table::shipped()
         .gpus
         .iter()
         .flat_map(|g| g.names.iter())
         .chain(designs::shipped().iter().flat_map(|d| d.gpu_match.iter()))
-        .any(|name| super::table::contains_ci(model, name))
+        .map(String::as_str)
 }
 
 /// The refusal of a model nobody knows, with the nearest known GPU or design name.

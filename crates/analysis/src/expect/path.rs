@@ -314,17 +314,15 @@ fn network_path(c: &Clues) -> PathFacts {
 }
 
 /// The design whose NVLink domains span nodes that a run across nodes ran on, and whether it
-/// was stated or assumed (the design its GPU comes in); `None` when NCCL_MNNVL_ENABLE=0.
-pub(super) fn nvlink_domains(
-    s: &Situation,
-) -> Option<(&'static super::designs::Design, &'static str)> {
+/// was stated (else assumed: the design its GPU comes in); `None` when NCCL_MNNVL_ENABLE=0.
+pub(super) fn nvlink_domains(s: &Situation) -> Option<(&'static super::designs::Design, bool)> {
     use super::designs;
     if s.nnodes < 2 || s.set("NCCL_MNNVL_ENABLE").is_some_and(|v| v.trim() == "0") {
         return None;
     }
     let ppn = s.nranks.div_ceil(s.nnodes).max(1);
-    let (design, how) = match s.stated.design.as_deref().and_then(designs::by_id) {
-        Some(d) => (d, "stated"),
+    let (design, stated) = match s.stated.design.as_deref().and_then(designs::by_id) {
+        Some(d) => (d, true),
         // Stated NICs, or a log whose channels cross nodes over the network inside what would
         // be one domain, say the nodes are not trays of one (GB200 NVL4 nodes, trays without
         // an IMEX channel).
@@ -335,17 +333,22 @@ pub(super) fn nvlink_domains(
             if net && s.nranks <= d.domain {
                 return None;
             }
-            (d, "assumed: the design this GPU comes in")
+            (d, false)
         }
     };
-    (design.domain > design.gpus).then_some((design, how))
+    (design.domain > design.gpus).then_some((design, stated))
 }
 
 /// A run whose nodes are trays of NVLink domains larger than a node (GB200/GB300 NVL72): the
 /// domain the statement's design gives, or the one the GPU's usual design has. Inside one domain
 /// NCCL crosses trays over NVLink (MNNVL), not the NICs; across domains the NICs join them.
 fn mnnvl_path(s: &Situation, gpu: Option<&GpuModel>) -> Option<PathFacts> {
-    let (design, how) = nvlink_domains(s)?;
+    let (design, stated) = nvlink_domains(s)?;
+    let how = if stated {
+        "stated"
+    } else {
+        "assumed: the design this GPU comes in"
+    };
     let ppn = s.nranks.div_ceil(s.nnodes).max(1);
     let nvls = s.set("NCCL_NVLS_ENABLE").is_none_or(|v| v.trim() != "0");
     let domains = s.nranks.div_ceil(design.domain);
@@ -360,7 +363,7 @@ fn mnnvl_path(s: &Situation, gpu: Option<&GpuModel>) -> Option<PathFacts> {
             s.nranks,
             if nvls { ", NVLS" } else { ", NVLS off" }
         ));
-        if how != "stated" {
+        if !stated {
             reasons.push(format!(
                 "if MNNVL is not in use (no IMEX channel or ComputeDomain, trays of different racks, NCCL_MNNVL_ENABLE=0) the trays talk over their {} x {:.0}G NICs, about {:.0} GB/s: state the NICs with --hardware to judge that",
                 design.nics,

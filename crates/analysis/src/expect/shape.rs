@@ -6,7 +6,7 @@
 
 use crate::coll::{Collective, Placement};
 use crate::documents::{ComparedPoint, ShapeFinding};
-use crate::model::{Point, RunRecord};
+use crate::model::RunRecord;
 use crate::units::format_size;
 use std::collections::BTreeMap;
 
@@ -18,15 +18,6 @@ const BANDWIDTH_REGION: f64 = 0.3;
 /// Reaching 90% of the top this many times later than the model does is a late plateau.
 const LATE: f64 = 8.0;
 
-/// busbw of a point from its time (the printed two decimals are too coarse at small sizes).
-fn busbw(p: &Point) -> f64 {
-    if p.time_s > 0.0 && p.collective != Collective::Unknown {
-        p.size_bytes as f64 * p.collective.busbw_factor(p.nranks) / p.time_s
-    } else {
-        p.busbw_bytes_per_s
-    }
-}
-
 /// (size, busbw) of one collective and placement, by size.
 fn curve(r: &RunRecord, coll: Collective, placement: Placement) -> Vec<(u64, f64)> {
     let mut by_size: BTreeMap<u64, f64> = BTreeMap::new();
@@ -35,7 +26,7 @@ fn curve(r: &RunRecord, coll: Collective, placement: Placement) -> Vec<(u64, f64
         .iter()
         .filter(|p| p.collective == coll && p.placement == placement && p.size_bytes > 0)
     {
-        by_size.insert(p.size_bytes, busbw(p));
+        by_size.insert(p.size_bytes, p.busbw_from_time());
     }
     by_size.into_iter().collect()
 }

@@ -87,8 +87,9 @@ impl Situation {
                 hints.push(why);
             }
         }
-        let mut name = gpu_name(record).filter(|n| !generic_gpu_name(n));
-        if name.is_none() {
+        let printed = gpu_name(record);
+        let mut name = printed.clone();
+        if printed.as_deref().is_none_or(generic_gpu_name) {
             if let Some((model, host)) = gpu_from_hosts(record) {
                 hints.push(format!("{HOST_GPU}{model} from the host name {host}"));
                 name = Some(model);
@@ -103,7 +104,7 @@ impl Situation {
         Situation {
             nranks,
             nnodes,
-            gpu_name: name.or_else(|| gpu_name(record)),
+            gpu_name: name,
             rank_gpus: record
                 .backend
                 .ranks
@@ -312,17 +313,7 @@ fn generic_gpu_name(name: &str) -> bool {
 /// A GPU model named as a word of a host name (`slurm-gb200-207-171`, `h100-node-03`): the
 /// model a known GPU name of four characters or more spells, with the host it came from.
 fn gpu_from_hosts(record: &RunRecord) -> Option<(String, String)> {
-    let table = super::table::shipped();
-    let names: Vec<&str> = table
-        .gpus
-        .iter()
-        .flat_map(|g| g.names.iter())
-        .chain(
-            super::designs::shipped()
-                .iter()
-                .flat_map(|d| d.gpu_match.iter()),
-        )
-        .map(String::as_str)
+    let names: Vec<&str> = super::hardware::gpu_names()
         .filter(|n| n.len() >= 4 && !n.contains(' ') && n.chars().any(|c| c.is_ascii_digit()))
         .collect();
     record.backend.hosts.iter().find_map(|host| {

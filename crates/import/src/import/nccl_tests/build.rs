@@ -151,17 +151,7 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     let mut record = empty_record(&name, "nccl-tests-text");
     record.env = std::mem::take(&mut p.env);
     let mut info = record.import.take().unwrap_or_default();
-    // Ranks: "# Rank" lines when they are a consistent 0..n-1 set.
-    let mut rank_ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();
-    rank_ids.sort_unstable();
-    rank_ids.dedup();
-    let ranks_consistent = !rank_ids.is_empty()
-        && rank_ids.len() == p.ranks.len()
-        && rank_ids.last() == Some(&(rank_ids.len() - 1));
-    if !ranks_consistent {
-        p.notes.extend(rank_lines_note(&rank_ids, p.ranks.len()));
-    }
-
+    let (ranks_consistent, top) = rank_lines(&mut p);
     let mut groups: Vec<Option<Collective>> = Vec::new();
     for r in &p.rows {
         if !groups.contains(&r.collective) {
@@ -176,7 +166,7 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
             Some(c) => (c, "named in the log".to_string()),
             None => infer_collective(&g_rows),
         };
-        let (nranks, nfrom, disagreement) = nranks_for(coll, &g_rows, &p, ranks_consistent);
+        let (nranks, nfrom, disagreement) = nranks_for(coll, &g_rows, &p, ranks_consistent, top);
         p.notes.extend(disagreement);
         froms.push(format!("{coll}: {from}"));
         nranks_froms.push(nfrom);
@@ -288,6 +278,26 @@ pub(super) fn build(name: &str, mut p: Parsed) -> Result<RunRecord, InputError> 
     Ok(record)
 }
 
+/// The '# Rank' lines: whether they are one consistent 0..n-1 set, and, when no rank number
+/// repeats, one past the highest listed (a cut device list, `# Rank 71 ... device 3` with the
+/// rest trimmed, bounds the world from below); what else they say is noted.
+fn rank_lines(p: &mut Parsed) -> (bool, Option<usize>) {
+    let mut rank_ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();
+    rank_ids.sort_unstable();
+    rank_ids.dedup();
+    let consistent = !rank_ids.is_empty()
+        && rank_ids.len() == p.ranks.len()
+        && rank_ids.last() == Some(&(rank_ids.len() - 1));
+    if !consistent {
+        p.notes.extend(rank_lines_note(&rank_ids, p.ranks.len()));
+    }
+    let top = rank_ids
+        .last()
+        .filter(|_| rank_ids.len() == p.ranks.len())
+        .map(|r| r + 1);
+    (consistent, top)
+}
+
 /// What '# Rank' lines that are not one 0..n-1 set say: rank numbers repeated (each process
 /// printed its own), or a list cut short (`rank_ids` sorted and deduplicated).
 fn rank_lines_note(rank_ids: &[usize], lines: usize) -> Option<String> {
@@ -359,6 +369,7 @@ fn nranks_for(
     rows: &[&Row],
     p: &Parsed,
     ranks_consistent: bool,
+    top: Option<usize>,
 ) -> (usize, String, Option<String>) {
     let proven = nranks_from_size(coll, rows)
         .map(|n| (n, "size / (count x type size)"))
@@ -384,13 +395,8 @@ fn nranks_for(
             _ => (listed, "the '# Rank' lines".to_string(), None),
         };
     }
-    // A cut device list (`# Rank 71 ... device 3`, the rest trimmed) bounds the world from below:
-    // where busbw/algbw cannot settle a large world, the highest listed rank does, if the
+    // Where busbw/algbw cannot settle a large world, the highest listed rank does, if the
     // ratio allows it.
-    let mut ids: Vec<usize> = p.ranks.iter().map(|r| r.rank).collect();
-    ids.sort_unstable();
-    let unique = ids.windows(2).all(|w| w[0] != w[1]);
-    let top = ids.last().filter(|_| unique).map(|r| r + 1);
     let top_fits = top.filter(|&t| {
         nranks_ratio_bounds(coll, rows)
             .is_some_and(|(lo, hi)| lo <= t as f64 + 0.5 && t as f64 <= hi + 0.5)

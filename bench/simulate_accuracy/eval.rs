@@ -193,7 +193,9 @@ fn throughput(bin: &Path, dir: &Path, case: &StepCase, s: &Setting, compute_ms: 
             let step = doc["strategies"][0]["estimate"]["step_time_s"]
                 .as_f64()
                 .expect("an FSDP estimate");
-            s.samples.expect("an fsdp setting states its samples per step") / step
+            s.samples
+                .expect("an fsdp setting states its samples per step")
+                / step
         }
         other => panic!("{}: not a step simulation: {other:?}", case.id),
     };
@@ -207,6 +209,8 @@ pub struct StepRow {
     pub measured_ratio: f64,
     pub predicted_ratio: f64,
     pub compute_ms: f64,
+    /// The first setting's predicted throughput at the calibrated compute.
+    pub base_predicted: f64,
 }
 
 impl StepRow {
@@ -239,6 +243,7 @@ pub fn step_row(bin: &Path, dir: &Path, case: &StepCase) -> StepRow {
         measured_ratio: case.measured[1] / case.measured[0],
         predicted_ratio: other / base,
         compute_ms,
+        base_predicted: base,
     }
 }
 

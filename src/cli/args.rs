@@ -358,9 +358,11 @@ pub struct DdpArgs {
     #[arg(long, help_heading = "DDP (what to try)")]
     pub gradient_as_bucket_view: bool,
     /// Compute slowdown while all-reduces overlap backward (σ, 0 to 1): backward stretches by
-    /// σ × the communication time inside it. NCCL kernels take SMs from the backward kernels;
-    /// 0.05-0.15 is typical, more on GPUs with few SMs.
-    #[arg(long, default_value_t = 0.0, help_heading = "DDP (what to try)")]
+    /// σ × the communication time inside it. NCCL kernels take SMs and memory bandwidth from
+    /// the backward kernels: overlapped compute ran 18.9% slower on average (up to 40%) on
+    /// A100, H100, MI250 and MI210 (arXiv 2507.03114), hence 0.19; 0 is free overlap.
+    /// --measured-step-ms fits it to the job instead.
+    #[arg(long, default_value_t = crate::analysis::ddp::OVERLAP_SLOWDOWN, help_heading = "DDP (what to try)")]
     pub overlap_slowdown: f64,
     /// Boxed: the group is large beside the other simulators' flags.
     #[command(flatten)]
@@ -394,6 +396,13 @@ pub struct FsdpArgs {
     /// GPU memory in GB, to say which strategies fit.
     #[arg(long, help_heading = "Sharding")]
     pub gpu_memory_gb: Option<f64>,
+    /// Micro-batches per optimizer step: FULL_SHARD gathers the weights again for each, and
+    /// gradients are reduced each (--compute-ms is one micro-batch's).
+    #[arg(long, default_value_t = 1, help_heading = "Sharding")]
+    pub accumulation: usize,
+    /// Compute slowdown beside communication (σ, as for `simulate ddp`).
+    #[arg(long, default_value_t = crate::analysis::ddp::OVERLAP_SLOWDOWN, help_heading = "Sharding")]
+    pub overlap_slowdown: f64,
     /// table for people; csv: one row per strategy; json: the typed document.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table, help_heading = "Output")]
     pub format: OutputFormat,

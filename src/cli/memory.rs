@@ -53,10 +53,23 @@ pub struct MemoryArgs {
     /// Where the parameters live (DeepSpeed offload_param; ZeRO-3 only).
     #[arg(long, value_enum, default_value_t = OffloadArg::None)]
     pub offload_params: OffloadArg,
-    /// mixed: bf16/fp16 weights, gradients and activations, fp32 master weights and Adam
-    /// moments; fp32: everything in fp32.
-    #[arg(long, value_parser = ["mixed", "bf16", "fp16", "fp32"], default_value = "mixed")]
+    /// mixed (bf16, fp16 the same): 16-bit weights, gradients and activations with fp32
+    /// master weights and moments (DeepSpeed, Megatron, FSDP with a 16-bit param_dtype); amp:
+    /// torch.autocast, fp32 weights and states, 16-bit activations and weight copies (Hugging
+    /// Face Trainer's fp16/bf16=True); pure-bf16: everything 16-bit, no master copy
+    /// (torchtune, Lightning's bf16-true); fp32: everything fp32.
+    #[arg(long, value_parser = ["mixed", "bf16", "fp16", "amp", "pure-bf16", "fp32"], default_value = "mixed")]
     pub precision: String,
+    /// The optimizer whose states are counted: adamw (Adam too; torch.optim's foreach, whose
+    /// step makes a moment-sized temporary), adamw-fused (fused=True, apex, DeepSpeed, or
+    /// transformers' adamw_hf: no temporary), adamw-8bit (bitsandbytes, paged too), adafactor
+    /// (no momentum), sgd, sgd-momentum.
+    #[arg(long, value_enum, default_value_t = OptimizerArg::Adamw)]
+    pub optimizer: OptimizerArg,
+    /// The frozen base's decoder linears stored quantized (QLoRA: nf4; LLM.int8: int8); needs
+    /// a frozen base (--lora-rank or --trainable-params).
+    #[arg(long, value_enum)]
+    pub quantize: Option<QuantizeArg>,
     /// LoRA adapters of this rank (the base model frozen).
     #[arg(long, conflicts_with = "trainable_params")]
     pub lora_rank: Option<u64>,
@@ -167,6 +180,25 @@ impl MemoryArgs {
         };
         (on(OffloadWhat::Optimizer), on(OffloadWhat::Params))
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerArg {
+    #[value(alias = "adam")]
+    Adamw,
+    #[value(alias = "adamw-hf", alias = "adamw-apex-fused")]
+    AdamwFused,
+    #[value(name = "adamw-8bit", alias = "adam8bit", alias = "paged-adamw-8bit")]
+    Adamw8bit,
+    Adafactor,
+    Sgd,
+    SgdMomentum,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QuantizeArg {
+    Nf4,
+    Int8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

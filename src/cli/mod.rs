@@ -23,7 +23,9 @@ pub use groups::{
 };
 pub use loader::LoaderArgs;
 pub use matrix::{By, MatrixArgs, PairRuleArgs};
-pub use memory::{CheckpointArg, LogitsArg, MemoryArgs, OffloadArg, OptionalLink};
+pub use memory::{
+    CheckpointArg, LogitsArg, MemoryArgs, OffloadArg, OptimizerArg, OptionalLink, QuantizeArg,
+};
 pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};
 
 /// `--version`: the version, then what build.rs read of this binary.

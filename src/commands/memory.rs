@@ -3,10 +3,13 @@
 //! Markdown or JSON.
 
 use crate::analysis::memory::{
-    self, observed, overheads, presets, shape::Shape, Checkpointing, Logits, Offload, Setup,
-    Strategy, TrainPrecision, Trainable,
+    self, observed, overheads, presets, shape::Shape, Checkpointing, Logits, Offload, Optimizer,
+    Quantization, Setup, Strategy, TrainPrecision, Trainable,
 };
-use crate::cli::{CheckpointArg, LinkArgs, LogitsArg, MemoryArgs, OffloadArg, OutputFormat};
+use crate::cli::{
+    CheckpointArg, LinkArgs, LogitsArg, MemoryArgs, OffloadArg, OptimizerArg, OutputFormat,
+    QuantizeArg,
+};
 use crate::coll::Collective;
 use crate::exit::{ExitCode, Failure};
 use crate::flags::{count_in, non_negative, positive};
@@ -402,11 +405,24 @@ fn setup(
         strategy: strategy(&args.strategy),
         offload_optimizer: offload(args.offloads().0),
         offload_params: offload(args.offloads().1),
-        precision: if args.precision == "fp32" {
-            TrainPrecision::Fp32
-        } else {
-            TrainPrecision::Mixed
+        precision: match args.precision.as_str() {
+            "fp32" => TrainPrecision::Fp32,
+            "amp" => TrainPrecision::Amp,
+            "pure-bf16" => TrainPrecision::PureBf16,
+            _ => TrainPrecision::Mixed,
         },
+        optimizer: match args.optimizer {
+            OptimizerArg::Adamw => Optimizer::Adamw,
+            OptimizerArg::AdamwFused => Optimizer::AdamwFused,
+            OptimizerArg::Adamw8bit => Optimizer::Adamw8bit,
+            OptimizerArg::Adafactor => Optimizer::Adafactor,
+            OptimizerArg::Sgd => Optimizer::Sgd,
+            OptimizerArg::SgdMomentum => Optimizer::SgdMomentum,
+        },
+        quantize: args.quantize.map(|q| match q {
+            QuantizeArg::Nf4 => Quantization::Nf4,
+            QuantizeArg::Int8 => Quantization::Int8,
+        }),
         micro_batch: count_in("--micro-batch", args.micro_batch as usize, 1, 1 << 20)? as u64,
         checkpointing: match args.checkpointing {
             CheckpointArg::None => Checkpointing::None,

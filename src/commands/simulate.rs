@@ -458,19 +458,22 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         args.strategy.iter().map(|&s| s.into()).collect()
     };
     let params = model.num_params() as f64;
+    let schedule = fsdp::Schedule {
+        accumulation: count_in("--accumulation", args.accumulation, 1, 1 << 16)?,
+        overlap_slowdown: fraction("--overlap-slowdown", args.overlap_slowdown)?,
+    };
     let estimates: Vec<fsdp::Estimate> = strategies
         .iter()
         .map(|&s| {
-            fsdp::estimate(
+            fsdp::estimate_scheduled(
                 s,
                 params,
                 args.world_size,
                 precision,
                 activations_bytes,
                 &link,
-                compute.forward_s,
-                compute.backward_s,
-                compute.optimizer_s,
+                (compute.forward_s, compute.backward_s, compute.optimizer_s),
+                schedule,
             )
         })
         .collect();
@@ -485,6 +488,8 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         precision,
         link: describe(&link, &link_notes),
         compute,
+        accumulation: schedule.accumulation,
+        overlap_slowdown: schedule.overlap_slowdown,
         strategies: estimates
             .into_iter()
             .map(|estimate| FsdpRow {

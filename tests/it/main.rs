@@ -58,6 +58,7 @@ mod provenance;
 mod render_snapshots;
 mod report;
 mod secrets;
+mod simulate_accuracy;
 mod simulate_cli;
 mod store_abuse;
 mod sweep_host;

@@ -290,10 +290,13 @@ fn step_time(extra: &[&str]) -> (f64, Value) {
 
 #[test]
 fn overlap_slowdown_lengthens_overlapped_steps_and_is_recorded() {
-    let (plain, _) = step_time(&[]);
-    let (slowed, v) = step_time(&["--overlap-slowdown", "0.15"]);
-    assert_eq!(v["overlap_slowdown"], 0.15);
-    assert!(slowed > plain, "{slowed} vs {plain}");
+    // Free overlap (0), the measured average (the default, 0.19), a slower one.
+    let (free, _) = step_time(&["--overlap-slowdown", "0"]);
+    let (default, d) = step_time(&[]);
+    assert_eq!(d["overlap_slowdown"], 0.19);
+    let (slowed, v) = step_time(&["--overlap-slowdown", "0.4"]);
+    assert_eq!(v["overlap_slowdown"], 0.4);
+    assert!(free < default && default < slowed, "{free} {default} {slowed}");
     bin()
         .args(RESNET50_ON_4)
         .args([

@@ -10,6 +10,13 @@ use serde::Serialize;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// σ by default: compute overlapped with collectives ran 18.9% slower on average, up to 40%,
+/// across four GPU types (arXiv 2507.03114, "Characterizing Compute-Communication Overlap in
+/// GPU-Accelerated Distributed Deep Learning"); NCCL's maintainers put it on memory bandwidth,
+/// NCCL's traffic counting two to three times against HBM (NVIDIA/nccl#1428, where a GEMM
+/// beside an all-gather went from 1.18 to 2.08 ms on A100).
+pub const OVERLAP_SLOWDOWN: f64 = 0.19;
+
 /// What stays fixed across the grid.
 #[derive(Debug, Clone)]
 pub struct Setup<'a> {

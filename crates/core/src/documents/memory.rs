@@ -19,12 +19,98 @@ pub enum Offload {
 
 /// How the weights, gradients and optimizer are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum TrainPrecision {
-    /// bf16/fp16 weights, gradients and activations; fp32 master weights and Adam moments.
+    /// bf16/fp16 weights, gradients and activations; fp32 master weights and Adam moments
+    /// (DeepSpeed's and Megatron's mixed precision, FSDP with a 16-bit param_dtype).
     Mixed,
     /// Everything in fp32 (Adam moments included).
     Fp32,
+    /// torch.autocast (Hugging Face Trainer's fp16/bf16=True, Lightning's 16-mixed): fp32
+    /// weights, gradients and optimizer; 16-bit activations, and a 16-bit copy of each weight
+    /// a matmul casts, which autograd keeps for backward.
+    Amp,
+    /// Weights, gradients and optimizer states all 16-bit, no fp32 master copy (torchtune's
+    /// dtype bf16, Lightning's bf16-true).
+    PureBf16,
+}
+
+/// The optimizer, for the states it keeps per trainable parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// Adam/AdamW: two moments in the parameters' precision (fp32 under mixed precision);
+    /// torch.optim's foreach implementation, its default on CUDA.
+    #[default]
+    Adamw,
+    /// Adam/AdamW stepping fused or one tensor at a time (fused=True, apex's and DeepSpeed's
+    /// FusedAdam, transformers' own adamw_hf): the same states, no tensor-list temporaries.
+    AdamwFused,
+    /// bitsandbytes' 8-bit Adam/AdamW (and its paged form): two 1-byte block-quantized moments.
+    #[serde(rename = "adamw-8bit")]
+    Adamw8bit,
+    /// Adafactor without momentum (Hugging Face's default beta1=None): a factored second
+    /// moment, one row and one column vector per matrix.
+    Adafactor,
+    /// SGD without momentum: no state.
+    Sgd,
+    /// SGD with momentum: one buffer.
+    SgdMomentum,
+}
+
+impl Optimizer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::Adamw => "adamw",
+            Optimizer::AdamwFused => "adamw-fused",
+            Optimizer::Adamw8bit => "adamw-8bit",
+            Optimizer::Adafactor => "adafactor",
+            Optimizer::Sgd => "sgd",
+            Optimizer::SgdMomentum => "sgd-momentum",
+        }
+    }
+
+    /// Bytes of state per trainable parameter with moments `moment` bytes wide. The 8-bit
+    /// states are one byte each whatever the precision (bitsandbytes' block-wise quantization,
+    /// Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization"; its fp32 absmax per
+    /// 2048-value block is 0.2% more and left out); Adafactor's factored second moment is
+    /// rows + columns per matrix (Shazeer & Stern 2018), nothing per parameter.
+    pub fn state_bytes(self, moment: f64) -> f64 {
+        match self {
+            Optimizer::Adamw | Optimizer::AdamwFused => 2.0 * moment,
+            Optimizer::Adamw8bit => 2.0,
+            Optimizer::Adafactor | Optimizer::Sgd => 0.0,
+            Optimizer::SgdMomentum => moment,
+        }
+    }
+}
+
+/// Frozen base weights stored quantized (QLoRA and its 8-bit sibling, bitsandbytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quantization {
+    /// 4-bit NormalFloat with double-quantized constants (Dettmers et al. 2023, QLoRA §3:
+    /// 0.5 bytes per weight plus 0.127 bits of constants).
+    Nf4,
+    /// LLM.int8(): one byte per weight and an fp32 scale per row (Dettmers et al. 2022).
+    Int8,
+}
+
+impl Quantization {
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantization::Nf4 => "nf4",
+            Quantization::Int8 => "int8",
+        }
+    }
+
+    /// Bytes per quantized weight, constants included.
+    pub fn bytes_per_weight(self) -> f64 {
+        match self {
+            Quantization::Nf4 => 0.5 + 0.127 / 8.0,
+            Quantization::Int8 => 1.0,
+        }
+    }
 }
 
 /// Activation checkpointing (Korthikanti et al. 2022).
@@ -68,6 +154,8 @@ impl TrainPrecision {
         match self {
             TrainPrecision::Mixed => "mixed",
             TrainPrecision::Fp32 => "fp32",
+            TrainPrecision::Amp => "amp",
+            TrainPrecision::PureBf16 => "pure-bf16",
         }
     }
 }
@@ -143,6 +231,12 @@ pub struct PlanSetup {
     pub flash_attention: bool,
     pub logits: Logits,
     pub expandable_segments: bool,
+    /// The optimizer whose states are counted (absent in plans before it was a choice: AdamW).
+    #[serde(default)]
+    pub optimizer: Optimizer,
+    /// The frozen base's linears stored quantized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantize: Option<Quantization>,
 }
 
 /// One named part of a budget.
@@ -302,12 +396,17 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Bytes per parameter: 16-bit (or fp32) weights and gradients, and optimizer states (fp32
-/// master weights and Adam's two moments in mixed precision; the moments alone in fp32).
+/// master weights and the optimizer's moments in mixed precision; the moments alone
+/// otherwise).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Widths {
     pub weight: f64,
     pub grad: f64,
     pub optimizer: f64,
+    /// Bytes per activation value.
+    pub activation: f64,
+    /// autocast's 16-bit copy of each weight a matmul casts, held for backward (AMP only).
+    pub cast_copy: f64,
     /// The fp32 gradient partition DeepSpeed's ZeRO optimizers keep beside the master weights
     /// in mixed precision (the "16" of `estimate_zero2_model_states_mem_needs` is it plus 12);
     /// none in fp32, where the gradients already are fp32.
@@ -315,20 +414,28 @@ pub struct Widths {
 }
 
 impl TrainPrecision {
+    /// With AdamW.
     pub fn widths(self) -> Widths {
-        match self {
-            TrainPrecision::Mixed => Widths {
-                weight: 2.0,
-                grad: 2.0,
-                optimizer: 12.0,
-                grad_partition: 4.0,
-            },
-            TrainPrecision::Fp32 => Widths {
-                weight: 4.0,
-                grad: 4.0,
-                optimizer: 8.0,
-                grad_partition: 0.0,
-            },
+        self.widths_with(Optimizer::Adamw)
+    }
+
+    pub fn widths_with(self, optimizer: Optimizer) -> Widths {
+        let (weight, grad, master, moment, activation, cast_copy, grad_partition) = match self {
+            TrainPrecision::Mixed => (2.0, 2.0, 4.0, 4.0, 2.0, 0.0, 4.0),
+            TrainPrecision::Fp32 => (4.0, 4.0, 0.0, 4.0, 4.0, 0.0, 0.0),
+            // The fp32 weights are the master copy; HF's perf guide: "the model is present on
+            // the GPU in both 16-bit and 32-bit precision".
+            TrainPrecision::Amp => (4.0, 4.0, 0.0, 4.0, 2.0, 2.0, 0.0),
+            // torchtune and Lightning's bf16-true keep the moments in the parameters' dtype.
+            TrainPrecision::PureBf16 => (2.0, 2.0, 0.0, 2.0, 2.0, 0.0, 0.0),
+        };
+        Widths {
+            weight,
+            grad,
+            optimizer: master + optimizer.state_bytes(moment),
+            activation,
+            cast_copy,
+            grad_partition,
         }
     }
 }

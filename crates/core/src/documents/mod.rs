@@ -158,7 +158,17 @@ pub struct FsdpSimulation {
     pub precision: Precision,
     pub link: String,
     pub compute: Compute,
+    /// Micro-batches per optimizer step (1 in documents before it was a choice).
+    #[serde(default = "one")]
+    pub accumulation: usize,
+    /// σ, the compute slowdown beside communication (0 in documents before it was modelled).
+    #[serde(default)]
+    pub overlap_slowdown: f64,
     pub strategies: Vec<FsdpRow>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One (collective, size, placement) held against its baseline.

@@ -16,8 +16,8 @@ pub mod states;
 
 use crate::analysis::curve::Curve;
 pub use crate::documents::memory::{
-    Budget, Change, Checkpointing, Logits, MemoryPlan, Observed, Offload, PlanSetup, ShapeSummary,
-    Term, Traffic, TrainPrecision, Trainable,
+    Budget, Change, Checkpointing, Logits, MemoryPlan, Observed, Offload, Optimizer, PlanSetup,
+    Quantization, ShapeSummary, Term, Traffic, TrainPrecision, Trainable,
 };
 pub use crate::documents::simulation::Strategy;
 pub use setup::{Estimate, Setup};

@@ -206,3 +206,79 @@ fn bert_base_cased_is_accelerates_estimate_memory_table() {
     assert_eq!(states, 16.0 * params);
     assert_eq!(format!("{:.2}", states / GIB), "1.61");
 }
+
+fn term(s: &Setup, name: &str) -> f64 {
+    s.estimate(None)
+        .gpu
+        .terms
+        .iter()
+        .find(|t| t.name == name)
+        .map_or(0.0, |t| t.bytes)
+}
+
+#[test]
+fn qlora_stores_the_decoder_linears_in_nf4_and_keeps_embeddings_and_head_16_bit() {
+    let lora = Setup {
+        trainable: Trainable::Lora {
+            rank: 8,
+            modules: vec!["q".into(), "v".into()],
+        },
+        strategy: Strategy::NoShard,
+        ..seed_004()
+    };
+    let q = Setup {
+        quantize: Some(Quantization::Nf4),
+        ..lora.clone()
+    };
+    let linears = q.quantized_params() as f64;
+    let s = &q.shape;
+    let per_layer: u64 = s.linears().iter().map(|(_, i, o)| i * o).sum();
+    assert_eq!(linears, (per_layer * s.layers) as f64);
+    // Each quantized weight drops from 2 bytes to 0.516; nothing else moves.
+    let saved = term(&lora, "weights") - term(&q, "weights");
+    assert!((saved - linears * (2.0 - Quantization::Nf4.bytes_per_weight())).abs() < 1.0);
+    // A quantized base cannot train.
+    let full = Setup {
+        quantize: Some(Quantization::Nf4),
+        ..seed_004()
+    };
+    assert!(full.invalid().unwrap_or("").contains("frozen base"));
+}
+
+#[test]
+fn autocast_holds_16_bit_copies_and_foreach_adam_a_moment_beyond_the_activations() {
+    let amp = Setup {
+        precision: TrainPrecision::Amp,
+        strategy: Strategy::NoShard,
+        ..seed_004()
+    };
+    assert!(term(&amp, "16-bit weight copies (autocast)") > 0.0);
+    let mixed = Setup {
+        precision: TrainPrecision::Mixed,
+        ..amp.clone()
+    };
+    assert_eq!(term(&mixed, "16-bit weight copies (autocast)"), 0.0);
+    // foreach AdamW's temporary is one moment (4 B per parameter under autocast), counted
+    // only where it exceeds what the activations freed; fused AdamW has none.
+    let long = Setup {
+        seq_len: 16,
+        ..amp.clone()
+    };
+    let t = term(&long, "optimizer step temporaries");
+    let moment = 4.0 * long.params().1 as f64;
+    assert!(t > 0.0 && t < moment, "{t} of {moment}");
+    let fused = Setup {
+        optimizer: Optimizer::AdamwFused,
+        ..long.clone()
+    };
+    assert_eq!(term(&fused, "optimizer step temporaries"), 0.0);
+    // 8-bit Adam keeps a quarter of AdamW's fp32 moments.
+    let adam8 = Setup {
+        optimizer: Optimizer::Adamw8bit,
+        ..long
+    };
+    assert_eq!(
+        term(&adam8, "optimizer states"),
+        2.0 * adam8.params().1 as f64
+    );
+}

@@ -23,6 +23,8 @@ pub fn seed_004() -> Setup {
         offload_optimizer: Offload::None,
         offload_params: Offload::None,
         precision: TrainPrecision::Mixed,
+        optimizer: Default::default(),
+        quantize: None,
         seq_len: 1024,
         micro_batch: 1,
         checkpointing: Checkpointing::None,

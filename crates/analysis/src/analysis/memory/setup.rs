@@ -7,8 +7,8 @@ use super::states::States;
 use super::{overheads, states};
 use crate::analysis::curve::Curve;
 use crate::documents::memory::{
-    Budget, Checkpointing, Logits, Offload, PlanSetup, ShapeSummary, Term, Traffic, TrainPrecision,
-    Trainable,
+    Budget, Checkpointing, Logits, Offload, Optimizer, PlanSetup, Quantization, ShapeSummary, Term,
+    Traffic, TrainPrecision, Trainable,
 };
 use crate::documents::simulation::Strategy;
 
@@ -27,6 +27,9 @@ pub struct Setup {
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
     pub precision: TrainPrecision,
+    pub optimizer: Optimizer,
+    /// The frozen base's decoder linears stored quantized (needs a frozen base: LoRA).
+    pub quantize: Option<Quantization>,
     pub seq_len: u64,
     pub micro_batch: u64,
     pub checkpointing: Checkpointing,
@@ -80,11 +83,69 @@ impl Setup {
             trainable: trainable as f64,
             largest_module: self.shape.largest_module_params() as f64,
             largest_trains: matches!(self.trainable, Trainable::Full),
+            optimizer: self.optimizer,
+            quantized: self.quantized_params() as f64,
+            quant_bytes: self.quantize.map_or(0.0, Quantization::bytes_per_weight),
         }
+    }
+
+    /// The frozen weights stored quantized: bitsandbytes replaces the decoder's nn.Linear
+    /// layers; embeddings, norms and the output head stay 16-bit (transformers keeps lm_head
+    /// out of the conversion, `get_keys_to_not_convert`).
+    pub fn quantized_params(&self) -> u64 {
+        if self.quantize.is_none() {
+            return 0;
+        }
+        let linears: u64 = self.shape.linears().iter().map(|(_, i, o)| i * o).sum();
+        linears * self.shape.layers
+    }
+
+    /// What PyTorch's foreach Adam/AdamW (torch.optim's default on CUDA) allocates at the
+    /// step beside the states: its intermediates are tensor lists, one the size of a moment
+    /// ("foreach ... uses slightly more peak memory ... since the intermediates are a
+    /// tensorlist vs just one tensor", torch.optim's docs). None for the mixed precision of
+    /// DeepSpeed and Megatron (fused optimizers), for bitsandbytes' fused 8-bit kernels, for
+    /// SGD and Adafactor (in place, per tensor), or with the optimizer on the CPU.
+    fn optimizer_temporaries(&self, b: &states::StateBytes) -> f64 {
+        let foreach = matches!(self.optimizer, Optimizer::Adamw)
+            && !matches!(self.precision, TrainPrecision::Mixed)
+            && self.offload_optimizer == Offload::None;
+        if !foreach {
+            return 0.0;
+        }
+        // One moment is half the states.
+        b.optimizer / 2.0
+    }
+
+    /// The 16-bit copies autocast makes, per GPU: of the whole model unsharded, of a shard's
+    /// worth under ZeRO-3/FSDP full sharding (each unit's copies die with its gathered weights).
+    fn cast_copy_bytes(&self) -> f64 {
+        let w = self.precision.widths();
+        let share = match self.strategy {
+            Strategy::FullShard => 1.0 / self.world_size.max(1) as f64,
+            _ => 1.0,
+        };
+        w.cast_copy * self.cast_params() * share
+    }
+
+    /// Weights a matmul casts to 16 bits under autocast, whose copies autograd keeps for the
+    /// backward: the decoder's linears and an untied output head (embedding lookups are not
+    /// cast), less what is stored quantized (dequantized one layer at a time).
+    fn cast_params(&self) -> f64 {
+        let linears: u64 = self.shape.linears().iter().map(|(_, i, o)| i * o).sum();
+        let head = if self.shape.tied_embeddings {
+            0
+        } else {
+            self.shape.vocab * self.shape.hidden
+        };
+        (linears * self.shape.layers + head).saturating_sub(self.quantized_params()) as f64
     }
 
     /// What cannot be, in words (offload a strategy does not do).
     pub fn invalid(&self) -> Option<&'static str> {
+        if self.quantize.is_some() && matches!(self.trainable, Trainable::Full) {
+            return Some("--quantize needs a frozen base (--lora-rank or --trainable-params): quantized weights do not train");
+        }
         self.states().invalid()
     }
 
@@ -92,7 +153,7 @@ impl Setup {
         Batch {
             seq_len: self.seq_len,
             micro_batch: self.micro_batch,
-            bytes_per_value: self.precision.widths().weight,
+            bytes_per_value: self.precision.widths().activation,
             flash_attention: self.flash_attention,
         }
     }
@@ -123,6 +184,8 @@ impl Setup {
             offload_optimizer: self.offload_optimizer,
             offload_params: self.offload_params,
             precision: self.precision,
+            optimizer: self.optimizer,
+            quantize: self.quantize,
             trainable: self.trainable.clone(),
             frozen_params: self.frozen_params,
             seq_len: self.seq_len,
@@ -162,7 +225,7 @@ impl Setup {
     fn gpu_terms(&self, loss_bytes_held: Option<f64>) -> Vec<Term> {
         let st = self.states();
         let b = st.bytes();
-        let w = self.precision.widths();
+        let w = self.precision.widths_with(self.optimizer);
         let batch = self.batch();
         let layers = activations::layers_bytes(&self.shape, batch, self.checkpointing);
         let (edges, logits) = activations::outside_layers_bytes(&self.shape, batch, self.logits);
@@ -175,7 +238,17 @@ impl Setup {
                 what
             }
         };
-        let weights_basis = format!("{} B x all parameters", w.weight);
+        let weights_basis = match self.quantize {
+            Some(q) => format!(
+                "{} B x {:.2e} parameters + {:.3} B x {:.2e} decoder linears in {}",
+                w.weight,
+                self.params().0 as f64 - st.quantized,
+                q.bytes_per_weight(),
+                st.quantized,
+                q.name()
+            ),
+            None => format!("{} B x all parameters", w.weight),
+        };
         let grads_basis = match self.strategy {
             Strategy::NoShard => format!("{} B x trainable parameters", w.grad),
             Strategy::Zero1 | Strategy::ShardGradOp if w.grad_partition > 0.0 => format!(
@@ -196,12 +269,16 @@ impl Setup {
             Strategy::FullShard => over_n(format!("{} B x trainable parameters", w.grad)),
         };
         let optimizer_basis = format!(
-            "{} B x trainable parameters (Adam: {})",
+            "{} B x trainable parameters ({}: {})",
             w.optimizer,
-            if w.grad_partition > 0.0 {
-                "fp32 weights and two moments"
-            } else {
-                "two moments"
+            self.optimizer.name(),
+            match (w.grad_partition > 0.0, self.optimizer) {
+                (true, _) => "fp32 weights and its states",
+                (false, crate::documents::memory::Optimizer::Adafactor) => {
+                    "a factored second moment, rows and columns only"
+                }
+                (false, crate::documents::memory::Optimizer::Sgd) => "no state",
+                (false, _) => "its states",
             }
         );
         let mut terms = vec![
@@ -219,6 +296,12 @@ impl Setup {
                 "largest module's weights and gradient".into(),
             ),
             term("gradients", b.grads, grads_basis),
+            term(
+                "16-bit weight copies (autocast)",
+                self.cast_copy_bytes(),
+                "2 B x matmul weights: autocast casts each, autograd keeps the copy for backward"
+                    .into(),
+            ),
             term(
                 "optimizer states",
                 b.optimizer,
@@ -246,6 +329,19 @@ impl Setup {
                 format!("--logits {}", self.logits.name()),
             ),
         ];
+        let temporaries = self.optimizer_temporaries(&b);
+        if temporaries > 0.0 {
+            let freed = layers + edges + logits;
+            terms.push(term(
+                "optimizer step temporaries",
+                (temporaries - freed).max(0.0),
+                format!(
+                    "foreach {}: a tensor list as large as one moment ({:.2} GB), made at the step, when the activations are freed; the part beyond them",
+                    self.optimizer.name(),
+                    temporaries / 1e9
+                ),
+            ));
+        }
         let tensors: f64 = terms.iter().map(|t| t.bytes).sum();
         let fraction = self
             .fragmentation

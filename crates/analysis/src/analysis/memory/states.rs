@@ -3,7 +3,7 @@
 //! (`estimate_zero2_model_states_mem_needs`, `estimate_zero3_model_states_mem_needs`, as its
 //! docs/code-docs/source/memory.rst states them) to hold the accounting against.
 
-pub use crate::documents::memory::{Offload, TrainPrecision, Widths};
+pub use crate::documents::memory::{Offload, Optimizer, TrainPrecision, Widths};
 pub use crate::documents::simulation::Strategy;
 
 /// Bytes per trainable parameter an offloaded optimizer keeps on the host: fp32 weights,
@@ -30,6 +30,10 @@ pub struct States {
     pub trainable: f64,
     pub largest_module: f64,
     pub largest_trains: bool,
+    pub optimizer: Optimizer,
+    /// Frozen parameters stored quantized, and their bytes each.
+    pub quantized: f64,
+    pub quant_bytes: f64,
 }
 
 /// Model states per GPU, and what offload puts on each node.
@@ -80,7 +84,7 @@ impl States {
     }
 
     pub fn bytes(&self) -> StateBytes {
-        let w = self.precision.widths();
+        let w = self.precision.widths_with(self.optimizer);
         let n = self.world_size.max(1) as f64;
         // DeepSpeed's accounting (stage_1_and_2.py, stage3.py and their estimators): under
         // ZeRO-1/2 every GPU keeps the full 16-bit gradients (reduced bucket by bucket, then
@@ -103,7 +107,9 @@ impl States {
             self.params
         };
         let mut s = StateBytes {
-            weights: self.params * w.weight * w_share,
+            weights: ((self.params - self.quantized) * w.weight
+                + self.quantized * self.quant_bytes)
+                * w_share,
             // A frozen largest module (an embedding under LoRA) is gathered without a gradient.
             gathered: if self.strategy == Strategy::FullShard {
                 self.largest_module * (w.weight + if self.largest_trains { w.grad } else { 0.0 })

@@ -69,6 +69,9 @@ fn states(offload_optimizer: Offload, offload_params: Offload) -> States {
         trainable: 2851e6,
         largest_module: 32e6,
         largest_trains: true,
+        optimizer: Optimizer::Adamw,
+        quantized: 0.0,
+        quant_bytes: 0.0,
     }
 }
 
@@ -135,4 +138,40 @@ fn no_offload_ddp_is_the_zero_papers_16_bytes_per_parameter() {
     }
     .invalid()
     .is_some());
+}
+
+#[test]
+fn optimizers_and_precisions_keep_the_states_their_sources_state() {
+    use crate::documents::memory::Quantization;
+    let w = |p: TrainPrecision, o: Optimizer| p.widths_with(o).optimizer;
+    // Mixed precision: fp32 master weights (4) and Adam's fp32 moments (8); DeepSpeed's 12.
+    assert_eq!(w(TrainPrecision::Mixed, Optimizer::Adamw), 12.0);
+    // torchtune / bf16-true: the moments in bf16, no master copy.
+    assert_eq!(w(TrainPrecision::PureBf16, Optimizer::Adamw), 4.0);
+    // autocast: the fp32 weights are the master; the moments fp32.
+    assert_eq!(w(TrainPrecision::Amp, Optimizer::Adamw), 8.0);
+    // bitsandbytes: one byte per moment whatever the precision; Adafactor: nothing per
+    // parameter; SGD with momentum: one buffer.
+    assert_eq!(w(TrainPrecision::Fp32, Optimizer::Adamw8bit), 2.0);
+    assert_eq!(w(TrainPrecision::Fp32, Optimizer::Adafactor), 0.0);
+    assert_eq!(w(TrainPrecision::Fp32, Optimizer::SgdMomentum), 4.0);
+    assert_eq!(w(TrainPrecision::Mixed, Optimizer::Sgd), 4.0);
+    // Only autocast keeps 16-bit copies of the weights; its activations are 16-bit.
+    assert_eq!(TrainPrecision::Amp.widths().cast_copy, 2.0);
+    assert_eq!(TrainPrecision::Amp.widths().activation, 2.0);
+    assert_eq!(TrainPrecision::Fp32.widths().activation, 4.0);
+    // NF4 with double quantization: 4.127 bits per weight (QLoRA §3).
+    assert!((Quantization::Nf4.bytes_per_weight() * 8.0 - 4.127).abs() < 1e-9);
+}
+
+#[test]
+fn quantized_weights_count_at_their_width_and_the_rest_at_16_bits() {
+    let mut s = states(Offload::None, Offload::None);
+    s.strategy = Strategy::NoShard;
+    s.world_size = 1;
+    let full = s.bytes().weights;
+    s.quantized = 2000e6;
+    s.quant_bytes = 0.5;
+    let q = s.bytes().weights;
+    assert!((full - q - 2000e6 * 1.5).abs() < 1.0, "{full} {q}");
 }

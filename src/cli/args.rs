@@ -364,6 +364,15 @@ pub struct DdpArgs {
     /// --measured-step-ms fits it to the job instead.
     #[arg(long, default_value_t = crate::analysis::ddp::OVERLAP_SLOWDOWN, help_heading = "DDP (what to try)")]
     pub overlap_slowdown: f64,
+    /// One measured DDP step of this job on its GPUs and link, in ms (at the first
+    /// --accumulation and bucket_cap_mb 25, with no_sync): fits --overlap-slowdown to it, so
+    /// the grid answers from the job's own overlap. Say which, when none fits.
+    #[arg(
+        long,
+        help_heading = "DDP (what to try)",
+        conflicts_with = "overlap_slowdown"
+    )]
+    pub measured_step_ms: Option<f64>,
     /// Boxed: the group is large beside the other simulators' flags.
     #[command(flatten)]
     pub loader: Box<super::loader::LoaderArgs>,

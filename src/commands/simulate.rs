@@ -356,9 +356,34 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         copy_bytes_per_s: 300e9,
         overlap_slowdown: fraction("--overlap-slowdown", args.overlap_slowdown)?,
     };
-    let mut grid = setup.grid(&caps, &accs);
     let default_cap = if caps.contains(&25.0) { 25.0 } else { caps[0] };
-    let advice = ddp::advice(&setup, &grid, default_cap);
+    let mut fitted = None;
+    let setup = match args.measured_step_ms {
+        None => setup,
+        Some(ms) => {
+            let config = ddp::Config {
+                bucket_cap_mb: default_cap,
+                accumulation: accs[0],
+                no_sync: true,
+            };
+            let measured = positive("--measured-step-ms", ms, "ms")? / 1e3;
+            let sigma = setup
+                .fit_overlap_slowdown(config, measured)
+                .map_err(|why| Failure::usage(format!("--measured-step-ms: {why}")))?;
+            fitted = Some(format!(
+                "overlap slowdown {sigma:.2} fitted to the measured step of {ms:.1} ms (bucket_cap_mb={default_cap}, accumulation {}); the default is {}",
+                accs[0],
+                ddp::OVERLAP_SLOWDOWN
+            ));
+            Setup {
+                overlap_slowdown: sigma,
+                ..setup
+            }
+        }
+    };
+    let mut grid = setup.grid(&caps, &accs);
+    let mut advice = ddp::advice(&setup, &grid, default_cap);
+    advice.splice(0..0, fitted);
     // The loader's plan holds the accumulation listed first as the one trained with.
     let loader = built.map(|b| {
         crate::analysis::loader_plan::Plan {

@@ -296,7 +296,10 @@ fn overlap_slowdown_lengthens_overlapped_steps_and_is_recorded() {
     assert_eq!(d["overlap_slowdown"], 0.19);
     let (slowed, v) = step_time(&["--overlap-slowdown", "0.4"]);
     assert_eq!(v["overlap_slowdown"], 0.4);
-    assert!(free < default && default < slowed, "{free} {default} {slowed}");
+    assert!(
+        free < default && default < slowed,
+        "{free} {default} {slowed}"
+    );
     bin()
         .args(RESNET50_ON_4)
         .args([
@@ -357,4 +360,29 @@ fn csv_has_one_row_per_configuration_and_strategy() {
     assert_eq!(text.lines().count(), 1 + 4);
     // No --gpu-memory-gb: the fits column is empty, not "false".
     assert!(text.lines().skip(1).all(|l| l.ends_with(',')), "{text}");
+}
+
+#[test]
+fn a_measured_step_fits_the_overlap_slowdown_and_says_when_none_can() {
+    // The step the model gives at σ = 0.3, given back as measured, gives back σ = 0.3.
+    let (at_03, _) = step_time(&["--overlap-slowdown", "0.3"]);
+    let ms = format!("{}", at_03 * 1e3);
+    let (_, v) = step_time(&["--measured-step-ms", &ms]);
+    let sigma = v["overlap_slowdown"].as_f64().unwrap();
+    assert!((sigma - 0.3).abs() < 1e-3, "{sigma}");
+    assert!(v["advice"][0]
+        .as_str()
+        .unwrap()
+        .starts_with("overlap slowdown 0.30 fitted to the measured step"));
+    // Faster than free overlap allows: the inputs, not the overlap, are wrong.
+    let (free, _) = step_time(&["--overlap-slowdown", "0"]);
+    let out = bin()
+        .args(RESNET50_ON_4)
+        .args(["--compute-ms", "300", "--busbw", "2", "--latency-us", "30"])
+        .args(["--bucket-cap-mb", "25", "--accumulation", "1"])
+        .args(["--measured-step-ms", &format!("{}", free * 1e3 * 0.5)])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("faster than this model allows"), "{err}");
 }

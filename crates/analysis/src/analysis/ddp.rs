@@ -288,6 +288,52 @@ impl Setup<'_> {
         }
     }
 
+    /// σ fitted to one measured step of this job at `config` (a DDP step timed on its own
+    /// GPUs and link): the slowdown that makes the simulated step take that long. An error
+    /// says why none does: the step is faster than free overlap allows (the compute or the
+    /// link given is slower than the job's), or slower than σ = 4 explains (the step waits on
+    /// something besides communication: the input pipeline, host work).
+    pub fn fit_overlap_slowdown(
+        &self,
+        config: Config,
+        measured_step_s: f64,
+    ) -> Result<f64, String> {
+        const MOST: f64 = 4.0;
+        let at = |sigma: f64| {
+            Setup {
+                overlap_slowdown: sigma,
+                ..self.clone()
+            }
+            .evaluate(config)
+            .step_time_s
+        };
+        let (free, most) = (at(0.0), at(MOST));
+        if measured_step_s < free * 0.999 {
+            return Err(format!(
+                "the measured step ({:.1} ms) is faster than this model allows even with free overlap ({:.1} ms): the compute or the link given is slower than the job's",
+                measured_step_s * 1e3,
+                free * 1e3
+            ));
+        }
+        if measured_step_s > most {
+            return Err(format!(
+                "the measured step ({:.1} ms) is longer than communication can explain ({:.1} ms at slowdown {MOST}): it waits on something else (the input pipeline, host work)",
+                measured_step_s * 1e3,
+                most * 1e3
+            ));
+        }
+        let (mut lo, mut hi) = (0.0, MOST);
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if at(mid) < measured_step_s {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(0.5 * (lo + hi))
+    }
+
     pub fn evaluate(&self, config: Config) -> Outcome {
         self.evaluate_with(config, &self.buckets(config.bucket_cap_mb))
     }

@@ -28,6 +28,26 @@ pub struct Corpus {
     pub memory: Vec<MemoryCase>,
     #[serde(default)]
     pub fit: Vec<FitCase>,
+    #[serde(default)]
+    pub max_batch: Vec<MaxBatchCase>,
+}
+
+/// The largest micro-batch that ran and, where the source says, the smallest that did not.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxBatchCase {
+    pub id: String,
+    pub source: String,
+    pub job: String,
+    /// Arguments with the GPU's memory stated; `--max-batch` is added.
+    pub args: String,
+    pub ran_at: u64,
+    #[serde(default)]
+    pub oom_at: Option<u64>,
+    #[serde(default)]
+    pub before: Option<String>,
+    #[serde(default)]
+    pub notes: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,6 +143,7 @@ pub fn load(dir: &Path) -> Corpus {
         step: Vec::new(),
         memory: Vec::new(),
         fit: Vec::new(),
+        max_batch: Vec::new(),
     };
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("tests/corpus/training is readable")
@@ -137,6 +158,7 @@ pub fn load(dir: &Path) -> Corpus {
         all.step.extend(c.step);
         all.memory.extend(c.memory);
         all.fit.extend(c.fit);
+        all.max_batch.extend(c.max_batch);
     }
     all
 }
@@ -323,10 +345,50 @@ pub fn fit_row(bin: &Path, dir: &Path, case: &FitCase) -> FitRow {
     }
 }
 
+#[derive(Debug, Clone)]
+pub struct MaxBatchRow {
+    pub id: String,
+    pub ran_at: u64,
+    pub oom_at: Option<u64>,
+    /// None when the binary has no --max-batch (an older one).
+    pub predicted: Option<u64>,
+}
+
+impl MaxBatchRow {
+    pub fn right(&self) -> bool {
+        self.predicted
+            .is_some_and(|p| p >= self.ran_at && self.oom_at.is_none_or(|o| p < o))
+    }
+}
+
+pub fn max_batch_row(bin: &Path, dir: &Path, case: &MaxBatchCase) -> MaxBatchRow {
+    let args = before_or(&case.args, &case.before);
+    let with = format!("{args} --max-batch");
+    let predicted = if std::env::var_os("NCCLPROBE_ACCURACY_BEFORE").is_some() {
+        // An older planner had no search: the largest of 1..=64 its plan says fits.
+        (1..=64u64)
+            .take_while(|&mb| {
+                let doc = simulate(bin, dir, &format!("{args} --micro-batch {mb}"), 0.0);
+                doc["gpu"]["total_bytes"].as_f64() <= doc["gpu"]["capacity_bytes"].as_f64()
+            })
+            .last()
+            .or(Some(0))
+    } else {
+        simulate(bin, dir, &with, 0.0)["max_micro_batch"]["micro_batch"].as_u64()
+    };
+    MaxBatchRow {
+        id: case.id.clone(),
+        ran_at: case.ran_at,
+        oom_at: case.oom_at,
+        predicted,
+    }
+}
+
 pub struct Table {
     pub steps: Vec<StepRow>,
     pub memory: Vec<MemoryRow>,
     pub fits: Vec<FitRow>,
+    pub max_batch: Vec<MaxBatchRow>,
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
@@ -403,6 +465,21 @@ impl Table {
                 if r.fits == r.predicted { "" } else { "  WRONG" }
             ));
         }
+        s.push_str("\nlargest micro-batch\n");
+        s.push_str(&format!(
+            "{:<24} {:>8} {:>8} {:>9}\n",
+            "case", "ran at", "OOM at", "predicted"
+        ));
+        for r in &self.max_batch {
+            s.push_str(&format!(
+                "{:<24} {:>8} {:>8} {:>9}{}\n",
+                r.id,
+                r.ran_at,
+                r.oom_at.map_or("-".to_string(), |o| o.to_string()),
+                r.predicted.map_or("-".to_string(), |p| p.to_string()),
+                if r.right() { "" } else { "  WRONG" }
+            ));
+        }
         s.push_str(&format!(
             "\nstep-time ratios: {} cases, mean absolute error {:.1}% (target 15%)\n",
             self.steps.len(),
@@ -418,6 +495,11 @@ impl Table {
             self.fits.len(),
             self.fit_accuracy() * 100.0
         ));
+        s.push_str(&format!(
+            "largest micro-batch: {} cases, {} right\n",
+            self.max_batch.len(),
+            self.max_batch.iter().filter(|r| r.right()).count()
+        ));
         s
     }
 }
@@ -429,5 +511,10 @@ pub fn evaluate(bin: &Path, dir: &Path) -> Table {
         steps: c.step.iter().map(|k| step_row(bin, dir, k)).collect(),
         memory: c.memory.iter().map(|k| memory_row(bin, dir, k)).collect(),
         fits: c.fit.iter().map(|k| fit_row(bin, dir, k)).collect(),
+        max_batch: c
+            .max_batch
+            .iter()
+            .map(|k| max_batch_row(bin, dir, k))
+            .collect(),
     }
 }

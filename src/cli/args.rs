@@ -311,9 +311,15 @@ pub struct ComputeArgs {
     /// Backward time in ms.
     #[arg(long, requires = "forward_ms")]
     pub backward_ms: Option<f64>,
-    /// Optimizer step time in ms (part of --compute-ms when that is given).
+    /// Optimizer step time in ms (part of --compute-ms when that is given), on one GPU holding
+    /// every state; ZeRO-1/2/3 divide it by the GPUs.
     #[arg(long, default_value_t = 0.0)]
     pub optimizer_ms: f64,
+    /// The GPU (e.g. h100, a100-40gb, rtx-4090, titan-rtx): without --optimizer-ms, the
+    /// optimizer step is estimated from its memory bandwidth and the bytes AdamW moves per
+    /// parameter (and taken out of --compute-ms, or added to --forward-ms/--backward-ms).
+    #[arg(long)]
+    pub gpu: Option<String>,
 }
 
 #[derive(Debug, Args, Clone)]

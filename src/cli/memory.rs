@@ -125,6 +125,10 @@ pub struct MemoryArgs {
     /// into every figure (the GPU's capacity is the error's, unless a flag gives one).
     #[arg(long, value_name = "FILE")]
     pub oom: Option<PathBuf>,
+    /// Search the largest micro-batch that fits the GPU (its capacity from NVML or the flags),
+    /// and say which term stops the next one.
+    #[arg(long)]
+    pub max_batch: bool,
     #[command(flatten)]
     pub link: OptionalLink,
     /// table for people; csv: one row per term; json: the typed document.

@@ -529,7 +529,14 @@ pub fn run(args: &MemoryArgs) -> Result<ExitCode, Failure> {
     } else {
         (None, None)
     };
-    let doc = memory::plan(&setup, curve.as_ref(), link_text, notes, observed);
+    let mut doc = memory::plan(&setup, curve.as_ref(), link_text, notes, observed);
+    if args.max_batch {
+        let found = memory::max_batch::largest(&setup).ok_or_else(|| {
+            Failure::usage("--max-batch needs the GPU's memory: NVML could not tell it; give --gpu-memory-gb or --gpu-memory-gib")
+        })?;
+        doc.notes.insert(0, memory::max_batch::sentence(&found));
+        doc.max_micro_batch = Some(found);
+    }
     let text = match args.format {
         OutputFormat::Json => render::to_json(&doc)? + "\n",
         OutputFormat::Csv => render::memory::csv(&doc),

@@ -183,8 +183,17 @@ pub(crate) fn describe(link: &Curve, notes: &[String]) -> String {
         .join("; ")
 }
 
-fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
-    let opt_s = non_negative("--optimizer-ms", c.optimizer_ms, "milliseconds")? * 1e-3;
+fn load_compute(c: &ComputeArgs, optimizer: Option<(f64, f64)>) -> Result<Compute, Failure> {
+    let mut opt_s = non_negative("--optimizer-ms", c.optimizer_ms, "milliseconds")? * 1e-3;
+    if let (Some(gpu), 0.0, Some((params, bytes))) = (&c.gpu, c.optimizer_ms, optimizer) {
+        let (bw, _) = crate::analysis::optimizer_step::bandwidth(gpu).ok_or_else(|| {
+            Failure::usage(format!(
+                "--gpu {gpu}: not a GPU whose memory bandwidth is known ({}); give --optimizer-ms",
+                crate::analysis::optimizer_step::known().join(", ")
+            ))
+        })?;
+        opt_s = crate::analysis::optimizer_step::step_s(params, bytes, bw);
+    }
     match (c.compute_ms, c.forward_ms, c.backward_ms) {
         (_, Some(f), Some(b)) => Ok(Compute {
             forward_s: positive("--forward-ms", f, "milliseconds")? * 1e-3,
@@ -194,9 +203,11 @@ fn load_compute(c: &ComputeArgs) -> Result<Compute, Failure> {
         (Some(ms), _, _) => {
             let step = positive("--compute-ms", ms, "milliseconds")? * 1e-3;
             if opt_s >= step {
-                return Err(Failure::usage(
-                    "--optimizer-ms: must be less than --compute-ms",
-                ));
+                return Err(Failure::usage(format!(
+                    "--optimizer-ms: must be less than --compute-ms (the optimizer step is {:.1} ms{})",
+                    opt_s * 1e3,
+                    if c.gpu.is_some() && c.optimizer_ms == 0.0 { ", estimated from --gpu" } else { "" }
+                )));
             }
             Ok(Compute::from_step(step, opt_s))
         }
@@ -323,7 +334,15 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         link_optional: args.loader.data_ms.is_some() || args.loader.sample_ms.is_some(),
     };
     let (link, link_notes) = load_link(&args.link, &needs)?;
-    let compute = load_compute(&args.compute)?;
+    // DDP keeps every state on every GPU, in the gradients' precision (torch.optim's foreach).
+    let elem = model.tensors.first().map_or(4, |t| t.elem_bytes) as f64;
+    let compute = load_compute(
+        &args.compute,
+        Some((
+            model.num_params() as f64,
+            crate::analysis::optimizer_step::adamw_bytes_per_param(elem, false),
+        )),
+    )?;
     let built = super::loader::build(
         &args.loader,
         args.world_size,
@@ -463,8 +482,18 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
         link_optional: false,
     };
     let (link, link_notes) = load_link(&args.link, &needs)?;
-    let compute = load_compute(&args.compute)?;
-    let precision = if args.precision == "fp32" {
+    let fp32 = args.precision == "fp32";
+    let compute = load_compute(
+        &args.compute,
+        Some((
+            model.num_params() as f64,
+            crate::analysis::optimizer_step::adamw_bytes_per_param(
+                if fp32 { 4.0 } else { 2.0 },
+                !fp32,
+            ),
+        )),
+    )?;
+    let precision = if fp32 {
         Precision {
             param_bytes: 4.0,
             grad_bytes: 4.0,
@@ -490,6 +519,11 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
     let estimates: Vec<fsdp::Estimate> = strategies
         .iter()
         .map(|&s| {
+            // ZeRO partitions the optimizer: each GPU steps its 1/N of the states.
+            let optimizer_s = match s {
+                Strategy::NoShard => compute.optimizer_s,
+                _ => compute.optimizer_s / args.world_size.max(1) as f64,
+            };
             fsdp::estimate_scheduled(
                 s,
                 params,
@@ -497,7 +531,7 @@ pub fn run_fsdp(args: &FsdpArgs) -> Result<ExitCode, Failure> {
                 precision,
                 activations_bytes,
                 &link,
-                (compute.forward_s, compute.backward_s, compute.optimizer_s),
+                (compute.forward_s, compute.backward_s, optimizer_s),
                 schedule,
             )
         })

@@ -33,9 +33,9 @@ const STEP_TODAY: &[(&str, f64)] = &[
     ("NV-05-a100-squad-fp16-8", 7.685),
     ("FP-01-a100-bert-fp32-8", 7.680),
     ("FP-01-a100-bert-fp32-16", 14.087),
-    ("HF-05-titan-deberta-zero2", 1.013),
-    ("HF-03-titan-gpt2l-sgo", 0.998),
-    ("HF-03-titan-gpt2l-full", 1.001),
+    ("HF-05-titan-deberta-zero2", 1.202),
+    ("HF-03-titan-gpt2l-sgo", 1.001),
+    ("HF-03-titan-gpt2l-full", 1.008),
     ("DS-02-v100-gpt2xl-z2", 1.000),
     ("DS-02-v100-gpt2xl-z3", 1.043),
     ("TT-01-h100-llama8b-128", 0.999),
@@ -77,6 +77,8 @@ const MEMORY_TODAY: &[(&str, f64)] = &[
     ("M80-ds-8b-z3off-128k", 70.66),
     ("M69-swift-qwen7b-zero2", 75.91),
     ("M70-swift-qwen7b-zero3", 48.92),
+    ("M45-hub-falcon7b-lora-b1", 16.06),
+    ("M46-hub-falcon7b-qlora-b1", 6.22),
 ];
 
 /// (case, predicted to fit)
@@ -101,6 +103,17 @@ const FIT_TODAY: &[(&str, bool)] = &[
     ("M49-llama2-7b-lora-a10g-fits", true),
     ("M53-mistral-lora-a10g-fits", true),
     ("M74-titan-8b-fsdp8-fits", false),
+    ("B03-falcon40b-lora", false),
+    ("B03-falcon40b-qlora", true),
+];
+
+/// (case, predicted largest micro-batch)
+const MAX_BATCH_TODAY: &[(&str, u64)] = &[
+    ("B01-llama2-7b-lora", 3),
+    ("B02-llama2-13b-lora", 1),
+    ("M36a-phi15-lora", 21),
+    ("B26-mistral-qlora-4090", 2),
+    ("M55-tinyllama-full-a10g", 14),
 ];
 
 fn close(got: f64, want: f64, digits: f64) -> bool {
@@ -140,10 +153,19 @@ fn every_measured_case_predicts_what_it_did() {
             other => drift.push(format!("{}: fits {}, table {other:?}", r.id, r.predicted)),
         }
     }
-    let cases = table.steps.len() + table.memory.len() + table.fits.len();
+    for r in &table.max_batch {
+        match MAX_BATCH_TODAY.iter().find(|c| c.0 == r.id) {
+            Some(&(_, want)) if r.predicted == Some(want) => {}
+            other => drift.push(format!(
+                "{}: largest batch {:?}, table {other:?}",
+                r.id, r.predicted
+            )),
+        }
+    }
+    let cases = table.steps.len() + table.memory.len() + table.fits.len() + table.max_batch.len();
     assert_eq!(
         cases,
-        STEP_TODAY.len() + MEMORY_TODAY.len() + FIT_TODAY.len(),
+        STEP_TODAY.len() + MEMORY_TODAY.len() + FIT_TODAY.len() + MAX_BATCH_TODAY.len(),
         "a case was added or removed: add its row to the table"
     );
     assert!(drift.is_empty(), "predictions moved:\n{}", drift.join("\n"));

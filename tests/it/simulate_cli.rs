@@ -386,3 +386,148 @@ fn a_measured_step_fits_the_overlap_slowdown_and_says_when_none_can() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(err.contains("faster than this model allows"), "{err}");
 }
+
+#[test]
+fn the_gpu_estimates_the_optimizer_step_and_zero_divides_it() {
+    // gpt2 (124M fp32 parameters) on an H100: 124,439,808 x 36 B / (0.8 x 3.35 TB/s) = 1.67 ms.
+    let v: Value = common::json_stdout(bin().args([
+        "simulate",
+        "ddp",
+        "--model",
+        "gpt2",
+        "--world-size",
+        "2",
+        "--batch-size",
+        "8",
+        "--compute-ms",
+        "100",
+        "--gpu",
+        "h100",
+        "--busbw",
+        "100",
+        "--bucket-cap-mb",
+        "25",
+        "--accumulation",
+        "1",
+        "--format",
+        "json",
+    ]));
+    let opt = v["compute"]["optimizer_s"].as_f64().unwrap();
+    assert!(
+        (opt - 124_439_808.0 * 36.0 / (0.8 * 3.35e12)).abs() < 1e-6,
+        "{opt}"
+    );
+    // Taken out of --compute-ms: forward and backward are what is left.
+    let fb =
+        v["compute"]["forward_s"].as_f64().unwrap() + v["compute"]["backward_s"].as_f64().unwrap();
+    assert!((fb + opt - 0.1).abs() < 1e-9);
+    // ZeRO-2 steps 1/N of the states; an unknown GPU is refused, naming the known ones.
+    let f: Value = common::json_stdout(bin().args([
+        "simulate",
+        "fsdp",
+        "--model",
+        "gpt2",
+        "--world-size",
+        "4",
+        "--optimizer-ms",
+        "40",
+        "--forward-ms",
+        "10",
+        "--backward-ms",
+        "20",
+        "--busbw",
+        "1000",
+        "--strategy",
+        "no-shard,shard-grad-op",
+        "--overlap-slowdown",
+        "0",
+        "--format",
+        "json",
+    ]));
+    let ddp = f["strategies"][0]["estimate"]["step_time_s"]
+        .as_f64()
+        .unwrap();
+    let z2 = f["strategies"][1]["estimate"]["step_time_s"]
+        .as_f64()
+        .unwrap();
+    // DDP: 10 + 20 + 40 ms; ZeRO-2: 10 + 20 + 40/4 ms and the weights' gather.
+    assert!((ddp - 0.07).abs() < 1e-9 && z2 < 0.045, "{ddp} {z2}");
+    let out = bin()
+        .args([
+            "simulate",
+            "ddp",
+            "--model",
+            "gpt2",
+            "--world-size",
+            "2",
+            "--compute-ms",
+            "100",
+        ])
+        .args(["--gpu", "toaster", "--busbw", "10"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("toaster") && err.contains("RTX 4090"), "{err}");
+}
+
+#[test]
+fn max_batch_searches_the_largest_micro_batch_that_fits_and_names_what_stops_it() {
+    let v: Value = common::json_stdout(bin().args([
+        "simulate",
+        "memory",
+        "--model",
+        "llama2-7b",
+        "--precision",
+        "pure-bf16",
+        "--lora-rank",
+        "8",
+        "--seq-len",
+        "1304",
+        "--flash-attention",
+        "--logits",
+        "fused",
+        "--gpu-memory-gib",
+        "40",
+        "--max-batch",
+        "--host-memory-gb",
+        "1000",
+        "--format",
+        "json",
+    ]));
+    let m = &v["max_micro_batch"];
+    let k = m["micro_batch"].as_u64().unwrap();
+    assert!(k >= 1);
+    assert!(m["total_bytes"].as_f64() <= m["capacity_bytes"].as_f64());
+    assert!(m["next_total_bytes"].as_f64() > m["capacity_bytes"].as_f64());
+    assert_eq!(m["limiting_term"], "activations");
+    assert!(v["notes"][0]
+        .as_str()
+        .unwrap()
+        .contains(&format!("is {k} (")));
+    // The plan at that batch fits; one more does not (exit 3, the does-not-fit verdict).
+    let at = |mb: u64, code: i32| {
+        bin()
+            .args([
+                "simulate",
+                "memory",
+                "--model",
+                "llama2-7b",
+                "--precision",
+                "pure-bf16",
+            ])
+            .args(["--lora-rank", "8", "--seq-len", "1304", "--flash-attention"])
+            .args([
+                "--logits",
+                "fused",
+                "--gpu-memory-gib",
+                "40",
+                "--host-memory-gb",
+                "1000",
+            ])
+            .args(["--micro-batch", &mb.to_string()])
+            .assert()
+            .code(code);
+    };
+    at(k, 0);
+    at(k + 1, 3);
+}

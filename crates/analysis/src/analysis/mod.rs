@@ -7,3 +7,4 @@ pub mod loader;
 pub mod loader_plan;
 pub mod memory;
 pub mod models;
+pub mod optimizer_step;

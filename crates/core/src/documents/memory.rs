@@ -335,6 +335,25 @@ pub struct MemoryPlan {
     /// from it: every figure above carries its unexplained memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<Observed>,
+    /// `--max-batch`: the largest micro-batch that fits the GPU, searched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_micro_batch: Option<MaxBatch>,
+}
+
+/// The largest micro-batch that fits, and what stops the next one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxBatch {
+    /// 0 when not even one sample fits.
+    pub micro_batch: u64,
+    /// The GPU total at it (at one sample when none fits).
+    pub total_bytes: f64,
+    /// The GPU total one sample more.
+    pub next_total_bytes: f64,
+    pub capacity_bytes: f64,
+    /// The term that grows most from it to one sample more.
+    pub limiting_term: String,
+    pub limiting_growth_bytes: f64,
 }
 
 /// A CUDA out-of-memory error the plan was held against: what the process had in use when

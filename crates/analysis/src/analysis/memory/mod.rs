@@ -6,6 +6,7 @@
 
 pub mod activations;
 pub mod advice;
+pub mod max_batch;
 pub mod observed;
 pub mod overheads;
 pub mod presets;
@@ -45,5 +46,6 @@ pub fn plan(
         changes,
         notes,
         observed,
+        max_micro_batch: None,
     }
 }

@@ -176,8 +176,16 @@ struct HfConfig {
     num_hidden_layers: Option<u64>,
     #[serde(alias = "n_head")]
     num_attention_heads: Option<u64>,
+    #[serde(alias = "num_kv_heads")]
     num_key_value_heads: Option<u64>,
     head_dim: Option<u64>,
+    /// Falcon: one key/value head (the 7B), or `num_kv_heads` groups and two norms per layer
+    /// (the new decoder architecture of the 40B and 180B); the MLP is `ffn_hidden_size` or
+    /// 4 × hidden, not gated; `bias` on every linear.
+    multi_query: Option<bool>,
+    new_decoder_architecture: Option<bool>,
+    ffn_hidden_size: Option<u64>,
+    bias: Option<bool>,
     #[serde(alias = "n_inner")]
     intermediate_size: Option<u64>,
     vocab_size: Option<u64>,
@@ -224,22 +232,39 @@ pub fn check_size(what: &str, field: &str, value: u64) -> Result<u64, ShapeError
 /// PhiConfig do not); `None` for a type not listed here.
 fn ties_by_default(model_type: &str) -> Option<bool> {
     match model_type {
-        "gpt2" | "gemma" | "gemma2" | "bert" | "roberta" => Some(true),
+        "gpt2" | "gemma" | "gemma2" | "bert" | "roberta" | "falcon" => Some(true),
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "phi" => Some(false),
         _ => None,
     }
 }
 
-/// A shape from a Hugging Face `config.json`. The architecture's conventions (norms, biases,
-/// gating) follow `model_type`; an unknown type is read as a Llama-style decoder, said in the
-/// returned note.
-pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Vec<String>), ShapeError> {
-    let c: HfConfig =
-        serde_json::from_str(text).map_err(|e| ShapeError::Config(format!("not JSON: {e}")))?;
-    let need = |v: Option<u64>, field: &str| {
-        v.filter(|&n| n > 0)
-            .ok_or_else(|| ShapeError::Config(format!("`{field}` is missing or 0")))
-    };
+/// Falcon's shape: multi-query or grouped attention, parallel attention with one norm (two in
+/// the new decoder architecture), a 4h GELU MLP unless `ffn_hidden_size` says, `bias` on every
+/// linear.
+fn falcon(name: &str, c: &HfConfig, layers: u64, hidden: u64, heads: u64, vocab: u64) -> Shape {
+    let biased = c.bias.unwrap_or(false);
+    let new = c.new_decoder_architecture.unwrap_or(false);
+    let mut f = Shape::decoder(
+        name,
+        layers,
+        hidden,
+        heads,
+        c.ffn_hidden_size.unwrap_or(4 * hidden),
+        vocab,
+    );
+    f.gated_mlp = false;
+    f.norm_bias = true;
+    // Parallel attention: one norm per layer, two in the new architecture.
+    f.norms_per_layer = if new { 2 } else { 1 };
+    f.qkv_bias = biased;
+    f.out_bias = biased;
+    f.mlp_bias = biased;
+    f
+}
+
+/// Configs the planner does not model, refused with the reason: mixture-of-experts and
+/// encoder-decoder models.
+fn refuse_unmodelled(c: &HfConfig) -> Result<(), ShapeError> {
     if let Some((field, n)) = [
         ("num_local_experts", c.num_local_experts),
         ("num_experts", c.num_experts),
@@ -252,6 +277,30 @@ pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Vec<String>), Sh
             "a mixture-of-experts model (`{field}` {n}): the planner does not model experts"
         )));
     }
+    if let Some(t) = c.model_type.as_deref().filter(|t| {
+        [
+            "t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "longt5",
+        ]
+        .contains(t)
+    }) {
+        return Err(ShapeError::Config(format!(
+            "an encoder-decoder model (`model_type` {t}): the planner models one stack (a decoder, or BERT's encoder), not two with cross-attention; --layers/--hidden/--heads/--vocab give one stack's shape"
+        )));
+    }
+    Ok(())
+}
+
+/// A shape from a Hugging Face `config.json`. The architecture's conventions (norms, biases,
+/// gating) follow `model_type`; an unknown type is read as a Llama-style decoder, said in the
+/// returned note.
+pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Vec<String>), ShapeError> {
+    let c: HfConfig =
+        serde_json::from_str(text).map_err(|e| ShapeError::Config(format!("not JSON: {e}")))?;
+    let need = |v: Option<u64>, field: &str| {
+        v.filter(|&n| n > 0)
+            .ok_or_else(|| ShapeError::Config(format!("`{field}` is missing or 0")))
+    };
+    refuse_unmodelled(&c)?;
     let hidden = check_size("hidden", "hidden_size", need(c.hidden_size, "hidden_size")?)?;
     let layers = check_size(
         "layers",
@@ -298,6 +347,7 @@ pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Vec<String>), Sh
             token_types: c.type_vocab_size.unwrap_or(2),
             ..bert(name, layers, hidden, heads).with_vocab(vocab)
         },
+        "falcon" => falcon(name, &c, layers, hidden, heads, vocab),
         "phi" => Shape {
             ffn: need(ffn, "intermediate_size")?,
             vocab,
@@ -332,6 +382,13 @@ pub fn from_hf_config(name: &str, text: &str) -> Result<(Shape, Vec<String>), Sh
     shape.hidden = hidden;
     shape.heads = heads;
     shape.kv_heads = c.num_key_value_heads.filter(|&n| n > 0).unwrap_or(heads);
+    if model_type == "falcon" && !c.new_decoder_architecture.unwrap_or(false) {
+        shape.kv_heads = if c.multi_query.unwrap_or(true) {
+            1
+        } else {
+            heads
+        };
+    }
     shape.head_dim = head_dim.unwrap_or(hidden / heads);
     shape.max_positions = positions.or(match model_type.as_str() {
         "gpt2" => Some(1024),

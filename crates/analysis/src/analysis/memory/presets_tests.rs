@@ -101,3 +101,36 @@ fn tied_embeddings_default_to_each_model_types_own_default() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn falcon_configs_count_what_huggingface_counts() {
+    // tiiuae/falcon-7b: multi-query (one key/value head), parallel attention with one
+    // LayerNorm, a 4h GELU MLP, tied head: 6,921,720,704 parameters.
+    let f7 = r#"{"model_type": "falcon", "hidden_size": 4544, "n_head": 71, "n_layer": 32,
+        "multi_query": true, "parallel_attn": true, "bias": false,
+        "new_decoder_architecture": false, "vocab_size": 65024}"#;
+    let (shape, notes) = from_hf_config("falcon-7b", f7).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shape.params(), 6_921_720_704);
+    assert_eq!(shape.kv_heads, 1);
+    assert!(!shape.gated_mlp);
+    assert!(notes.is_empty(), "{notes:?}");
+    // tiiuae/falcon-40b: the new decoder architecture, 8 key/value groups, two norms.
+    let f40 = r#"{"model_type": "falcon", "hidden_size": 8192, "n_head": 128, "n_layer": 60,
+        "num_kv_heads": 8, "parallel_attn": true, "bias": false,
+        "new_decoder_architecture": true, "vocab_size": 65024}"#;
+    let (shape, _) = from_hf_config("falcon-40b", f40).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shape.kv_heads, 8);
+    assert_eq!(shape.norms_per_layer, 2);
+    assert_eq!(shape.params(), 41_303_293_952);
+}
+
+#[test]
+fn an_encoder_decoder_config_is_refused_saying_so() {
+    let t5 = r#"{"model_type": "t5", "d_model": 1024, "num_layers": 24, "num_heads": 16,
+        "d_ff": 4096, "vocab_size": 32128}"#;
+    let e = from_hf_config("t5-large", t5).err().map(|e| e.to_string());
+    assert!(
+        e.as_deref().is_some_and(|e| e.contains("encoder-decoder")),
+        "{e:?}"
+    );
+}

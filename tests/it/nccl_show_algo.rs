@@ -123,6 +123,11 @@ fn show_algo_leaves_small_message_times_alone_where_nccl_can_be_told() {
         times.push((t, learned, lines, points));
     }
     let (without, with, logged) = (&times[0], &times[1], &times[2]);
+    assert_eq!(
+        without.2, 0,
+        "{} tuner lines without --show-algo",
+        without.2
+    );
     assert_eq!(with.1.as_deref(), Some("untimed-first-call"));
     assert_eq!(logged.1.as_deref(), Some("logged-every-call"));
     // Deterministic: only the checked calls logged (one per placement), against every call.
@@ -133,13 +138,10 @@ fn show_algo_leaves_small_message_times_alone_where_nccl_can_be_told() {
         with.3
     );
     assert!(logged.2 > 10 * logged.3 as u64, "{} tuner lines", logged.2);
-    // Timed on a busy machine: the margin is most of a log line's cost.
-    assert!(
-        with.0 < without.0 * 1.5 + 150e-6,
-        "with --show-algo {:.1} us, without {:.1} us",
-        with.0 * 1e6,
-        without.0 * 1e6
-    );
+    // The times are printed, not asserted: on a loaded 2-core machine the scheduler's slices
+    // (milliseconds) swamp a small call and no margin holds (CI saw the run without logging
+    // slower than the one logging every call). What the times would show, that no timed call
+    // wrote a line, the line counts above show exactly.
 }
 
 /// A user who set NCCL_DEBUG=INFO without a file watches NCCL's log on their terminal: it stays

@@ -67,6 +67,7 @@ pub fn run_cli() -> i32 {
         cli::Command::Import(args) => commands::import::run(args),
         cli::Command::Topo(args) => commands::topo::run(args),
         cli::Command::Diagnose(args) => commands::diagnose::run(args),
+        cli::Command::Trace(args) => commands::trace::run(args),
         cli::Command::Simulate(cli::SimulateCommand::Ddp(args)) => {
             commands::simulate::run_ddp(args)
         }

@@ -302,8 +302,9 @@ pub struct LinkArgs {
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Compute (single GPU, one micro-batch)")]
 pub struct ComputeArgs {
-    /// One GPU's time per training step at --batch-size, in ms (e.g. 1000 / it/s).
-    #[arg(long, required_unless_present_all = ["forward_ms", "backward_ms"])]
+    /// One GPU's time per training step at --batch-size, in ms (e.g. 1000 / it/s); or give
+    /// --forward-ms and --backward-ms.
+    #[arg(long)]
     pub compute_ms: Option<f64>,
     /// Forward time in ms (with --backward-ms instead of --compute-ms).
     #[arg(long, requires = "backward_ms")]
@@ -326,11 +327,21 @@ pub struct ComputeArgs {
 pub struct DdpArgs {
     /// A preset (the model list `simulate fsdp` and `memory` share), a .safetensors file, or a
     /// JSON list of {name, numel, dtype}.
-    #[arg(long, long_help = super::examples::model_help("A preset, a .safetensors file (its header gives the tensors), or a JSON list of {name, numel, dtype}, in registration order."), help_heading = "Model and step")]
-    pub model: String,
+    #[arg(long, required_unless_present = "from_trace", long_help = super::examples::model_help("A preset, a .safetensors file (its header gives the tensors), or a JSON list of {name, numel, dtype}, in registration order."), help_heading = "Model and step")]
+    pub model: Option<String>,
     /// GPUs (ranks) in the DDP job: every one all-reduces the gradients.
-    #[arg(long, help_heading = "Model and step")]
-    pub world_size: usize,
+    #[arg(
+        long,
+        required_unless_present = "from_trace",
+        help_heading = "Model and step"
+    )]
+    pub world_size: Option<usize>,
+    /// The job's own PyTorch profiler trace (a file, or a directory of every rank's) instead of
+    /// a model and timings: the step rebuilt from its forward, backward, buckets and DataLoader
+    /// wait, checked against the traced step, then asked the same what-ifs (as `ncclprobe
+    /// trace` prints them).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["model", "world_size", "compute_ms", "forward_ms", "backward_ms"], help_heading = "Model and step")]
+    pub from_trace: Option<PathBuf>,
     /// Per-GPU micro-batch size.
     #[arg(long, default_value_t = 32, help_heading = "Model and step")]
     pub batch_size: usize,

@@ -58,6 +58,16 @@ Examples:
   # one line of a log: the source that prints it, its cause and fix
   ncclprobe diagnose --explain 'NCCL WARN Bootstrap : no socket interface found'";
 
+/// `ncclprobe trace`.
+pub const TRACE: &str = "\
+Examples:
+  # one rank's torch.profiler trace: where each step went, the data loader, the collectives
+  ncclprobe trace worker0.pt.trace.json.gz
+  # every rank's trace, the collectives held against this machine's sweep
+  ncclprobe trace traces/ --curve sweep.json
+  # Flight Recorder dumps of a hung job: the collective and the ranks it stopped at
+  ncclprobe trace /tmp/nccl_trace_rank_*";
+
 /// `ncclprobe import`.
 pub const IMPORT: &str = "\
 Examples:

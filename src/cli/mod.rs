@@ -11,6 +11,7 @@ mod matrix;
 mod memory;
 pub mod perf;
 mod sweep;
+mod trace;
 
 pub use args::{
     BaselinesArgs, BundleArgs, CompareArgs, ComputeArgs, DdpArgs, DiagnoseArgs, DocFormat,
@@ -27,6 +28,7 @@ pub use memory::{
     CheckpointArg, LogitsArg, MemoryArgs, OffloadArg, OptimizerArg, OptionalLink, QuantizeArg,
 };
 pub use sweep::{GateArgs, SizeArgs, SweepArgs, TimingArgs, WhatArgs};
+pub use trace::TraceArgs;
 
 /// `--version`: the version, then what build.rs read of this binary.
 pub const VERSION_LINE: &str = concat!(
@@ -128,6 +130,11 @@ pub enum Command {
     /// Read nccl-tests output (text or -J JSON) into a run record and the CSV contract.
     #[command(after_help = examples::IMPORT)]
     Import(ImportArgs),
+    /// A training job's own records (PyTorch profiler traces, Flight Recorder dumps, NCCL
+    /// Inspector output): where each step went, each collective against the link, the rank
+    /// the others waited for, a hang's culprit, and the DDP what-if calibrated on the job.
+    #[command(after_help = examples::TRACE)]
+    Trace(TraceArgs),
     /// Predict a training step from a measured (or given) collective curve.
     #[command(subcommand)]
     Simulate(SimulateCommand),

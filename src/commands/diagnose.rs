@@ -12,6 +12,20 @@ use crate::render;
 pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
     let mut inputs = Inputs::default();
     for path in &args.from {
+        // A job's profiler traces, Flight Recorder dumps, Inspector output: judged as `trace`.
+        if path.is_dir() || crate::import::trace::sniff(path).is_some() {
+            let name = path.display().to_string();
+            let link = crate::cli::LinkArgs {
+                curve: None,
+                busbw: None,
+                latency_us: 20.0,
+                allow_partial: false,
+            };
+            let doc = super::trace::judge(super::trace::read(std::slice::from_ref(path))?, &link)?;
+            inputs.traces.push((name.clone(), doc));
+            inputs.files.push((name, "training job records".into()));
+            continue;
+        }
         let (input, kind) = open(path)?;
         let name = input.name.clone();
         match kind {

@@ -49,6 +49,9 @@ fn files(command: &Command) -> Files {
             .input("--topo", a.expectation.topo.as_deref())
             .input("--log", a.expectation.log.as_deref()),
         Command::Diagnose(a) => files.inputs("--from", &a.from),
+        Command::Trace(a) => files
+            .inputs("PATH", &a.paths)
+            .input("--curve", a.link.curve.as_deref()),
         Command::Topo(a) => files.inputs("--from", &a.from),
         Command::Simulate(SimulateCommand::Ddp(a)) => {
             files.input("--curve", a.link.curve.as_deref())

@@ -21,3 +21,4 @@ pub mod report;
 pub mod simulate;
 pub mod sweep;
 pub mod topo;
+pub mod trace;

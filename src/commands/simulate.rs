@@ -218,6 +218,11 @@ fn load_compute(c: &ComputeArgs, optimizer: Option<(f64, f64)>) -> Result<Comput
 }
 
 pub fn run_ddp(args: &DdpArgs) -> Result<ExitCode, Failure> {
+    if let Some(path) = &args.from_trace {
+        // mutual import with crate::commands::trace: `--from-trace` is the trace's what-if,
+        // and the trace holds its collectives against the link this module loads.
+        return super::trace::run_what_if(path, &args.link, args.format);
+    }
     let workers = args.loader.num_workers_list().map_err(Failure::usage)?;
     if workers.len() > 1 {
         return ddp_per_worker_count(args, &workers);
@@ -312,9 +317,14 @@ fn worker_comparison(docs: &[(usize, DdpSimulation)]) -> String {
 
 /// The DDP simulation `simulate ddp` prints (also what `doctor` writes).
 pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
-    count_in("--world-size", args.world_size, 1, MAX_WORLD_SIZE)?;
+    let (Some(spec), Some(world_size)) = (args.model.as_deref(), args.world_size) else {
+        return Err(Failure::usage(
+            "give --model and --world-size, or --from-trace PATH",
+        ));
+    };
+    count_in("--world-size", world_size, 1, MAX_WORLD_SIZE)?;
     count_in("--batch-size", args.batch_size, 1, MAX_BATCH_SIZE)?;
-    let mut model = load_model(&args.model)?;
+    let mut model = load_model(spec)?;
     if let Some(d) = &args.grad_dtype {
         model = model.with_elem_bytes(if d == "fp32" { 4 } else { 2 });
     }
@@ -329,7 +339,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
     let largest_cap_bytes = caps.iter().fold(0.0f64, |a, &c| a.max(c)) * 1024.0 * 1024.0;
     let needs = Needs {
         wanted: &[Collective::AllReduce],
-        world_size: args.world_size,
+        world_size,
         largest_message_bytes: Some((largest_cap_bytes as u64).min(model.grad_bytes())),
         link_optional: args.loader.data_ms.is_some() || args.loader.sample_ms.is_some(),
     };
@@ -345,7 +355,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
     )?;
     let built = super::loader::build(
         &args.loader,
-        args.world_size,
+        world_size,
         args.batch_size,
         compute.forward_s + compute.backward_s,
         args.link.curve.as_deref(),
@@ -363,7 +373,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
     };
     let setup = Setup {
         model: &model,
-        world_size: args.world_size,
+        world_size,
         batch_size: args.batch_size,
         compute,
         curve: &link,
@@ -432,7 +442,7 @@ pub fn ddp_document(args: &DdpArgs) -> Result<DdpSimulation, Failure> {
         simulator: Simulator::Ddp,
         tool: crate::buildinfo::tool_info(),
         model: crate::analysis::models::summary(&model),
-        world_size: args.world_size,
+        world_size,
         batch_size: args.batch_size,
         compute,
         link: describe(&link, &link_notes),

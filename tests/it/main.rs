@@ -63,6 +63,7 @@ mod simulate_cli;
 mod store_abuse;
 mod sweep_host;
 mod terminal;
+mod trace;
 mod verdicts;
 
 /// The modules whose tests read the machine they run on (the dynamic loader and what it finds,

@@ -8,3 +8,4 @@ pub mod loader_plan;
 pub mod memory;
 pub mod models;
 pub mod optimizer_step;
+pub mod trace;

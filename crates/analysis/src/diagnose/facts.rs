@@ -29,6 +29,8 @@ pub struct Inputs {
     /// CPU count, PyTorch's DataLoader warnings, `num_workers` and ranks per node.
     pub pastes: Vec<Pastes>,
     pub live: Option<live::Facts>,
+    /// A training job's own records, judged (`ncclprobe trace`), with their paths.
+    pub traces: Vec<(String, crate::documents::trace::TraceDocument)>,
     /// (file, kind) of every input read.
     pub files: Vec<(String, String)>,
 }

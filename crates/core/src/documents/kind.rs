@@ -20,4 +20,6 @@ pub enum Kind {
     Fleet,
     /// `ncclprobe messages`: the message catalogue, or `diagnose --explain`'s one entry.
     Messages,
+    /// `ncclprobe trace`: a training job's steps and collectives from its own records.
+    Trace,
 }

@@ -16,6 +16,7 @@ pub mod read;
 pub mod simulation;
 pub mod stragglers;
 pub mod topology;
+pub mod trace;
 
 use crate::model::ToolInfo;
 use diagnosis::{Facts, Finding};

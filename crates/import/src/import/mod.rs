@@ -13,4 +13,5 @@ pub mod pastes;
 pub mod smi;
 pub mod text;
 pub mod topo;
+pub mod trace;
 pub mod xid;

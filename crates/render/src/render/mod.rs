@@ -20,6 +20,7 @@ pub mod safe;
 pub mod simulate;
 pub mod table;
 pub mod topo;
+pub mod trace;
 
 /// Pretty JSON for stdout; a serialisation failure is an internal error.
 pub fn to_json(value: &impl serde::Serialize) -> Result<String, crate::exit::Failure> {

@@ -225,6 +225,11 @@ impl Documents {
                     "{file}: is a fleet document; its page is drawn by `ncclprobe fleet --html PAGE` from the store"
                 )))
             }
+            Kind::Trace => {
+                return Err(Failure::usage(format!(
+                    "{file}: is a trace document (ncclprobe trace); a report does not draw its step timeline yet: read it with `ncclprobe trace PATH`"
+                )))
+            }
         }
         Ok(())
     }

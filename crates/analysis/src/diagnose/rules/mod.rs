@@ -14,6 +14,7 @@ mod matrix;
 mod messages;
 mod placement;
 mod results;
+mod trace;
 
 use super::facts::Inputs;
 use super::finding::{Finding, Hit, Severity};
@@ -494,6 +495,7 @@ pub static RULES: &[Rule] = &[
 pub fn run(inputs: &Inputs) -> Vec<Finding> {
     let raised: Vec<(Option<String>, Finding)> = RULES
         .iter()
+        .chain(trace::RULES)
         .flat_map(|rule| {
             (rule.check)(inputs).into_iter().map(|hit| {
                 let (id, explanation, fix, source) = match hit.text {

@@ -1,0 +1,284 @@
+//! `ncclprobe trace` (and `diagnose --from`, `simulate ddp --from-trace`) on real profiler
+//! traces (tests/corpus/traces, each with its source in INDEX.md), and on Flight Recorder and
+//! Inspector records written as PyTorch and NCCL write them.
+
+use crate::common::bin;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn traces(rel: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/traces")
+        .join(rel);
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".gz"))
+        .unwrap()
+}
+
+fn doc(args: &[&str]) -> Value {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn trace_doc(paths: &[&Path], extra: &[&str]) -> Value {
+    let mut args: Vec<String> = vec!["trace".into()];
+    args.extend(paths.iter().map(|p| p.display().to_string()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["--format".into(), "json".into()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    doc(&refs)
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The ResNet-50 pair: with num_workers=0 the steps wait on the loader; with 4 workers they
+/// do not, and the what-if of the first predicts the second's step within 15%.
+#[test]
+fn the_resnet_pair_names_the_data_loader_and_the_what_if_predicts_the_gain() {
+    let zero = trace_doc(&[&traces("kineto-tb-plugin/resnet50_num_workers_0")], &[]);
+    let four = trace_doc(&[&traces("kineto-tb-plugin/resnet50_num_workers_4")], &[]);
+    assert_eq!(zero["kind"], "trace");
+    assert_eq!(zero["verdict"]["code"], "data-bound", "{}", zero["verdict"]);
+    assert_eq!(
+        four["verdict"]["code"], "compute-bound",
+        "{}",
+        four["verdict"]
+    );
+    let steps = zero["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 6);
+    for s in steps {
+        let sum = f(&s["compute_ms"])
+            + f(&s["exposed_comm_ms"])
+            + f(&s["loader_wait_ms"])
+            + f(&s["other_idle_ms"]);
+        assert!((sum - f(&s["wall_ms"])).abs() < 0.01, "{s}");
+        // The trace's own DataLoader spans are 49-73 ms a step.
+        assert!((40.0..75.0).contains(&f(&s["loader_wait_ms"])), "{s}");
+    }
+    let w = &zero["what_if"];
+    let removed = w["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["question"]
+                .as_str()
+                .unwrap()
+                .starts_with("DataLoader wait removed")
+        })
+        .unwrap();
+    let traced_four = f(&four["what_if"]["traced_ms"]);
+    let predicted = f(&removed["step_ms"]);
+    assert!(
+        (predicted / traced_four - 1.0).abs() < 0.15,
+        "predicted {predicted} ms, measured {traced_four} ms with 4 workers"
+    );
+}
+
+/// A 2-rank NCCL trace (rank 0): all-reduce sizes from the kernels' args, busbw by nccl-tests'
+/// formula, and a link given turns "not judged" into a verdict.
+#[test]
+fn nccl_kernels_are_sized_and_held_against_the_link() {
+    let t = traces("hta/nccl_parser_config");
+    let d = trace_doc(&[&t], &[]);
+    let rows = d["collectives"].as_array().unwrap();
+    let ar: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["collective"] == "all_reduce")
+        .collect();
+    assert_eq!(ar.len(), 5, "{rows:#?}");
+    // 6,637,568 floats: the first all-reduce's "In msg nelems" × 4 bytes.
+    let big = ar
+        .iter()
+        .find(|r| r["size_bytes"] == 6637568u64 * 4)
+        .unwrap();
+    assert_eq!(big["nranks"], 2);
+    let bus = f(&big["size_bytes"]) * 1.0 / (f(&big["fabric_ms"]) / 1e3) / 1e9;
+    assert!((f(&big["busbw_gbs"]) - bus).abs() < 0.01);
+    assert!(ar.iter().all(|r| r["verdict"] == "not judged"));
+    let judged = trace_doc(&[&t], &["--busbw", "200"]);
+    let ar: Vec<&Value> = judged["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["collective"] == "all_reduce")
+        .collect();
+    // One rank's view: slower than the link, but it cannot say whether it waited.
+    assert!(
+        ar.iter().all(|r| r["verdict"] == "slow or waiting"),
+        "{ar:#?}"
+    );
+    assert!(
+        d["what_if"]["buckets"].as_u64().unwrap() >= 4,
+        "{}",
+        d["what_if"]
+    );
+}
+
+/// Two ranks of the 128-rank job whose calls do not line up (sampled traces): read together,
+/// and said to be unmatched rather than given a straggler.
+#[test]
+fn a_directory_of_ranks_is_read_and_unmatched_calls_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    for rel in ["hta/timeline_analysis", "hta/trace_filter"] {
+        let t = traces(rel);
+        std::fs::copy(&t, dir.path().join(t.file_name().unwrap())).unwrap();
+    }
+    let d = trace_doc(&[dir.path()], &[]);
+    assert_eq!(d["files"].as_array().unwrap().len(), 2);
+    assert_eq!(d["world_size"], 128);
+    let ranks: std::collections::BTreeSet<u64> = d["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ranks.into_iter().collect::<Vec<_>>(), vec![0, 1]);
+    assert!(d.get("straggler").is_none());
+    assert!(
+        d["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("do not line up")),
+        "{}",
+        d["notes"]
+    );
+    // The sampled rank-0 trace's all-reduces carry their size only on the c10d annotation.
+    assert!(d["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["collective"] == "all_reduce" && r["size_bytes"].as_u64().unwrap() > 1 << 20));
+}
+
+fn fr_dump(last_seq: u64, last_state: &str) -> Value {
+    let entries: Vec<Value> = (1..=last_seq)
+        .map(|seq| {
+            serde_json::json!({
+                "record_id": seq - 1, "pg_id": 0, "process_group": ["0", "default_pg"],
+                "collective_seq_id": seq, "p2p_seq_id": 0, "op_id": seq,
+                "profiling_name": "nccl:all_reduce", "time_created_ns": 1_700_000_000_000_000_000u64 + seq,
+                "input_sizes": [[1024, 1024]], "input_dtypes": ["Float"],
+                "output_sizes": [[1024, 1024]], "output_dtypes": ["Float"],
+                "state": if seq == last_seq { last_state } else { "completed" },
+                "time_discovered_started_ns": 0, "time_discovered_completed_ns": 0,
+                "retired": false, "timeout_ms": 600000, "is_p2p": false
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "version": "2.10",
+        "comm_lib_version": "2.27.5",
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
+        "pg_status": {"0": {"last_enqueued_collective": last_seq.to_string(), "last_started_collective": "-1", "last_completed_collective": "-1"}},
+        "entries": entries
+    })
+}
+
+/// Flight Recorder dumps of a hung job (rank 3 stopped one collective early), as files named
+/// `<prefix><rank>` without extension: the culprit is named in `trace` and in `diagnose`.
+#[test]
+fn flight_recorder_dumps_name_the_rank_a_hang_waits_for() {
+    let dir = tempfile::tempdir().unwrap();
+    for rank in 0..4 {
+        let d = if rank == 3 {
+            fr_dump(41, "completed")
+        } else {
+            fr_dump(42, "started")
+        };
+        std::fs::write(
+            dir.path().join(format!("nccl_trace_rank_{rank}")),
+            d.to_string(),
+        )
+        .unwrap();
+    }
+    let d = trace_doc(&[dir.path()], &[]);
+    let h = &d["hang"];
+    assert_eq!(h["collective_seq_id"], 42, "{d:#}");
+    assert_eq!(h["cause"], "missing ranks");
+    assert_eq!(h["missing_ranks"], serde_json::json!([3]));
+    assert_eq!(d["verdict"]["code"], "hang");
+    let diag = doc(&[
+        "diagnose",
+        "--from",
+        &dir.path().display().to_string(),
+        "--format",
+        "json",
+    ]);
+    let ids: Vec<&str> = diag["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"trace.hang"), "{ids:?}");
+}
+
+/// NCCL Inspector's README records, one object a line as the plugin writes them, judged
+/// against a link: the 16 GiB all-reduce at 485 GB/s is at speed against 450 GB/s busbw.
+#[test]
+fn inspector_records_are_summarised_against_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host-pid1639453.log");
+    let rec = |coll: &str, size: u64, us: f64, bus: f64| {
+        serde_json::json!({
+        "header": {"id": "0x7f8c496ae9f661", "rank": 2, "n_ranks": 8, "nnodes": 1},
+        "metadata": {"inspector_output_format_version": "v4.0", "git_rev": "", "rec_mechanism": "nccl_profiler_interface", "dump_timestamp_us": 1748030377748202u64, "hostname": "example-hostname", "pid": 1639453},
+        "coll_perf": {"coll": coll, "coll_sn": 1407, "coll_msg_size_bytes": size, "coll_exec_time_us": us, "coll_timing_source": "kernel_gpu", "coll_algobw_gbs": 277.2, "coll_busbw_gbs": bus}
+    }).to_string()
+    };
+    let text = [
+        rec("AllReduce", 17179869184, 61974.0, 485.119099),
+        rec("AllReduce", 17179869184, 61974.0, 485.119099),
+    ]
+    .join("\n");
+    std::fs::write(&path, text).unwrap();
+    let d = trace_doc(&[&path], &["--busbw", "450"]);
+    let i = &d["inspector"][0];
+    assert_eq!(i["collective"], "all_reduce");
+    assert_eq!(i["count"], 2);
+    assert_eq!(i["verdict"], "at speed", "{i}");
+}
+
+/// `simulate ddp --from-trace` prints the what-if; without a model or a trace it says what to
+/// give; a file that is none of the formats is refused naming it.
+#[test]
+fn simulate_from_trace_and_refusals() {
+    let t = traces("hta/nccl_parser_config");
+    let out = bin()
+        .args(["simulate", "ddp", "--from-trace"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("self-check error") && text.contains("gradient accumulation 2"),
+        "{text}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("notes.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let out = bin().arg("trace").arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("notes.json") && err.contains("not a PyTorch profiler trace"),
+        "{err}"
+    );
+}

@@ -82,7 +82,9 @@ Examples:
   # bucket caps and accumulation on a measured curve
   ncclprobe simulate ddp --model bert-base --world-size 2 --compute-ms 204 --curve run.json
   # a starved input pipeline: which num_workers hides loading
-  ncclprobe simulate ddp --model bert-base --world-size 3 --batch-size 16 --accumulation 8,2 --compute-ms 300 --num-workers 0,4,8 --data-ms 120 --cpu-cores 20 --pin-memory";
+  ncclprobe simulate ddp --model bert-base --world-size 3 --batch-size 16 --accumulation 8,2 --compute-ms 300 --num-workers 0,4,8 --data-ms 120 --cpu-cores 20 --pin-memory
+  # the job's own profiler trace: its step rebuilt, then bucket sizes, accumulation, a faster link
+  ncclprobe simulate ddp --from-trace traces/ --curve run.json";
 
 /// `ncclprobe simulate fsdp`.
 pub const FSDP: &str = "\
@@ -196,6 +198,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("matrix", MATRIX),
     ("topo", TOPO),
     ("diagnose", DIAGNOSE),
+    ("trace", TRACE),
     ("import", IMPORT),
     ("simulate ddp", DDP),
     ("simulate fsdp", FSDP),

@@ -10,11 +10,11 @@ pub struct TraceArgs {
     /// PyTorch profiler traces (`.json`, `.json.gz`; one per rank, or a directory of them),
     /// Flight Recorder dumps (JSON or pickle, `<prefix><rank>`), NCCL Inspector output. The
     /// kind of each is told by its content.
-    #[arg(required = true, value_name = "PATH")]
+    #[arg(required = true, value_name = "PATH", help_heading = "Input")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub link: LinkArgs,
-    /// table for people; json: the trace document.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    /// table for people; json: the trace document; csv: one row per rank and step.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table, help_heading = "Output")]
     pub format: OutputFormat,
 }

@@ -78,8 +78,10 @@ pub fn kind_of(head: &[u8]) -> Option<TraceKind> {
 }
 
 /// What a file is, if it is one of the formats here (reads its first 64 KiB).
+/// Only regular files are looked at: a FIFO or stdin can be read once, by the reader that
+/// takes it.
 pub fn sniff(path: &Path) -> Option<TraceKind> {
-    if path.is_dir() {
+    if !path.is_file() {
         return None;
     }
     let mut head = Vec::new();

@@ -110,6 +110,11 @@ pub struct DoctorArgs {
     /// The input pipeline of the DDP simulation (with --model).
     #[command(flatten)]
     pub loader: super::loader::LoaderArgs,
+    /// The training job's own records (PyTorch profiler traces, Flight Recorder dumps, NCCL
+    /// Inspector output; files or a directory), judged as `ncclprobe trace` judges them with
+    /// the collectives held against this run's sweep, in the diagnosis and the report.
+    #[arg(long, value_name = "PATH", help_heading = "Training job")]
+    pub trace: Vec<PathBuf>,
     /// The report's title.
     #[arg(long, help_heading = "Report")]
     pub title: Option<String>,

@@ -282,3 +282,127 @@ fn simulate_from_trace_and_refusals() {
         "{err}"
     );
 }
+
+/// The 2-rank NCCL trace written out as an Nsight Systems SQLite export (the tables and
+/// columns of nsys's schema reference: kernels by `shortName` through `StringIds`, launches
+/// joined on `correlationId`, steps and autograd's ops as NVTX push/pop ranges, ns): its steps
+/// split exactly as the profiler trace's do.
+#[test]
+fn an_nsys_export_is_split_as_the_profiler_trace_is() {
+    use std::io::Read;
+    let src = traces("hta/nccl_parser_config");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&src).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("job.sqlite");
+    let db = rusqlite::Connection::open(&db_path).unwrap();
+    db.execute_batch(
+        "CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL, registersPerThread INTEGER NOT NULL DEFAULT 0);
+         CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER);
+         CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL);
+         CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, text TEXT, globalTid INTEGER, textId INTEGER, eventId INTEGER NOT NULL PRIMARY KEY);
+         CREATE TABLE TARGET_INFO_GPU (vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT);",
+    )
+    .unwrap();
+    let pid: i64 = 7 << 24;
+    let ns = |us: f64| (us * 1e3).round() as i64;
+    let mut names: Vec<String> = Vec::new();
+    let id_of = |n: &str, names: &mut Vec<String>| -> i64 {
+        names.iter().position(|x| x == n).unwrap_or_else(|| {
+            names.push(n.to_string());
+            names.len() - 1
+        }) as i64
+    };
+    let tx = db.unchecked_transaction().unwrap();
+    let mut event = 0;
+    for e in v["traceEvents"].as_array().unwrap() {
+        let (Some(ts), Some(dur)) = (e["ts"].as_f64(), e["dur"].as_f64()) else {
+            continue;
+        };
+        let tid = e["tid"].as_i64().unwrap_or(0) & 0xFF_FFFF;
+        let corr = e["args"]["correlation"].as_i64();
+        match e["cat"].as_str().unwrap_or("") {
+            "kernel" => {
+                // nsys's shortName: the kernel's name without its parameter list.
+                let short = e["name"]
+                    .as_str()
+                    .unwrap()
+                    .split('(')
+                    .next()
+                    .unwrap()
+                    .to_string();
+                let id = id_of(&short, &mut names);
+                tx.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, globalPid, demangledName, shortName) VALUES (?1, ?2, 0, 1, ?3, ?4, ?5, ?6, ?6)",
+                    rusqlite::params![ns(ts), ns(ts + dur), e["args"]["stream"].as_i64(), corr, pid, id]).unwrap();
+            }
+            "gpu_memcpy" | "gpu_memset" => {
+                tx.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, streamId, correlationId, globalPid) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    rusqlite::params![ns(ts), ns(ts + dur), e["args"]["stream"].as_i64(), corr, pid]).unwrap();
+            }
+            "cuda_runtime" => {
+                let id = id_of(e["name"].as_str().unwrap(), &mut names);
+                tx.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId, returnValue) VALUES (?1, ?2, 0, ?3, ?4, ?5, 0)",
+                    rusqlite::params![ns(ts), ns(ts + dur), pid | tid, corr, id]).unwrap();
+            }
+            "user_annotation" | "cpu_op" => {
+                let name = e["name"].as_str().unwrap();
+                if name.starts_with("ProfilerStep#") || name.contains("evaluate_function") {
+                    event += 1;
+                    tx.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, eventId) VALUES (?1, ?2, 59, ?3, ?4, ?5)",
+                        rusqlite::params![ns(ts), ns(ts + dur), format!("{name}, seq = {event}"), pid | tid, event]).unwrap();
+                }
+            }
+            _ => {}
+        }
+    }
+    for (i, n) in names.iter().enumerate() {
+        tx.execute(
+            "INSERT INTO StringIds (id, value) VALUES (?1, ?2)",
+            rusqlite::params![i as i64, n],
+        )
+        .unwrap();
+    }
+    tx.execute(
+        "INSERT INTO TARGET_INFO_GPU (vmId, id, name) VALUES (0, 0, 'NVIDIA A100-PG509-200')",
+        [],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    drop(db);
+    let nsys = trace_doc(&[&db_path], &[]);
+    let kineto = trace_doc(&[&src], &[]);
+    assert_eq!(nsys["device"], "NVIDIA A100-PG509-200");
+    let (a, b) = (
+        nsys["steps"].as_array().unwrap(),
+        kineto["steps"].as_array().unwrap(),
+    );
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        for k in [
+            "wall_ms",
+            "compute_ms",
+            "exposed_comm_ms",
+            "overlapped_comm_ms",
+            "backward_ms",
+        ] {
+            assert!(
+                (f(&x[k]) - f(&y[k])).abs() < 0.01,
+                "{k}: nsys {x} kineto {y}"
+            );
+        }
+    }
+    assert_eq!(nsys["verdict"]["code"], kineto["verdict"]["code"]);
+    assert!(
+        nsys["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("carry no size")),
+        "{}",
+        nsys["notes"]
+    );
+}

@@ -24,6 +24,11 @@ pub fn flags(args: &DoctorArgs) -> Result<(), Failure> {
             "the loader flags need --model (and --compute-ms): they model the input pipeline of the DDP step doctor simulates for that model",
         ));
     }
+    // The job's records are told apart before anything is measured (reading them waits).
+    for path in &args.trace {
+        crate::import::trace::files_of(path)
+            .map_err(|e| Failure::usage(format!("--trace: {e}")))?;
+    }
     if let Some(text) = &args.hardware {
         crate::expect::hardware::Hardware::parse(text).map_err(Failure::usage)?;
     }

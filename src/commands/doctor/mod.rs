@@ -265,7 +265,13 @@ impl Doctor<'_> {
             fail_on: None,
             explain: None,
         };
-        let inputs = crate::commands::diagnose::gather(&diagnose_args)?;
+        let mut inputs = crate::commands::diagnose::gather(&diagnose_args)?;
+        inputs.traces.extend(
+            self.docs
+                .traces
+                .iter()
+                .map(|t| (t.file.clone(), t.doc.clone())),
+        );
         let mut findings = crate::diagnose::rules(&inputs);
         if self.backend != Backend::Nccl {
             not_read_by(self.backend, &mut findings);
@@ -277,6 +283,52 @@ impl Doctor<'_> {
             doc,
         });
         self.steps.end("diagnose");
+        Ok(())
+    }
+
+    /// The job's own records (`--trace`), judged against this run's sweep where it completed.
+    fn trace(&mut self, run: Option<&Path>) -> Result<(), Failure> {
+        if self.args.trace.is_empty() || self.skip_after_signal("the job's trace") {
+            return Ok(());
+        }
+        self.steps.begin("read the job's trace");
+        let job = crate::commands::trace::read(&self.args.trace)?;
+        let curve = run.filter(|p| {
+            read_record(p).is_some_and(|r| r.status == crate::model::RunStatus::Complete)
+        });
+        let link = crate::cli::LinkArgs {
+            curve: curve.map(Path::to_path_buf),
+            busbw: None,
+            latency_us: 20.0,
+            allow_partial: true,
+        };
+        let doc = match crate::commands::trace::judge(job, &link) {
+            Ok(doc) => doc,
+            // A sweep without the collectives' curve: the trace is judged without a link.
+            Err(f) => {
+                self.note(
+                    "warning",
+                    format!(
+                        "the job's trace is not held against this run's sweep: {}",
+                        f.message
+                    ),
+                );
+                let unlinked = crate::cli::LinkArgs {
+                    curve: None,
+                    ..link
+                };
+                crate::commands::trace::judge(
+                    crate::commands::trace::read(&self.args.trace)?,
+                    &unlinked,
+                )?
+            }
+        };
+        self.write("trace.json", &doc)?;
+        self.docs.traces.push(Named {
+            file: "trace.json".into(),
+            doc,
+        });
+        self.steps.end("trace");
         Ok(())
     }
 
@@ -427,7 +479,10 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
             ..Documents::default()
         },
         steps: Steps {
-            total: 5 + usize::from(measures_alternative) + usize::from(args.model.is_some()),
+            total: 5
+                + usize::from(measures_alternative)
+                + usize::from(args.model.is_some())
+                + usize::from(!args.trace.is_empty()),
             done: 0,
             started: Instant::now(),
             timings: Vec::new(),
@@ -438,6 +493,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode, Failure> {
     doctor.topology()?;
     let run = doctor.sweep(&selection.reason)?;
     doctor.alternative(&overrides)?;
+    doctor.trace(run.as_deref())?;
     doctor.diagnose(run)?;
     doctor.compare()?;
     doctor.simulate()?;

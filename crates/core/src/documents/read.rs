@@ -247,6 +247,13 @@ impl Document for Qualification {
     }
 }
 
+impl Document for super::trace::TraceDocument {
+    const NAME: &'static str = "trace";
+    fn accepts(head: &Head) -> bool {
+        head.kind == Kind::Trace
+    }
+}
+
 impl Document for DiagnosisDocument {
     const NAME: &'static str = "diagnosis";
     fn accepts(head: &Head) -> bool {

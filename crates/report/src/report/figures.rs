@@ -502,6 +502,7 @@ pub fn figures(docs: &Documents) -> Vec<Plot> {
             .iter()
             .filter_map(|m| matrix_heatmap(&m.file, &m.doc)),
     );
+    plots.extend(super::trace_view::plots(&docs.traces));
     // Two documents of one kind from files of the same name still get two files.
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for p in &mut plots {

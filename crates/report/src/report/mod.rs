@@ -10,6 +10,7 @@ pub mod output;
 pub mod reading;
 pub mod recommend;
 pub mod topology_view;
+pub mod trace_view;
 pub mod verdict;
 pub mod view;
 
@@ -82,6 +83,8 @@ pub struct Documents {
     pub qualifications: Vec<Named<Qualification>>,
     pub topologies: Vec<Named<TopologyDocument>>,
     pub matrices: Vec<Named<crate::documents::matrix::MatrixDocument>>,
+    /// A training job's traces judged (`ncclprobe trace`).
+    pub traces: Vec<Named<crate::documents::trace::TraceDocument>>,
     pub timings: Vec<Timing>,
     pub notes: Vec<Note>,
     /// What was given but could not be judged, and why (a run no expectation applies to):
@@ -105,6 +108,7 @@ impl Documents {
             && self.qualifications.is_empty()
             && self.topologies.is_empty()
             && self.matrices.is_empty()
+            && self.traces.is_empty()
     }
 
     /// Read one input: any ncclprobe document (by its `kind`), nccl-tests output (imported on
@@ -225,11 +229,10 @@ impl Documents {
                     "{file}: is a fleet document; its page is drawn by `ncclprobe fleet --html PAGE` from the store"
                 )))
             }
-            Kind::Trace => {
-                return Err(Failure::usage(format!(
-                    "{file}: is a trace document (ncclprobe trace); a report does not draw its step timeline yet: read it with `ncclprobe trace PATH`"
-                )))
-            }
+            Kind::Trace => self.traces.push(Named {
+                doc: read::read_body(&file, bytes).map_err(bad)?,
+                file,
+            }),
         }
         Ok(())
     }

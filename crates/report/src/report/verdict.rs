@@ -185,6 +185,11 @@ pub fn verdict(docs: &Documents) -> Verdict {
     runs(docs, &run_labels, &mut levels);
     levels.not_judged.extend(docs.not_judged.iter().cloned());
     matrices(docs, &mut levels);
+    let [failed, degraded, fine, not_judged] = super::trace_view::reasons(&docs.traces);
+    levels.failed.extend(failed);
+    levels.degraded.extend(degraded);
+    levels.fine.extend(fine);
+    levels.not_judged.extend(not_judged);
     let Levels {
         mut failed,
         mut degraded,

@@ -37,6 +37,7 @@ pub struct Report {
     pub fsdp: Vec<FsdpView>,
     pub memory: Vec<MemoryView>,
     pub topologies: Vec<TopologyView>,
+    pub traces: Vec<super::trace_view::TraceView>,
     pub plots: Vec<PlotView>,
     pub timings: Vec<Timing>,
     pub notes: Vec<Note>,
@@ -550,6 +551,7 @@ pub fn build(docs: &Documents, title: &str) -> Report {
         .chain(listed(&docs.comparisons, "comparison"))
         .chain(listed(&docs.qualifications, "qualification"))
         .chain(listed(&docs.topologies, "topology"))
+        .chain(listed(&docs.traces, "trace"))
         .collect();
     Report {
         title: title.to_string(),
@@ -583,6 +585,7 @@ pub fn build(docs: &Documents, title: &str) -> Report {
             .iter()
             .map(|t| topology_view(&t.doc))
             .collect(),
+        traces: super::trace_view::views(&docs.traces),
         plots: Vec::new(),
         timings: docs.timings.clone(),
         notes: docs.notes.clone(),

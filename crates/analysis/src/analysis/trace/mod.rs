@@ -65,7 +65,7 @@ pub fn analyse(job: &mut JobRecords, curve: Option<&Curve>, link: Option<String>
         }
         let no_size = r.comms.iter().filter(|c| c.bytes.is_none()).count();
         if no_size > 0 {
-            notes.push(format!("{}: {no_size} of {} NCCL kernels carry no size (PyTorch before 2.1 without record_shapes=True): they are left out of the collectives table", r.source, r.comms.len()));
+            notes.push(format!("{}: {no_size} of {} NCCL kernels carry no size (an Nsight Systems export, or PyTorch before 2.1 without record_shapes=True): they count in the step split but are left out of the collectives table", r.source, r.comms.len()));
         }
         if r.unreadable_events > 0 {
             notes.push(format!(

@@ -279,16 +279,10 @@ pub fn what_if(
             "communication fully hidden".into(),
             med(&|s| s.step(&[], |b| b.dur_us, 1)),
         );
-        if let Some(c) = curve.filter(|_| nranks > 1) {
+        if fitted || (curve.is_some() && nranks > 1) {
             row(
-                "all-reduces at the curve given".into(),
-                med(&|s| {
-                    s.step(
-                        &s.buckets,
-                        |b| c.time_s(Collective::AllReduce, b.bytes as f64, nranks) * 1e6,
-                        1,
-                    )
-                }),
+                "each all-reduce at its traced time".into(),
+                med(&|s| s.step(&s.buckets, |b| b.dur_us, 1)),
             );
         }
         // Traced times that do not grow with size (a latency above half the fastest call) wait

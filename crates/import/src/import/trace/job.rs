@@ -24,7 +24,7 @@ impl TraceKind {
             TraceKind::FlightRecorder => "Flight Recorder dump (JSON)",
             TraceKind::FlightRecorderPickle => "Flight Recorder dump (pickle)",
             TraceKind::Inspector => "NCCL Inspector output",
-            TraceKind::Sqlite => "SQLite database",
+            TraceKind::Sqlite => "Nsight Systems export (SQLite)",
         }
     }
 }
@@ -169,12 +169,6 @@ pub fn read_job(paths: &[PathBuf]) -> Result<JobRecords, TraceError> {
     for p in paths {
         files.extend(files_of(p)?);
     }
-    if let Some((p, _)) = files.iter().find(|(_, k)| *k == TraceKind::Sqlite) {
-        return Err(bad(
-            &p.display().to_string(),
-            "is a SQLite database (an Nsight Systems export?); ncclprobe does not read nsys exports yet: profile with torch.profiler, or give the Flight Recorder dump",
-        ));
-    }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len())
@@ -199,6 +193,7 @@ pub fn read_job(paths: &[PathBuf]) -> Result<JobRecords, TraceError> {
         let parsed = slot.into_inner().unwrap_or_else(|e| e.into_inner());
         match parsed.unwrap_or_else(|| Err(bad(&path.display().to_string(), "was not read")))? {
             Parsed::Rank(r) => job.ranks.push(*r),
+            Parsed::Ranks(mut r) => job.ranks.append(&mut r),
             Parsed::Flight(f) => job.flight.push(f),
             Parsed::Inspector(mut i) => job.inspector.append(&mut i),
         }
@@ -209,18 +204,32 @@ pub fn read_job(paths: &[PathBuf]) -> Result<JobRecords, TraceError> {
 
 enum Parsed {
     Rank(Box<RankTrace>),
+    /// An nsys export: every profiled process.
+    Ranks(Vec<RankTrace>),
     Flight(flight::FlightRank),
     Inspector(Vec<inspector::InspectorRecord>),
 }
 
 fn read_one(path: &Path, kind: TraceKind) -> Result<Parsed, TraceError> {
     let name = path.display().to_string();
-    let reader = open_reader(path)?;
     Ok(match kind {
-        TraceKind::Kineto => Parsed::Rank(Box::new(kineto::read(&name, reader)?)),
-        TraceKind::FlightRecorder => Parsed::Flight(flight::read_json(&name, reader)?),
-        TraceKind::FlightRecorderPickle => Parsed::Flight(flight::read_pickle(&name, reader)?),
-        TraceKind::Inspector => Parsed::Inspector(inspector::read(&name, reader)?),
-        TraceKind::Sqlite => return Err(bad(&name, "is a SQLite database")),
+        TraceKind::Sqlite => {
+            // SQLite reads the file itself: a compressed export must be decompressed first.
+            let mut magic = [0u8; 16];
+            let raw = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+            if raw.is_err() || &magic != b"SQLite format 3\0" {
+                return Err(bad(
+                    &name,
+                    "is a compressed SQLite database: decompress it (gunzip) and give the .sqlite file",
+                ));
+            }
+            Parsed::Ranks(super::nsys::read(path)?)
+        }
+        TraceKind::Kineto => Parsed::Rank(Box::new(kineto::read(&name, open_reader(path)?)?)),
+        TraceKind::FlightRecorder => Parsed::Flight(flight::read_json(&name, open_reader(path)?)?),
+        TraceKind::FlightRecorderPickle => {
+            Parsed::Flight(flight::read_pickle(&name, open_reader(path)?)?)
+        }
+        TraceKind::Inspector => Parsed::Inspector(inspector::read(&name, open_reader(path)?)?),
     })
 }

@@ -341,10 +341,18 @@ impl Reader {
     /// Links each kernel to its launch: the step whose span holds the launch, the phase the
     /// launching thread was in, and (for NCCL kernels without args) the c10d call that
     /// enqueued it.
-    fn finish(mut self) -> RankTrace {
-        let mut t = std::mem::take(&mut self.trace);
-        self.launches
-            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.2.total_cmp(&b.2)));
+    fn finish(self) -> RankTrace {
+        link(self.trace, self.launches)
+    }
+}
+
+/// Links each kernel of `t` to its launch among `launches` (correlation, thread, time): the
+/// step whose span holds the launch, the phase the launching thread was in, and (for NCCL
+/// kernels without a size) the c10d call that enqueued it. Any reader's kernels go through
+/// here, so profiler traces and nsys exports are judged alike.
+pub fn link(mut t: RankTrace, mut launches: Vec<(u64, u64, f64)>) -> RankTrace {
+    {
+        launches.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.2.total_cmp(&b.2)));
         t.steps.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
         t.comm_ops.sort_by(|a, b| {
             (a.span.tid, a.span.start_us)
@@ -358,9 +366,9 @@ impl Reader {
         for k in 0..t.kernels.len() {
             let corr = t.kernels[k].correlation;
             let launch = (corr != 0)
-                .then(|| self.launches.binary_search_by(|l| l.0.cmp(&corr)).ok())
+                .then(|| launches.binary_search_by(|l| l.0.cmp(&corr)).ok())
                 .flatten()
-                .map(|i| self.launches[i]);
+                .map(|i| launches[i]);
             let (tid, at) = match launch {
                 Some((_, tid, at)) => (Some(tid), at),
                 None => (None, t.kernels[k].start_us),

@@ -8,6 +8,7 @@ pub mod flight;
 pub mod inspector;
 pub mod job;
 pub mod kineto;
+pub mod nsys;
 pub mod pickle;
 pub mod stream;
 pub mod types;

@@ -23,7 +23,7 @@ pub const PALETTE: [RGBColor; 6] = [
 /// The colour index of reference lines (published plateau, 1.0x): black, never a run's.
 pub const REFERENCE: usize = usize::MAX;
 
-const FONT: &str = "sans-serif";
+pub(super) const FONT: &str = "sans-serif";
 
 /// Register DejaVu Sans as plotters' `sans-serif` (once per process).
 fn register_fonts() -> Result<(), String> {
@@ -89,6 +89,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &Chart) -> Fal
     match chart {
         Chart::Line(c) => line_chart(root, c),
         Chart::Heat(h) => heatmap(root, h),
+        Chart::Bars(b) => super::bars::draw(root, b),
     }
 }
 
@@ -354,7 +355,7 @@ fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, h: &Heatmap) -> Fa
 }
 
 /// Heat-map axes put a label at the middle of each cell and nothing at its edges.
-fn cell_tick(ticks: &[String], at: f64) -> String {
+pub(super) fn cell_tick(ticks: &[String], at: f64) -> String {
     let cell = at - 0.5;
     if (cell - cell.round()).abs() > 1e-6 || cell < 0.0 {
         return String::new();

@@ -1,6 +1,7 @@
 //! Plots for reports: what a chart shows (`Chart`, built from documents in `figures`), and how
 //! it is drawn to PNG and SVG (`draw`).
 
+pub mod bars;
 pub mod draw;
 
 /// Every plot's size in pixels: wide enough for 8 B … 16 GiB labels, and a 16:9-ish page.
@@ -70,9 +71,23 @@ pub struct Heatmap {
     pub framed: Option<(usize, usize, &'static str)>,
 }
 
+/// Bars, one per label, each stacked from its parts (a step's compute, exposed
+/// communication, loader wait, other idle); the parts' names make the legend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackedBars {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    /// One per bar.
+    pub labels: Vec<String>,
+    /// The parts, bottom first: name, palette index, one value per bar.
+    pub parts: Vec<(String, usize, Vec<f64>)>,
+}
+
 pub enum Chart {
     Line(LineChart),
     Heat(Heatmap),
+    Bars(StackedBars),
 }
 
 /// A plot as the report lists it: a file stem, a title and a caption saying what the reader

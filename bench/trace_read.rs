@@ -3,8 +3,10 @@
 //! (the 2-rank NCCL job, its timestamps shifted by one trace's span per copy), written to a
 //! temporary file, and read as `ncclprobe trace` reads it. Prints MB/s and the process's peak
 //! resident memory; the targets are 1 GB in 10 s and under 500 MB on a 2-core machine.
+//! With `NCCLPROBE_TRACE_RANKS=N` the file is then read as a directory of N ranks (hard
+//! links of it), in parallel as `ncclprobe trace DIR` reads them.
 
-use ncclprobe::import::trace::{kineto, open_reader};
+use ncclprobe::import::trace::{kineto, open_reader, read_job};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 use std::time::Instant;
@@ -92,4 +94,25 @@ fn main() {
         peak_rss_mb(),
         before
     );
+    let ranks: usize = std::env::var("NCCLPROBE_TRACE_RANKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    if ranks > 1 {
+        let ranks_dir = dir.path().join("ranks");
+        std::fs::create_dir(&ranks_dir).unwrap();
+        for r in 0..ranks {
+            std::fs::hard_link(&path, ranks_dir.join(format!("rank-{r}.pt.trace.json"))).unwrap();
+        }
+        let start = Instant::now();
+        let job = read_job(&[ranks_dir]).unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "trace_read: {ranks} ranks of {size:.0} MB ({} read) in {secs:.2} s = {:.0} MB/s on {} threads; peak RSS {:.0} MB",
+            job.ranks.len(),
+            size * ranks as f64 / secs,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            peak_rss_mb()
+        );
+    }
 }

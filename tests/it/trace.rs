@@ -406,3 +406,146 @@ fn an_nsys_export_is_split_as_the_profiler_trace_is() {
         nsys["notes"]
     );
 }
+
+/// Rank 0's real trace of the 2-rank job, and the same trace as rank 1 with each NCCL kernel
+/// 40% shorter (rank 1 arrived later and waited less): matched call by call, rank 1 is named
+/// the straggler and the fabric's time is its kernels'.
+#[test]
+fn matched_ranks_name_the_straggler_and_the_fabric_time_is_the_last_arrivers() {
+    use std::io::Read;
+    let src = traces("hta/nccl_parser_config");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&src).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let rank0: Value = serde_json::from_str(&text).unwrap();
+    let mut rank1 = rank0.clone();
+    rank1["distributedInfo"]["rank"] = 1.into();
+    for e in rank1["traceEvents"].as_array_mut().unwrap() {
+        if e["cat"] == "kernel" && e["name"].as_str().unwrap().starts_with("nccl") {
+            let d = e["dur"].as_f64().unwrap();
+            e["dur"] = (d * 0.6).into();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rank-0.json"), rank0.to_string()).unwrap();
+    std::fs::write(dir.path().join("rank-1.json"), rank1.to_string()).unwrap();
+    let one = trace_doc(&[&dir.path().join("rank-0.json")], &[]);
+    let both = trace_doc(&[dir.path()], &[]);
+    let s = &both["straggler"];
+    assert_eq!(s["rank"], 1, "{both:#}");
+    assert_eq!(s["last_in"], s["of"]);
+    let row = |d: &Value| {
+        d["collectives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["size_bytes"] == 6637568u64 * 4)
+            .unwrap()
+            .clone()
+    };
+    let (a, b) = (row(&one), row(&both));
+    assert!(
+        (f(&b["fabric_ms"]) / f(&a["fabric_ms"]) - 0.6).abs() < 0.01,
+        "{a} {b}"
+    );
+    let diag = doc(&[
+        "diagnose",
+        "--from",
+        &dir.path().display().to_string(),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        diag["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "trace.straggler"),
+        "{diag:#}"
+    );
+}
+
+/// A value as PyTorch's C++ pickler writes a Flight Recorder dump: protocol 2, strings
+/// memoized by value (`BINPUT` once, `BINGET` after), `process_group` a tuple, timestamps
+/// `LONG1`, floats big-endian `BINFLOAT`.
+fn pickle(v: &Value, out: &mut Vec<u8>, memo: &mut Vec<String>, tuple_key: bool) {
+    match v {
+        Value::Null => out.push(b'N'),
+        Value::Bool(b) => out.push(if *b { 0x88 } else { 0x89 }),
+        Value::Number(n) if n.is_f64() => {
+            out.push(b'G');
+            out.extend(n.as_f64().unwrap().to_be_bytes());
+        }
+        Value::Number(n) => {
+            out.extend([0x8a, 8]);
+            out.extend(
+                n.as_i64()
+                    .unwrap_or(n.as_u64().unwrap_or(0) as i64)
+                    .to_le_bytes(),
+            );
+        }
+        Value::String(s) => {
+            if let Some(i) = memo.iter().position(|m| m == s) {
+                out.extend([b'h', i as u8]);
+            } else {
+                out.push(b'X');
+                out.extend((s.len() as u32).to_le_bytes());
+                out.extend(s.as_bytes());
+                if memo.len() < 256 {
+                    out.extend([b'q', memo.len() as u8]);
+                    memo.push(s.clone());
+                }
+            }
+        }
+        Value::Array(a) if tuple_key && a.len() == 2 => {
+            pickle(&a[0], out, memo, false);
+            pickle(&a[1], out, memo, false);
+            out.push(0x86);
+        }
+        Value::Array(a) => {
+            out.extend([b']', b'(']);
+            for x in a {
+                pickle(x, out, memo, false);
+            }
+            out.push(b'e');
+        }
+        Value::Object(m) => {
+            out.extend([b'}', b'(']);
+            for (k, x) in m {
+                pickle(&Value::String(k.clone()), out, memo, false);
+                pickle(x, out, memo, k == "process_group");
+            }
+            out.push(b'u');
+        }
+    }
+}
+
+/// The same hung job as pickled dumps (the default on-disk form, `nccl_trace_rank_<r>`):
+/// the culprit is the same.
+#[test]
+fn pickled_flight_recorder_dumps_are_read_as_the_json_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for rank in 0..4 {
+        let d = if rank == 3 {
+            fr_dump(41, "completed")
+        } else {
+            fr_dump(42, "started")
+        };
+        let mut bytes = vec![0x80, 2];
+        pickle(&d, &mut bytes, &mut Vec::new(), false);
+        bytes.push(b'.');
+        std::fs::write(dir.path().join(format!("nccl_trace_rank_{rank}")), bytes).unwrap();
+    }
+    let d = trace_doc(&[dir.path()], &[]);
+    assert!(
+        d["files"][0]
+            .as_str()
+            .unwrap()
+            .contains("Flight Recorder dump (pickle)"),
+        "{}",
+        d["files"]
+    );
+    assert_eq!(d["hang"]["collective_seq_id"], 42, "{d:#}");
+    assert_eq!(d["hang"]["missing_ranks"], serde_json::json!([3]));
+}

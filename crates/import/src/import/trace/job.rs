@@ -13,6 +13,8 @@ pub enum TraceKind {
     FlightRecorder,
     FlightRecorderPickle,
     Inspector,
+    /// NCCL Inspector's Prometheus textfile.
+    InspectorProm,
     /// `nsys export --type sqlite` (or any SQLite database).
     Sqlite,
 }
@@ -24,6 +26,7 @@ impl TraceKind {
             TraceKind::FlightRecorder => "Flight Recorder dump (JSON)",
             TraceKind::FlightRecorderPickle => "Flight Recorder dump (pickle)",
             TraceKind::Inspector => "NCCL Inspector output",
+            TraceKind::InspectorProm => "NCCL Inspector Prometheus textfile",
             TraceKind::Sqlite => "Nsight Systems export (SQLite)",
         }
     }
@@ -58,6 +61,12 @@ pub fn kind_of(head: &[u8]) -> Option<TraceKind> {
     }
     let text = String::from_utf8_lossy(head);
     let t = text.trim_start_matches('\u{feff}').trim_start();
+    if t.lines().take(50).any(|l| {
+        l.starts_with("nccl_bus_bandwidth_gbs{")
+            || l.starts_with("nccl_collective_exec_time_microseconds{")
+    }) {
+        return Some(TraceKind::InspectorProm);
+    }
     if !t.starts_with('{') {
         return None;
     }
@@ -101,7 +110,7 @@ pub fn files_of(path: &Path) -> Result<Vec<(PathBuf, TraceKind)>, TraceError> {
         let kind = sniff(path).ok_or_else(|| {
             bad(
                 &name,
-                "is not a PyTorch profiler trace, Flight Recorder dump or NCCL Inspector output",
+                "is not a PyTorch profiler trace, Flight Recorder dump, NCCL Inspector output or Nsight Systems export",
             )
         })?;
         return Ok(vec![(path.to_path_buf(), kind)]);
@@ -122,7 +131,7 @@ pub fn files_of(path: &Path) -> Result<Vec<(PathBuf, TraceKind)>, TraceError> {
     if found.is_empty() {
         return Err(bad(
             &name,
-            "holds no PyTorch profiler trace, Flight Recorder dump or NCCL Inspector output",
+            "holds no PyTorch profiler trace, Flight Recorder dump, NCCL Inspector output or Nsight Systems export",
         ));
     }
     Ok(found)
@@ -231,5 +240,8 @@ fn read_one(path: &Path, kind: TraceKind) -> Result<Parsed, TraceError> {
             Parsed::Flight(flight::read_pickle(&name, open_reader(path)?)?)
         }
         TraceKind::Inspector => Parsed::Inspector(inspector::read(&name, open_reader(path)?)?),
+        TraceKind::InspectorProm => {
+            Parsed::Inspector(inspector::read_prom(&name, open_reader(path)?)?)
+        }
     })
 }

@@ -178,8 +178,15 @@ pub struct WhatIf {
     pub traced_ms: f64,
     /// Median step the model rebuilds from the trace's own terms.
     pub predicted_ms: f64,
-    /// `predicted / traced - 1`, in percent.
+    /// `predicted / traced - 1`, in percent. The rebuild differs from the traced step only
+    /// where communication is modelled (a curve, or the fit) and runs past backward: with
+    /// all-reduces inside backward it is 0 by construction.
     pub error_pct: f64,
+    /// Each step predicted from the other steps' rebuilt median, against its traced time:
+    /// the median of the absolute errors, in percent (with 3 steps or more). How far one
+    /// prediction from this trace can be trusted, the job's own step-to-step spread included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdout_error_pct: Option<f64>,
     /// Median per step of each term the model is built from.
     pub before_backward_ms: f64,
     pub backward_ms: f64,

@@ -165,8 +165,15 @@ pub fn what_if_table(w: &WhatIf) -> String {
 fn what_if(out: &mut String, w: &WhatIf) {
     let _ = writeln!(
         out,
-        "\nWhat-if, calibrated on rank {} ({} steps): traced step {:.2} ms, rebuilt {:.2} ms (self-check error {:+.1}%)",
-        w.rank, w.steps, w.traced_ms, w.predicted_ms, w.error_pct
+        "\nWhat-if, calibrated on rank {} ({} steps): traced step {:.2} ms, rebuilt {:.2} ms (self-check error {:+.1}%{})",
+        w.rank,
+        w.steps,
+        w.traced_ms,
+        w.predicted_ms,
+        w.error_pct,
+        w.holdout_error_pct
+            .map(|h| format!("; each step from the others: {h:.1}%"))
+            .unwrap_or_default()
     );
     let _ = writeln!(
         out,

@@ -239,6 +239,24 @@ pub fn what_if(
         _ => b.dur_us,
     };
     let predicted = med(&|s| s.step(&s.buckets, modelled, 1));
+    let rebuilt: Vec<f64> = steps
+        .iter()
+        .map(|s| s.step(&s.buckets, modelled, 1))
+        .collect();
+    let holdout_error_pct = (steps.len() >= 3).then(|| {
+        let errors = (0..steps.len())
+            .map(|i| {
+                let others = rebuilt
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, v)| *v)
+                    .collect();
+                100.0 * (median(others) / steps[i].wall - 1.0).abs()
+            })
+            .collect();
+        median(errors)
+    });
     if all.is_empty() {
         notes.push("no communication to predict: the rebuild is the traced step's own terms, exact by construction".into());
     } else if !fitted && curve.is_none() {
@@ -326,6 +344,7 @@ pub fn what_if(
         steps: steps.len(),
         traced_ms: traced / 1e3,
         predicted_ms: predicted / 1e3,
+        holdout_error_pct,
         error_pct: if traced > 0.0 {
             100.0 * (predicted / traced - 1.0)
         } else {

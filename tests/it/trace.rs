@@ -18,6 +18,16 @@ fn traces(rel: &str) -> PathBuf {
         .unwrap()
 }
 
+/// A corpus trace's JSON text.
+fn gunzip(path: &Path) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
 fn doc(args: &[&str]) -> Value {
     let out = bin().args(args).output().unwrap();
     assert!(
@@ -289,12 +299,8 @@ fn simulate_from_trace_and_refusals() {
 /// split exactly as the profiler trace's do.
 #[test]
 fn an_nsys_export_is_split_as_the_profiler_trace_is() {
-    use std::io::Read;
     let src = traces("hta/nccl_parser_config");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&src).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
+    let text = gunzip(&src);
     let v: Value = serde_json::from_str(&text).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("job.sqlite");
@@ -412,12 +418,8 @@ fn an_nsys_export_is_split_as_the_profiler_trace_is() {
 /// the straggler and the fabric's time is its kernels'.
 #[test]
 fn matched_ranks_name_the_straggler_and_the_fabric_time_is_the_last_arrivers() {
-    use std::io::Read;
     let src = traces("hta/nccl_parser_config");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&src).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
+    let text = gunzip(&src);
     let rank0: Value = serde_json::from_str(&text).unwrap();
     let mut rank1 = rank0.clone();
     rank1["distributedInfo"]["rank"] = 1.into();

@@ -200,3 +200,19 @@ pub struct WhatIf {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
+
+impl TraceDocument {
+    /// "world size 2; NCCL 2.17.1; NVIDIA A100; link: ..." (what is known of it).
+    pub fn job_line(&self) -> String {
+        let parts: Vec<String> = [
+            self.world_size.map(|w| format!("world size {w}")),
+            self.nccl_version.as_ref().map(|v| format!("NCCL {v}")),
+            self.device.clone(),
+            self.link.as_ref().map(|l| format!("link: {l}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        parts.join("; ")
+    }
+}

@@ -13,17 +13,9 @@ pub fn table(doc: &TraceDocument) -> String {
     for f in &doc.files {
         let _ = writeln!(out, "# input: {f}");
     }
-    let job: Vec<String> = [
-        doc.world_size.map(|w| format!("world size {w}")),
-        doc.nccl_version.as_ref().map(|v| format!("NCCL {v}")),
-        doc.device.clone(),
-        doc.link.as_ref().map(|l| format!("link: {l}")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let job = doc.job_line();
     if !job.is_empty() {
-        let _ = writeln!(out, "# {}", job.join("; "));
+        let _ = writeln!(out, "# {}", job);
     }
     let _ = writeln!(
         out,

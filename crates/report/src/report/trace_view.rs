@@ -33,19 +33,11 @@ fn ms(v: f64) -> String {
 }
 
 pub fn view(file: &str, d: &TraceDocument) -> TraceView {
-    let job: Vec<String> = [
-        d.world_size.map(|w| format!("world size {w}")),
-        d.nccl_version.as_ref().map(|v| format!("NCCL {v}")),
-        d.device.clone(),
-        d.link.as_ref().map(|l| format!("link: {l}")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let job = d.job_line();
     TraceView {
         file: safe::cap(file, safe::VALUE_CHARS).into_owned(),
         verdict: format!("{}: {}", d.verdict.code, d.verdict.summary),
-        job: job.join("; "),
+        job,
         steps: d
             .steps
             .iter()

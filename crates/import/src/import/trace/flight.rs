@@ -193,18 +193,7 @@ pub fn from_value(name: &str, v: &Value) -> Result<FlightRank, TraceError> {
 }
 
 pub fn read_json(name: &str, reader: impl std::io::Read) -> Result<FlightRank, TraceError> {
-    let mut buf = Vec::new();
-    let all = crate::bounded::read_to_cap(reader, crate::bounded::MAX_DOCUMENT_BYTES, &mut buf)
-        .map_err(|e| bad(name, e.to_string()))?;
-    if !all {
-        return Err(bad(
-            name,
-            format!(
-                "is larger than {} MiB",
-                crate::bounded::MAX_DOCUMENT_BYTES >> 20
-            ),
-        ));
-    }
+    let buf = super::types::read_whole(name, reader)?;
     let v: Value =
         serde_json::from_slice(&buf).map_err(|e| bad(name, format!("is not JSON: {e}")))?;
     from_value(name, &v)

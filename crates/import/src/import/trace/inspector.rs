@@ -166,18 +166,7 @@ pub fn read_prom(
     reader: impl std::io::Read,
 ) -> Result<Vec<InspectorRecord>, TraceError> {
     use std::collections::BTreeMap;
-    let mut bytes = Vec::new();
-    let all = crate::bounded::read_to_cap(reader, crate::bounded::MAX_DOCUMENT_BYTES, &mut bytes)
-        .map_err(|e| bad(name, e.to_string()))?;
-    if !all {
-        return Err(bad(
-            name,
-            format!(
-                "is larger than {} MiB",
-                crate::bounded::MAX_DOCUMENT_BYTES >> 20
-            ),
-        ));
-    }
+    let bytes = super::types::read_whole(name, reader)?;
     // Label sets (the metric's own name aside) to (busbw, time).
     type Pair = (Option<f64>, Option<f64>);
     let mut by: BTreeMap<Vec<(String, String)>, Pair> = BTreeMap::new();

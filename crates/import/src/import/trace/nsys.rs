@@ -196,26 +196,14 @@ fn kernels(
     for row in rows {
         let (start, end, stream, corr, pid, kname) = row.map_err(sql_err(name))?;
         let p = entry(procs, pid.unwrap_or(0));
-        let kind = match kernel_collective(&kname) {
-            Some((coll, _)) => {
+        // NCCL's kernels name their collective; an unparsed `nccl*` one is still NCCL's.
+        let coll = kernel_collective(&kname)
+            .map(|(c, _)| c)
+            .or_else(|| kname.starts_with("nccl").then_some(Collective::Unknown));
+        let kind = match coll {
+            Some(coll) => {
                 p.trace.comms.push(CommKernel {
-                    coll: if coll == Collective::Sendrecv {
-                        Collective::Sendrecv
-                    } else {
-                        coll
-                    },
-                    bytes: None,
-                    in_bytes: None,
-                    out_bytes: None,
-                    group_size: None,
-                    group: None,
-                    from_annotation: false,
-                });
-                KernelKind::Comm(p.trace.comms.len() as u32 - 1)
-            }
-            None if kname.starts_with("nccl") => {
-                p.trace.comms.push(CommKernel {
-                    coll: Collective::Unknown,
+                    coll,
                     bytes: None,
                     in_bytes: None,
                     out_bytes: None,

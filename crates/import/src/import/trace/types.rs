@@ -117,3 +117,15 @@ pub struct RankTrace {
     pub backward_tids: Vec<u64>,
     pub main_tid: Option<u64>,
 }
+
+/// All of a document that must be held whole, up to the cap every reader shares.
+pub fn read_whole(name: &str, reader: impl std::io::Read) -> Result<Vec<u8>, TraceError> {
+    let mut buf = Vec::new();
+    let all = crate::bounded::read_to_cap(reader, crate::bounded::MAX_DOCUMENT_BYTES, &mut buf)
+        .map_err(|e| bad(name, e.to_string()))?;
+    if !all {
+        let mib = crate::bounded::MAX_DOCUMENT_BYTES >> 20;
+        return Err(bad(name, format!("is larger than {mib} MiB")));
+    }
+    Ok(buf)
+}

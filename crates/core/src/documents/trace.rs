@@ -216,3 +216,20 @@ impl TraceDocument {
         parts.join("; ")
     }
 }
+
+impl WhatIf {
+    /// "calibrated on rank 0, 6 steps: traced step 176.27 ms, rebuilt ... (self-check ...)".
+    pub fn calibration(&self) -> String {
+        format!(
+            "calibrated on rank {}, {} steps: traced step {:.2} ms, rebuilt {:.2} ms (self-check error {:+.1}%{})",
+            self.rank,
+            self.steps,
+            self.traced_ms,
+            self.predicted_ms,
+            self.error_pct,
+            self.holdout_error_pct
+                .map(|h| format!("; each step from the others: {h:.1}%"))
+                .unwrap_or_default()
+        )
+    }
+}

@@ -155,22 +155,23 @@ pub fn what_if_table(w: &WhatIf) -> String {
 }
 
 fn what_if(out: &mut String, w: &WhatIf) {
+    let _ = writeln!(out, "\nWhat-if, {}", w.calibration());
+    let lag = if w.after_backward_ms < 0.0 {
+        " (negative: the GPU finished the step after the host had begun the next)"
+    } else {
+        ""
+    };
+    let reduces = match w.buckets {
+        0 => "no gradient all-reduce".to_string(),
+        n => format!(
+            "{n} gradient all-reduces of {} a step",
+            format_size(w.gradient_bytes)
+        ),
+    };
     let _ = writeln!(
         out,
-        "\nWhat-if, calibrated on rank {} ({} steps): traced step {:.2} ms, rebuilt {:.2} ms (self-check error {:+.1}%{})",
-        w.rank,
-        w.steps,
-        w.traced_ms,
-        w.predicted_ms,
-        w.error_pct,
-        w.holdout_error_pct
-            .map(|h| format!("; each step from the others: {h:.1}%"))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(
-        out,
-        "  terms: before backward {:.2} ms (loader wait {:.2}), backward {:.2} ms, after {:.2} ms; {} gradient all-reduces of {} a step",
-        w.before_backward_ms, w.loader_wait_ms, w.backward_ms, w.after_backward_ms, w.buckets, format_size(w.gradient_bytes)
+        "  terms: before backward {:.2} ms (loader wait {:.2}), backward {:.2} ms, after {:.2} ms{lag}; {reduces}",
+        w.before_backward_ms, w.loader_wait_ms, w.backward_ms, w.after_backward_ms
     );
     let _ = writeln!(
         out,

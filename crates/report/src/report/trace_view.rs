@@ -80,19 +80,7 @@ pub fn view(file: &str, d: &TraceDocument) -> TraceView {
             )
         }),
         hang: d.hang.as_ref().map(|h| format!("{} ({})", h.summary, h.cause)),
-        what_if: d.what_if.as_ref().map(|w| {
-            format!(
-                "calibrated on rank {}, {} steps: traced step {:.2} ms, rebuilt {:.2} ms (self-check error {:+.1}%{})",
-                w.rank,
-                w.steps,
-                w.traced_ms,
-                w.predicted_ms,
-                w.error_pct,
-                w.holdout_error_pct
-                    .map(|h| format!("; each step from the others: {h:.1}%"))
-                    .unwrap_or_default()
-            )
-        }),
+        what_if: d.what_if.as_ref().map(|w| w.calibration()),
         what_if_rows: d
             .what_if
             .iter()

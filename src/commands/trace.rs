@@ -61,6 +61,12 @@ pub fn run(args: &TraceArgs) -> Result<ExitCode, Failure> {
     match args.format {
         OutputFormat::Json => crate::outln!("{}", render::to_json(&doc)?),
         OutputFormat::Table => crate::out!("{}", render::trace::table(&doc)),
+        OutputFormat::Csv if doc.steps.is_empty() => {
+            return Err(Failure::usage(format!(
+                "--format csv has one row per profiler step, and these inputs have none ({}): use --format table or json",
+                doc.verdict.summary
+            )))
+        }
         OutputFormat::Csv => crate::out!(
             "{}",
             render::trace::steps_csv(&doc)
@@ -78,8 +84,13 @@ pub fn run_what_if(
 ) -> Result<ExitCode, Failure> {
     let doc = judge(read(&[path.to_path_buf()])?, link)?;
     let Some(w) = &doc.what_if else {
+        let why = if doc.steps.is_empty() {
+            "it holds no profiler step (Flight Recorder dumps and Inspector records have none; give the job's torch.profiler trace)"
+        } else {
+            "no step in it ran backward on the GPU (no kernels launched from autograd's thread)"
+        };
         return Err(Failure::usage(format!(
-            "--from-trace {}: no step in it ran backward on the GPU (no ProfilerStep# spans, or no kernels launched from autograd's thread), so no step can be rebuilt",
+            "--from-trace {}: {why}, so no step can be rebuilt",
             path.display()
         )));
     };

@@ -551,3 +551,63 @@ fn pickled_flight_recorder_dumps_are_read_as_the_json_ones() {
     assert_eq!(d["hang"]["collective_seq_id"], 42, "{d:#}");
     assert_eq!(d["hang"]["missing_ranks"], serde_json::json!([3]));
 }
+
+/// What real directories and hand-edited files hold: an empty rank file is skipped and said,
+/// a step without duration is left out rather than called data-bound, a copy of a rank is
+/// named rather than matched against itself, ranks come from `.json.gz` names, and CSV of
+/// inputs without steps is refused with the verdict.
+#[test]
+fn odd_records_are_said_not_judged_wrongly() {
+    let dir = tempfile::tempdir().unwrap();
+    let step = |dur: f64| {
+        serde_json::json!({"schemaVersion": 1, "traceEvents": [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100.0, "dur": dur},
+            {"ph": "X", "cat": "cpu_op", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "pid": 1, "tid": 1, "ts": 100.0, "dur": "NaN"}
+        ]})
+    };
+    std::fs::write(dir.path().join("rank-0.json"), step(-5.0).to_string()).unwrap();
+    std::fs::write(dir.path().join("rank-1.json"), "").unwrap();
+    let d = trace_doc(&[dir.path()], &[]);
+    assert_eq!(d["verdict"]["code"], "not judged", "{d:#}");
+    let notes = d["notes"].to_string();
+    assert!(notes.contains("rank-1.json: skipped, is empty"), "{notes}");
+    assert!(notes.contains("1 of 1 steps have no duration"), "{notes}");
+
+    let copies = tempfile::tempdir().unwrap();
+    let t = traces("hta/nccl_parser_config");
+    std::fs::copy(&t, copies.path().join("a.json.gz")).unwrap();
+    std::fs::copy(&t, copies.path().join("b.json.gz")).unwrap();
+    let d = trace_doc(&[copies.path()], &[]);
+    assert!(d.get("straggler").is_none());
+    assert!(
+        d["notes"].to_string().contains("are both rank 0"),
+        "{}",
+        d["notes"]
+    );
+
+    let fr = tempfile::tempdir().unwrap();
+    for rank in [0, 2, 3] {
+        let dump = if rank == 2 {
+            fr_dump(41, "completed")
+        } else {
+            fr_dump(42, "started")
+        };
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, dump.to_string().as_bytes()).unwrap();
+        std::fs::write(
+            fr.path().join(format!("nccl_trace_rank_{rank}.json.gz")),
+            gz.finish().unwrap(),
+        )
+        .unwrap();
+    }
+    let d = trace_doc(&[fr.path()], &[]);
+    assert_eq!(d["hang"]["missing_ranks"], serde_json::json!([2]), "{d:#}");
+    let out = bin()
+        .arg("trace")
+        .arg(fr.path())
+        .args(["--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never enqueued"));
+}

@@ -123,6 +123,18 @@ pub fn table(
 ) -> Vec<TracedCollective> {
     type Key = (Collective, u64, usize);
     let mut times: BTreeMap<Key, (Vec<f64>, f64, f64)> = BTreeMap::new();
+    // Calls per rank: the most any rank made of each.
+    let mut counts: BTreeMap<Key, usize> = BTreeMap::new();
+    for calls in per_rank {
+        let mut mine: BTreeMap<Key, usize> = BTreeMap::new();
+        for c in calls {
+            *mine.entry((c.coll, c.bytes, c.nranks)).or_default() += 1;
+        }
+        for (k, n) in mine {
+            let e = counts.entry(k).or_default();
+            *e = (*e).max(n);
+        }
+    }
     for c in per_rank.iter().flatten() {
         let e = times.entry((c.coll, c.bytes, c.nranks)).or_default();
         e.0.push(c.dur_us);
@@ -137,7 +149,6 @@ pub fn table(
             .or_default()
             .push(shortest);
     }
-    let calls_per_rank = per_rank.len().max(1);
     times
         .into_iter()
         .map(|((coll, bytes, nranks), (durs, exposed, total))| {
@@ -165,7 +176,7 @@ pub fn table(
                 collective: coll,
                 size_bytes: bytes,
                 nranks,
-                count: durs.len().div_ceil(calls_per_rank),
+                count: counts.get(&(coll, bytes, nranks)).copied().unwrap_or(0),
                 median_ms,
                 fabric_ms,
                 busbw_gbs,

@@ -173,8 +173,26 @@ pub fn find(dumps: &[FlightRank]) -> (Option<Hang>, Vec<String>) {
     let mut notes = Vec::new();
     let mut groups: BTreeMap<String, BTreeMap<usize, BTreeMap<u64, &FlightEntry>>> =
         BTreeMap::new();
+    let mut seen: BTreeMap<usize, &str> = BTreeMap::new();
     for (i, d) in dumps.iter().enumerate() {
         let rank = d.rank.unwrap_or(i);
+        if let Some(first) = seen.insert(rank, &d.source) {
+            notes.push(format!(
+                "{} and {first} are both rank {rank}: only {first} is read",
+                d.source
+            ));
+            seen.insert(rank, first);
+            continue;
+        }
+        if d.rank.is_none() {
+            notes.push(format!("{}: names no rank (in its file name or its content); taken as rank {i}, its place among the dumps", d.source));
+        }
+        if d.dropped > 0 {
+            notes.push(format!(
+                "{}: {} entries lack their name, state, group or sequence number and were left out",
+                d.source, d.dropped
+            ));
+        }
         for e in d.entries.iter().filter(|e| !e.is_p2p) {
             if let Some(seq) = e.collective_seq_id {
                 groups

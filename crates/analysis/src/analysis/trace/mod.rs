@@ -60,22 +60,13 @@ pub fn analyse(job: &mut JobRecords, curve: Option<&Curve>, link: Option<String>
         ranks.push(rank);
         step_rows.extend(steps::breakdown(r, rank));
         calls.push(collectives::calls(r));
-        if r.steps.is_empty() {
-            notes.push(format!("{}: no ProfilerStep# spans (profile with torch.profiler's schedule and call prof.step() each step), so its time is not split by step", r.source));
-        }
-        let no_size = r.comms.iter().filter(|c| c.bytes.is_none()).count();
-        if no_size > 0 {
-            notes.push(format!("{}: {no_size} of {} NCCL kernels carry no size (an Nsight Systems export, or PyTorch before 2.1 without record_shapes=True): they count in the step split but are left out of the collectives table", r.source, r.comms.len()));
-        }
-        if r.unreadable_events > 0 {
-            notes.push(format!(
-                "{}: {} of {} events were not JSON objects of the trace format and were skipped",
-                r.source, r.unreadable_events, r.events
-            ));
-        }
+        notes.extend(rank_notes(r));
     }
-    let matched = collectives::matched(&calls);
-    if job.ranks.len() > 1 && matched.is_none() {
+    notes.extend(job.skipped.iter().cloned());
+    let duplicated = job_notes(job, &ranks, &mut notes);
+    // Two traces of one rank cannot be matched against each other.
+    let matched = collectives::matched(&calls).filter(|_| !duplicated);
+    if job.ranks.len() > 1 && matched.is_none() && !duplicated {
         notes.push("the ranks' NCCL calls do not line up one to one (sampled or cut traces): each collective's time includes waiting for peers, and no straggler is named".into());
     }
     if job.ranks.len() == 1 && calls.first().is_some_and(|c| !c.is_empty()) {
@@ -128,6 +119,57 @@ pub fn analyse(job: &mut JobRecords, curve: Option<&Curve>, link: Option<String>
     };
     doc.verdict = verdict(&doc);
     doc
+}
+
+/// What one rank's trace lacks or held that could not be read.
+fn rank_notes(r: &crate::import::trace::RankTrace) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.steps.is_empty() {
+        notes.push(format!("{}: no ProfilerStep# spans (profile with torch.profiler's schedule and call prof.step() each step), so its time is not split by step", r.source));
+    }
+    let timeless = r.steps.iter().filter(|s| s.dur_us <= 0.0).count();
+    if timeless > 0 {
+        notes.push(format!(
+            "{}: {timeless} of {} steps have no duration and are left out",
+            r.source,
+            r.steps.len()
+        ));
+    }
+    let no_size = r.comms.iter().filter(|c| c.bytes.is_none()).count();
+    if no_size > 0 {
+        notes.push(format!("{}: {no_size} of {} NCCL kernels carry no size (an Nsight Systems export, or PyTorch before 2.1 without record_shapes=True): they count in the step split but are left out of the collectives table", r.source, r.comms.len()));
+    }
+    if r.unreadable_events > 0 {
+        notes.push(format!(
+            "{}: {} of {} events were not events of the trace format (or held no usable time) and were skipped",
+            r.source, r.unreadable_events, r.events
+        ));
+    }
+    notes
+}
+
+/// What the ranks disagree on: two traces claiming one rank (then `true`: nothing is matched
+/// across them), or different world sizes.
+fn job_notes(job: &JobRecords, ranks: &[usize], notes: &mut Vec<String>) -> bool {
+    let mut seen: BTreeMap<usize, &str> = BTreeMap::new();
+    let mut duplicated = false;
+    for (r, &rank) in job.ranks.iter().zip(ranks) {
+        if let Some(first) = seen.insert(rank, &r.source) {
+            notes.push(format!("{} and {first} are both rank {rank} (a copy, or two runs in one directory): their calls are not matched and no straggler is named", r.source));
+            seen.insert(rank, first);
+            duplicated = true;
+        }
+    }
+    let sizes: std::collections::BTreeSet<usize> =
+        job.ranks.iter().filter_map(|r| r.world_size).collect();
+    if sizes.len() > 1 {
+        let list: Vec<String> = sizes.iter().map(|s| s.to_string()).collect();
+        notes.push(format!(
+            "the traces disagree on the world size ({}): they may not be of one job",
+            list.join(", ")
+        ));
+    }
+    duplicated
 }
 
 /// Inspector's records grouped by collective, size and rank count.
@@ -198,15 +240,25 @@ pub fn verdict(doc: &TraceDocument) -> TraceVerdict {
             .unwrap_or(0.0)
             .total_cmp(&a.slowdown.unwrap_or(0.0))
     });
-    if t.steps == 0 {
+    if t.steps == 0 || t.wall <= 0.0 {
         if let Some(c) = slow.first() {
             return v("slow-collective", slow_text(c));
         }
-        return v(
-            "not judged",
-            "no profiler steps to split (no ProfilerStep# spans): only the collectives are shown"
-                .into(),
-        );
+        if let Some(i) = doc.inspector.iter().find(|i| i.verdict == "slow") {
+            return v("slow-collective", format!(
+                "the fabric is slow in production: NCCL Inspector timed {} of {} on {} ranks at a median {:.2} ms ({:.1} GB/s busbw) where the link given says {:.2} ms",
+                i.collective, crate::units::format_size(i.size_bytes), i.nranks, i.median_ms, i.median_busbw_gbs, i.expected_ms.unwrap_or(0.0)
+            ));
+        }
+        let what = if doc.steps.is_empty() && doc.collectives.is_empty() && doc.inspector.is_empty()
+        {
+            "the inputs hold no profiler steps and no collective to judge"
+        } else if doc.inspector.is_empty() {
+            "no profiler step to split (no ProfilerStep# spans with a duration): only the collectives are shown"
+        } else {
+            "NCCL Inspector's records hold no steps to split; its collectives are shown (give --curve or --busbw to judge them)"
+        };
+        return v("not judged", what.into());
     }
     let head = format!("median step {:.1} ms over {} steps", t.wall, t.steps);
     if t.loader >= NOTABLE * t.wall && t.loader >= t.exposed {

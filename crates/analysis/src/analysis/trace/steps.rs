@@ -26,7 +26,8 @@ pub fn union(mut spans: Vec<(f64, f64)>, lo: f64, hi: f64) -> Intervals {
 }
 
 pub fn length(x: &Intervals) -> f64 {
-    x.iter().map(|(a, b)| b - a).sum()
+    // A fold from +0: an empty sum of floats is -0.
+    x.iter().fold(0.0, |t, (a, b)| t + (b - a))
 }
 
 /// The intersection of two unions.
@@ -84,7 +85,13 @@ pub fn breakdown(trace: &RankTrace, rank: usize) -> Vec<StepBreakdown> {
         )
     };
     let mut out = Vec::new();
-    for (i, step) in trace.steps.iter().enumerate() {
+    // A step with no duration has nothing to split (the caller says how many there were).
+    for (i, step) in trace
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.dur_us > 0.0)
+    {
         let (lo, hi) = (step.start_us, step.end_us());
         let ks = within(&trace.kernels, longest, lo, hi);
         let is_comm = |k: &&Kernel| matches!(k.kind, KernelKind::Comm(_));

@@ -39,7 +39,8 @@ impl FlightEntry {
         let mut total = 0;
         for (shape, dtype) in self.input_sizes.iter().zip(&self.input_dtypes) {
             let size = super::kineto::torch_dtype_bytes(dtype)?;
-            total += shape.iter().product::<u64>() * size;
+            let elems = shape.iter().try_fold(1u64, |a, d| a.checked_mul(*d))?;
+            total = elems.checked_mul(size)?.checked_add(total)?;
         }
         Some(total)
     }
@@ -61,12 +62,19 @@ pub struct FlightRank {
     pub version: Option<String>,
     pub groups: BTreeMap<String, FlightGroup>,
     pub entries: Vec<FlightEntry>,
+    /// Entries left out for lacking their name, state, group or sequence number.
+    pub dropped: usize,
 }
 
+/// A count or an id: a non-negative whole number (as a number or a string), nothing else.
 fn u64_of(v: &Value) -> Option<u64> {
     v.as_u64()
-        .or_else(|| v.as_f64().map(|f| f as u64))
-        .or_else(|| v.as_str()?.parse().ok())
+        .or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f))
+                .map(|f| f as u64)
+        })
+        .or_else(|| v.as_str()?.trim().parse().ok())
 }
 
 fn str_of(v: &Value) -> Option<String> {
@@ -104,8 +112,10 @@ fn ranks_of(v: &Value) -> Vec<usize> {
     }
 }
 
+/// One entry, or none when it lacks what matching needs (its name, state, group, number).
 fn entry(e: &Value) -> Option<FlightEntry> {
-    let profiling_name = str_of(&e["profiling_name"]).unwrap_or_default();
+    let profiling_name = str_of(&e["profiling_name"]).filter(|n| !n.is_empty())?;
+    str_of(&e["state"]).filter(|n| !n.is_empty())?;
     let (group, group_desc) = match &e["process_group"] {
         Value::Array(a) => (a.first().and_then(str_of), a.get(1).and_then(str_of)),
         other => (str_of(other), None),
@@ -128,7 +138,7 @@ fn entry(e: &Value) -> Option<FlightEntry> {
             .map(|a| a.iter().filter_map(str_of).collect())
             .unwrap_or_default(),
         output_sizes: sizes(&e["output_sizes"]),
-        state: str_of(&e["state"]).unwrap_or_default(),
+        state: str_of(&e["state"])?,
         time_created_ns: u64_of(&e["time_created_ns"]),
         duration_ms: e["duration_ms"].as_f64(),
         timeout_ms: u64_of(&e["timeout_ms"]),
@@ -141,10 +151,12 @@ pub fn rank_from_name(name: &str) -> Option<usize> {
         .file_name()?
         .to_string_lossy()
         .into_owned();
+    // `nccl_trace_rank_2.json.gz`: the compression first, then the format.
+    let base = base.strip_suffix(".gz").unwrap_or(&base);
     let base = base
-        .trim_end_matches(".json")
-        .trim_end_matches(".pkl")
-        .trim_end_matches(".gz");
+        .strip_suffix(".json")
+        .or_else(|| base.strip_suffix(".pkl"))
+        .unwrap_or(base);
     let digits: String = base
         .chars()
         .rev()
@@ -157,8 +169,14 @@ pub fn rank_from_name(name: &str) -> Option<usize> {
 pub fn from_value(name: &str, v: &Value) -> Result<FlightRank, TraceError> {
     // A dump with nothing recorded leaves `entries` out.
     let none = Vec::new();
-    let entries = match v["entries"].as_array() {
-        Some(e) => e,
+    let entries = match v.get("entries").map(|e| e.as_array()) {
+        Some(Some(e)) => e,
+        Some(None) => {
+            return Err(bad(
+                name,
+                "is not a Flight Recorder dump: its entries are not a list",
+            ))
+        }
         None if v.get("pg_config").is_some() || v.get("version").is_some() => &none,
         None => {
             return Err(bad(
@@ -167,6 +185,8 @@ pub fn from_value(name: &str, v: &Value) -> Result<FlightRank, TraceError> {
             ))
         }
     };
+    let kept: Vec<FlightEntry> = entries.iter().filter_map(entry).collect();
+    let kept_len = kept.len();
     let mut groups = BTreeMap::new();
     if let Some(cfg) = v["pg_config"].as_object() {
         for (key, g) in cfg {
@@ -188,7 +208,8 @@ pub fn from_value(name: &str, v: &Value) -> Result<FlightRank, TraceError> {
             .or_else(|| rank_from_name(name)),
         version: str_of(&v["version"]),
         groups,
-        entries: entries.iter().filter_map(entry).collect(),
+        entries: kept,
+        dropped: entries.len() - kept_len,
     })
 }
 

@@ -43,11 +43,32 @@ struct Header {
     #[serde(default)]
     id: Option<serde_json::Value>,
     #[serde(default)]
-    rank: Option<usize>,
+    rank: Option<serde_json::Value>,
     #[serde(default)]
-    n_ranks: Option<usize>,
+    n_ranks: Option<serde_json::Value>,
     #[serde(default)]
-    nnodes: Option<usize>,
+    nnodes: Option<serde_json::Value>,
+}
+
+/// A count as a number or a string ("8"), nothing else.
+fn count(v: Option<serde_json::Value>) -> Option<usize> {
+    match v? {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .filter(|n| *n <= 1 << 24)
+    .map(|n| n as usize)
+}
+
+/// A time that is one: above zero and under ten days.
+fn timed(us: f64) -> bool {
+    us > 0.0 && us < 1e12
+}
+
+/// A message size that is one (under a PiB).
+fn sized(bytes: u64) -> bool {
+    bytes < 1 << 50
 }
 
 #[derive(Deserialize)]
@@ -78,6 +99,9 @@ pub fn read(name: &str, reader: impl std::io::Read) -> Result<Vec<InspectorRecor
         let (Some(h), Some(p)) = (raw.header, raw.coll_perf) else {
             continue;
         };
+        if !timed(p.coll_exec_time_us) || !sized(p.coll_msg_size_bytes) {
+            continue;
+        }
         let comm = match h.id {
             Some(serde_json::Value::String(s)) => s,
             Some(other) => other.to_string(),
@@ -86,16 +110,16 @@ pub fn read(name: &str, reader: impl std::io::Read) -> Result<Vec<InspectorRecor
         out.push(InspectorRecord {
             source: name.to_string(),
             comm,
-            rank: h.rank,
-            nranks: h.n_ranks.unwrap_or(0),
-            nnodes: h.nnodes,
+            rank: count(h.rank),
+            nranks: count(h.n_ranks).unwrap_or(0),
+            nnodes: count(h.nnodes),
             host: raw.metadata.and_then(|m| m.hostname),
             coll: Collective::parse(&p.coll).unwrap_or(Collective::Unknown),
             seq: p.coll_sn,
             size_bytes: p.coll_msg_size_bytes,
             time_us: p.coll_exec_time_us,
             timing_source: p.coll_timing_source,
-            busbw_gbs: p.coll_busbw_gbs,
+            busbw_gbs: p.coll_busbw_gbs.filter(|b| b.is_finite() && *b >= 0.0),
         });
     }
     if out.is_empty() {
@@ -203,7 +227,11 @@ pub fn read_prom(
         .into_iter()
         .filter_map(|(l, (bus, time))| {
             let get = |k: &str| l.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-            let nranks = get("nranks").or_else(|| get("n_ranks"))?.parse().ok()?;
+            let nranks = get("nranks")
+                .or_else(|| get("n_ranks"))?
+                .parse()
+                .ok()
+                .filter(|n| *n <= 1 << 24)?;
             Some(InspectorRecord {
                 source: name.to_string(),
                 comm: get("comm_name")
@@ -215,10 +243,10 @@ pub fn read_prom(
                 host: get("node").or_else(|| get("hostname")),
                 coll: Collective::parse(&get("collective")?).unwrap_or(Collective::Unknown),
                 seq: get("coll_sn").and_then(|n| n.parse().ok()),
-                size_bytes: bucket_bytes(&get("message_size")?)?,
-                time_us: time?,
+                size_bytes: bucket_bytes(&get("message_size")?).filter(|b| sized(*b))?,
+                time_us: time.filter(|t| timed(*t))?,
                 timing_source: None,
-                busbw_gbs: bus,
+                busbw_gbs: bus.filter(|b| b.is_finite() && *b >= 0.0),
             })
         })
         .collect();

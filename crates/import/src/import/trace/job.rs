@@ -90,51 +90,95 @@ pub fn kind_of(head: &[u8]) -> Option<TraceKind> {
 /// Only regular files are looked at: a FIFO or stdin can be read once, by the reader that
 /// takes it.
 pub fn sniff(path: &Path) -> Option<TraceKind> {
-    if !path.is_file() {
-        return None;
+    examine(path).ok().flatten()
+}
+
+/// What a regular file holds, or why it cannot be read (its I/O error, a cut gzip stream).
+fn examine(path: &Path) -> Result<Option<TraceKind>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| crate::import::text::io_words(&e))?;
+    if !meta.is_file() {
+        return Err(
+            "is not a regular file (a FIFO, a pipe or a device): save it to a file and give that"
+                .into(),
+        );
+    }
+    if meta.len() == 0 {
+        return Err("is empty".into());
     }
     let mut head = Vec::new();
-    open_reader(path)
-        .ok()?
+    let reader = open_reader(path).map_err(|e| e.to_string())?;
+    // A short or corrupt gzip stream fails here, and is said as such.
+    reader
         .take(64 << 10)
         .read_to_end(&mut head)
-        .ok()?;
-    kind_of(&head)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    Ok(kind_of(&head))
+}
+
+const NONE_OF_THEM: &str =
+    "PyTorch profiler trace, Flight Recorder dump, NCCL Inspector output or Nsight Systems export";
+
+/// Whether a file a directory holds looks like one a job wrote (so skipping it is said).
+fn looks_like_a_record(p: &Path) -> bool {
+    let n = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    [
+        ".json", ".gz", ".pkl", ".prom", ".sqlite", ".log", "rank", "trace",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
 }
 
 /// The files of a directory that are traces or dumps, sorted by name (rank order for
-/// `rank-0…`, `<prefix><rank>`); a file stands for itself.
-pub fn files_of(path: &Path) -> Result<Vec<(PathBuf, TraceKind)>, TraceError> {
+/// `rank-0…`, `<prefix><rank>`), and the ones skipped that looked like records (with why); a
+/// file stands for itself, and is refused with its reason when it is none of them.
+pub fn files_of(path: &Path) -> Result<Files, TraceError> {
     let name = path.display().to_string();
     if !path.is_dir() {
-        let kind = sniff(path).ok_or_else(|| {
-            bad(
-                &name,
-                "is not a PyTorch profiler trace, Flight Recorder dump, NCCL Inspector output or Nsight Systems export",
-            )
-        })?;
-        return Ok(vec![(path.to_path_buf(), kind)]);
+        let kind = match examine(path) {
+            Ok(Some(kind)) => kind,
+            Ok(None) => return Err(bad(&name, format!("is not a {NONE_OF_THEM}"))),
+            Err(why) => return Err(bad(&name, why)),
+        };
+        return Ok(Files {
+            found: vec![(path.to_path_buf(), kind)],
+            skipped: Vec::new(),
+        });
     }
-    let mut found = Vec::new();
+    let mut files = Files::default();
     let entries =
         std::fs::read_dir(path).map_err(|e| bad(&name, crate::import::text::io_words(&e)))?;
     for entry in entries.flatten() {
         let p = entry.path();
-        if p.is_file() {
-            if let Some(kind) = sniff(&p) {
-                found.push((p, kind));
-            }
+        match examine(&p) {
+            Ok(Some(kind)) => files.found.push((p, kind)),
+            Ok(None) if looks_like_a_record(&p) => files
+                .skipped
+                .push(format!("{}: skipped, not a {NONE_OF_THEM}", p.display())),
+            Err(why) if looks_like_a_record(&p) || !p.is_dir() => files
+                .skipped
+                .push(format!("{}: skipped, {why}", p.display())),
+            _ => {}
         }
     }
     // Natural order: rank-2 before rank-10.
-    found.sort_by_key(|(p, _)| natural_key(&p.display().to_string()));
-    if found.is_empty() {
-        return Err(bad(
-            &name,
-            "holds no PyTorch profiler trace, Flight Recorder dump, NCCL Inspector output or Nsight Systems export",
-        ));
+    files
+        .found
+        .sort_by_key(|(p, _)| natural_key(&p.display().to_string()));
+    files.skipped.sort();
+    if files.found.is_empty() {
+        return Err(bad(&name, format!("holds no {NONE_OF_THEM}")));
     }
-    Ok(found)
+    Ok(files)
+}
+
+/// What a path holds: the records found, and what was skipped (said in the notes).
+#[derive(Debug, Default)]
+pub struct Files {
+    pub found: Vec<(PathBuf, TraceKind)>,
+    pub skipped: Vec<String>,
 }
 
 /// A name split into text and numbers, so numbers sort by value.
@@ -169,14 +213,19 @@ pub struct JobRecords {
     pub inspector: Vec<inspector::InspectorRecord>,
     /// Files read, with what each was.
     pub files: Vec<(String, TraceKind)>,
+    /// Files of the directories given that were skipped, with why.
+    pub skipped: Vec<String>,
 }
 
 /// Read every trace and dump under `paths` (files or directories), ranks in parallel where
 /// cores allow.
 pub fn read_job(paths: &[PathBuf]) -> Result<JobRecords, TraceError> {
     let mut files = Vec::new();
+    let mut skipped = Vec::new();
     for p in paths {
-        files.extend(files_of(p)?);
+        let f = files_of(p)?;
+        files.extend(f.found);
+        skipped.extend(f.skipped);
     }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -197,7 +246,10 @@ pub fn read_job(paths: &[PathBuf]) -> Result<JobRecords, TraceError> {
             });
         }
     });
-    let mut job = JobRecords::default();
+    let mut job = JobRecords {
+        skipped,
+        ..JobRecords::default()
+    };
     for ((path, kind), slot) in files.iter().zip(results) {
         let parsed = slot.into_inner().unwrap_or_else(|e| e.into_inner());
         match parsed.unwrap_or_else(|| Err(bad(&path.display().to_string(), "was not read")))? {

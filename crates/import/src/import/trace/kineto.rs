@@ -93,7 +93,9 @@ fn lenient_f64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error>
             serde_json::Value::Number(n) => n.as_f64(),
             serde_json::Value::String(s) => s.trim().parse().ok(),
             _ => None,
-        },
+        }
+        // "NaN" and "inf" parse as floats; no time is either.
+        .filter(|v: &f64| v.is_finite()),
     )
 }
 
@@ -192,8 +194,11 @@ fn shaped_bytes(dims: &serde_json::Value, types: &serde_json::Value) -> Option<u
         if shape.is_empty() {
             continue;
         }
-        let elems: u64 = shape.iter().filter_map(|x| x.as_u64()).product();
-        total += elems * size;
+        let elems = shape
+            .iter()
+            .filter_map(|x| x.as_u64())
+            .try_fold(1u64, |a, d| a.checked_mul(d))?;
+        total = elems.checked_mul(size)?.checked_add(total)?;
         any = true;
     }
     any.then_some(total)
@@ -221,6 +226,11 @@ impl Reader {
             return Ok(());
         };
         let dur = ev.dur.unwrap_or(0.0).max(0.0);
+        // Microseconds past the year 30,000, or a span of more than ten days: not a time.
+        if ts.abs() >= 1e18 || dur >= 1e12 {
+            self.trace.unreadable_events += 1;
+            return Ok(());
+        }
         let args = ev.args.unwrap_or_default();
         let cat = ev.cat.as_deref().unwrap_or("").to_ascii_lowercase();
         match cat.as_str() {
@@ -276,17 +286,21 @@ impl Reader {
                     .and_then(|(_, d)| d)
                     .map(|d| d.size_bytes() as u64)
             });
+        // Sizes that overflow 64 bits are no sizes.
         let bytes = match (args.in_nelems, args.out_nelems, elem) {
-            (Some(i), Some(o), Some(e)) => Some(i.max(o) * e).filter(|_| coll_uses_max(coll)),
+            (Some(i), Some(o), Some(e)) => i.max(o).checked_mul(e).filter(|_| coll_uses_max(coll)),
             _ => None,
         }
-        .or_else(|| Some(args.in_nelems? * elem?));
+        .or_else(|| args.in_nelems?.checked_mul(elem?));
         self.trace.comms.push(CommKernel {
             coll,
             bytes,
-            in_bytes: args.in_nelems.zip(elem).map(|(n, e)| n * e),
-            out_bytes: args.out_nelems.zip(elem).map(|(n, e)| n * e),
-            group_size: args.group_size.map(|g| g as usize),
+            in_bytes: args.in_nelems.zip(elem).and_then(|(n, e)| n.checked_mul(e)),
+            out_bytes: args
+                .out_nelems
+                .zip(elem)
+                .and_then(|(n, e)| n.checked_mul(e)),
+            group_size: group_size(args.group_size),
             group: args
                 .pg_desc
                 .as_deref()
@@ -322,12 +336,15 @@ impl Reader {
                 (Some(d), Some(t)) => shaped_bytes(d, t),
                 _ => None,
             }
-            .or_else(|| Some(args.in_nelems? * args.dtype.as_deref().and_then(torch_dtype_bytes)?));
+            .or_else(|| {
+                args.in_nelems?
+                    .checked_mul(args.dtype.as_deref().and_then(torch_dtype_bytes)?)
+            });
             self.trace.comm_ops.push(CommOp {
                 span,
                 coll,
                 bytes,
-                group_size: args.group_size.map(|g| g as usize),
+                group_size: group_size(args.group_size),
             });
         } else if !self.trace.backward_tids.contains(&tid)
             && (name.contains("evaluate_function")
@@ -408,6 +425,11 @@ pub fn link(mut t: RankTrace, mut launches: Vec<(u64, u64, f64)>) -> RankTrace {
         }
         t
     }
+}
+
+/// A process group's size, where it is one (1 to 2^24 ranks).
+fn group_size(g: Option<u64>) -> Option<usize> {
+    g.filter(|g| (1..=1 << 24).contains(g)).map(|g| g as usize)
 }
 
 /// Whether a collective's size is its larger buffer (all-gather's output, reduce-scatter's

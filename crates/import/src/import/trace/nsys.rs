@@ -100,7 +100,7 @@ pub fn read(path: &Path) -> Result<Vec<RankTrace>, TraceError> {
                 let p = entry(&mut procs, pid.unwrap_or(0));
                 p.trace.kernels.push(Kernel {
                     start_us: start as f64 / 1e3,
-                    dur_us: (end - start).max(0) as f64 / 1e3,
+                    dur_us: end.checked_sub(start).unwrap_or(0).max(0) as f64 / 1e3,
                     stream: stream.unwrap_or(0) as u32,
                     correlation: corr.unwrap_or(0) as u64,
                     launch_us: start as f64 / 1e3,
@@ -179,7 +179,7 @@ fn kernels(
     procs: &mut BTreeMap<i64, Process>,
 ) -> Result<(), TraceError> {
     let mut st = db
-        .prepare("SELECT k.start, k.\"end\", k.streamId, k.correlationId, k.globalPid, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName")
+        .prepare("SELECT k.start, k.\"end\", k.streamId, k.correlationId, k.globalPid, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.shortName")
         .map_err(sql_err(name))?;
     let rows = st
         .query_map([], |r| {
@@ -189,12 +189,13 @@ fn kernels(
                 r.get::<_, Option<i64>>(2)?,
                 r.get::<_, Option<i64>>(3)?,
                 r.get::<_, Option<i64>>(4)?,
-                r.get::<_, String>(5)?,
+                r.get::<_, Option<String>>(5)?,
             ))
         })
         .map_err(sql_err(name))?;
     for row in rows {
         let (start, end, stream, corr, pid, kname) = row.map_err(sql_err(name))?;
+        let kname = kname.unwrap_or_default();
         let p = entry(procs, pid.unwrap_or(0));
         // NCCL's kernels name their collective; an unparsed `nccl*` one is still NCCL's.
         let coll = kernel_collective(&kname)
@@ -217,7 +218,7 @@ fn kernels(
         };
         p.trace.kernels.push(Kernel {
             start_us: start as f64 / 1e3,
-            dur_us: (end - start).max(0) as f64 / 1e3,
+            dur_us: end.checked_sub(start).unwrap_or(0).max(0) as f64 / 1e3,
             stream: stream.unwrap_or(0) as u32,
             correlation: corr.unwrap_or(0) as u64,
             launch_us: start as f64 / 1e3,
@@ -258,7 +259,7 @@ fn ranges(
         };
         let span = Span {
             start_us: start as f64 / 1e3,
-            dur_us: (end - start).max(0) as f64 / 1e3,
+            dur_us: end.checked_sub(start).unwrap_or(0).max(0) as f64 / 1e3,
             tid: tid as u64,
             number: None,
         };

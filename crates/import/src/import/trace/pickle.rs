@@ -1,26 +1,44 @@
 //! The subset of Python's pickle that a Flight Recorder dump uses, read into JSON values:
 //! dicts, lists, tuples, strings, bytes, ints, floats, booleans and None (protocols 2–5, as
 //! `pickle.dump` and PyTorch's C++ pickler write them, including its `build_intlist`-style
-//! typed lists). Anything else (objects, tensors, any other global) is refused, not run:
-//! nothing in a file is ever executed.
+//! typed lists and older builds' `restore_type_tag`). Anything else (objects, tensors, any
+//! other global) is refused, not run: nothing in a file is ever executed.
+//!
+//! Objects are built in an arena and the memo holds references into it, as Python's does: a
+//! list memoized while empty and filled later reads back filled wherever it is referred to.
+//! Turning the arena into values is bounded in depth and in the values it may produce, so a
+//! few hundred bytes that refer to themselves exponentially ("billion laughs") or nest
+//! thousands deep are refused, not expanded.
 
 use serde_json::{Map, Number, Value};
 use std::io::Read;
 
 /// The most a pickle may weigh here (a dump of 20,000 entries is a few MB).
 const MAX_PICKLE_BYTES: u64 = 512 << 20;
+/// The deepest nesting read (a dump nests five deep).
+pub const MAX_DEPTH: usize = 256;
+/// The most values a pickle may expand to (a 20,000-entry dump is under a million).
+pub const MAX_VALUES: usize = 2_000_000;
 
-#[derive(Clone)]
+/// An object being built.
+enum Node {
+    Leaf(Value),
+    /// A list or a tuple: its items.
+    List(Vec<usize>),
+    Dict(Vec<(usize, usize)>),
+}
+
+#[derive(Clone, Copy)]
 enum Item {
     Mark,
-    Value(Value),
-    /// A global that builds a plain list from its argument (PyTorch's typed lists).
+    Node(usize),
+    /// A global that hands back its first argument (PyTorch's typed lists, type tags).
     ListBuilder,
 }
 
 fn take<'a>(data: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8], String> {
     let s = data
-        .get(*at..*at + n)
+        .get(*at..at.saturating_add(n))
         .ok_or_else(|| format!("pickle ends inside an opcode at byte {}", *at))?;
     *at += n;
     Ok(s)
@@ -30,28 +48,6 @@ fn key_of(v: Value) -> String {
     match v {
         Value::String(s) => s,
         other => other.to_string(),
-    }
-}
-
-fn since_mark(stack: &mut Vec<Item>) -> Result<Vec<Value>, String> {
-    let mark = stack
-        .iter()
-        .rposition(|i| matches!(i, Item::Mark))
-        .ok_or("pickle pops to a mark it never set")?;
-    let items: Vec<Item> = stack.drain(mark..).skip(1).collect();
-    items
-        .into_iter()
-        .map(|i| match i {
-            Item::Value(v) => Ok(v),
-            _ => Err("pickle holds an object ncclprobe does not read".to_string()),
-        })
-        .collect()
-}
-
-fn pop(stack: &mut Vec<Item>) -> Result<Value, String> {
-    match stack.pop() {
-        Some(Item::Value(v)) => Ok(v),
-        _ => Err("pickle pops an empty stack".into()),
     }
 }
 
@@ -69,6 +65,102 @@ fn float(f: f64) -> Value {
     Number::from_f64(f).map_or(Value::Null, Value::Number)
 }
 
+#[derive(Default)]
+struct Vm {
+    nodes: Vec<Node>,
+    stack: Vec<Item>,
+    memo: std::collections::HashMap<u64, Item>,
+}
+
+impl Vm {
+    fn push(&mut self, node: Node) {
+        self.nodes.push(node);
+        self.stack.push(Item::Node(self.nodes.len() - 1));
+    }
+
+    fn pop(&mut self) -> Result<usize, String> {
+        match self.stack.pop() {
+            Some(Item::Node(n)) => Ok(n),
+            _ => Err("pickle pops an empty stack".into()),
+        }
+    }
+
+    fn since_mark(&mut self) -> Result<Vec<usize>, String> {
+        let mark = self
+            .stack
+            .iter()
+            .rposition(|i| matches!(i, Item::Mark))
+            .ok_or("pickle pops to a mark it never set")?;
+        let items: Vec<Item> = self.stack.drain(mark..).skip(1).collect();
+        items
+            .into_iter()
+            .map(|i| match i {
+                Item::Node(n) => Ok(n),
+                _ => Err("pickle holds an object ncclprobe does not read".to_string()),
+            })
+            .collect()
+    }
+
+    fn top_node(&mut self) -> Result<&mut Node, String> {
+        match self.stack.last() {
+            Some(Item::Node(n)) => Ok(&mut self.nodes[*n]),
+            _ => Err("pickle adds items to nothing".into()),
+        }
+    }
+
+    fn set_items(&mut self, items: Vec<usize>) -> Result<(), String> {
+        let Node::Dict(pairs) = self.top_node()? else {
+            return Err("pickle sets items on something that is not a dict".into());
+        };
+        pairs.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
+        Ok(())
+    }
+
+    fn append(&mut self, items: Vec<usize>) -> Result<(), String> {
+        let Node::List(list) = self.top_node()? else {
+            return Err("pickle appends to something that is not a list".into());
+        };
+        list.extend(items);
+        Ok(())
+    }
+
+    fn memo_index(op: u8, data: &[u8], at: &mut usize) -> Result<u64, String> {
+        Ok(if matches!(op, b'q' | b'h') {
+            take(data, at, 1)?[0] as u64
+        } else {
+            u32::from_le_bytes(take(data, at, 4)?.try_into().unwrap_or([0; 4])) as u64
+        })
+    }
+
+    /// The value of node `n`, at most MAX_DEPTH deep and MAX_VALUES in all.
+    fn value(&self, n: usize, depth: usize, budget: &mut usize) -> Result<Value, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("pickle nests deeper than {MAX_DEPTH} levels"));
+        }
+        if *budget == 0 {
+            return Err(format!("pickle expands to more than {MAX_VALUES} values (it refers to its own objects over and over)"));
+        }
+        *budget -= 1;
+        Ok(match &self.nodes[n] {
+            Node::Leaf(v) => v.clone(),
+            Node::List(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|i| self.value(*i, depth + 1, budget))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Node::Dict(pairs) => {
+                let mut map = Map::new();
+                for (k, v) in pairs {
+                    let key = key_of(self.value(*k, depth + 1, budget)?);
+                    map.insert(key, self.value(*v, depth + 1, budget)?);
+                }
+                Value::Object(map)
+            }
+        })
+    }
+}
+
 /// Read a pickle into a JSON value.
 pub fn read(reader: impl Read) -> Result<Value, String> {
     let mut data = Vec::new();
@@ -80,8 +172,7 @@ pub fn read(reader: impl Read) -> Result<Value, String> {
             MAX_PICKLE_BYTES >> 20
         ));
     }
-    let mut stack: Vec<Item> = Vec::new();
-    let mut memo: std::collections::HashMap<u64, Item> = Default::default();
+    let mut vm = Vm::default();
     let mut at = 0usize;
     loop {
         let op = *take(&data, &mut at, 1)?.first().unwrap_or(&b'.');
@@ -92,80 +183,70 @@ pub fn read(reader: impl Read) -> Result<Value, String> {
             0x95 => {
                 take(&data, &mut at, 8)?;
             }
-            b'.' => return pop(&mut stack),
-            b'(' => stack.push(Item::Mark),
-            b'}' => stack.push(Item::Value(Value::Object(Map::new()))),
-            b']' | 0x8f => stack.push(Item::Value(Value::Array(Vec::new()))),
-            b')' => stack.push(Item::Value(Value::Array(Vec::new()))),
-            b'N' => stack.push(Item::Value(Value::Null)),
-            0x88 => stack.push(Item::Value(Value::Bool(true))),
-            0x89 => stack.push(Item::Value(Value::Bool(false))),
+            b'.' => {
+                let root = vm.pop()?;
+                let mut budget = MAX_VALUES;
+                return vm.value(root, 0, &mut budget);
+            }
+            b'(' => vm.stack.push(Item::Mark),
+            b'}' => vm.push(Node::Dict(Vec::new())),
+            b']' | b')' | 0x8f => vm.push(Node::List(Vec::new())),
+            b'N' => vm.push(Node::Leaf(Value::Null)),
+            0x88 => vm.push(Node::Leaf(Value::Bool(true))),
+            0x89 => vm.push(Node::Leaf(Value::Bool(false))),
             b'K' | b'M' | b'J' | 0x8a | b'G' | 0x8c | b'X' | 0x8d | b'C' | b'B' | 0x8e => {
-                stack.push(Item::Value(scalar(op, &data, &mut at)?))
+                let v = scalar(op, &data, &mut at)?;
+                vm.push(Node::Leaf(v))
             }
             0x94 => {
-                let top = stack
-                    .last()
-                    .cloned()
-                    .ok_or("pickle memoizes an empty stack")?;
-                memo.insert(memo.len() as u64, top);
+                let top = *vm.stack.last().ok_or("pickle memoizes an empty stack")?;
+                vm.memo.insert(vm.memo.len() as u64, top);
             }
             b'q' | b'r' => {
-                let idx = if op == b'q' {
-                    take(&data, &mut at, 1)?[0] as u64
-                } else {
-                    u32::from_le_bytes(take(&data, &mut at, 4)?.try_into().unwrap_or([0; 4])) as u64
-                };
-                let top = stack
-                    .last()
-                    .cloned()
-                    .ok_or("pickle memoizes an empty stack")?;
-                memo.insert(idx, top);
+                let idx = Vm::memo_index(op, &data, &mut at)?;
+                let top = *vm.stack.last().ok_or("pickle memoizes an empty stack")?;
+                vm.memo.insert(idx, top);
             }
             b'h' | b'j' => {
-                let idx = if op == b'h' {
-                    take(&data, &mut at, 1)?[0] as u64
-                } else {
-                    u32::from_le_bytes(take(&data, &mut at, 4)?.try_into().unwrap_or([0; 4])) as u64
-                };
-                stack.push(
-                    memo.get(&idx)
-                        .cloned()
-                        .ok_or("pickle reads a memo it never wrote")?,
-                )
+                let idx = Vm::memo_index(op, &data, &mut at)?;
+                let item = *vm
+                    .memo
+                    .get(&idx)
+                    .ok_or("pickle reads a memo it never wrote")?;
+                vm.stack.push(item)
             }
             b's' => {
-                let v = pop(&mut stack)?;
-                let k = pop(&mut stack)?;
-                dict_insert(&mut stack, vec![k, v])?;
+                let v = vm.pop()?;
+                let k = vm.pop()?;
+                vm.set_items(vec![k, v])?;
             }
             b'u' => {
-                let items = since_mark(&mut stack)?;
-                dict_insert(&mut stack, items)?;
+                let items = vm.since_mark()?;
+                vm.set_items(items)?;
             }
             b'a' => {
-                let v = pop(&mut stack)?;
-                list_extend(&mut stack, vec![v])?;
+                let v = vm.pop()?;
+                vm.append(vec![v])?;
             }
             b'e' | 0x90 => {
-                let items = since_mark(&mut stack)?;
-                list_extend(&mut stack, items)?;
+                let items = vm.since_mark()?;
+                vm.append(items)?;
             }
             b't' | 0x91 => {
-                let items = since_mark(&mut stack)?;
-                stack.push(Item::Value(Value::Array(items)))
+                let items = vm.since_mark()?;
+                vm.push(Node::List(items))
             }
             0x85..=0x87 => {
                 let n = (op - 0x84) as usize;
                 let mut items = Vec::new();
                 for _ in 0..n {
-                    items.push(pop(&mut stack)?);
+                    items.push(vm.pop()?);
                 }
                 items.reverse();
-                stack.push(Item::Value(Value::Array(items)))
+                vm.push(Node::List(items))
             }
             b'c' => {
-                // GLOBAL "module\nname\n": only PyTorch's typed-list builders are accepted.
+                // GLOBAL "module\nname\n": only PyTorch's list builders are accepted.
                 let line = |at: &mut usize| -> Result<String, String> {
                     let end = data[*at..]
                         .iter()
@@ -177,23 +258,28 @@ pub fn read(reader: impl Read) -> Result<Value, String> {
                 };
                 let module = line(&mut at)?;
                 let name = line(&mut at)?;
-                stack.push(global(&module, &name)?);
+                vm.stack.push(global(&module, &name)?);
             }
             0x93 => {
-                let name = key_of(pop(&mut stack)?);
-                let module = key_of(pop(&mut stack)?);
-                stack.push(global(&module, &name)?);
+                let name = vm.pop()?;
+                let module = vm.pop()?;
+                let mut budget = 4;
+                let name = key_of(vm.value(name, 0, &mut budget)?);
+                let module = key_of(vm.value(module, 0, &mut budget)?);
+                vm.stack.push(global(&module, &name)?);
             }
             b'R' => {
-                let args = pop(&mut stack)?;
-                match stack.pop() {
+                let args = vm.pop()?;
+                match vm.stack.pop() {
                     Some(Item::ListBuilder) => {
-                        let list = args
-                            .as_array()
-                            .and_then(|a| a.first())
-                            .cloned()
-                            .unwrap_or(Value::Array(vec![]));
-                        stack.push(Item::Value(list))
+                        let first = match &vm.nodes[args] {
+                            Node::List(items) => items.first().copied(),
+                            _ => None,
+                        };
+                        match first {
+                            Some(n) => vm.stack.push(Item::Node(n)),
+                            None => vm.push(Node::List(Vec::new())),
+                        }
                     }
                     _ => {
                         return Err("pickle calls something other than a typed-list builder".into())
@@ -263,25 +349,6 @@ fn global(module: &str, name: &str) -> Result<Item, String> {
     }
 }
 
-fn dict_insert(stack: &mut [Item], items: Vec<Value>) -> Result<(), String> {
-    let Some(Item::Value(Value::Object(map))) = stack.last_mut() else {
-        return Err("pickle sets items on something that is not a dict".into());
-    };
-    let mut it = items.into_iter();
-    while let (Some(k), Some(v)) = (it.next(), it.next()) {
-        map.insert(key_of(k), v);
-    }
-    Ok(())
-}
-
-fn list_extend(stack: &mut [Item], items: Vec<Value>) -> Result<(), String> {
-    let Some(Item::Value(Value::Array(list))) = stack.last_mut() else {
-        return Err("pickle appends to something that is not a list".into());
-    };
-    list.extend(items);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +367,36 @@ mod tests {
         assert_eq!(e["c"], true);
         assert_eq!(e["n"], 1u64 << 40);
         assert_eq!(e["neg"], -3);
+    }
+
+    /// `l = [1, 2]; pickle.dumps({"a": l, "b": l}, protocol=2)`: the list is memoized empty,
+    /// filled, and referred to again; both keys read it filled.
+    #[test]
+    fn a_shared_list_reads_back_filled_wherever_it_is_referred_to() {
+        let b = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01K\x02eX\x01\x00\x00\x00bq\x03h\x02u.";
+        assert_eq!(
+            read(&b[..]).unwrap(),
+            serde_json::json!({"a": [1, 2], "b": [1, 2]})
+        );
+    }
+
+    /// Each list holds the previous one twice: 40 levels would be 2^40 values.
+    #[test]
+    fn self_referring_growth_and_deep_nesting_are_refused() {
+        let mut b = b"\x80\x02]q\x00".to_vec();
+        for i in 0..40u8 {
+            // [prev, prev], memoized as i + 1.
+            b.extend([b'h', i, b'h', i, 0x86, b'q', i + 1]);
+        }
+        b.push(b'.');
+        let e = read(&b[..]).unwrap_err();
+        assert!(e.contains("expands to more than"), "{e}");
+        let mut deep = b"\x80\x02".to_vec();
+        deep.extend(std::iter::repeat_n(b']', 20_000));
+        deep.extend(std::iter::repeat_n(b'a', 19_999));
+        deep.push(b'.');
+        let e = read(&deep[..]).unwrap_err();
+        assert!(e.contains("nests deeper than"), "{e}");
     }
 
     /// `pickle.dumps({"x": [[1, 2], [3]], "s": "é"}, protocol=2)`: memo puts and marks.

@@ -37,6 +37,10 @@ pub enum StreamError {
     Element(String),
 }
 
+/// The most one array element may weigh (a profiler event is a few KB): a longer one is
+/// handed out empty, which its reader counts as unreadable, instead of being held.
+pub const MAX_ELEMENT_BYTES: usize = 16 << 20;
+
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
     /// Between top-level keys and values.
@@ -69,6 +73,7 @@ pub fn split_object(
     let mut key = String::new();
     let mut element: Vec<u8> = Vec::new();
     let mut in_element = false;
+    let mut element_dropped = false;
     let mut value: Vec<u8> = Vec::new();
     let mut value_dropped = false;
     loop {
@@ -86,13 +91,7 @@ pub fn split_object(
         while i < buf.len() {
             let b = buf[i];
             if in_string {
-                if escape {
-                    escape = false;
-                } else if b == b'\\' {
-                    escape = true;
-                } else if b == b'"' {
-                    in_string = false;
-                }
+                in_string = still_in_string(b, &mut escape);
                 if depth == 1 && mode == Mode::Keys && in_string {
                     string_buf.push(b);
                 }
@@ -116,15 +115,19 @@ pub fn split_object(
                     depth += 1;
                     if mode == Mode::Array && depth == 3 {
                         in_element = true;
+                        element_dropped = false;
                         element.clear();
                         from = i;
                     }
                 }
                 b'}' | b']' => {
                     if mode == Mode::Array && depth == 3 && in_element {
-                        element.extend_from_slice(&buf[from..=i]);
+                        if !element_dropped {
+                            element.extend_from_slice(&buf[from..=i]);
+                        }
                         in_element = false;
-                        each(&key, &element).map_err(StreamError::Element)?;
+                        let whole: &[u8] = if element_dropped { b"" } else { &element };
+                        each(&key, whole).map_err(StreamError::Element)?;
                     }
                     if mode == Mode::Array && depth == 2 {
                         mode = Mode::Keys;
@@ -177,8 +180,12 @@ pub fn split_object(
             i += 1;
         }
         // Carry what is being copied over to the next chunk.
-        if in_element {
+        if in_element && !element_dropped {
             element.extend_from_slice(&buf[from..]);
+            if element.len() > MAX_ELEMENT_BYTES {
+                element_dropped = true;
+                element = Vec::new();
+            }
         }
         if mode == Mode::Value && !value_dropped {
             value.extend_from_slice(&buf[from..]);
@@ -193,6 +200,18 @@ pub fn split_object(
     } else {
         Err(StreamError::NotObject(' '))
     }
+}
+
+/// Whether a string goes on past `b` (its closing quote ends it; an escaped one does not).
+fn still_in_string(b: u8, escape: &mut bool) -> bool {
+    if *escape {
+        *escape = false;
+    } else if b == b'\\' {
+        *escape = true;
+    } else if b == b'"' {
+        return false;
+    }
+    true
 }
 
 /// Whether `b`, before anything else, opens the object; whitespace and a byte-order mark are

@@ -294,7 +294,7 @@ pub struct LinkArgs {
     #[arg(long)]
     pub busbw: Option<f64>,
     /// Per-call latency in microseconds for the alpha-beta model.
-    #[arg(long, default_value_t = 20.0, requires = "busbw")]
+    #[arg(long, default_value_t = LinkArgs::DEFAULT_LATENCY_US, requires = "busbw")]
     pub latency_us: f64,
     /// Use a --curve that is incomplete (its run did not complete, or it stops far below the
     /// messages simulated) or measured on another rank count than --world-size (rescaled by
@@ -302,6 +302,21 @@ pub struct LinkArgs {
     /// what was used is said on stderr and in the document's `link`.
     #[arg(long, requires = "curve")]
     pub allow_partial: bool,
+}
+
+impl LinkArgs {
+    /// `--latency-us` when it is not given.
+    pub const DEFAULT_LATENCY_US: f64 = 20.0;
+
+    /// No link: what is measured is shown but not held against a curve or a busbw.
+    pub fn none() -> LinkArgs {
+        LinkArgs {
+            curve: None,
+            busbw: None,
+            latency_us: Self::DEFAULT_LATENCY_US,
+            allow_partial: false,
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]

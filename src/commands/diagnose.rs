@@ -15,13 +15,8 @@ pub fn gather(args: &DiagnoseArgs) -> Result<Inputs, Failure> {
         // A job's profiler traces, Flight Recorder dumps, Inspector output: judged as `trace`.
         if path.is_dir() || crate::import::trace::sniff(path).is_some() {
             let name = path.display().to_string();
-            let link = crate::cli::LinkArgs {
-                curve: None,
-                busbw: None,
-                latency_us: 20.0,
-                allow_partial: false,
-            };
-            let doc = super::trace::judge(super::trace::read(std::slice::from_ref(path))?, &link)?;
+            let mut job = super::trace::read(std::slice::from_ref(path))?;
+            let doc = super::trace::judge(&mut job, &crate::cli::LinkArgs::none())?;
             inputs.traces.push((name.clone(), doc));
             inputs.files.push((name, "training job records".into()));
             continue;

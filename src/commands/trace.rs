@@ -15,8 +15,9 @@ pub fn read(paths: &[PathBuf]) -> Result<JobRecords, Failure> {
     read_job(paths).map_err(|e| Failure::usage(e.to_string()))
 }
 
-/// The job's records judged against `link` (a curve or a busbw, or none).
-pub fn judge(mut job: JobRecords, link: &LinkArgs) -> Result<TraceDocument, Failure> {
+/// The job's records judged against `link` (a curve or a busbw, or none). A link that cannot
+/// be loaded is refused before the records are touched, so they can be judged without one.
+pub fn judge(job: &mut JobRecords, link: &LinkArgs) -> Result<TraceDocument, Failure> {
     let world = job
         .ranks
         .iter()
@@ -48,7 +49,7 @@ pub fn judge(mut job: JobRecords, link: &LinkArgs) -> Result<TraceDocument, Fail
         (None, Vec::new())
     };
     let described = curve.as_ref().map(|c| c.describe());
-    let mut doc = crate::analysis::trace::analyse(&mut job, curve.as_ref(), described);
+    let mut doc = crate::analysis::trace::analyse(job, curve.as_ref(), described);
     doc.notes.extend(notes);
     if curve.is_none() && !doc.collectives.is_empty() {
         doc.notes.push("no link given: the collectives' busbw is shown but not judged; give --curve (this machine's sweep record) or --busbw".into());
@@ -57,7 +58,7 @@ pub fn judge(mut job: JobRecords, link: &LinkArgs) -> Result<TraceDocument, Fail
 }
 
 pub fn run(args: &TraceArgs) -> Result<ExitCode, Failure> {
-    let doc = judge(read(&args.paths)?, &args.link)?;
+    let doc = judge(&mut read(&args.paths)?, &args.link)?;
     match args.format {
         OutputFormat::Json => crate::outln!("{}", render::to_json(&doc)?),
         OutputFormat::Table => crate::out!("{}", render::trace::table(&doc)),
@@ -82,7 +83,7 @@ pub fn run_what_if(
     link: &LinkArgs,
     format: OutputFormat,
 ) -> Result<ExitCode, Failure> {
-    let doc = judge(read(&[path.to_path_buf()])?, link)?;
+    let doc = judge(&mut read(&[path.to_path_buf()])?, link)?;
     let Some(w) = &doc.what_if else {
         let why = if doc.steps.is_empty() {
             "it holds no profiler step (Flight Recorder dumps and Inspector records have none; give the job's torch.profiler trace)"

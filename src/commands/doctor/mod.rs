@@ -292,17 +292,16 @@ impl Doctor<'_> {
             return Ok(());
         }
         self.steps.begin("read the job's trace");
-        let job = crate::commands::trace::read(&self.args.trace)?;
+        let mut job = crate::commands::trace::read(&self.args.trace)?;
         let curve = run.filter(|p| {
             read_record(p).is_some_and(|r| r.status == crate::model::RunStatus::Complete)
         });
         let link = crate::cli::LinkArgs {
             curve: curve.map(Path::to_path_buf),
-            busbw: None,
-            latency_us: 20.0,
             allow_partial: true,
+            ..crate::cli::LinkArgs::none()
         };
-        let doc = match crate::commands::trace::judge(job, &link) {
+        let doc = match crate::commands::trace::judge(&mut job, &link) {
             Ok(doc) => doc,
             // A sweep without the collectives' curve: the trace is judged without a link.
             Err(f) => {
@@ -313,14 +312,7 @@ impl Doctor<'_> {
                         f.message
                     ),
                 );
-                let unlinked = crate::cli::LinkArgs {
-                    curve: None,
-                    ..link
-                };
-                crate::commands::trace::judge(
-                    crate::commands::trace::read(&self.args.trace)?,
-                    &unlinked,
-                )?
+                crate::commands::trace::judge(&mut job, &crate::cli::LinkArgs::none())?
             }
         };
         self.write("trace.json", &doc)?;

@@ -205,13 +205,13 @@ pub fn find(dumps: &[FlightRank]) -> (Option<Hang>, Vec<String>) {
         }
     }
     // Ranks a group has that sent no dump.
+    let have: BTreeSet<usize> = dumps
+        .iter()
+        .enumerate()
+        .map(|(i, d)| d.rank.unwrap_or(i))
+        .collect();
     for d in dumps {
         for g in d.groups.values() {
-            let have: BTreeSet<usize> = dumps
-                .iter()
-                .enumerate()
-                .map(|(i, d)| d.rank.unwrap_or(i))
-                .collect();
             let lacking: Vec<usize> = g
                 .ranks
                 .iter()

@@ -73,17 +73,16 @@ fn intervals<'a>(ks: impl Iterator<Item = &'a Kernel>) -> Vec<(f64, f64)> {
 /// Every step of one rank. Kernels must be sorted by start ([`sort`]).
 pub fn breakdown(trace: &RankTrace, rank: usize) -> Vec<StepBreakdown> {
     let longest = trace.kernels.iter().map(|k| k.dur_us).fold(0.0, f64::max);
-    let loader = |lo: f64, hi: f64| {
-        union(
-            trace
-                .loader
-                .iter()
-                .map(|s: &Span| (s.start_us, s.end_us()))
-                .collect(),
-            lo,
-            hi,
-        )
-    };
+    // The DataLoader's waits as one union, clipped to each step below.
+    let waits = union(
+        trace
+            .loader
+            .iter()
+            .map(|s: &Span| (s.start_us, s.end_us()))
+            .collect(),
+        f64::MIN,
+        f64::MAX,
+    );
     let mut out = Vec::new();
     // A step with no duration has nothing to split (the caller says how many there were).
     for (i, step) in trace
@@ -101,7 +100,7 @@ pub fn breakdown(trace: &RankTrace, rank: usize) -> Vec<StepBreakdown> {
         let exposed = length(&comm) - overlapped;
         let busy = union(compute.iter().chain(comm.iter()).copied().collect(), lo, hi);
         let idle = complement(&busy, lo, hi);
-        let loader_wait = length(&intersect(&idle, &loader(lo, hi)));
+        let loader_wait = length(&intersect(&idle, &clip(&waits, lo, hi)));
         let wall = hi - lo;
         let phase = |p: Phase| {
             length(&union(
@@ -126,6 +125,16 @@ pub fn breakdown(trace: &RankTrace, rank: usize) -> Vec<StepBreakdown> {
         });
     }
     out
+}
+
+/// The part of a union within `[lo, hi]` (binary search: for one step against the whole trace).
+pub fn clip(x: &Intervals, lo: f64, hi: f64) -> Intervals {
+    let from = x.partition_point(|s| s.1 <= lo);
+    x[from..]
+        .iter()
+        .take_while(|s| s.0 < hi)
+        .map(|&(a, b)| (a.max(lo), b.min(hi)))
+        .collect()
 }
 
 /// `[lo, hi]` less a union.
@@ -188,17 +197,12 @@ pub fn sort(trace: &mut RankTrace) {
         .sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
 }
 
-/// The median of values (0 for none).
-pub fn median(mut v: Vec<f64>) -> f64 {
+/// The median of values (0 for none, where the shared one gives NaN).
+pub fn median(v: Vec<f64>) -> f64 {
     if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
+        0.0
     } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
+        crate::documents::stragglers::median(v)
     }
 }
 

@@ -232,42 +232,42 @@ impl Reader {
             return Ok(());
         }
         let args = ev.args.unwrap_or_default();
-        let cat = ev.cat.as_deref().unwrap_or("").to_ascii_lowercase();
-        match cat.as_str() {
-            "kernel" | "gpu_memcpy" | "memcpy" | "gpu_memset" | "memset" => {
-                let kind = if cat == "kernel" {
-                    self.kernel_kind(name, &args)
-                } else {
-                    KernelKind::Memory
-                };
-                self.trace.kernels.push(Kernel {
-                    start_us: ts,
-                    dur_us: dur,
-                    stream: args.stream.unwrap_or(ev.tid) as u32,
-                    correlation: args.correlation.unwrap_or(0),
-                    launch_us: ts,
-                    kind,
-                    phase: Phase::Unknown,
-                    step: None,
-                });
+        // Categories as Kineto spells them, old (`Kernel`) and new (`kernel`), without an
+        // allocation per event.
+        let cat = ev.cat.as_deref().unwrap_or("");
+        let is = |names: &[&str]| names.iter().any(|n| cat.eq_ignore_ascii_case(n));
+        if is(&["kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"]) {
+            let kind = if cat.eq_ignore_ascii_case("kernel") {
+                self.kernel_kind(name, &args)
+            } else {
+                KernelKind::Memory
+            };
+            self.trace.kernels.push(Kernel {
+                start_us: ts,
+                dur_us: dur,
+                stream: args.stream.unwrap_or(ev.tid) as u32,
+                correlation: args.correlation.unwrap_or(0),
+                launch_us: ts,
+                kind,
+                phase: Phase::Unknown,
+                step: None,
+            });
+        } else if is(&["cuda_runtime", "runtime", "cuda_driver"]) {
+            if let Some(c) = args.correlation {
+                self.launches.push((c, ev.tid, ts));
             }
-            "cuda_runtime" | "runtime" | "cuda_driver" => {
-                if let Some(c) = args.correlation {
-                    self.launches.push((c, ev.tid, ts));
-                }
-            }
-            "cpu_op" | "operator" | "user_annotation" | "python_function" => {
-                self.cpu_op(name, ev.tid, ts, dur, &args)
-            }
-            _ => {}
+        } else if is(&["cpu_op", "operator", "user_annotation", "python_function"]) {
+            self.cpu_op(name, ev.tid, ts, dur, &args)
         }
         Ok(())
     }
 
     fn kernel_kind(&mut self, name: &str, args: &RawArgs) -> KernelKind {
-        let lower = name.get(..4).unwrap_or("").to_ascii_lowercase();
+        let nccl = name
+            .get(..4)
+            .is_some_and(|p| p.eq_ignore_ascii_case("nccl"));
         let from_name = kernel_collective(name);
-        if lower != "nccl" && from_name.is_none() {
+        if !nccl && from_name.is_none() {
             return KernelKind::Compute;
         }
         let coll = args
